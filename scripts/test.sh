@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds tandem and runs every test (CTest). Usage: scripts/test.sh [extra ctest args]
+# Environment: BUILD_DIR (default build), TANDEM_TESTDATA (default ../shared/testdata),
+# TANDEM_CUDA (ON/OFF; default: on when nvcc is found).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${BUILD_DIR:-build}"
+export TANDEM_TESTDATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
+cmake_args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+[ -n "${TANDEM_CUDA:-}" ] && cmake_args+=("-DTANDEM_CUDA=${TANDEM_CUDA}")
+[ -z "${TANDEM_CUDA:-}" ] && ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
+cmake "${cmake_args[@]}"
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+if [ -f tests/integration/package.json ]; then
+  (cd tests/integration && { [ -d node_modules ] || npm ci --no-audit --no-fund --silent; })
+fi
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "$(nproc)" --timeout 600 "$@"
