@@ -1,0 +1,48 @@
+// The model's config.json, both eras of spelling (see MODEL-NOTES.md and testdata/README.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tandem::engine {
+
+struct ModelConfig {
+  std::string model_type;           // "qwen3_moe", "qwen3_next", "qwen3_5_moe_text", ...
+  std::string architecture;         // architectures[0] when present
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;    // dense MLP layers
+  int64_t moe_intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;             // defaults to hidden_size / num_attention_heads
+  int64_t num_experts = 0;          // num_experts or num_local_experts
+  int64_t num_experts_per_tok = 0;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool norm_topk_prob = true;
+  bool tie_word_embeddings = false;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;      // top-level rope_theta or rope_parameters.rope_theta
+  double partial_rotary_factor = 1.0;
+  int64_t max_position_embeddings = 0;
+  std::vector<int64_t> eos_token_ids;   // from config.json (and generation_config.json when present)
+  int64_t bos_token_id = -1;
+  std::string torch_dtype;              // "bfloat16", ...
+  // Hybrid models (qwen3_next / qwen3_5_moe): "linear_attention" / "full_attention" per layer.
+  std::vector<std::string> layer_types;
+
+  // A layer is MoE iff not in mlp_only_layers, num_experts > 0 and (layer+1) % decoder_sparse_step == 0.
+  bool IsMoeLayer(int64_t layer) const;
+};
+
+// Parses config.json text; `origin` (a path) is used in error messages.
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& origin);
+// Reads <dir>/config.json (and <dir>/generation_config.json for eos ids when present).
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
+
+}  // namespace tandem::engine
