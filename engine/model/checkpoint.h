@@ -1,5 +1,14 @@
 // A Hugging Face checkpoint folder: one model.safetensors or shards listed in
 // model.safetensors.index.json; memory-mapped; dtypes bf16, f16, f32 (converted to float32 on read).
+//
+// What: name -> tensor lookup over every .safetensors file of a folder. Open() accepts, in this
+// order: model.safetensors.index.json (its weight_map; every listed shard must exist and hold the
+// tensors listed for it), a single model.safetensors, or several *.safetensors without an index.
+// Files are mmapped read-only (engine/model/safetensors.h), so opening costs page cache only; a
+// Read converts to float32 into a fresh buffer. Shapes are as stored by Hugging Face: a Linear
+// weight is [out_features, in_features], so for tensor parallelism column-parallel weights
+// (q/k/v, gate/up) are sliced along dim 0 and row-parallel ones (o_proj, down) along dim 1.
+// Why virtual: tests and later backends may provide checkpoints that are not files.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +31,15 @@ struct Tensor {
   int64_t numel() const;
 };
 
+// A tensor as stored in a file (see Checkpoint::View).
+struct TensorView {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // little-endian, row-major; inside a read-only mmap
+  uint64_t nbytes = 0;
+  std::string file;               // the .safetensors file holding it
+};
+
 class Checkpoint {
  public:
   virtual ~Checkpoint() = default;
@@ -31,8 +49,9 @@ class Checkpoint {
   virtual bool Has(const std::string& name) const = 0;
   // Shape as stored; NotFound naming the tensor when absent.
   virtual absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const = 0;
-  // Whole tensor as float32. `expected_shape` must match exactly (InvalidArgument: "tensor X:
-  // expected shape [a, b], found [c, d] in FILE").
+  // Whole tensor as float32. `expected_shape` must match exactly (InvalidArgument: "tensor 'X' in
+  // FILE: expected shape [a, b], found [c, d]"). NotFound: "tensor 'X' not found in DIR".
+  // InvalidArgument naming the tensor when its dtype is not BF16, F16 or F32.
   virtual absl::StatusOr<Tensor> Read(const std::string& name,
                                       const std::vector<int64_t>& expected_shape) const = 0;
   // A contiguous slice along `dim` ([start, start+len)), as float32, for tensor-parallel shards.
@@ -42,6 +61,10 @@ class Checkpoint {
                                            int64_t start, int64_t len) const = 0;
   // Every tensor name, sorted.
   virtual std::vector<std::string> Names() const = 0;
+
+  // The stored bytes of one tensor, unconverted, valid while the Checkpoint lives: for backends
+  // that upload bf16 as is. The default says Unimplemented (non-file checkpoints).
+  virtual absl::StatusOr<TensorView> View(const std::string& name) const;
 };
 
 }  // namespace tandem::engine

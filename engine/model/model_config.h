@@ -1,4 +1,14 @@
 // The model's config.json, both eras of spelling (see MODEL-NOTES.md and testdata/README.md).
+//
+// What: the hyper-parameters the forward pass needs, parsed and validated once. Accepted spellings:
+// num_experts | num_local_experts; rope_theta top-level | rope_parameters.rope_theta (same for
+// partial_rotary_factor); dtype | torch_dtype; eos_token_id int | list | null, merged with
+// generation_config.json. Multimodal wrappers (model_type qwen3_5_moe with a `text_config`
+// object) are read from their text part; the wrapper's tie_word_embeddings / eos / bos / vocab
+// fill keys the text part lacks. Supported model_types: qwen3_moe, qwen3_next, qwen3_5_moe,
+// qwen3_5_moe_text (parsing only: whether a forward pass exists is the forward pass's business).
+// Why strict: a wrong head count or expert count gives plausible-looking garbage, so every
+// missing or inconsistent key is an error naming the key and the file.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +45,26 @@ struct ModelConfig {
   std::string torch_dtype;              // "bfloat16", ...
   // Hybrid models (qwen3_next / qwen3_5_moe): "linear_attention" / "full_attention" per layer.
   std::vector<std::string> layer_types;
+
+  // Added by the loader (additive; defaults are HF's).
+  std::string origin;                         // the file this came from (error messages)
+  bool attention_bias = false;
+  std::string rope_type = "default";            // rope_parameters.rope_type / rope_scaling.type
+  int64_t shared_expert_intermediate_size = 0;  // hybrid models' shared expert; 0 = none
+  int64_t full_attention_interval = 4;          // hybrid default when layer_types is absent
+  // Gated DeltaNet (linear attention) shapes of the hybrid models; 0 for qwen3_moe.
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 0;
+
+  // True for qwen3_next / qwen3_5_moe(_text): layer_types is then filled (one per layer).
+  bool IsHybrid() const;
+  // layer_types[layer] == "full_attention", or true for every layer of a non-hybrid model.
+  bool IsFullAttentionLayer(int64_t layer) const;
+  // Dims of each head that RoPE rotates: partial_rotary_factor * head_dim (even).
+  int64_t RotaryDim() const;
 
   // A layer is MoE iff not in mlp_only_layers, num_experts > 0 and (layer+1) % decoder_sparse_step == 0.
   bool IsMoeLayer(int64_t layer) const;

@@ -1,0 +1,274 @@
+// Checkpoint over one folder of .safetensors files (see checkpoint.h for the accepted layouts).
+#include "engine/model/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/model/safetensors.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr char kIndexFile[] = "model.safetensors.index.json";
+constexpr char kSingleFile[] = "model.safetensors";
+
+class SafetensorsCheckpoint final : public Checkpoint {
+ public:
+  explicit SafetensorsCheckpoint(std::string dir) : dir_(std::move(dir)) {}
+
+  // Opens `file` (relative to the folder) unless already open; returns its index in files_.
+  absl::StatusOr<size_t> AddFile(const std::string& file) {
+    for (size_t i = 0; i < file_names_.size(); ++i) {
+      if (file_names_[i] == file) return i;
+    }
+    ASSIGN_OR_RETURN(auto f, SafetensorsFile::Open((fs::path(dir_) / file).string()));
+    files_.push_back(std::move(f));
+    file_names_.push_back(file);
+    return files_.size() - 1;
+  }
+
+  // Registers every tensor of files_[i]; a name in two files is an error naming both.
+  absl::Status IndexFile(size_t i) {
+    for (const TensorInfo& t : files_[i]->tensors()) {
+      auto [it, inserted] = where_.emplace(t.name, Location{i, &t});
+      if (!inserted && it->second.file != i) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", t.name, "' appears in both ", file_names_[it->second.file],
+                         " and ", file_names_[i], " in ", dir_));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status OpenIndexed() {
+    const std::string index_path = (fs::path(dir_) / kIndexFile).string();
+    std::ifstream in(index_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in.good() && !in.eof()) {
+      return absl::PermissionDeniedError(absl::StrCat(index_path, ": cannot read"));
+    }
+    json index;
+    try {
+      index = json::parse(ss.str());
+    } catch (const json::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": malformed JSON: ", e.what()));
+    }
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, ": missing the 'weight_map' object"));
+    }
+    // Shard names first, so a missing shard is reported before any tensor.
+    std::map<std::string, std::vector<std::string>> tensors_by_shard;
+    for (const auto& [name, shard] : index["weight_map"].items()) {
+      if (!shard.is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            index_path, ": weight_map entry for '", name, "' must be a file name"));
+      }
+      const std::string& file = shard.get_ref<const std::string&>();
+      if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            index_path, ": weight_map entry for '", name, "' is not a plain file name: '", file, "'"));
+      }
+      tensors_by_shard[file].push_back(name);
+    }
+    for (const auto& [file, names] : tensors_by_shard) {
+      if (!fs::exists(fs::path(dir_) / file)) {
+        return absl::NotFoundError(absl::StrCat("shard ", file, " listed in ", index_path,
+                                                " (for tensor '", names.front(),
+                                                "' and others) does not exist"));
+      }
+    }
+    for (const auto& [file, names] : tensors_by_shard) {
+      ASSIGN_OR_RETURN(size_t i, AddFile(file));
+      RETURN_IF_ERROR(IndexFile(i));
+      for (const std::string& name : names) {
+        if (files_[i]->Find(name) == nullptr) {
+          return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is listed in ",
+                                                         kIndexFile, " for shard ", file,
+                                                         " but that shard does not hold it"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status OpenFolder() {
+    std::error_code ec;
+    if (!fs::is_directory(dir_, ec)) {
+      return absl::NotFoundError(absl::StrCat("checkpoint folder ", dir_, " does not exist"));
+    }
+    if (fs::exists(fs::path(dir_) / kIndexFile)) return OpenIndexed();
+    std::vector<std::string> files;
+    if (fs::exists(fs::path(dir_) / kSingleFile)) {
+      // One model.safetensors wins over other *.safetensors (e.g. golden.safetensors in testdata).
+      files.push_back(kSingleFile);
+    } else {
+      for (const auto& e : fs::directory_iterator(dir_, ec)) {
+        if (e.is_regular_file() && e.path().extension() == ".safetensors") {
+          files.push_back(e.path().filename().string());
+        }
+      }
+      std::sort(files.begin(), files.end());
+    }
+    if (files.empty()) {
+      return absl::NotFoundError(absl::StrCat("no ", kIndexFile, ", ", kSingleFile,
+                                              " or other *.safetensors in ", dir_));
+    }
+    for (const std::string& f : files) {
+      ASSIGN_OR_RETURN(size_t i, AddFile(f));
+      RETURN_IF_ERROR(IndexFile(i));
+    }
+    return absl::OkStatus();
+  }
+
+  bool Has(const std::string& name) const override { return where_.count(name) > 0; }
+
+  absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const override {
+    ASSIGN_OR_RETURN(const TensorInfo* t, Lookup(name));
+    return t->shape;
+  }
+
+  absl::StatusOr<Tensor> Read(const std::string& name,
+                              const std::vector<int64_t>& expected_shape) const override {
+    ASSIGN_OR_RETURN(const Location* loc, Checked(name, expected_shape));
+    return ReadSliceUnchecked(*loc, 0, 0, loc->info->shape.empty() ? 1 : loc->info->shape[0]);
+  }
+
+  absl::StatusOr<Tensor> ReadSlice(const std::string& name,
+                                   const std::vector<int64_t>& expected_shape, int dim,
+                                   int64_t start, int64_t len) const override {
+    ASSIGN_OR_RETURN(const Location* loc, Checked(name, expected_shape));
+    const auto& shape = loc->info->shape;
+    if (dim < 0 || dim >= static_cast<int>(shape.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': slice dim ", dim,
+                                                     " out of range for shape ",
+                                                     ShapeString(shape)));
+    }
+    if (start < 0 || len < 0 || start > shape[dim] || len > shape[dim] - start) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': slice [", start, ", ",
+                                                     start + len, ") of dim ", dim,
+                                                     " out of range for shape ",
+                                                     ShapeString(shape)));
+    }
+    return ReadSliceUnchecked(*loc, dim, start, len);
+  }
+
+  std::vector<std::string> Names() const override {
+    std::vector<std::string> names;
+    names.reserve(where_.size());
+    for (const auto& [name, loc] : where_) names.push_back(name);
+    return names;  // std::map iterates sorted
+  }
+
+  absl::StatusOr<TensorView> View(const std::string& name) const override {
+    auto it = where_.find(name);
+    if (it == where_.end()) return NotFound(name);
+    const Location& loc = it->second;
+    TensorView v;
+    v.dtype = loc.info->dtype;
+    v.shape = loc.info->shape;
+    v.data = files_[loc.file]->Data(*loc.info);
+    v.nbytes = loc.info->nbytes();
+    v.file = files_[loc.file]->path();
+    return v;
+  }
+
+ private:
+  struct Location {
+    size_t file;
+    const TensorInfo* info;  // owned by files_[file]
+  };
+
+  absl::Status NotFound(const std::string& name) const {
+    return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found in ", dir_));
+  }
+
+  absl::StatusOr<const TensorInfo*> Lookup(const std::string& name) const {
+    auto it = where_.find(name);
+    if (it == where_.end()) return NotFound(name);
+    return it->second.info;
+  }
+
+  // The tensor exists, has `expected` shape and a dtype we convert to float.
+  absl::StatusOr<const Location*> Checked(const std::string& name,
+                                          const std::vector<int64_t>& expected) const {
+    auto it = where_.find(name);
+    if (it == where_.end()) return NotFound(name);
+    const Location& loc = it->second;
+    if (loc.info->shape != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", name, "' in ", file_names_[loc.file], ": expected shape ",
+          ShapeString(expected), ", found ", ShapeString(loc.info->shape)));
+    }
+    const DType dt = loc.info->dtype;
+    if (dt != DType::kBF16 && dt != DType::kF16 && dt != DType::kF32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", name, "' in ", file_names_[loc.file], ": dtype ", DTypeName(dt),
+          " cannot be read as float (BF16, F16, F32 only)"));
+    }
+    return &loc;
+  }
+
+  // Rows [start, start+len) of `dim`: the tensor is `outer` blocks of shape[dim] * inner
+  // elements; from each block we copy one contiguous run of len * inner elements.
+  absl::StatusOr<Tensor> ReadSliceUnchecked(const Location& loc, int dim, int64_t start,
+                                            int64_t len) const {
+    const TensorInfo& t = *loc.info;
+    Tensor out;
+    out.shape = t.shape;
+    if (t.shape.empty()) {  // scalar
+      out.data.resize(1);
+      RETURN_IF_ERROR(ConvertToFloat(t.dtype, files_[loc.file]->Data(t), 1, out.data.data()));
+      return out;
+    }
+    out.shape[dim] = len;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < dim; ++i) outer *= t.shape[i];
+    for (size_t i = dim + 1; i < t.shape.size(); ++i) inner *= t.shape[i];
+    out.data.resize(static_cast<size_t>(outer * len * inner));
+    const size_t esize = DTypeSize(t.dtype);
+    const uint8_t* base = files_[loc.file]->Data(t);
+    const int64_t run = len * inner;
+    for (int64_t o = 0; o < outer; ++o) {
+      const uint8_t* src = base + static_cast<size_t>((o * t.shape[dim] + start) * inner) * esize;
+      RETURN_IF_ERROR(ConvertToFloat(t.dtype, src, static_cast<size_t>(run),
+                                     out.data.data() + o * run));
+    }
+    return out;
+  }
+
+  std::string dir_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<std::string> file_names_;  // relative to dir_, parallel to files_
+  std::map<std::string, Location> where_;
+};
+
+}  // namespace
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+absl::StatusOr<TensorView> Checkpoint::View(const std::string& name) const {
+  return absl::UnimplementedError("this checkpoint has no stored bytes to view");
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+  auto ckpt = std::make_unique<SafetensorsCheckpoint>(dir);
+  RETURN_IF_ERROR(ckpt->OpenFolder());
+  return std::unique_ptr<Checkpoint>(std::move(ckpt));
+}
+
+}  // namespace tandem::engine
