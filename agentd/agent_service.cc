@@ -1,0 +1,54 @@
+#include "agentd/agent_service.h"
+
+#include "common/log.h"
+#include "common/status.h"
+
+namespace tandem::agentd {
+
+AgentService::AgentService(AgentConfig config, AgentMetrics* metrics)
+    : config_(std::move(config)), metrics_(metrics), hasher_(config_.state_dir) {}
+
+grpc::Status AgentService::GetFacts(grpc::ServerContext* context, const v1::GetFactsRequest* request,
+                                    v1::NodeFacts* response) {
+  *response = CollectNodeFacts(config_.roots, config_.node_name, request->model_path());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::HashWeightsRequest* request,
+                                       grpc::ServerWriter<v1::HashWeightsEvent>* writer) {
+  if (request->model_path().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_path is empty");
+  }
+  TLOG(INFO) << "hashing " << request->model_path() << " (threads " << request->threads() << ")";
+  bool stream_broken = false;
+  HashOptions opts;
+  opts.threads = request->threads();
+  opts.cancelled = [&] { return stream_broken || context->IsCancelled(); };
+  opts.on_progress = [&](const v1::HashProgress& p) {
+    if (metrics_) metrics_->SetHashProgress(p.files_done(), p.bytes_done(), p.bytes_total());
+    v1::HashWeightsEvent ev;
+    *ev.mutable_progress() = p;
+    if (!stream_broken && !writer->Write(ev)) stream_broken = true;
+  };
+  auto manifest = hasher_.Hash(request->model_path(), opts);
+  if (!manifest.ok()) {
+    if (manifest.status().code() == absl::StatusCode::kCancelled) {
+      TLOG(INFO) << "hashing " << request->model_path() << " cancelled by the client";
+      return grpc::Status(grpc::StatusCode::CANCELLED, "hashing cancelled");
+    }
+    v1::HashWeightsEvent ev;
+    ev.mutable_manifest()->set_model_path(request->model_path());
+    ev.mutable_manifest()->set_error(StatusText(manifest.status()));
+    writer->Write(ev);
+    return grpc::Status::OK;
+  }
+  if (metrics_) metrics_->SetHashThroughput(manifest->hashed_bytes_per_second());
+  TLOG(INFO) << "hashed " << request->model_path() << ": " << manifest->files_size() << " files, "
+             << manifest->total_bytes() << " bytes in " << manifest->seconds() << " s";
+  v1::HashWeightsEvent ev;
+  *ev.mutable_manifest() = std::move(*manifest);
+  if (!writer->Write(ev)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  return grpc::Status::OK;
+}
+
+}  // namespace tandem::agentd

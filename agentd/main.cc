@@ -1,0 +1,182 @@
+// tandem-agentd: flags and wiring only. Everything else is in the tandem_agent library.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "agentd/agent_service.h"
+#include "agentd/metrics.h"
+#include "agentd/weights_manifest.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/version.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: tandem-agentd [flags]
+  --listen HOST:PORT          gRPC address (port 0: any free port)       [0.0.0.0:50051]
+  --node-name NAME            name reported in facts and metrics         [hostname]
+  --sysfs-root DIR            where sysfs is mounted                     [/sys]
+  --procfs-root DIR           where procfs is mounted                    [/proc]
+  --state-dir DIR             hash cache and persistent state            [none: no cache]
+  --metrics-listen HOST:PORT  Prometheus /metrics (port 0: any free)     [none: off]
+  --hash-once DIR             hash DIR once, print a summary, exit (benchmark)
+  --threads N                 hashing threads for --hash-once            [cores]
+  --version, --help
+On start it prints one line to stdout:
+  tandem-agentd ready node=NAME grpc=HOST:PORT metrics=HOST:PORT|off
+)";
+
+struct Flags {
+  std::string listen = "0.0.0.0:50051";
+  std::string node_name;
+  std::string sysfs_root = "/sys";
+  std::string procfs_root = "/proc";
+  std::string state_dir;
+  std::string metrics_listen;
+  std::string hash_once;
+  unsigned threads = 0;
+};
+
+// Accepts "--flag value" and "--flag=value". Returns false (after printing why) on bad input.
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  std::map<std::string, std::string*> strings = {
+      {"--listen", &f->listen},         {"--node-name", &f->node_name},
+      {"--sysfs-root", &f->sysfs_root}, {"--procfs-root", &f->procfs_root},
+      {"--state-dir", &f->state_dir},   {"--metrics-listen", &f->metrics_listen},
+      {"--hash-once", &f->hash_once}};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    if (arg == "--version") {
+      std::cout << "tandem-agentd " << tandem::Version() << "\n";
+      std::exit(0);
+    }
+    bool known = strings.count(arg) || arg == "--threads";
+    if (!known) {
+      std::cerr << "tandem-agentd: unknown flag " << arg << "\n" << kUsage;
+      return false;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        std::cerr << "tandem-agentd: " << arg << " needs a value\n";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (arg == "--threads") {
+      char* end = nullptr;
+      long n = std::strtol(value.c_str(), &end, 10);
+      if (*end != '\0' || n < 0 || n > 1024) {
+        std::cerr << "tandem-agentd: --threads wants a number 0..1024, got " << value << "\n";
+        return false;
+      }
+      f->threads = static_cast<unsigned>(n);
+    } else {
+      *strings[arg] = value;
+    }
+  }
+  return true;
+}
+
+// "HOST:PORT" -> HOST ("[::]" stays bracketed).
+std::string HostOf(const std::string& host_port) {
+  auto colon = host_port.rfind(':');
+  return colon == std::string::npos ? host_port : host_port.substr(0, colon);
+}
+
+int HashOnce(const Flags& flags) {
+  tandem::agentd::WeightsHasher hasher(flags.state_dir);
+  tandem::agentd::HashOptions opts;
+  opts.threads = flags.threads;
+  auto m = hasher.Hash(flags.hash_once, opts);
+  if (!m.ok()) {
+    std::cerr << "tandem-agentd: " << m.status() << "\n";
+    return 1;
+  }
+  size_t cached = 0, errors = 0;
+  for (const auto& f : m->files()) {
+    cached += f.cached();
+    errors += !f.error().empty();
+    std::cout << f.sha256() << "  " << f.path() << (f.cached() ? "  (cached)" : "")
+              << (f.error().empty() ? "" : "  ERROR " + f.error()) << "\n";
+  }
+  std::printf("files=%d cached=%zu errors=%zu bytes=%llu seconds=%.3f hashed_MBps=%.1f effective_MBps=%.1f\n",
+              m->files_size(), cached, errors, static_cast<unsigned long long>(m->total_bytes()), m->seconds(),
+              m->hashed_bytes_per_second() / 1e6, m->seconds() > 0 ? m->total_bytes() / m->seconds() / 1e6 : 0.0);
+  return errors ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, &flags)) return 2;
+  if (!flags.hash_once.empty()) return HashOnce(flags);
+  if (flags.node_name.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    flags.node_name = host;
+  }
+  tandem::SetLogTag(flags.node_name);
+
+  // Block the stop signals before any thread exists, so every thread inherits the mask and
+  // the main thread alone receives them through sigwait().
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  tandem::agentd::FactsRoots roots{flags.sysfs_root, flags.procfs_root};
+  tandem::agentd::AgentMetrics metrics(roots, flags.node_name);
+  std::string metrics_addr = "off";
+  if (!flags.metrics_listen.empty()) {
+    absl::Status st = metrics.Listen(flags.metrics_listen);
+    if (!st.ok()) {
+      TLOG(ERROR) << tandem::StatusText(st);
+      return 1;
+    }
+    metrics_addr = HostOf(flags.metrics_listen) + ":" + std::to_string(metrics.port());
+  }
+
+  tandem::agentd::AgentService service({flags.node_name, roots, flags.state_dir}, &metrics);
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || grpc_port == 0) {
+    TLOG(ERROR) << "cannot listen on " << flags.listen;
+    return 1;
+  }
+  TLOG(INFO) << "tandem-agentd " << tandem::Version() << " sysfs=" << flags.sysfs_root
+             << " procfs=" << flags.procfs_root << " state=" << (flags.state_dir.empty() ? "none" : flags.state_dir);
+  std::cout << "tandem-agentd ready node=" << flags.node_name << " grpc=" << HostOf(flags.listen) << ":"
+            << grpc_port << " metrics=" << metrics_addr << std::endl;
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  TLOG(INFO) << "signal " << sig << ": shutting down";
+  // In-flight RPCs (a long hash) get 5 s to finish; then they are cancelled.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  return 0;
+}
