@@ -1,0 +1,14 @@
+# Included by engine/CMakeLists.txt after the subfolders.
+#   tandem_engine_core: step plans and the paged KV cache (what every backend builds on)
+#   tandem_engine:      Model::Load (backend dispatch), the step driver, generation, rank launching
+#   tandem-infer:       the command line (wiring and flags only)
+add_library(tandem_engine_core STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/step.cc
+  ${CMAKE_CURRENT_LIST_DIR}/kv_cache.cc)
+target_link_libraries(tandem_engine_core PUBLIC absl::status absl::statusor tandem_engine_model)
+
+add_library(tandem_engine STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/model.cc
+  ${CMAKE_CURRENT_LIST_DIR}/step_driver.cc
+  ${CMAKE_CURRENT_LIST_DIR}/generate.cc)
+target_link_libraries(tandem_engine PUBLIC tandem_engine_core tandem_engine_cpu tandem_comm tandem_common)

@@ -1,0 +1,19 @@
+#include "engine/model.h"
+
+#include "common/status.h"
+#include "engine/cpu/cpu_model.h"
+
+namespace tandem::engine {
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelLoadOptions& options) {
+  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  if (options.rank < 0 || options.rank >= options.world) {
+    return absl::InvalidArgumentError("rank " + std::to_string(options.rank) + " outside a group of " +
+                                      std::to_string(options.world));
+  }
+  // The backend is chosen once, here; each backend checks what it supports.
+  if (options.backend == "cpu") return cpu::LoadCpuModel(dir, config, options);
+  return absl::InvalidArgumentError("unknown backend \"" + options.backend + "\" (this build has: cpu)");
+}
+
+}  // namespace tandem::engine

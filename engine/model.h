@@ -1,0 +1,45 @@
+// The backend-independent model interface. A backend ("cpu" now, "cuda" later) loads this rank's
+// shard of the weights; every rank calls Forward with the same StepBatch, and rank 0 receives
+// the logits (lm_head is split by vocabulary and gathered there).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/comm/comm.h"
+#include "engine/kv_cache.h"
+#include "engine/model/model_config.h"
+#include "engine/step.h"
+
+namespace tandem::engine {
+
+struct ModelLoadOptions {
+  std::string backend = "cpu";
+  int rank = 0;
+  int world = 1;
+  Comm* comm = nullptr;  // required when world > 1; not owned
+  int threads = 0;       // matmul threads; 0 = hardware_concurrency / world (at least 1)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Reads <dir>/config.json, checks that the backend supports the model (model_type, layer
+  // types, tensor-parallel divisibility) and loads this rank's shard of the weights.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
+                                                     const ModelLoadOptions& options);
+
+  virtual const ModelConfig& config() const = 0;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  virtual KvCacheSpec kv_spec() const = 0;
+  // (Re)allocates this rank's KV pool; every rank must use the same num_blocks and block_size.
+  virtual absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size) = 0;
+  virtual int32_t kv_block_size() const = 0;
+  // One step. All ranks call it with the same batch; rank 0 gets the logits, others an empty Logits.
+  virtual absl::StatusOr<Logits> Forward(const StepBatch& batch) = 0;
+};
+
+}  // namespace tandem::engine
