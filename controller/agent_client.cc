@@ -1,0 +1,109 @@
+#include "controller/agent_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tandem::controller {
+namespace {
+
+// The caller decides what to do next from the code: retry (unavailable) or fix (the rest).
+absl::Status FromGrpc(const grpc::Status& st, const std::string& address, const char* what,
+                      std::chrono::milliseconds timeout) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(
+          absl::StrFormat("no answer to %s within %.1f s (agent down, firewalled or busy?)", what, timeout.count() / 1000.0));
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(absl::StrCat("unreachable: ", st.error_message()));
+    default:
+      return absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat(what, ": ", st.error_message()));
+  }
+}
+
+// Serializes progress lines of concurrent hashing threads.
+std::mutex& ProgressMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+}  // namespace
+
+AgentClient::AgentClient(const std::string& address)
+    : address_(address), stub_(v1::Agent::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+absl::StatusOr<v1::NodeFacts> AgentClient::GetFacts(const std::string& model_path, std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::GetFactsRequest req;
+  req.set_model_path(model_path);
+  v1::NodeFacts facts;
+  grpc::Status st = stub_->GetFacts(&ctx, req, &facts);
+  if (!st.ok()) return FromGrpc(st, address_, "GetFacts", timeout);
+  return facts;
+}
+
+absl::StatusOr<v1::WeightsManifest> AgentClient::HashWeights(
+    const std::string& model_path, std::chrono::milliseconds timeout,
+    const std::function<void(const v1::HashProgress&)>& on_progress) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::HashWeightsRequest req;
+  req.set_model_path(model_path);
+  std::unique_ptr<grpc::ClientReader<v1::HashWeightsEvent>> reader = stub_->HashWeights(&ctx, req);
+  v1::HashWeightsEvent ev;
+  std::optional<v1::WeightsManifest> manifest;
+  while (reader->Read(&ev)) {
+    if (ev.has_progress() && on_progress) on_progress(ev.progress());
+    if (ev.has_manifest()) manifest = ev.manifest();
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return FromGrpc(st, address_, "HashWeights", timeout);
+  if (!manifest) return absl::InternalError("HashWeights ended without a manifest");
+  return *manifest;
+}
+
+std::vector<NodeObservation> ObserveNodes(const ClusterSpec& spec, const ObserveOptions& options) {
+  std::vector<NodeObservation> out(spec.nodes.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < spec.nodes.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const NodeSpec& node = spec.nodes[i];
+      AgentClient client(node.agent);
+      NodeObservation& obs = out[i];
+      obs.facts = client.GetFacts(node.model_path, options.facts_timeout);
+      if (!obs.facts.ok()) return;
+      if (!options.hash_weights) {
+        obs.manifest_skipped_reason = "skipped (--skip-weights)";
+        return;
+      }
+      const v1::ModelFolderFact& model = obs.facts->model();
+      if (!model.exists() || !model.has_config()) {
+        obs.manifest_skipped_reason = "model folder missing or incomplete";
+        return;
+      }
+      auto last = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+      auto progress = [&](const v1::HashProgress& p) {
+        if (!options.show_progress) return;
+        auto now = std::chrono::steady_clock::now();
+        bool done = p.files_total() > 0 && p.files_done() == p.files_total();
+        if (!done && now - last < std::chrono::milliseconds(500)) return;  // at most two lines a second
+        last = now;
+        std::lock_guard<std::mutex> lock(ProgressMutex());
+        std::fprintf(stderr, "hashing %s: %llu/%llu files %.1f/%.1f GB\n", node.name.c_str(),
+                     static_cast<unsigned long long>(p.files_done()), static_cast<unsigned long long>(p.files_total()),
+                     p.bytes_done() / 1e9, p.bytes_total() / 1e9);
+      };
+      obs.manifest = client.HashWeights(node.model_path, options.hash_timeout, progress);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace tandem::controller

@@ -1,0 +1,46 @@
+// gRPC client for tandem-agentd. Every call carries a deadline: nothing waits forever.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/cluster_spec.h"
+#include "controller/preflight.h"
+#include "tandem/v1/agent.grpc.pb.h"
+
+namespace tandem::controller {
+
+class AgentClient {
+ public:
+  explicit AgentClient(const std::string& address);
+
+  const std::string& address() const { return address_; }
+
+  // Node facts. Unreachable agents fail within `timeout` (connection refused: at once).
+  absl::StatusOr<v1::NodeFacts> GetFacts(const std::string& model_path, std::chrono::milliseconds timeout);
+
+  // The weights manifest; `on_progress` sees every progress event (called on this thread).
+  absl::StatusOr<v1::WeightsManifest> HashWeights(const std::string& model_path, std::chrono::milliseconds timeout,
+                                                  const std::function<void(const v1::HashProgress&)>& on_progress);
+
+ private:
+  std::string address_;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+};
+
+struct ObserveOptions {
+  std::chrono::milliseconds facts_timeout{5000};
+  std::chrono::milliseconds hash_timeout{30 * 60 * 1000};
+  bool hash_weights = true;
+  bool show_progress = true;  // "hashing spark1: 12/40 files 3.2/60.1 GB" lines on stderr
+};
+
+// Contacts every node's agent in parallel (one thread per node): facts, then the weights
+// manifest when the model folder is there. Result i belongs to spec.nodes[i].
+std::vector<NodeObservation> ObserveNodes(const ClusterSpec& spec, const ObserveOptions& options);
+
+}  // namespace tandem::controller

@@ -1,0 +1,365 @@
+#include "controller/cluster_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace tandem::controller {
+namespace {
+
+// What may appear where. Paths use "nodes[]" for any element of the nodes list. Keys that later
+// issues use are listed now, so files written for them are not rejected.
+enum class KeyKind { kScalar, kList, kMap, kNodeList };
+struct KnownKey {
+  const char* path;
+  KeyKind kind;
+};
+constexpr KnownKey kKnownKeys[] = {
+    {"cluster", KeyKind::kScalar},
+    {"model", KeyKind::kMap},
+    {"model.path", KeyKind::kScalar},
+    {"model.served_name", KeyKind::kScalar},  // reserved: OpenAI server (issue 5)
+    {"parallel", KeyKind::kMap},
+    {"parallel.tensor", KeyKind::kScalar},
+    {"engine", KeyKind::kMap},
+    {"engine.memory_fraction", KeyKind::kScalar},
+    {"engine.backend", KeyKind::kScalar},  // reserved: cpu|cuda (issue 5)
+    {"api", KeyKind::kMap},
+    {"api.listen", KeyKind::kScalar},  // reserved: HTTP API on the head (issue 5)
+    {"auth", KeyKind::kMap},
+    {"auth.token_file", KeyKind::kScalar},  // reserved: agent auth (issue 5)
+    {"probe", KeyKind::kMap},               // reserved: inference probes (issue 5)
+    {"probe.prompt", KeyKind::kScalar},
+    {"probe.expect", KeyKind::kScalar},
+    {"probe.interval", KeyKind::kScalar},
+    {"probe.timeout", KeyKind::kScalar},
+    {"probe.max_tokens", KeyKind::kScalar},
+    {"nccl", KeyKind::kMap},
+    {"nccl.hca", KeyKind::kList},
+    {"nccl.socket_ifname", KeyKind::kScalar},
+    {"nccl.gid_index", KeyKind::kScalar},
+    {"nodes", KeyKind::kNodeList},
+    {"nodes[].name", KeyKind::kScalar},
+    {"nodes[].agent", KeyKind::kScalar},
+    {"nodes[].model_path", KeyKind::kScalar},
+    {"nodes[].nccl", KeyKind::kMap},
+    {"nodes[].nccl.hca", KeyKind::kList},
+    {"nodes[].nccl.socket_ifname", KeyKind::kScalar},
+    {"nodes[].nccl.gid_index", KeyKind::kScalar},
+};
+
+const KnownKey* FindKnownKey(const std::string& pattern) {
+  for (const auto& k : kKnownKeys) {
+    if (pattern == k.path) return &k;
+  }
+  return nullptr;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// The known keys that live in the same map as `parent_pattern`, e.g. for "nodes[]": name, agent...
+std::vector<std::string> SiblingKeys(const std::string& parent_pattern) {
+  std::vector<std::string> out;
+  std::string prefix = parent_pattern.empty() ? "" : parent_pattern + ".";
+  for (const auto& k : kKnownKeys) {
+    std::string p = k.path;
+    if (p.rfind(prefix, 0) != 0) continue;
+    std::string rest = p.substr(prefix.size());
+    if (rest.find('.') == std::string::npos) out.push_back(rest);
+  }
+  return out;
+}
+
+class SpecParser {
+ public:
+  explicit SpecParser(std::string file) : file_(std::move(file)) {}
+
+  absl::Status Error(const YAML::Node& at, const std::string& key, const std::string& what) const {
+    int line = at.IsDefined() ? at.Mark().line + 1 : 0;
+    return Error(line, key, what);
+  }
+  absl::Status Error(int line, const std::string& key, const std::string& what) const {
+    std::string where = line > 0 ? absl::StrCat(file_, ":", line) : file_;
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", key.empty() ? "" : key + ": ", what));
+  }
+
+  // Rejects unknown and duplicate keys everywhere, and checks the shape (map/list/scalar).
+  absl::Status CheckKeys(const YAML::Node& map, const std::string& pattern, const std::string& display) const {
+    std::set<std::string> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      // yaml-cpp iterators hand out temporaries: copy the (reference-counted) nodes.
+      const YAML::Node key_node = it->first;
+      const YAML::Node v = it->second;
+      if (!key_node.IsScalar()) return Error(key_node, display, "keys must be plain words");
+      std::string key = key_node.Scalar();
+      std::string child_pattern = pattern.empty() ? key : pattern + "." + key;
+      std::string child_display = display.empty() ? key : display + "." + key;
+      if (!seen.insert(key).second) return Error(key_node, child_display, "duplicate key");
+      const KnownKey* known = FindKnownKey(child_pattern);
+      if (known == nullptr) {
+        std::string msg = "unknown key";
+        std::string best;
+        size_t best_d = 3;  // suggest only close matches
+        std::vector<std::string> siblings = SiblingKeys(pattern);
+        for (const auto& s : siblings) {
+          size_t d = EditDistance(key, s);
+          if (d < best_d) best_d = d, best = s;
+        }
+        if (!best.empty()) {
+          msg += absl::StrCat(" (did you mean \"", best, "\"?)");
+        } else {
+          std::string list;
+          for (const auto& s : siblings) list += (list.empty() ? "" : ", ") + s;
+          msg += absl::StrCat(" (known here: ", list, ")");
+        }
+        return Error(key_node, child_display, msg);
+      }
+      switch (known->kind) {
+        case KeyKind::kScalar:
+          if (!v.IsScalar()) return Error(v.IsNull() ? key_node : v, child_display, "expected a value");
+          break;
+        case KeyKind::kList:
+          if (!v.IsSequence()) return Error(v.IsNull() ? key_node : v, child_display, "expected a list");
+          for (size_t i = 0; i < v.size(); ++i) {
+            if (!v[i].IsScalar()) return Error(v[i], absl::StrCat(child_display, "[", i, "]"), "expected a value");
+          }
+          break;
+        case KeyKind::kMap:
+          if (!v.IsMap()) return Error(v.IsNull() ? key_node : v, child_display, "expected a mapping (key: value lines)");
+          RETURN_IF_ERROR(CheckKeys(v, child_pattern, child_display));
+          break;
+        case KeyKind::kNodeList:
+          if (!v.IsSequence()) return Error(v.IsNull() ? key_node : v, child_display, "expected a list of nodes");
+          for (size_t i = 0; i < v.size(); ++i) {
+            std::string elem = absl::StrCat(child_display, "[", i, "]");
+            if (!v[i].IsMap()) return Error(v[i], elem, "expected a mapping with name and agent");
+            RETURN_IF_ERROR(CheckKeys(v[i], child_pattern + "[]", elem));
+          }
+          break;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> String(const YAML::Node& parent, const char* key, const std::string& display,
+                                     bool required) const {
+    YAML::Node v = parent[key];
+    if (!v.IsDefined() || v.IsNull()) {
+      if (required) return Error(parent, display, "required key is missing");
+      return std::string();
+    }
+    return v.Scalar();
+  }
+
+  absl::StatusOr<std::optional<int>> Int(const YAML::Node& parent, const char* key, const std::string& display) const {
+    YAML::Node v = parent[key];
+    if (!v.IsDefined() || v.IsNull()) return std::optional<int>();
+    try {
+      return std::optional<int>(v.as<int>());
+    } catch (const YAML::Exception&) {
+      return Error(v, display, absl::StrCat("expected a whole number, got \"", v.Scalar(), "\""));
+    }
+  }
+
+  absl::StatusOr<NcclSpec> Nccl(const YAML::Node& nccl, const std::string& display, NcclSpec base) const {
+    if (!nccl.IsDefined() || nccl.IsNull()) return base;
+    if (YAML::Node hca = nccl["hca"]; hca.IsDefined()) {
+      std::vector<std::string> names;
+      std::set<std::string> seen;
+      for (size_t i = 0; i < hca.size(); ++i) {
+        std::string n = hca[i].Scalar();
+        std::string d = absl::StrCat(display, ".hca[", i, "]");
+        if (n.empty()) return Error(hca[i], d, "empty device name");
+        if (!seen.insert(n).second) return Error(hca[i], d, absl::StrCat("\"", n, "\" listed twice"));
+        names.push_back(n);
+      }
+      base.hca = names;
+    }
+    ASSIGN_OR_RETURN(std::string ifname, String(nccl, "socket_ifname", display + ".socket_ifname", false));
+    if (!ifname.empty()) base.socket_ifname = ifname;
+    ASSIGN_OR_RETURN(std::optional<int> gid, Int(nccl, "gid_index", display + ".gid_index"));
+    if (gid) {
+      if (*gid < 0 || *gid > 255) {
+        return Error(nccl["gid_index"], display + ".gid_index", absl::StrCat("expected 0..255, got ", *gid));
+      }
+      base.gid_index = gid;
+    }
+    return base;
+  }
+
+  absl::StatusOr<ClusterSpec> Parse(const YAML::Node& root) const {
+    ClusterSpec spec;
+    spec.file = file_;
+    if (!root.IsDefined() || root.IsNull()) return Error(1, "", "empty file: expected a mapping with cluster, model and nodes");
+    if (!root.IsMap()) return Error(root, "", "expected a mapping with cluster, model and nodes at the top level");
+    RETURN_IF_ERROR(CheckKeys(root, "", ""));
+
+    ASSIGN_OR_RETURN(spec.name, String(root, "cluster", "cluster", false));
+    YAML::Node model = root["model"];
+    if (model.IsDefined()) {
+      ASSIGN_OR_RETURN(spec.model_path, String(model, "path", "model.path", false));
+      ASSIGN_OR_RETURN(spec.model_served_name, String(model, "served_name", "model.served_name", false));
+    }
+    if (YAML::Node engine = root["engine"]; engine.IsDefined()) {
+      if (YAML::Node f = engine["memory_fraction"]; f.IsDefined()) {
+        double v = 0;
+        try {
+          v = f.as<double>();
+        } catch (const YAML::Exception&) {
+          return Error(f, "engine.memory_fraction", absl::StrCat("expected a number in (0, 1], got \"", f.Scalar(), "\""));
+        }
+        if (!(v > 0.0 && v <= 1.0)) {
+          return Error(f, "engine.memory_fraction", absl::StrCat("expected a number in (0, 1], got ", f.Scalar()));
+        }
+        spec.memory_fraction = v;
+      }
+      ASSIGN_OR_RETURN(spec.engine_backend, String(engine, "backend", "engine.backend", false));
+      if (!spec.engine_backend.empty() && spec.engine_backend != "cpu" && spec.engine_backend != "cuda") {
+        return Error(engine["backend"], "engine.backend", absl::StrCat("expected cpu or cuda, got \"", spec.engine_backend, "\""));
+      }
+    }
+    if (YAML::Node api = root["api"]; api.IsDefined()) {
+      ASSIGN_OR_RETURN(spec.api_listen, String(api, "listen", "api.listen", false));
+      std::string h;
+      int p = 0;
+      if (!spec.api_listen.empty() && !SplitHostPort(spec.api_listen, &h, &p)) {
+        return Error(api["listen"], "api.listen", absl::StrCat("expected HOST:PORT, got \"", spec.api_listen, "\""));
+      }
+    }
+    if (YAML::Node auth = root["auth"]; auth.IsDefined()) {
+      ASSIGN_OR_RETURN(spec.auth_token_file, String(auth, "token_file", "auth.token_file", false));
+    }
+    ASSIGN_OR_RETURN(NcclSpec nccl_defaults, Nccl(root["nccl"], "nccl", NcclSpec{}));
+
+    YAML::Node nodes = root["nodes"];
+    if (!nodes.IsDefined()) return Error(root, "nodes", "required key is missing: list every node with name and agent");
+    if (nodes.size() == 0) return Error(nodes, "nodes", "the list is empty: a cluster needs at least one node");
+    std::set<std::string> names, agents;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const YAML::Node n = nodes[i];
+      std::string d = absl::StrCat("nodes[", i, "]");
+      NodeSpec node;
+      node.line = n.Mark().line + 1;
+      ASSIGN_OR_RETURN(node.name, String(n, "name", d + ".name", true));
+      if (node.name.empty() || node.name.find_first_of(" \t/=,") != std::string::npos) {
+        return Error(n["name"], d + ".name", absl::StrCat("expected a name without spaces, '/', '=' or ',', got \"", node.name, "\""));
+      }
+      if (!names.insert(node.name).second) {
+        return Error(n["name"], d + ".name", absl::StrCat("duplicate node name \"", node.name, "\""));
+      }
+      ASSIGN_OR_RETURN(node.agent, String(n, "agent", d + ".agent", true));
+      std::string host;
+      int port = 0;
+      if (!SplitHostPort(node.agent, &host, &port)) {
+        return Error(n["agent"], d + ".agent", absl::StrCat("expected HOST:PORT, got \"", node.agent, "\""));
+      }
+      if (!agents.insert(node.agent).second) {
+        return Error(n["agent"], d + ".agent", absl::StrCat("agent \"", node.agent, "\" is already used by another node"));
+      }
+      ASSIGN_OR_RETURN(std::string own_model, String(n, "model_path", d + ".model_path", false));
+      node.model_path = own_model.empty() ? spec.model_path : own_model;
+      if (node.model_path.empty()) {
+        return Error(n, d + ".model_path", "no model folder: set model.path (or model_path on every node)");
+      }
+      ASSIGN_OR_RETURN(node.nccl, Nccl(n["nccl"], d + ".nccl", nccl_defaults));
+      spec.nodes.push_back(std::move(node));
+    }
+
+    int n_nodes = static_cast<int>(spec.nodes.size());
+    spec.tensor_parallel = n_nodes;
+    if (YAML::Node parallel = root["parallel"]; parallel.IsDefined()) {
+      ASSIGN_OR_RETURN(std::optional<int> tp, Int(parallel, "tensor", "parallel.tensor"));
+      if (tp) {
+        // One GPU per node (DGX Spark): a tensor-parallel group spans `tensor` nodes, and the
+        // nodes are split into nodes/tensor replicas. Uneven splits would strand nodes.
+        if (*tp < 1 || *tp > n_nodes || n_nodes % *tp != 0) {
+          return Error(parallel["tensor"], "parallel.tensor",
+                       absl::StrCat("expected a divisor of the node count (", n_nodes, "), got ", *tp));
+        }
+        spec.tensor_parallel = *tp;
+      }
+    }
+    return spec;
+  }
+
+ private:
+  std::string file_;
+};
+
+}  // namespace
+
+bool SplitHostPort(const std::string& address, std::string* host, int* port) {
+  std::string h, p;
+  if (!address.empty() && address[0] == '[') {
+    size_t close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') return false;
+    h = address.substr(1, close - 1);
+    p = address.substr(close + 2);
+  } else {
+    size_t colon = address.rfind(':');
+    if (colon == std::string::npos) return false;
+    h = address.substr(0, colon);
+    p = address.substr(colon + 1);
+    if (h.find(':') != std::string::npos) return false;  // bare IPv6 needs brackets
+  }
+  if (h.empty() || p.empty() || p.size() > 5) return false;
+  if (h.find_first_of(" \t/") != std::string::npos) return false;
+  if (!std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  int v = std::stoi(p);
+  if (v < 1 || v > 65535) return false;
+  *host = h;
+  *port = v;
+  return true;
+}
+
+const std::vector<std::string>& KnownClusterKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const auto& k : kKnownKeys) out.push_back(k.path);
+    return out;
+  }();
+  return keys;
+}
+
+absl::StatusOr<ClusterSpec> ParseClusterSpec(const std::string& yaml_text, const std::string& file) {
+  SpecParser parser(file);
+  // yaml-cpp reports errors by throwing; this is the one place that calls it.
+  try {
+    YAML::Node root = YAML::Load(yaml_text);
+    return parser.Parse(root);
+  } catch (const YAML::Exception& e) {
+    int line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    return parser.Error(line, "", absl::StrCat("invalid YAML: ", e.msg));
+  }
+}
+
+absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot read the cluster file (", std::strerror(errno), ")"));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseClusterSpec(ss.str(), path);
+}
+
+}  // namespace tandem::controller

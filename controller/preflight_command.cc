@@ -1,0 +1,33 @@
+#include "controller/preflight_command.h"
+
+#include <cstdio>
+
+#include "common/status.h"
+#include "controller/agent_client.h"
+#include "controller/cluster_spec.h"
+#include "controller/preflight.h"
+#include "controller/preflight_output.h"
+
+namespace tandem::controller {
+
+int RunPreflight(const PreflightCommandOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<ClusterSpec> spec = LoadClusterSpec(options.cluster_file);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "tandemctl: %s\n", StatusText(spec.status()).c_str());
+    return kExitBadConfig;
+  }
+  ObserveOptions observe;
+  observe.facts_timeout = options.facts_timeout;
+  observe.hash_timeout = options.hash_timeout;
+  observe.hash_weights = options.hash_weights;
+  std::vector<NodeObservation> observations = ObserveNodes(*spec, observe);
+  PreflightReport report = ComparePreflight(*spec, observations);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string text = options.json ? FormatPreflightJson(report, wall) : FormatPreflightTable(report, wall);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return report.ok() ? kExitOk : kExitChecksFailed;
+}
+
+}  // namespace tandem::controller

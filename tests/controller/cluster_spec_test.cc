@@ -1,0 +1,181 @@
+// cluster.yaml parsing: the shipped examples parse, and every malformed case names file:line: key.
+#include "controller/cluster_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "common/status.h"
+
+namespace tandem::controller {
+namespace {
+
+constexpr char kGood[] = R"(cluster: pair
+model:
+  path: /models/q
+engine:
+  memory_fraction: 0.8
+nccl:
+  hca: [rocep1s0f0, rocep1s0f1]
+  socket_ifname: enp1s0f0np0
+nodes:
+  - name: spark1
+    agent: 10.0.0.1:9300
+  - name: spark2
+    agent: "[fe80::1]:9300"
+    model_path: /other/q
+    nccl:
+      gid_index: 3
+)";
+
+// Expects a parse error whose message is exactly `want` (file:line: key: what...) as a prefix.
+void ExpectError(const std::string& yaml, const std::string& want_prefix) {
+  absl::StatusOr<ClusterSpec> spec = ParseClusterSpec(yaml, "cluster.yaml");
+  ASSERT_FALSE(spec.ok()) << "parsed but should not:\n" << yaml;
+  std::string msg = StatusText(spec.status());
+  std::printf("  error: %s\n", msg.c_str());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(msg.substr(0, want_prefix.size()), want_prefix) << msg;
+}
+
+TEST(ClusterSpec, ParsesGoodFileWithDefaultsAndOverrides) {
+  absl::StatusOr<ClusterSpec> spec = ParseClusterSpec(kGood, "cluster.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "pair");
+  EXPECT_DOUBLE_EQ(spec->memory_fraction, 0.8);
+  EXPECT_EQ(spec->tensor_parallel, 2);  // default: number of nodes
+  ASSERT_EQ(spec->nodes.size(), 2u);
+  EXPECT_EQ(spec->nodes[0].model_path, "/models/q");
+  EXPECT_EQ(spec->nodes[1].model_path, "/other/q");
+  EXPECT_EQ(spec->nodes[1].agent, "[fe80::1]:9300");
+  ASSERT_TRUE(spec->nodes[0].nccl.hca.has_value());
+  EXPECT_EQ(*spec->nodes[0].nccl.hca, (std::vector<std::string>{"rocep1s0f0", "rocep1s0f1"}));
+  EXPECT_EQ(spec->nodes[1].nccl.socket_ifname, "enp1s0f0np0");  // inherited from top-level nccl
+  EXPECT_FALSE(spec->nodes[0].nccl.gid_index.has_value());
+  EXPECT_EQ(spec->nodes[1].nccl.gid_index, 3);
+  EXPECT_EQ(spec->nodes[1].line, 12);
+}
+
+TEST(ClusterSpec, DefaultMemoryFractionIs070) {
+  auto spec = ParseClusterSpec("model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->memory_fraction, 0.70);
+}
+
+TEST(ClusterSpec, ShippedExamplesParse) {
+  for (const char* f : {"deploy/examples/dgx-spark-pair.yaml", "deploy/examples/local-two-agents.yaml"}) {
+    std::string path = std::string(TANDEM_SOURCE_DIR) + "/" + f;
+    absl::StatusOr<ClusterSpec> spec = LoadClusterSpec(path);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    std::printf("  %s: cluster %s, %zu nodes, tensor %d\n", f, spec->name.c_str(), spec->nodes.size(), spec->tensor_parallel);
+    EXPECT_EQ(spec->nodes.size(), 2u);
+  }
+  auto spark = LoadClusterSpec(std::string(TANDEM_SOURCE_DIR) + "/deploy/examples/dgx-spark-pair.yaml");
+  ASSERT_TRUE(spark.ok());
+  EXPECT_EQ(*spark->nodes[1].nccl.hca, (std::vector<std::string>{"rocep1s0f0", "rocep1s0f1"}));
+  EXPECT_EQ(spark->nodes[1].nccl.socket_ifname, "enp1s0f0np0");
+}
+
+TEST(ClusterSpec, ReservedKeysOfLaterIssuesAreAccepted) {
+  auto spec = ParseClusterSpec(R"(cluster: c
+model: {path: /m, served_name: qwen}
+engine: {backend: cpu}
+api: {listen: "0.0.0.0:8000"}
+auth: {token_file: /etc/tandem/token}
+probe: {prompt: "2+2=", expect: "4", interval: 30s}
+nodes:
+  - {name: a, agent: "h:1"}
+)", "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->engine_backend, "cpu");
+}
+
+TEST(ClusterSpec, BadYamlSyntaxNamesLine) {
+  ExpectError("cluster: c\nnodes:\n  - name: a\n    agent: [unclosed\n", "cluster.yaml:5: invalid YAML");
+}
+
+TEST(ClusterSpec, MissingNodes) { ExpectError("cluster: c\nmodel:\n  path: /m\n", "cluster.yaml:1: nodes: required key is missing"); }
+
+TEST(ClusterSpec, EmptyNodes) { ExpectError("cluster: c\nmodel:\n  path: /m\nnodes: []\n", "cluster.yaml:4: nodes: the list is empty"); }
+
+TEST(ClusterSpec, DuplicateNodeName) {
+  ExpectError("model: {path: /m}\nnodes:\n  - name: a\n    agent: h:1\n  - name: a\n    agent: h:2\n",
+              "cluster.yaml:5: nodes[1].name: duplicate node name \"a\"");
+}
+
+TEST(ClusterSpec, BadAgentAddress) {
+  ExpectError("cluster: c\nmodel:\n  path: /m\nnodes:\n  - name: spark1\n    agent: spark1:9300\n  - name: spark2\n    agent: spark2\n",
+              "cluster.yaml:8: nodes[1].agent: expected HOST:PORT, got \"spark2\"");
+  ExpectError("model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:0'}\n", "cluster.yaml:3: nodes[0].agent: expected HOST:PORT");
+  ExpectError("model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:70000'}\n", "cluster.yaml:3: nodes[0].agent: expected HOST:PORT");
+}
+
+TEST(ClusterSpec, MissingAgent) {
+  ExpectError("model: {path: /m}\nnodes:\n  - name: a\n", "cluster.yaml:3: nodes[0].agent: required key is missing");
+}
+
+TEST(ClusterSpec, MemoryFractionOutOfRange) {
+  ExpectError("model: {path: /m}\nengine:\n  memory_fraction: 1.5\nnodes:\n  - {name: a, agent: 'h:1'}\n",
+              "cluster.yaml:3: engine.memory_fraction: expected a number in (0, 1], got 1.5");
+  ExpectError("model: {path: /m}\nengine:\n  memory_fraction: 0\nnodes:\n  - {name: a, agent: 'h:1'}\n",
+              "cluster.yaml:3: engine.memory_fraction: expected a number in (0, 1], got 0");
+  ExpectError("model: {path: /m}\nengine:\n  memory_fraction: lots\nnodes:\n  - {name: a, agent: 'h:1'}\n",
+              "cluster.yaml:3: engine.memory_fraction: expected a number in (0, 1], got \"lots\"");
+}
+
+TEST(ClusterSpec, UnknownKeyWithSuggestion) {
+  ExpectError("model: {path: /m}\nnodes:\n  - name: a\n    agnet: h:1\n",
+              "cluster.yaml:4: nodes[0].agnet: unknown key (did you mean \"agent\"?)");
+  ExpectError("cluster: c\nmodle:\n  path: /m\n", "cluster.yaml:2: modle: unknown key (did you mean \"model\"?)");
+  ExpectError("model: {path: /m}\nnccl:\n  hcas: [x]\nnodes:\n  - {name: a, agent: 'h:1'}\n",
+              "cluster.yaml:3: nccl.hcas: unknown key (did you mean \"hca\"?)");
+}
+
+TEST(ClusterSpec, DuplicateKey) {
+  ExpectError("model: {path: /m}\nnodes:\n  - name: a\n    agent: h:1\n    agent: h:2\n", "cluster.yaml:5: nodes[0].agent: duplicate key");
+}
+
+TEST(ClusterSpec, TensorParallelMustDivideNodes) {
+  ExpectError("model: {path: /m}\nparallel:\n  tensor: 3\nnodes:\n  - {name: a, agent: 'h:1'}\n  - {name: b, agent: 'h:2'}\n",
+              "cluster.yaml:3: parallel.tensor: expected a divisor of the node count (2), got 3");
+  auto spec = ParseClusterSpec("model: {path: /m}\nparallel:\n  tensor: 1\nnodes:\n  - {name: a, agent: 'h:1'}\n  - {name: b, agent: 'h:2'}\n", "c");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->tensor_parallel, 1);  // two replicas
+}
+
+TEST(ClusterSpec, MissingModelPath) {
+  ExpectError("nodes:\n  - {name: a, agent: 'h:1'}\n", "cluster.yaml:2: nodes[0].model_path: no model folder");
+}
+
+TEST(ClusterSpec, BadGidIndexAndHcaShape) {
+  ExpectError("model: {path: /m}\nnccl:\n  gid_index: three\nnodes:\n  - {name: a, agent: 'h:1'}\n",
+              "cluster.yaml:3: nccl.gid_index: expected a whole number, got \"three\"");
+  ExpectError("model: {path: /m}\nnccl:\n  hca: rocep1s0f0\nnodes:\n  - {name: a, agent: 'h:1'}\n",
+              "cluster.yaml:3: nccl.hca: expected a list");
+}
+
+TEST(ClusterSpec, EmptyFileAndTopLevelList) {
+  ExpectError("", "cluster.yaml:1: empty file");
+  ExpectError("- a\n- b\n", "cluster.yaml:1: expected a mapping");
+}
+
+TEST(ClusterSpec, UnreadableFile) {
+  auto spec = LoadClusterSpec("/nonexistent/cluster.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ClusterSpec, SplitHostPort) {
+  std::string h;
+  int p = 0;
+  EXPECT_TRUE(SplitHostPort("127.0.0.1:9300", &h, &p));
+  EXPECT_EQ(h, "127.0.0.1");
+  EXPECT_EQ(p, 9300);
+  EXPECT_TRUE(SplitHostPort("[::1]:80", &h, &p));
+  EXPECT_EQ(h, "::1");
+  EXPECT_FALSE(SplitHostPort("::1:80", &h, &p));
+  EXPECT_FALSE(SplitHostPort("host", &h, &p));
+  EXPECT_FALSE(SplitHostPort(":80", &h, &p));
+  EXPECT_FALSE(SplitHostPort("host:8x", &h, &p));
+}
+
+}  // namespace
+}  // namespace tandem::controller

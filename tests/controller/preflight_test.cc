@@ -1,0 +1,371 @@
+// The pure preflight comparison over hand-built NodeFacts: no agents, no network.
+#include "controller/preflight.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "controller/cluster_spec.h"
+#include "controller/preflight_output.h"
+
+namespace tandem::controller {
+namespace {
+
+enum class Layout { kDgxSpark, kWithIpv6, kNoIpv4 };
+
+// A GID entry; `addr` is the last 4 groups for IPv4-mapped ones ("ffff:c0a8:6401").
+void AddGid(v1::RdmaPort* port, uint32_t index, const std::string& gid, const std::string& type, const std::string& netdev) {
+  v1::GidEntry* e = port->add_gids();
+  e->set_index(index);
+  e->set_gid(gid);
+  e->set_type(type);
+  e->set_netdev(netdev);
+}
+
+// A GID table like the kernel's on a DGX Spark CX-7 port: link-local v1/v2 at 0/1, then
+// (optionally) a global IPv6 address v1/v2, then the IPv4-mapped address v1/v2.
+void AddHca(v1::NodeFacts* f, const std::string& name, const std::string& netdev, const std::string& ipv4_hex,
+            const std::string& ipv4, Layout layout) {
+  v1::RdmaDevice* d = f->add_rdma();
+  d->set_name(name);
+  d->add_netdevs(netdev);
+  d->set_pci_address("0000:01:00.0");
+  v1::RdmaPort* p = d->add_ports();
+  p->set_port(1);
+  p->set_state("4: ACTIVE");
+  p->set_phys_state("5: LinkUp");
+  p->set_link_layer("Ethernet");
+  uint32_t i = 0;
+  AddGid(p, i++, "fe80:0000:0000:0000:4e26:1234:5678:9abc", "IB/RoCE v1", netdev);
+  AddGid(p, i++, "fe80:0000:0000:0000:4e26:1234:5678:9abc", "RoCE v2", netdev);
+  if (layout == Layout::kWithIpv6) {
+    AddGid(p, i++, "2001:0db8:0000:0000:0000:0000:0000:0001", "IB/RoCE v1", netdev);
+    AddGid(p, i++, "2001:0db8:0000:0000:0000:0000:0000:0001", "RoCE v2", netdev);
+  }
+  if (layout != Layout::kNoIpv4) {
+    AddGid(p, i++, "0000:0000:0000:0000:0000:ffff:" + ipv4_hex, "IB/RoCE v1", netdev);
+    AddGid(p, i++, "0000:0000:0000:0000:0000:ffff:" + ipv4_hex, "RoCE v2", netdev);
+  }
+  v1::NetDev* n = f->add_netdevs();
+  n->set_name(netdev);
+  n->set_operstate("up");
+  n->set_mtu(9000);
+  n->set_speed_mbps(200000);
+  if (layout != Layout::kNoIpv4) n->add_ipv4(ipv4 + "/24");
+}
+
+v1::NodeFacts SparkFacts(const std::string& name, Layout layout0 = Layout::kDgxSpark, Layout layout1 = Layout::kDgxSpark) {
+  v1::NodeFacts f;
+  f.set_node_name(name);
+  f.set_hostname(name);
+  f.mutable_build()->set_version("0.1.0");
+  f.mutable_build()->set_binary_sha256(std::string(64, 'a'));
+  f.mutable_driver()->set_version("580.95.05");
+  f.mutable_kernel()->set_release("6.11.0-1016-nvidia");
+  f.mutable_memory()->set_total_bytes(128ull << 30);
+  f.mutable_memory()->set_available_bytes(120ull << 30);
+  AddHca(&f, "rocep1s0f0", "enp1s0f0np0", "c0a8:6401", "192.168.100.1", layout0);
+  AddHca(&f, "rocep1s0f1", "enp1s0f1np1", "c0a8:6501", "192.168.101.1", layout1);
+  v1::NetDev* s = f.add_netdevs();
+  s->set_name("enP7s7");
+  s->set_operstate("up");
+  s->add_ipv4("10.0.0.1/24");
+  f.mutable_model()->set_path("/models/q");
+  f.mutable_model()->set_exists(true);
+  f.mutable_model()->set_has_config(true);
+  f.mutable_model()->set_file_count(2);
+  f.mutable_model()->set_total_bytes(1000);
+  return f;
+}
+
+v1::WeightsManifest Manifest(const std::vector<std::pair<std::string, std::string>>& files) {
+  v1::WeightsManifest m;
+  m.set_model_path("/models/q");
+  for (const auto& [path, sha] : files) {
+    v1::FileDigest* d = m.add_files();
+    d->set_path(path);
+    d->set_size(100);
+    d->set_sha256(sha);
+  }
+  return m;
+}
+
+const std::vector<std::pair<std::string, std::string>> kFiles = {
+    {"config.json", "11"}, {"model-00001.safetensors", "22"}, {"model-00002.safetensors", "33"}};
+
+ClusterSpec Spec(const std::string& nccl = "nccl:\n  hca: [rocep1s0f0, rocep1s0f1]\n  socket_ifname: enP7s7\n",
+                 const std::string& extra = "") {
+  std::string yaml = absl::StrCat("cluster: t\nmodel:\n  path: /models/q\n", nccl, extra,
+                                  "nodes:\n  - {name: spark1, agent: '10.0.0.1:9300'}\n  - {name: spark2, agent: '10.0.0.2:9300'}\n");
+  absl::StatusOr<ClusterSpec> spec = ParseClusterSpec(yaml, "t.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+std::vector<NodeObservation> Observe(const v1::NodeFacts& a, const v1::NodeFacts& b) {
+  std::vector<NodeObservation> obs(2);
+  obs[0].facts = a;
+  obs[1].facts = b;
+  obs[0].manifest = Manifest(kFiles);
+  obs[1].manifest = Manifest(kFiles);
+  return obs;
+}
+
+const CheckResult& Row(const PreflightReport& r, const std::string& check, const std::string& node) {
+  for (const auto& c : r.checks) {
+    if (c.check == check && c.node == node) return c;
+  }
+  static CheckResult missing{"<missing>", "", CheckStatus::kFail, "", "", ""};
+  ADD_FAILURE() << "no row " << check << " / " << node;
+  return missing;
+}
+
+void Print(const PreflightReport& r) { std::printf("%s", FormatPreflightTable(r, 0.0).c_str()); }
+
+TEST(Preflight, IdenticalNodesPass) {
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), SparkFacts("spark2")));
+  Print(r);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.Count(CheckStatus::kWarn), 0);
+  EXPECT_EQ(r.checks.size(), 2u * 11u);  // eleven checks, two nodes
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_HCA"], "rocep1s0f0,rocep1s0f1");
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_GID_INDEX"], "3");
+  EXPECT_EQ(r.nccl_env["spark2"]["NCCL_SOCKET_IFNAME"], "enP7s7");
+  EXPECT_EQ(r.nccl_env["spark2"]["GLOO_SOCKET_IFNAME"], "enP7s7");
+}
+
+TEST(Preflight, DifferentDriverFailsNamingBothNodes) {
+  v1::NodeFacts b = SparkFacts("spark2");
+  b.mutable_driver()->set_version("575.57.08");
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), b));
+  Print(r);
+  EXPECT_FALSE(r.ok());
+  // Two nodes that differ: no majority, so both fail, each naming the other.
+  const CheckResult& r1 = Row(r, kCheckDriverParity, "spark1");
+  const CheckResult& r2 = Row(r, kCheckDriverParity, "spark2");
+  EXPECT_EQ(r1.status, CheckStatus::kFail);
+  EXPECT_EQ(r2.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(r1.expected, "575.57.08 as on spark2")) << r1.expected;
+  EXPECT_TRUE(absl::StrContains(r2.expected, "580.95.05 as on spark1")) << r2.expected;
+  EXPECT_EQ(Row(r, kCheckKernelParity, "spark1").status, CheckStatus::kPass);
+}
+
+TEST(Preflight, MajorityReferenceFailsOnlyTheOddNode) {
+  std::string yaml = "model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:1'}\n  - {name: b, agent: 'h:2'}\n  - {name: c, agent: 'h:3'}\n";
+  ClusterSpec spec = *ParseClusterSpec(yaml, "t.yaml");
+  std::vector<NodeObservation> obs(3);
+  for (int i = 0; i < 3; ++i) obs[i].facts = SparkFacts(std::string(1, 'a' + i));
+  obs[2].facts->mutable_kernel()->set_release("6.8.0-45-generic");
+  PreflightReport r = ComparePreflight(spec, obs);
+  EXPECT_EQ(Row(r, kCheckKernelParity, "a").status, CheckStatus::kPass);
+  EXPECT_EQ(Row(r, kCheckKernelParity, "b").status, CheckStatus::kPass);
+  const CheckResult& c = Row(r, kCheckKernelParity, "c");
+  EXPECT_EQ(c.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(c.expected, "6.11.0-1016-nvidia as on a, b (reference: majority)")) << c.expected;
+}
+
+TEST(Preflight, GidIndexDgxSparkIs3) {
+  v1::NodeFacts f = SparkFacts("spark1");
+  std::optional<v1::GidEntry> g = FindRoceV2Ipv4Gid(f.rdma(0));
+  ASSERT_TRUE(g.has_value());
+  std::printf("  DGX Spark layout: index %u %s %s\n", g->index(), g->type().c_str(), g->gid().c_str());
+  EXPECT_EQ(g->index(), 3u);
+}
+
+TEST(Preflight, GidIndexWithIpv6EntriesIs5) {
+  v1::NodeFacts f = SparkFacts("spark1", Layout::kWithIpv6, Layout::kWithIpv6);
+  std::optional<v1::GidEntry> g = FindRoceV2Ipv4Gid(f.rdma(0));
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->index(), 5u);
+  PreflightReport r = ComparePreflight(Spec(), Observe(f, SparkFacts("spark2", Layout::kWithIpv6, Layout::kWithIpv6)));
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_GID_INDEX"], "5");
+}
+
+TEST(Preflight, NoIpv4GidFailsWithHint) {
+  v1::NodeFacts a = SparkFacts("spark1", Layout::kDgxSpark, Layout::kNoIpv4);
+  EXPECT_FALSE(FindRoceV2Ipv4Gid(a.rdma(1)).has_value());
+  PreflightReport r = ComparePreflight(Spec(), Observe(a, SparkFacts("spark2")));
+  Print(r);
+  const CheckResult& row = Row(r, kCheckRoceGid, "spark1");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(row.found, "rocep1s0f1: no RoCE v2 GID with an IPv4 address")) << row.found;
+  EXPECT_TRUE(absl::StrContains(row.fix, "configure IPv4 on enp1s0f1np1")) << row.fix;
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_GID_INDEX"], "");
+  EXPECT_EQ(Row(r, kCheckHcaNetdevs, "spark1").status, CheckStatus::kFail);  // the netdev has no IPv4 either
+  EXPECT_EQ(Row(r, kCheckRoceGid, "spark2").status, CheckStatus::kPass);
+}
+
+TEST(Preflight, HcasDisagreeOnIndexFails) {
+  // One half of the split port has an extra IPv6 address: its IPv4 entry moves to 5, the other stays at 3.
+  v1::NodeFacts a = SparkFacts("spark1", Layout::kDgxSpark, Layout::kWithIpv6);
+  PreflightReport r = ComparePreflight(Spec(), Observe(a, SparkFacts("spark2")));
+  const CheckResult& row = Row(r, kCheckRoceGid, "spark1");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(row.found, "rocep1s0f0=3 rocep1s0f1=5")) << row.found;
+  EXPECT_TRUE(absl::StrContains(row.found, "NCCL_IB_GID_INDEX is one number")) << row.found;
+}
+
+TEST(Preflight, ExplicitGidIndexIsVerified) {
+  ClusterSpec good = Spec("nccl:\n  hca: [rocep1s0f0, rocep1s0f1]\n  socket_ifname: enP7s7\n  gid_index: 3\n");
+  EXPECT_TRUE(ComparePreflight(good, Observe(SparkFacts("spark1"), SparkFacts("spark2"))).ok());
+  // Index 2 is the RoCE v1 IPv4 entry: wrong protocol.
+  ClusterSpec v1_index = Spec("nccl:\n  hca: [rocep1s0f0, rocep1s0f1]\n  socket_ifname: enP7s7\n  gid_index: 2\n");
+  PreflightReport r = ComparePreflight(v1_index, Observe(SparkFacts("spark1"), SparkFacts("spark2")));
+  const CheckResult& row = Row(r, kCheckRoceGid, "spark1");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(row.found, "index 2 is IB/RoCE v1 192.168.100.1")) << row.found;
+  EXPECT_TRUE(absl::StrContains(row.fix, "set nccl.gid_index to 3")) << row.fix;
+  // Index 3 on nodes with IPv6 entries is RoCE v2 but IPv6: mismatch.
+  PreflightReport r6 = ComparePreflight(good, Observe(SparkFacts("spark1", Layout::kWithIpv6, Layout::kWithIpv6), SparkFacts("spark2")));
+  EXPECT_EQ(Row(r6, kCheckRoceGid, "spark1").status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(Row(r6, kCheckRoceGid, "spark1").fix, "set nccl.gid_index to 5"));
+  EXPECT_EQ(Row(r6, kCheckRoceGid, "spark2").status, CheckStatus::kPass);
+}
+
+TEST(Preflight, HcaNotPresentFails) {
+  ClusterSpec spec = Spec("nccl:\n  hca: [mlx5_0]\n");
+  PreflightReport r = ComparePreflight(spec, Observe(SparkFacts("spark1"), SparkFacts("spark2")));
+  const CheckResult& row = Row(r, kCheckRoceGid, "spark1");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(row.found, "mlx5_0: not found (present: rocep1s0f0, rocep1s0f1)")) << row.found;
+}
+
+TEST(Preflight, AutoSelectsActiveEthernetHcas) {
+  v1::NodeFacts a = SparkFacts("spark1");
+  a.mutable_rdma(1)->mutable_ports(0)->set_state("1: DOWN");
+  EXPECT_EQ(SelectHcas(NcclSpec{}, a), std::vector<std::string>{"rocep1s0f0"});
+  PreflightReport r = ComparePreflight(Spec(""), Observe(a, SparkFacts("spark2")));
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_HCA"], "rocep1s0f0");
+  EXPECT_EQ(r.nccl_env["spark2"]["NCCL_IB_HCA"], "rocep1s0f0,rocep1s0f1");
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_SOCKET_IFNAME"], "enp1s0f0np0");  // auto: the HCA's netdev first
+}
+
+TEST(Preflight, NetdevDownFails) {
+  v1::NodeFacts b = SparkFacts("spark2");
+  for (auto& n : *b.mutable_netdevs()) {
+    if (n.name() == "enp1s0f1np1") n.set_operstate("down");
+  }
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), b));
+  Print(r);
+  const CheckResult& row = Row(r, kCheckHcaNetdevs, "spark2");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(row.found, "enp1s0f1np1 is down")) << row.found;
+  EXPECT_TRUE(absl::StrContains(row.fix, "ip link set enp1s0f1np1 up")) << row.fix;
+  EXPECT_EQ(Row(r, kCheckHcaNetdevs, "spark1").status, CheckStatus::kPass);
+}
+
+TEST(Preflight, SocketIfnameDownOrMissingFails) {
+  v1::NodeFacts b = SparkFacts("spark2");
+  for (auto& n : *b.mutable_netdevs()) {
+    if (n.name() == "enP7s7") n.clear_ipv4();
+  }
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), b));
+  EXPECT_EQ(Row(r, kCheckSocketIfname, "spark2").status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(Row(r, kCheckSocketIfname, "spark2").fix, "configure IPv4 on enP7s7"));
+  ClusterSpec typo = Spec("nccl:\n  socket_ifname: eth9\n");
+  PreflightReport r2 = ComparePreflight(typo, Observe(SparkFacts("spark1"), SparkFacts("spark2")));
+  EXPECT_TRUE(absl::StrContains(Row(r2, kCheckSocketIfname, "spark1").found, "eth9 not found"));
+}
+
+TEST(Preflight, SwapWarns) {
+  v1::NodeFacts a = SparkFacts("spark1");
+  a.mutable_memory()->set_swap_total_bytes(16ull << 30);
+  PreflightReport r = ComparePreflight(Spec(), Observe(a, SparkFacts("spark2")));
+  EXPECT_TRUE(r.ok());  // a warning does not stop anything
+  const CheckResult& row = Row(r, kCheckSwap, "spark1");
+  EXPECT_EQ(row.status, CheckStatus::kWarn);
+  EXPECT_EQ(row.found, "swap on: 16.0 GiB");
+}
+
+TEST(Preflight, MemoryAdmission) {
+  v1::NodeFacts a = SparkFacts("spark1");
+  a.mutable_memory()->set_available_bytes(64ull << 30);  // 50% < 70%
+  PreflightReport r = ComparePreflight(Spec(), Observe(a, SparkFacts("spark2")));
+  Print(r);
+  const CheckResult& row = Row(r, kCheckMemory, "spark1");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_EQ(row.found, "64.0 GiB available of 128.0 GiB (50%)");
+  EXPECT_TRUE(absl::StrContains(row.expected, ">= 70% of MemTotal (89.6 GiB")) << row.expected;
+  // The same node passes with a lower fraction.
+  PreflightReport ok = ComparePreflight(Spec("", "engine:\n  memory_fraction: 0.5\n"), Observe(a, SparkFacts("spark2")));
+  EXPECT_EQ(Row(ok, kCheckMemory, "spark1").status, CheckStatus::kPass);
+}
+
+TEST(Preflight, WeightsDifferAndMissingNameFiles) {
+  auto obs = Observe(SparkFacts("spark1"), SparkFacts("spark2"));
+  obs[1].manifest = Manifest({{"config.json", "11"}, {"model-00001.safetensors", "ff"}});
+  PreflightReport r = ComparePreflight(Spec(), obs);
+  Print(r);
+  EXPECT_FALSE(r.ok());
+  const CheckResult& r2 = Row(r, kCheckWeightsParity, "spark2");
+  EXPECT_EQ(r2.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(r2.found, "differs: model-00001.safetensors")) << r2.found;
+  EXPECT_TRUE(absl::StrContains(r2.found, "missing: model-00002.safetensors")) << r2.found;
+  EXPECT_TRUE(absl::StrContains(r2.expected, "as on spark1")) << r2.expected;
+  const CheckResult& r1 = Row(r, kCheckWeightsParity, "spark1");
+  EXPECT_TRUE(absl::StrContains(r1.found, "extra: model-00002.safetensors")) << r1.found;
+  EXPECT_TRUE(absl::StrContains(r1.expected, "as on spark2")) << r1.expected;
+}
+
+TEST(Preflight, UnreachableAgentFailsNamingAddressAndOthersStillCompared) {
+  auto obs = Observe(SparkFacts("spark1"), SparkFacts("spark2"));
+  obs[1].facts = absl::UnavailableError("unreachable: connection refused");
+  PreflightReport r = ComparePreflight(Spec(), obs);
+  Print(r);
+  EXPECT_FALSE(r.ok());
+  const CheckResult& row = Row(r, kCheckAgentReachable, "spark2");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(row.found, "10.0.0.2:9300")) << row.found;
+  EXPECT_EQ(Row(r, kCheckDriverParity, "spark1").status, CheckStatus::kPass);
+  EXPECT_EQ(r.nccl_env.count("spark2"), 0u);
+}
+
+TEST(Preflight, ModelFolderMissingFails) {
+  v1::NodeFacts b = SparkFacts("spark2");
+  b.mutable_model()->set_has_config(false);
+  auto obs = Observe(SparkFacts("spark1"), b);
+  obs[1].manifest.reset();
+  obs[1].manifest_skipped_reason = "model folder missing or incomplete";
+  PreflightReport r = ComparePreflight(Spec(), obs);
+  EXPECT_EQ(Row(r, kCheckModelPresent, "spark2").status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StrContains(Row(r, kCheckModelPresent, "spark2").found, "no config.json"));
+  EXPECT_EQ(Row(r, kCheckWeightsParity, "spark2").status, CheckStatus::kWarn);
+}
+
+TEST(Preflight, NoDriverNoRdmaIsAnHonestDevBox) {
+  // This build machine: no NVIDIA driver, no RDMA. Parity holds; the verdicts are warnings.
+  v1::NodeFacts a = SparkFacts("spark1"), b = SparkFacts("spark2");
+  for (v1::NodeFacts* f : {&a, &b}) {
+    f->mutable_driver()->clear_version();
+    f->clear_rdma();
+  }
+  PreflightReport r = ComparePreflight(Spec("nccl:\n  socket_ifname: enP7s7\n"), Observe(a, b));
+  Print(r);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(Row(r, kCheckDriverParity, "spark1").status, CheckStatus::kWarn);
+  EXPECT_EQ(Row(r, kCheckDriverParity, "spark1").found, "no NVIDIA driver");
+  EXPECT_EQ(Row(r, kCheckRoceGid, "spark2").status, CheckStatus::kWarn);
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_DISABLE"], "1");
+  EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_HCA"], "");
+}
+
+TEST(Preflight, Ipv4MappedGidParsing) {
+  std::string ip;
+  EXPECT_TRUE(IsIpv4MappedGid("0000:0000:0000:0000:0000:ffff:c0a8:6401", &ip));
+  EXPECT_EQ(ip, "192.168.100.1");
+  EXPECT_FALSE(IsIpv4MappedGid("fe80:0000:0000:0000:4e26:1234:5678:9abc"));
+  EXPECT_FALSE(IsIpv4MappedGid("::ffff:192.168.100.1"));
+}
+
+TEST(Preflight, JsonHasTheDocumentedShape) {
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), SparkFacts("spark2")));
+  std::string j = FormatPreflightJson(r, 0.25);
+  EXPECT_TRUE(absl::StrContains(j, "\"ok\": true"));
+  EXPECT_TRUE(absl::StrContains(j, "\"check\": \"driver-parity\""));
+  EXPECT_TRUE(absl::StrContains(j, "\"detail\": \"found: 580.95.05; expected: same on all 2 nodes\""));
+  EXPECT_TRUE(absl::StrContains(j, "\"NCCL_IB_GID_INDEX\": \"3\""));
+}
+
+}  // namespace
+}  // namespace tandem::controller
