@@ -1,0 +1,311 @@
+// Gloo comm with ranks as threads of this process: results of every collective against values
+// computed here, deadlines, abort from another thread, generation isolation, LocalComm.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/comm/gloo_comm.h"
+#include "engine/comm/local_comm.h"
+#include "engine/comm/rank_threads.h"
+#include "engine/comm/store.h"
+
+namespace tandem::engine {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Rank r contributes (r + 1) * 1000 + i * 0.25 at index i: every term and every partial sum is
+// exact in float for the sizes used, so the expected sum is exact and a missing or doubled rank
+// is off by at least 1000.
+float Contribution(int rank, size_t i) { return static_cast<float>((rank + 1) * 1000) + static_cast<float>(i % 4096) * 0.25f; }
+float ExpectedSum(int world, size_t i) {
+  float s = 0;
+  for (int r = 0; r < world; ++r) s += Contribution(r, i);
+  return s;
+}
+
+absl::Status Fail(const std::string& msg) { return absl::InternalError(msg); }
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, AllReduceSumsRankDependentValues) {
+  const int world = GetParam();
+  // 1 float, an odd size, a hidden size, and more than Gloo's 1 MiB segment (several segments).
+  const std::vector<size_t> sizes = {1, 7, 4096, 300000};
+  absl::Status st = RunRanksAsThreads(world, [&](Comm& comm) -> absl::Status {
+    EXPECT_EQ(comm.world_size(), world);
+    EXPECT_EQ(comm.transport(), "gloo/tcp");
+    for (size_t n : sizes) {
+      for (int round = 0; round < 3; ++round) {  // repeated: the tags advance and still match
+        std::vector<float> data(n);
+        for (size_t i = 0; i < n; ++i) data[i] = Contribution(comm.rank(), i);
+        absl::Status s = comm.AllReduceSum(data.data(), n);
+        if (!s.ok()) return s;
+        for (size_t i = 0; i < n; ++i) {
+          if (data[i] != ExpectedSum(world, i)) {
+            return Fail("all-reduce n=" + std::to_string(n) + " index " + std::to_string(i) + ": got " +
+                        std::to_string(data[i]) + " want " + std::to_string(ExpectedSum(world, i)));
+          }
+        }
+        if (comm.rank() == 0 && round == 0) {
+          std::printf("world %d n=%zu: data[0]=%.2f (want %.2f) data[n-1]=%.2f (want %.2f)\n", world, n,
+                      data[0], ExpectedSum(world, 0), data[n - 1], ExpectedSum(world, n - 1));
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st;
+}
+
+TEST_P(CollectivesTest, BroadcastFromRoot1) {
+  const int world = GetParam();
+  absl::Status st = RunRanksAsThreads(world, [&](Comm& comm) -> absl::Status {
+    for (size_t nbytes : {size_t{1}, size_t{333}, size_t{1} << 20}) {
+      std::vector<uint8_t> buf(nbytes, 0);
+      if (comm.rank() == 1) {
+        for (size_t i = 0; i < nbytes; ++i) buf[i] = static_cast<uint8_t>((i * 31 + 7) & 0xff);
+      }
+      absl::Status s = comm.Broadcast(buf.data(), nbytes, /*root=*/1);
+      if (!s.ok()) return s;
+      for (size_t i = 0; i < nbytes; ++i) {
+        if (buf[i] != static_cast<uint8_t>((i * 31 + 7) & 0xff)) {
+          return Fail("broadcast byte " + std::to_string(i) + " of " + std::to_string(nbytes) + " differs");
+        }
+      }
+    }
+    if (comm.rank() == 0) std::printf("world %d: broadcast of 1, 333, 1 MiB bytes from rank 1 matched\n", world);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st;
+}
+
+TEST_P(CollectivesTest, GatherInRankOrder) {
+  const int world = GetParam();
+  const size_t n = 5;
+  absl::Status st = RunRanksAsThreads(world, [&](Comm& comm) -> absl::Status {
+    for (int root : {0, world - 1}) {
+      std::vector<float> send(n);
+      for (size_t i = 0; i < n; ++i) send[i] = static_cast<float>(comm.rank() * 100 + i);
+      std::vector<float> recv(comm.rank() == root ? n * world : 0, -1.0f);
+      absl::Status s = comm.Gather(send.data(), n, comm.rank() == root ? recv.data() : nullptr, root);
+      if (!s.ok()) return s;
+      if (comm.rank() != root) continue;
+      for (int r = 0; r < world; ++r) {
+        for (size_t i = 0; i < n; ++i) {
+          if (recv[r * n + i] != static_cast<float>(r * 100 + i)) {
+            return Fail("gather to " + std::to_string(root) + ": slot of rank " + std::to_string(r) +
+                        " index " + std::to_string(i) + " holds " + std::to_string(recv[r * n + i]));
+          }
+        }
+      }
+      std::printf("world %d gather to %d: recv[0]=%.0f recv[last]=%.0f\n", world, root, recv[0], recv.back());
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st;
+}
+
+TEST_P(CollectivesTest, BarrierHoldsEveryoneUntilTheLastArrives) {
+  const int world = GetParam();
+  std::atomic<int> arrived{0};
+  absl::Status st = RunRanksAsThreads(world, [&](Comm& comm) -> absl::Status {
+    for (int round = 1; round <= 3; ++round) {
+      if (comm.rank() == world - 1) std::this_thread::sleep_for(100ms);  // the late rank
+      arrived.fetch_add(1);
+      absl::Status s = comm.Barrier();
+      if (!s.ok()) return s;
+      // Nobody leaves barrier `round` before all `world` ranks arrived at it.
+      if (arrived.load() < round * world) {
+        return Fail("rank " + std::to_string(comm.rank()) + " left barrier " + std::to_string(round) +
+                    " with only " + std::to_string(arrived.load()) + " arrivals");
+      }
+      s = comm.Barrier();  // keep the rounds apart
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(arrived.load(), 3 * world);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest, ::testing::Values(2, 4));
+
+// Rank 1 never calls the collective: rank 0 must get DeadlineExceeded at about the deadline,
+// and every later call must fail at once.
+TEST(DeadlineTest, MissingPeerGivesDeadlineExceededThenFailsFast) {
+  std::promise<void> rank0_done;
+  auto rank0_done_future = rank0_done.get_future().share();
+  RankThreadsOptions opts;
+  opts.timeout = 1000ms;
+  absl::Status st = RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {
+    if (comm.rank() == 1) {
+      rank0_done_future.wait();  // alive and connected, but never joins the all-reduce
+      return absl::OkStatus();
+    }
+    std::vector<float> data(4096, 1.0f);
+    auto start = Clock::now();
+    absl::Status s = comm.AllReduceSum(data.data(), data.size());
+    double took = SecondsSince(start);
+    std::printf("missing peer: %s after %.3f s\n", std::string(s.message()).c_str(), took);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_NE(s.message().find("all-reduce of 4096 floats did not complete within 1 s (rank 0 of 2)"),
+              absl::string_view::npos);
+    EXPECT_GE(took, 0.9);
+    EXPECT_LT(took, 1.0 + 2.0);
+    EXPECT_TRUE(comm.aborted());
+
+    start = Clock::now();
+    absl::Status later = comm.Barrier();
+    double later_took = SecondsSince(start);
+    std::printf("later call: %s after %.4f s\n", std::string(later.message()).c_str(), later_took);
+    EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(later.message().find("comm aborted: all-reduce of 4096 floats did not complete"),
+              absl::string_view::npos);
+    EXPECT_LT(later_took, 0.1);
+    rank0_done.set_value();
+    return absl::OkStatus();
+  }, opts);
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+// Abort from a third thread while rank 0 waits in an all-reduce that rank 1 never joins.
+TEST(AbortTest, AbortFromAnotherThreadUnblocksPendingCollective) {
+  std::promise<void> rank0_done;
+  auto rank0_done_future = rank0_done.get_future().share();
+  RankThreadsOptions opts;
+  opts.timeout = 30000ms;
+  absl::Status st = RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {
+    if (comm.rank() == 1) {
+      rank0_done_future.wait();
+      return absl::OkStatus();
+    }
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(300ms);
+      comm.Abort("operator pressed stop");
+    });
+    std::vector<float> data(128, 1.0f);
+    auto start = Clock::now();
+    absl::Status s = comm.AllReduceSum(data.data(), data.size());
+    double took = SecondsSince(start);
+    aborter.join();
+    std::printf("aborted collective: %s after %.3f s\n", std::string(s.message()).c_str(), took);
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+    EXPECT_NE(s.message().find("operator pressed stop"), absl::string_view::npos);
+    EXPECT_GE(took, 0.25);
+    EXPECT_LT(took, 2.0);  // far below the 30 s deadline
+    absl::Status later = comm.AllReduceSum(data.data(), data.size());
+    EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(later.message(), "comm aborted: operator pressed stop");
+    rank0_done.set_value();
+    return absl::OkStatus();
+  }, opts);
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+// When one rank fails, RunRanksAsThreads aborts the others: no one waits out a 30 s deadline.
+TEST(RankThreadsTest, OneRankFailingStopsTheOthers) {
+  RankThreadsOptions opts;
+  opts.timeout = 30000ms;
+  auto start = Clock::now();
+  absl::Status st = RunRanksAsThreads(3, [&](Comm& comm) -> absl::Status {
+    if (comm.rank() == 2) return absl::NotFoundError("weights missing");
+    std::vector<float> data(16, 1.0f);
+    return comm.AllReduceSum(data.data(), data.size());
+  }, opts);
+  double took = SecondsSince(start);
+  std::printf("first error: %s after %.3f s\n", std::string(st.message()).c_str(), took);
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(st.message(), "rank 2: weights missing");
+  EXPECT_LT(took, 5.0);
+}
+
+TEST(RankThreadsTest, WorldOfOneUsesLocalComm) {
+  absl::Status st = RunRanksAsThreads(1, [&](Comm& comm) -> absl::Status {
+    EXPECT_EQ(comm.transport(), "local");
+    float x[3] = {1, 2, 3};
+    float all[3] = {0, 0, 0};
+    if (absl::Status s = comm.AllReduceSum(x, 3); !s.ok()) return s;
+    EXPECT_EQ(x[2], 3.0f);
+    if (absl::Status s = comm.Gather(x, 3, all, 0); !s.ok()) return s;
+    EXPECT_EQ(all[1], 2.0f);
+    return comm.Barrier();
+  });
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+TEST(LocalCommTest, AbortFailsLaterCalls) {
+  LocalComm comm;
+  float x = 5;
+  EXPECT_TRUE(comm.AllReduceSum(&x, 1).ok());
+  EXPECT_EQ(x, 5.0f);
+  EXPECT_EQ(comm.Broadcast(&x, 4, 1).code(), absl::StatusCode::kInvalidArgument);
+  comm.Abort("shutting down");
+  EXPECT_TRUE(comm.aborted());
+  absl::Status st = comm.Barrier();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "comm aborted: shutting down");
+}
+
+// A rank of generation 2 must not connect to a rank of generation 1 through the same store:
+// both wait for their own generation's keys and fail at the connect deadline, naming the key.
+TEST(GenerationTest, RanksOfDifferentGenerationsDoNotRendezvous) {
+  MemoryStore base;
+  PrefixStore gen1(base, GenerationPrefix(1));
+  PrefixStore gen2(base, GenerationPrefix(2));
+  absl::Status st_old, st_new;
+  double took_new = 0;
+  std::thread old_rank([&] {
+    GlooCommOptions o;
+    o.store = &gen1;
+    o.rank = 1;
+    o.world_size = 2;
+    o.connect_timeout = 1500ms;
+    st_old = CreateGlooComm(o).status();
+  });
+  std::thread new_rank([&] {
+    GlooCommOptions o;
+    o.store = &gen2;
+    o.rank = 0;
+    o.world_size = 2;
+    o.connect_timeout = 1500ms;
+    auto start = Clock::now();
+    st_new = CreateGlooComm(o).status();
+    took_new = SecondsSince(start);
+  });
+  old_rank.join();
+  new_rank.join();
+  std::printf("gen2 rank 0: %s after %.3f s\ngen1 rank 1: %s\n", std::string(st_new.message()).c_str(),
+              took_new, std::string(st_old.message()).c_str());
+  EXPECT_EQ(st_new.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(st_new.message().find("'gen2/1'"), absl::string_view::npos) << st_new;
+  EXPECT_NE(st_new.message().find("rank 0 of 2 could not rendezvous"), absl::string_view::npos);
+  EXPECT_EQ(st_old.code(), absl::StatusCode::kDeadlineExceeded);
+  // Gloo's own order decides which gen1 key the old rank waited for ("gen1/0" or "gen1/rank_0").
+  EXPECT_NE(st_old.message().find("key 'gen1/"), absl::string_view::npos) << st_old;
+  EXPECT_EQ(st_old.message().find("gen2"), absl::string_view::npos) << st_old;
+  EXPECT_GE(took_new, 1.4);
+  EXPECT_LT(took_new, 3.5);
+}
+
+TEST(GlooCommTest, RejectsBadOptions) {
+  MemoryStore store;
+  GlooCommOptions o;
+  EXPECT_EQ(CreateGlooComm(o).status().code(), absl::StatusCode::kInvalidArgument);  // no store
+  o.store = &store;
+  o.rank = 2;
+  o.world_size = 2;
+  EXPECT_EQ(CreateGlooComm(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tandem::engine
