@@ -146,7 +146,7 @@ absl::StatusOr<json> ParseJson(const std::string& text, const std::string& origi
   }
 }
 
-absl::Status ParseFields(const ConfigReader& r, const json& text, ModelConfig& c) {
+absl::Status ParseFields(const ConfigReader& r, const std::string& prefix, ModelConfig& c) {
   const bool hybrid = IsHybridType(c.model_type);
   ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", true, 0, 1, kMaxDim));
   ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size", true, 0, 1, kMaxDim));
@@ -169,6 +169,10 @@ absl::Status ParseFields(const ConfigReader& r, const json& text, ModelConfig& c
   // Experts: "num_experts" (hub files of 2025) or "num_local_experts" (transformers 5).
   const json* ne = r.Find("num_experts");
   const std::string experts_key = ne != nullptr ? "num_experts" : "num_local_experts";
+  if (ne == nullptr && r.Find("num_local_experts") == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(r.origin(), ": missing required key '", prefix,
+                                                   "num_experts' (or 'num_local_experts')"));
+  }
   ASSIGN_OR_RETURN(c.num_experts, r.Int(experts_key, true, 0, 0, 65536));
   if (ne != nullptr && r.Find("num_local_experts") != nullptr) {
     ASSIGN_OR_RETURN(int64_t other, r.Int("num_local_experts", true, 0, 0, 65536));
@@ -346,7 +350,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
         absl::StrJoin(kSupportedModelTypes, ", "), ")"));
   }
   ConfigReader r(*text, wrapper, origin, prefix);
-  RETURN_IF_ERROR(ParseFields(r, *text, c));
+  RETURN_IF_ERROR(ParseFields(r, prefix, c));
   return c;
 }
 

@@ -1,0 +1,245 @@
+// config.json parsing: the three tiny reference configs, both spellings, wrappers, errors.
+#include "engine/model/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+#include "tests/engine/model/test_util.h"
+
+namespace tandem::engine {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+using testing::TestData;
+using testing::WriteAll;
+
+std::string Msg(const absl::Status& st) { return std::string(st.message()); }
+
+TEST(ModelConfig, TinyQwen3Moe) {
+  auto c = LoadModelConfig(TestData("qwen3moe-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen3_moe");
+  EXPECT_EQ(c->architecture, "Qwen3MoeForCausalLM");
+  EXPECT_EQ(c->num_hidden_layers, 4);
+  EXPECT_EQ(c->hidden_size, 128);
+  EXPECT_EQ(c->num_attention_heads, 8);
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_EQ(c->head_dim, 32);
+  EXPECT_EQ(c->num_experts, 16);
+  EXPECT_EQ(c->num_experts_per_tok, 4);
+  EXPECT_EQ(c->vocab_size, 4096);
+  EXPECT_EQ(c->moe_intermediate_size, 64);
+  EXPECT_EQ(c->intermediate_size, 256);
+  EXPECT_EQ(c->rope_theta, 1000000.0);  // from rope_parameters
+  EXPECT_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_EQ(c->decoder_sparse_step, 1);
+  EXPECT_TRUE(c->mlp_only_layers.empty());
+  EXPECT_TRUE(c->eos_token_ids.empty());  // null in config.json
+  EXPECT_EQ(c->bos_token_id, -1);
+  EXPECT_EQ(c->torch_dtype, "bfloat16");
+  EXPECT_EQ(c->max_position_embeddings, 4096);
+  EXPECT_EQ(c->RotaryDim(), 32);
+  EXPECT_FALSE(c->IsHybrid());
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_TRUE(c->IsMoeLayer(l));
+    EXPECT_TRUE(c->IsFullAttentionLayer(l));
+  }
+  std::printf("  qwen3moe-tiny: layers %lld hidden %lld heads %lld/%lld head_dim %lld experts %lld "
+              "top-%lld vocab %lld theta %g\n",
+              (long long)c->num_hidden_layers, (long long)c->hidden_size,
+              (long long)c->num_attention_heads, (long long)c->num_key_value_heads,
+              (long long)c->head_dim, (long long)c->num_experts, (long long)c->num_experts_per_tok,
+              (long long)c->vocab_size, c->rope_theta);
+}
+
+void ExpectTinyHybrid(const ModelConfig& c) {
+  EXPECT_TRUE(c.IsHybrid());
+  EXPECT_EQ(c.layer_types, (std::vector<std::string>{"linear_attention", "linear_attention",
+                                                     "linear_attention", "full_attention"}));
+  EXPECT_FALSE(c.IsFullAttentionLayer(0));
+  EXPECT_TRUE(c.IsFullAttentionLayer(3));
+  EXPECT_EQ(c.partial_rotary_factor, 0.25);
+  EXPECT_EQ(c.RotaryDim(), 8);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.num_experts, 16);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 64);
+  EXPECT_EQ(c.linear_num_key_heads, 4);
+  EXPECT_EQ(c.linear_num_value_heads, 8);
+  EXPECT_EQ(c.linear_key_head_dim, 32);
+  EXPECT_EQ(c.linear_value_head_dim, 32);
+  EXPECT_EQ(c.linear_conv_kernel_dim, 4);
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE(c.IsMoeLayer(l));
+}
+
+TEST(ModelConfig, TinyHybrids) {
+  auto q35 = LoadModelConfig(TestData("qwen35moe-tiny"));
+  ASSERT_TRUE(q35.ok()) << q35.status();
+  EXPECT_EQ(q35->model_type, "qwen3_5_moe_text");
+  ExpectTinyHybrid(*q35);
+  auto next = LoadModelConfig(TestData("qwen3next-tiny"));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->model_type, "qwen3_next");
+  EXPECT_EQ(next->intermediate_size, 256);
+  ExpectTinyHybrid(*next);
+}
+
+json MinimalQwen3Moe() {
+  return json{{"model_type", "qwen3_moe"}, {"vocab_size", 1000}, {"hidden_size", 64},
+              {"num_hidden_layers", 2},     {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},   {"num_experts", 8},
+              {"num_experts_per_tok", 2},   {"moe_intermediate_size", 32}};
+}
+
+TEST(ModelConfig, OlderSpellingsAndDefaults) {
+  json j = MinimalQwen3Moe();
+  j.erase("num_experts");
+  j["num_local_experts"] = 8;
+  j["rope_theta"] = 5e5;
+  j["eos_token_id"] = 151645;
+  j["bos_token_id"] = 151643;
+  j["torch_dtype"] = "bfloat16";
+  j["tie_word_embeddings"] = true;
+  auto c = ParseModelConfig(j.dump(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_experts, 8);
+  EXPECT_EQ(c->rope_theta, 5e5);
+  EXPECT_EQ(c->head_dim, 16);  // hidden / heads
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{151645}));
+  EXPECT_EQ(c->bos_token_id, 151643);
+  EXPECT_EQ(c->torch_dtype, "bfloat16");
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->rope_type, "default");
+
+  j["eos_token_id"] = {151645, 151643};
+  j["mlp_only_layers"] = {0};
+  j["intermediate_size"] = 128;
+  c = ParseModelConfig(j.dump(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+  EXPECT_FALSE(c->IsMoeLayer(0));
+  EXPECT_TRUE(c->IsMoeLayer(1));
+
+  // decoder_sparse_step 2: only odd layers (1, 3, ...) are MoE.
+  j["mlp_only_layers"] = json::array();
+  j["decoder_sparse_step"] = 2;
+  c = ParseModelConfig(j.dump(), "x/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->IsMoeLayer(0));
+  EXPECT_TRUE(c->IsMoeLayer(1));
+}
+
+TEST(ModelConfig, GenerationConfigEosMerged) {
+  TempDir dir;
+  json j = MinimalQwen3Moe();
+  j["eos_token_id"] = 151643;
+  WriteAll(dir.File("config.json"), j.dump());
+  WriteAll(dir.File("generation_config.json"),
+           json{{"eos_token_id", {151645, 151643}}, {"bos_token_id", 151643}}.dump());
+  auto c = LoadModelConfig(dir.path());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{151643, 151645}));
+  EXPECT_EQ(c->bos_token_id, 151643);
+  WriteAll(dir.File("generation_config.json"), "{nope");
+  auto bad = LoadModelConfig(dir.path());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(Msg(bad.status()).find("generation_config.json"), std::string::npos);
+}
+
+TEST(ModelConfig, MultimodalWrapperReadsTextConfig) {
+  json text = {{"model_type", "qwen3_5_moe_text"}, {"vocab_size", 4096},
+               {"hidden_size", 128},               {"num_hidden_layers", 8},
+               {"num_attention_heads", 8},         {"num_key_value_heads", 2},
+               {"head_dim", 32},                   {"num_experts", 16},
+               {"num_experts_per_tok", 4},         {"moe_intermediate_size", 64},
+               {"shared_expert_intermediate_size", 64},
+               {"linear_num_key_heads", 4},        {"linear_num_value_heads", 8},
+               {"linear_key_head_dim", 32},        {"linear_value_head_dim", 32},
+               {"linear_conv_kernel_dim", 4},      {"eos_token_id", 248044},
+               {"rope_parameters", {{"rope_theta", 1e7}, {"partial_rotary_factor", 0.25},
+                                    {"rope_type", "default"}}}};
+  json wrapper = {{"model_type", "qwen3_5_moe"},
+                  {"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                  {"tie_word_embeddings", false},
+                  {"vision_config", {{"hidden_size", 1152}}},
+                  {"text_config", text}};
+  auto c = ParseModelConfig(wrapper.dump(), "mm/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen3_5_moe_text");
+  EXPECT_EQ(c->architecture, "Qwen3_5MoeForConditionalGeneration");
+  EXPECT_EQ(c->hidden_size, 128);
+  EXPECT_EQ(c->rope_theta, 1e7);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{248044}));
+  // No layer_types: every 4th layer is full attention.
+  ASSERT_EQ(c->layer_types.size(), 8u);
+  EXPECT_EQ(c->layer_types[3], "full_attention");
+  EXPECT_EQ(c->layer_types[7], "full_attention");
+  EXPECT_EQ(c->layer_types[4], "linear_attention");
+
+  wrapper["text_config"].erase("hidden_size");
+  auto missing = ParseModelConfig(wrapper.dump(), "mm/config.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(Msg(missing.status()), "mm/config.json: missing required key 'text_config.hidden_size'");
+}
+
+TEST(ModelConfig, ErrorsNameKeyAndFile) {
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"unsupported architecture", [](json& j) { j["model_type"] = "llama"; },
+       "m/config.json: unsupported architecture: model_type 'llama' (supported: qwen3_moe, "
+       "qwen3_next, qwen3_5_moe, qwen3_5_moe_text)"},
+      {"missing model_type", [](json& j) { j.erase("model_type"); },
+       "m/config.json: missing required key 'model_type'"},
+      {"missing hidden_size", [](json& j) { j.erase("hidden_size"); },
+       "m/config.json: missing required key 'hidden_size'"},
+      {"missing experts", [](json& j) { j.erase("num_experts"); },
+       "m/config.json: missing required key 'num_experts' (or 'num_local_experts')"},
+      {"string heads", [](json& j) { j["num_attention_heads"] = "4"; },
+       "m/config.json: key 'num_attention_heads': expected an integer, found \"4\""},
+      {"zero layers", [](json& j) { j["num_hidden_layers"] = 0; },
+       "m/config.json: key 'num_hidden_layers': value 0 out of range"},
+      {"kv does not divide", [](json& j) { j["num_key_value_heads"] = 3; },
+       "m/config.json: key 'num_key_value_heads': 3 does not divide num_attention_heads 4"},
+      {"top-k > experts", [](json& j) { j["num_experts_per_tok"] = 9; },
+       "m/config.json: key 'num_experts_per_tok': 9 exceeds the number of experts 8"},
+      {"spellings disagree", [](json& j) { j["num_local_experts"] = 4; },
+       "m/config.json: key 'num_local_experts': 4 disagrees with num_experts 8"},
+      {"dense layer without size", [](json& j) { j["mlp_only_layers"] = {1}; },
+       "m/config.json: missing required key 'intermediate_size'"},
+      {"bad layer type", [](json& j) { j["layer_types"] = {"full_attention", "sliding"}; },
+       "m/config.json: key 'layer_types': unknown layer type 'sliding'"},
+      {"hybrid without linear keys", [](json& j) { j["model_type"] = "qwen3_next"; },
+       "m/config.json: missing required key 'linear_num_key_heads'"},
+      {"bad rope", [](json& j) { j["rope_parameters"] = {{"rope_theta", "big"}}; },
+       "m/config.json: key 'rope_parameters.rope_theta': expected a number"},
+      {"not an object", [](json& j) { j = json::array(); }, "m/config.json: expected a JSON object"},
+  };
+  for (const auto& c : cases) {
+    json j = MinimalQwen3Moe();
+    c.edit(j);
+    auto got = ParseModelConfig(j.dump(), "m/config.json");
+    ASSERT_FALSE(got.ok()) << c.what;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_EQ(Msg(got.status()).rfind(c.expected, 0), 0u)
+        << c.what << ": got '" << got.status().message() << "'";
+    std::printf("  %-26s -> %s\n", c.what, Msg(got.status()).c_str());
+  }
+  auto junk = ParseModelConfig("{\"model_type\": ", "m/config.json");
+  ASSERT_FALSE(junk.ok());
+  EXPECT_EQ(Msg(junk.status()).rfind("m/config.json: malformed JSON", 0), 0u);
+  TempDir empty;
+  auto none = LoadModelConfig(empty.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(Msg(none.status()).find("config.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::engine

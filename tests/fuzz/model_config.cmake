@@ -1,0 +1,1 @@
+tandem_add_fuzz(model_config LIBS tandem_engine_model)

@@ -1,0 +1,1 @@
+tandem_add_fuzz(safetensors_header LIBS tandem_engine_model)
