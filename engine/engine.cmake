@@ -12,3 +12,11 @@ add_library(tandem_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/step_driver.cc
   ${CMAKE_CURRENT_LIST_DIR}/generate.cc)
 target_link_libraries(tandem_engine PUBLIC tandem_engine_core tandem_engine_cpu tandem_comm tandem_common)
+
+add_library(tandem_infer STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/infer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/rank_processes.cc)
+target_link_libraries(tandem_infer PUBLIC tandem_engine tandem_tokenizer nlohmann_json::nlohmann_json)
+
+add_executable(tandem-infer ${CMAKE_CURRENT_LIST_DIR}/infer_main.cc)
+target_link_libraries(tandem-infer PRIVATE tandem_infer)

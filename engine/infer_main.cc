@@ -1,0 +1,112 @@
+// tandem-infer: the engine without the cluster. Wiring and flags only; the work is in infer.cc.
+//   tandem-infer tokenize --model DIR --text TEXT
+//   tandem-infer generate --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]
+//                (--prompt TEXT [--chat] [--no-thinking] | --prompt-ids 1,2,3) [--max-tokens N]
+//                [--temperature T] [--seed S] [--json] [--stats] [--threads N]
+//   tandem-infer logits --model DIR [--tp N] [--ranks ...] --prompt-ids 1,2,3 --out FILE
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/infer.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: tandem-infer tokenize --model DIR --text TEXT\n"
+    "       tandem-infer generate --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]\n"
+    "                    (--prompt TEXT [--chat] [--no-thinking] | --prompt-ids 1,2,3) [--max-tokens N]\n"
+    "                    [--temperature T] [--seed S] [--json] [--stats] [--threads N] [--timeout-s S]\n"
+    "       tandem-infer logits --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]\n"
+    "                    --prompt-ids 1,2,3 --out FILE\n";
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "tandem-infer: %s\n", msg.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using tandem::engine::InferOptions;
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  InferOptions o;
+  o.command = argv[1];
+  bool ranks_given = false;
+  for (int i = 1; i < argc; ++i) o.argv.push_back(argv[i]);
+
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    bool has_inline = false;
+    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_inline = true;
+    }
+    auto next = [&](std::string* out) -> bool {
+      if (has_inline) {
+        *out = value;
+        return true;
+      }
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    auto number = [&](auto* out) -> bool {
+      std::string v;
+      if (!next(&v)) return false;
+      char* end = nullptr;
+      double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0') return false;
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(d);
+      return true;
+    };
+    bool ok = true;
+    if (flag == "--model") ok = next(&o.model_dir);
+    else if (flag == "--backend") ok = next(&o.backend);
+    else if (flag == "--tp") ok = number(&o.tp);
+    else if (flag == "--ranks") ok = next(&o.ranks), ranks_given = true;
+    else if (flag == "--threads") ok = number(&o.threads);
+    else if (flag == "--text" || flag == "--prompt") ok = next(&o.text), o.has_text = true;
+    else if (flag == "--chat") o.chat = true;
+    else if (flag == "--no-thinking") o.enable_thinking = false;
+    else if (flag == "--prompt-ids") {
+      std::string v;
+      ok = next(&v);
+      if (ok) {
+        auto ids = tandem::engine::ParseIdList(v);
+        if (!ids.ok()) return Fail(tandem::StatusText(ids.status()));
+        o.prompt_ids = *ids;
+      }
+    }
+    else if (flag == "--max-tokens") ok = number(&o.max_tokens);
+    else if (flag == "--temperature") ok = number(&o.temperature);
+    else if (flag == "--seed") ok = number(&o.seed);
+    else if (flag == "--json") o.json = true;
+    else if (flag == "--stats") o.stats = true;
+    else if (flag == "--out") ok = next(&o.out);
+    else if (flag == "--kv-block-size") ok = number(&o.kv_block_size);
+    else if (flag == "--timeout-s") {
+      double s = 0;
+      ok = number(&s);
+      o.timeout_ms = static_cast<int>(s * 1000);
+    }
+    // Hidden: set by the launcher on the ranks it spawns.
+    else if (flag == "--rank") ok = number(&o.rank);
+    else if (flag == "--world") ok = number(&o.world);
+    else if (flag == "--store") ok = next(&o.store_dir);
+    else return Fail("unknown flag " + flag + "\n" + kUsage);
+    if (!ok) return Fail("flag " + flag + " needs a valid value");
+  }
+  if (!ranks_given) o.ranks = "threads";
+
+  auto out = tandem::engine::RunInfer(o);
+  if (!out.ok()) return Fail(tandem::StatusText(out.status()));
+  if (!out->empty()) std::printf("%s\n", out->c_str());
+  return 0;
+}
