@@ -175,8 +175,12 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   TLOG(INFO) << "signal " << sig << ": shutting down";
-  // In-flight RPCs (a long hash) get 5 s to finish; then they are cancelled.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // In-flight RPCs get 2 s to finish, then they are cancelled (a long hash notices within
+  // ~200 ms). Measured: while any client still holds a connection (a controller keeps its
+  // channel open) this gRPC waits out the whole deadline even with no RPC in flight, so keep
+  // it short; unary GetFacts takes milliseconds.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
+  TLOG(INFO) << "gRPC server stopped";
   return 0;
 }
