@@ -4,7 +4,11 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -33,16 +37,30 @@ std::string_view Trim(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
+// read(2) rather than iostreams: a sysfs attribute that cannot be read (EINVAL on an unused
+// GID slot, on the speed of a down link) must be an error, and iostreams hide read errors.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return absl::FailedPreconditionError(path + ": is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  // sysfs attributes that fail to read (EINVAL on an unused GID slot) leave the stream bad.
-  if (in.bad()) return absl::DataLossError("read error on " + path);
-  return ss.str();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError("cannot open " + path + ": " + std::strerror(errno));
+  std::string out;
+  char buf[8192];
+  while (true) {
+    ssize_t r = ::read(fd, buf, sizeof(buf));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      ::close(fd);
+      return absl::DataLossError("cannot read " + path + ": " + std::strerror(e));
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+    if (out.size() > (16u << 20)) {  // no fact file is this big; a wrong path is
+      ::close(fd);
+      return absl::OutOfRangeError(path + " is larger than 16 MiB");
+    }
+  }
+  ::close(fd);
+  return out;
 }
 
 // Names in a directory, sorted; numeric names sort by value (gids/2 before gids/10).

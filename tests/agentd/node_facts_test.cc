@@ -277,3 +277,25 @@ TEST(NodeFactsTest, FactsAreReadFreshEachTime) {
 
 }  // namespace
 }  // namespace tandem::agentd
+
+namespace tandem::agentd {
+namespace {
+
+// The readers on this machine's own /sys and /proc: whatever is there (no GPU, no RDMA on a
+// CI box), nothing may crash and the kernel and memory facts must be real.
+TEST(NodeFactsTest, RealSystemTreesDoNotCrash) {
+  v1::NodeFacts f = CollectNodeFacts(FactsRoots{}, "self", "");
+  std::cout << "kernel=" << f.kernel().release() << " mem=" << f.memory().total_bytes()
+            << " driver=" << (f.driver().version().empty() ? f.driver().error() : f.driver().version())
+            << " rdma=" << f.rdma_size() << " netdevs=" << f.netdevs_size() << "\n";
+  for (const auto& n : f.netdevs()) {
+    std::cout << "  " << n.name() << " " << n.operstate() << " mtu " << n.mtu() << " speed " << n.speed_mbps();
+    for (const auto& a : n.ipv4()) std::cout << " " << a;
+    std::cout << "\n";
+  }
+  EXPECT_FALSE(f.kernel().release().empty()) << f.kernel().error();
+  EXPECT_GT(f.memory().total_bytes(), 0u) << f.memory().error();
+}
+
+}  // namespace
+}  // namespace tandem::agentd
