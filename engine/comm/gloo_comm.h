@@ -40,6 +40,10 @@ struct GlooCommOptions {
   std::chrono::milliseconds timeout{30000};
   // Deadline of the rendezvous: every peer's address in the store, every connection made.
   std::chrono::milliseconds connect_timeout{60000};
+  // All-reduces that send at most this many bytes per rank ((world_size - 1) x the vector) use a
+  // direct exchange (one step, results bitwise equal on all ranks) instead of Gloo's ring.
+  // 0 = always the ring. Must be equal on all ranks.
+  size_t direct_allreduce_max_bytes = 256 << 10;
 };
 
 // Creates the comm of `options.rank`; blocks until all `world_size` ranks have connected or

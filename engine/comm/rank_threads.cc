@@ -69,6 +69,7 @@ absl::Status RunRanksAsThreads(int world_size, Store& store,
         opts.hostname_or_iface = options.hostname_or_iface;
         opts.timeout = options.timeout;
         opts.connect_timeout = options.connect_timeout;
+        opts.direct_allreduce_max_bytes = options.direct_allreduce_max_bytes;
         auto created = CreateGlooComm(opts);
         if (created.ok()) {
           comm = std::move(*created);

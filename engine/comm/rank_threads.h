@@ -21,6 +21,7 @@ struct RankThreadsOptions {
   // collective return at once) and the result is DeadlineExceeded. A body busy computing is
   // still joined: threads cannot be killed.
   std::chrono::milliseconds deadline{0};
+  size_t direct_allreduce_max_bytes = 256 << 10;  // see GlooCommOptions
 };
 
 // `body(comm)` runs once per rank, concurrently. Returns OK when every rank returned OK, else the

@@ -141,8 +141,13 @@ TEST_P(CollectivesTest, BarrierHoldsEveryoneUntilTheLastArrives) {
 INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest, ::testing::Values(2, 4));
 
 // Rank 1 never calls the collective: rank 0 must get DeadlineExceeded at about the deadline,
-// and every later call must fail at once.
-TEST(DeadlineTest, MissingPeerGivesDeadlineExceededThenFailsFast) {
+// and every later call must fail at once. 4096 floats take the direct-exchange path, 400000
+// floats Gloo's ring.
+class DeadlineTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(DeadlineTest, MissingPeerGivesDeadlineExceededThenFailsFast) {
+  const size_t n = GetParam();
+  const std::string what = "all-reduce of " + std::to_string(n) + " floats";
   std::promise<void> rank0_done;
   auto rank0_done_future = rank0_done.get_future().share();
   RankThreadsOptions opts;
@@ -152,13 +157,13 @@ TEST(DeadlineTest, MissingPeerGivesDeadlineExceededThenFailsFast) {
       rank0_done_future.wait();  // alive and connected, but never joins the all-reduce
       return absl::OkStatus();
     }
-    std::vector<float> data(4096, 1.0f);
+    std::vector<float> data(n, 1.0f);
     auto start = Clock::now();
     absl::Status s = comm.AllReduceSum(data.data(), data.size());
     double took = SecondsSince(start);
     std::printf("missing peer: %s after %.3f s\n", std::string(s.message()).c_str(), took);
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-    EXPECT_NE(s.message().find("all-reduce of 4096 floats did not complete within 1 s (rank 0 of 2)"),
+    EXPECT_NE(s.message().find(what + " did not complete within 1 s (rank 0 of 2); peer lost?"),
               absl::string_view::npos);
     EXPECT_GE(took, 0.9);
     EXPECT_LT(took, 1.0 + 2.0);
@@ -169,14 +174,15 @@ TEST(DeadlineTest, MissingPeerGivesDeadlineExceededThenFailsFast) {
     double later_took = SecondsSince(start);
     std::printf("later call: %s after %.4f s\n", std::string(later.message()).c_str(), later_took);
     EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_NE(later.message().find("comm aborted: all-reduce of 4096 floats did not complete"),
-              absl::string_view::npos);
+    EXPECT_NE(later.message().find("comm aborted: " + what + " did not complete"), absl::string_view::npos);
     EXPECT_LT(later_took, 0.1);
     rank0_done.set_value();
     return absl::OkStatus();
   }, opts);
   EXPECT_TRUE(st.ok()) << st;
 }
+
+INSTANTIATE_TEST_SUITE_P(Sizes, DeadlineTest, ::testing::Values(size_t{4096}, size_t{400000}));
 
 // Abort from a third thread while rank 0 waits in an all-reduce that rank 1 never joins.
 TEST(AbortTest, AbortFromAnotherThreadUnblocksPendingCollective) {
@@ -207,6 +213,28 @@ TEST(AbortTest, AbortFromAnotherThreadUnblocksPendingCollective) {
     EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(later.message(), "comm aborted: operator pressed stop");
     rank0_done.set_value();
+    return absl::OkStatus();
+  }, opts);
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+// A rank that aborts its own comm closes its connections: the peers blocked in a collective
+// with it fail through the closed sockets at once, not at their 30 s deadline.
+TEST(AbortTest, AbortingOneRankFailsItsPeersQuickly) {
+  RankThreadsOptions opts;
+  opts.timeout = 30000ms;
+  absl::Status st = RunRanksAsThreads(3, [&](Comm& comm) -> absl::Status {
+    if (comm.rank() == 2) {
+      std::this_thread::sleep_for(300ms);
+      comm.Abort("rank 2 leaves");
+      return absl::OkStatus();
+    }
+    auto start = Clock::now();
+    absl::Status s = comm.Barrier();
+    double took = SecondsSince(start);
+    std::printf("rank %d: %s after %.3f s\n", comm.rank(), std::string(s.message()).c_str(), took);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_LT(took, 3.0);
     return absl::OkStatus();
   }, opts);
   EXPECT_TRUE(st.ok()) << st;
