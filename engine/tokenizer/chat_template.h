@@ -1,0 +1,41 @@
+// The Qwen3 ChatML chat template (tokenizer_config.json "chat_template"), implemented in C++
+// instead of interpreting Jinja. It renders the same text as the Jinja template for
+// system/user/assistant/tool messages, assistant reasoning (<think>) and tool calls:
+//   <|im_start|>ROLE\nCONTENT<|im_end|>\n ... [<|im_start|>assistant\n[<think>\n\n</think>\n\n]]
+// The result is text; Tokenizer::Encode turns the special tokens in it into their ids.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem::tokenizer {
+
+struct ChatToolCall {
+  std::string name;
+  // Written verbatim after "arguments": (OpenAI sends arguments as a JSON-encoded string).
+  std::string arguments;
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" or "tool"; other roles are skipped
+  std::string content;
+  // Assistant only: reasoning from an earlier turn. When absent, a "<think>...</think>" block
+  // inside content is taken apart as the template does.
+  std::optional<std::string> reasoning_content;
+  std::vector<ChatToolCall> tool_calls;  // assistant only
+};
+
+struct ChatTemplateOptions {
+  bool add_generation_prompt = true;  // end with "<|im_start|>assistant\n"
+  bool enable_thinking = true;        // false: the generation prompt gets an empty think block
+  // Tool definitions as JSON texts (OpenAI "tools" entries). They are rendered the way the
+  // Jinja `tojson` filter of transformers renders them (", " and ": " separators, key order
+  // kept, non-ASCII unescaped); a text that is not valid JSON is written verbatim.
+  std::vector<std::string> tools;
+};
+
+std::string ApplyChatTemplate(const std::vector<ChatMessage>& messages,
+                              const ChatTemplateOptions& options);
+
+}  // namespace tandem::tokenizer

@@ -1,0 +1,93 @@
+// The text stages before BPE, configured from tokenizer.json: the normalizer (Unicode normal
+// forms) and the pre-tokenizer (regex Split steps and the ByteLevel step), which cut text into
+// the words that BPE merges inside of.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/tokenizer/utf8.h"
+
+namespace tandem::tokenizer {
+
+// A chain of normal forms ("normalizer": null, NFC/NFD/NFKC/NFKD, or a Sequence of those).
+class Normalizer {
+ public:
+  void AddStep(NormalForm form) { steps_.push_back(form); }
+  bool empty() const { return steps_.empty(); }
+  // Input must be valid UTF-8 (Encode cleans it first).
+  std::string Apply(std::string_view text) const;
+
+ private:
+  std::vector<NormalForm> steps_;
+};
+
+// A compiled PCRE2 pattern (UTF + Unicode properties, JIT when available).
+class Regex {
+ public:
+  ~Regex();
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+  // `literal`: the pattern is a plain string (tokenizers' {"String": ...} form).
+  static absl::StatusOr<std::unique_ptr<Regex>> Compile(std::string_view pattern, bool literal);
+  // Calls on_match(start, end) for every non-empty match, left to right.
+  template <typename F>
+  void ForEachMatch(std::string_view text, F&& on_match) const;
+
+ private:
+  Regex() = default;
+  // Finds the next match at or after `from`; false at the end. Empty matches are skipped.
+  bool Next(std::string_view text, size_t from, void* match_data, bool first, size_t* start,
+            size_t* end) const;
+  void* NewMatchData() const;
+  static void FreeMatchData(void* md);
+  void* code_ = nullptr;  // pcre2_code_8*
+};
+
+template <typename F>
+void Regex::ForEachMatch(std::string_view text, F&& on_match) const {
+  void* md = NewMatchData();
+  size_t pos = 0, start = 0, end = 0;
+  bool first = true;
+  while (pos <= text.size() && Next(text, pos, md, first, &start, &end)) {
+    first = false;
+    on_match(start, end);
+    pos = end;
+  }
+  FreeMatchData(md);
+}
+
+// How a Split step treats the pieces the pattern matches (tokenizers' SplitDelimiterBehavior).
+enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+// One pre-tokenizer step: pieces in, pieces out.
+struct PreTokenizerStep {
+  enum class Kind { kSplit, kByteLevel } kind;
+  // kSplit
+  std::unique_ptr<Regex> regex;
+  SplitBehavior behavior = SplitBehavior::kIsolated;
+  bool invert = false;
+  // kByteLevel. The byte <-> character mapping itself needs no work here: the vocabulary is
+  // kept as raw bytes. What remains is the optional prefix space and the GPT-2 regex.
+  bool add_prefix_space = false;
+  std::unique_ptr<Regex> byte_level_regex;  // set when use_regex is true
+};
+
+class PreTokenizer {
+ public:
+  void AddStep(PreTokenizerStep step) { steps_.push_back(std::move(step)); }
+  bool has_byte_level() const;
+  // Cuts `text` into words (raw bytes) and calls on_word for each.
+  void Split(std::string_view text, std::vector<std::string>* words) const;
+
+ private:
+  std::vector<PreTokenizerStep> steps_;
+};
+
+// The regex GPT-2 uses when ByteLevel has use_regex: true.
+extern const char kGpt2SplitPattern[];
+
+}  // namespace tandem::tokenizer
