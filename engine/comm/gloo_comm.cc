@@ -1,6 +1,8 @@
 #include "engine/comm/gloo_comm.h"
 
 #include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <signal.h>
 
 #include <atomic>
@@ -336,6 +338,23 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateGlooComm(const GlooCommOptions& opti
 
   std::string where;
   auto attr = DeviceAttr(options.hostname_or_iface, &where);
+  // Gloo 0.5 dereferences a null pointer on an unknown interface or an unresolvable host: check
+  // both here, so a typo in the config is an error message rather than a crash.
+  if (!attr.iface.empty() && if_nametoindex(attr.iface.c_str()) == 0) {
+    return absl::UnavailableError(absl::StrCat("gloo comm ", who, ": no network ", where));
+  }
+  if (attr.iface.empty()) {
+    struct addrinfo hints {};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    struct addrinfo* found = nullptr;
+    int rc = getaddrinfo(attr.hostname.c_str(), nullptr, &hints, &found);
+    if (rc != 0 || found == nullptr) {
+      return absl::UnavailableError(absl::StrCat("gloo comm ", who, ": cannot resolve ", where, ": ",
+                                                 rc != 0 ? gai_strerror(rc) : "no address"));
+    }
+    freeaddrinfo(found);
+  }
   std::shared_ptr<gloo::transport::Device> device;
   try {
     device = gloo::transport::tcp::CreateDevice(attr);

@@ -1,5 +1,7 @@
 // Gloo comm with ranks as threads of this process: results of every collective against values
 // computed here, deadlines, abort from another thread, generation isolation, LocalComm.
+#include <stdlib.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/status.h"
 #include "engine/comm/gloo_comm.h"
 #include "engine/comm/local_comm.h"
 #include "engine/comm/rank_threads.h"
@@ -323,6 +326,40 @@ TEST(GenerationTest, RanksOfDifferentGenerationsDoNotRendezvous) {
   EXPECT_EQ(st_old.message().find("gen2"), absl::string_view::npos) << st_old;
   EXPECT_GE(took_new, 1.4);
   EXPECT_LT(took_new, 3.5);
+}
+
+// An interface name selects Gloo's iface attribute; GLOO_SOCKET_IFNAME overrides the option.
+TEST(GlooCommTest, InterfaceNameAndGlooSocketIfnameSelectTheDevice) {
+  auto sum_over = [](const std::string& where) {
+    RankThreadsOptions opts;
+    opts.hostname_or_iface = where;
+    opts.connect_timeout = 5000ms;
+    return RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {
+      float x = static_cast<float>(comm.rank() + 1);
+      RETURN_IF_ERROR(comm.AllReduceSum(&x, 1));
+      return x == 3.0f ? absl::OkStatus() : Fail("sum " + std::to_string(x));
+    }, opts);
+  };
+  absl::Status by_iface = sum_over("lo");
+  EXPECT_TRUE(by_iface.ok()) << by_iface;
+  // An unresolvable host fails to open the device...
+  absl::Status bad = sum_over("no-such-host.invalid");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kUnavailable) << bad;
+  std::printf("bad host: %s\n", std::string(bad.message()).c_str());
+  // ...unless GLOO_SOCKET_IFNAME names an interface, which wins.
+  setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+  absl::Status by_env = sum_over("no-such-host.invalid");
+  EXPECT_TRUE(by_env.ok()) << by_env;
+  setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
+  absl::Status bad_env = sum_over("127.0.0.1");
+  unsetenv("GLOO_SOCKET_IFNAME");
+  EXPECT_EQ(bad_env.code(), absl::StatusCode::kUnavailable) << bad_env;
+  EXPECT_NE(bad_env.message().find("nosuchif0 (GLOO_SOCKET_IFNAME)"), absl::string_view::npos) << bad_env;
+  // An address that is not on this host cannot be listened on.
+  absl::Status not_local = sum_over("192.0.2.1");  // TEST-NET-1
+  EXPECT_EQ(not_local.code(), absl::StatusCode::kUnavailable) << not_local;
+  std::printf("bad env: %s\nnot local: %s\n", std::string(bad_env.message()).c_str(),
+              std::string(not_local.message()).c_str());
 }
 
 TEST(GlooCommTest, RejectsBadOptions) {
