@@ -33,7 +33,9 @@ int PreflightReport::Count(CheckStatus s) const {
 namespace {
 
 std::string Gib(uint64_t bytes) { return absl::StrFormat("%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
-std::string Gb(uint64_t bytes) { return absl::StrFormat("%.2f GB", bytes / 1e9); }
+std::string Gb(uint64_t bytes) {
+  return bytes >= 1000000000ull ? absl::StrFormat("%.2f GB", bytes / 1e9) : absl::StrFormat("%.1f MB", bytes / 1e6);
+}
 
 bool IsRoceV2(const v1::GidEntry& e) {
   return absl::AsciiStrToLower(e.type()).find("v2") != std::string::npos;
@@ -115,7 +117,8 @@ void AddParityRows(const char* check, const std::vector<ParityMember>& members, 
   if (groups.size() == 1) {
     for (const auto& m : members) {
       out->push_back({check, m.node, CheckStatus::kPass, m.shown,
-                      members.size() > 1 ? absl::StrCat("same on all ", members.size(), " nodes") : "-", ""});
+                      members.size() > 1 ? absl::StrCat("same on all ", members.size(), " nodes")
+                                         : "same on all nodes (only this one could be compared)", ""});
     }
     return;
   }
@@ -516,7 +519,13 @@ PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<Node
   for (size_t i : up) {
     const v1::NodeFacts& f = *observations[i].facts;
     const std::string& name = spec.nodes[i].name;
-    if (!f.driver().error().empty()) {
+    // The agent reports a node without any driver file as an error starting "no NVIDIA driver";
+    // that is a fact (no driver), not a read failure.
+    bool no_driver = f.driver().version().empty() &&
+                     (f.driver().error().empty() || absl::StartsWith(f.driver().error(), "no NVIDIA driver"));
+    if (no_driver) {
+      driver.push_back({name, "", "no NVIDIA driver"});
+    } else if (!f.driver().error().empty()) {
       driver.push_back({name, "error:" + f.driver().error(), "unreadable: " + f.driver().error()});
     } else {
       any_driver = any_driver || !f.driver().version().empty();
