@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -215,7 +216,8 @@ absl::StatusOr<v1::WeightsManifest> WeightsHasher::Hash(const std::string& model
   std::sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return jobs[a].size > jobs[b].size; });
 
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, std::max<size_t>(1, todo.size())));
+  // A request may ask for anything; more threads than files or than 64 only add overhead.
+  threads = static_cast<unsigned>(std::min<size_t>({threads, 64, std::max<size_t>(1, todo.size())}));
 
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> bytes_done{cached_bytes}, files_done{cached_files};
