@@ -1,6 +1,7 @@
 #include "engine/infer.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -59,6 +60,11 @@ ModelLoadOptions LoadOptions(const InferOptions& o, int rank, int world, Comm* c
 // One rank's life: load its shard; rank 0 drives `work`, the others follow its steps.
 absl::StatusOr<std::string> RunRank(const InferOptions& o, int rank, int world, Comm* comm, const Rank0Work& work) {
   ASSIGN_OR_RETURN(auto model, Model::Load(o.model_dir, LoadOptions(o, rank, world, comm)));
+  // Test hook: a spawned rank that dies mid-run (tests check that rank 0 fails fast and clearly).
+  if (const char* r = std::getenv("TANDEM_INFER_TEST_EXIT_RANK"); r != nullptr && o.world > 0 && std::atoi(r) == rank) {
+    std::fprintf(stderr, "tandem-infer: rank %d exits on purpose (TANDEM_INFER_TEST_EXIT_RANK)\n", rank);
+    _exit(3);
+  }
   if (rank != 0) {
     RETURN_IF_ERROR(RunWorkerLoop(*model, *comm));
     return std::string();

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "engine/infer.h"
+#include "engine/rank_processes.h"
 
 namespace {
 
@@ -106,7 +107,11 @@ int main(int argc, char** argv) {
   if (!ranks_given) o.ranks = "threads";
 
   auto out = tandem::engine::RunInfer(o);
-  if (!out.ok()) return Fail(tandem::StatusText(out.status()));
+  if (!out.ok()) {
+    Fail(tandem::StatusText(out.status()));
+    // A spawned rank tells the launcher whether it failed by itself or because the group broke.
+    return o.world > 0 && tandem::engine::IsGroupFailure(out.status()) ? tandem::engine::kExitLostGroup : 1;
+  }
   if (!out->empty()) std::printf("%s\n", out->c_str());
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "engine/rank_processes.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <climits>
@@ -76,10 +77,23 @@ void RankProcesses::Watch() {
   }
 }
 
+bool IsGroupFailure(const absl::Status& st) {
+  switch (st.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+      return true;
+    case absl::StatusCode::kFailedPrecondition:
+      return std::string(st.message()).find("comm aborted") != std::string::npos;
+    default:
+      return false;
+  }
+}
+
 absl::Status RankProcesses::Finish(std::chrono::milliseconds timeout) {
   stop_ = true;
   if (watcher_.joinable()) watcher_.join();
-  absl::Status result;
+  absl::Status result, lost_group;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (size_t i = 0; i < children_.size(); ++i) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -91,13 +105,20 @@ absl::Status RankProcesses::Finish(std::chrono::milliseconds timeout) {
     } else if (*status != 0) {
       problem = "exited with " + DescribeWaitStatus(*status);
     }
-    if (!problem.empty() && result.ok()) {
-      result = absl::UnavailableError("rank " + std::to_string(i + 1) + " " + problem);
+    if (problem.empty()) continue;
+    absl::Status st = absl::UnavailableError("rank " + std::to_string(i + 1) + " " + problem);
+    const bool only_lost_group = status && WIFEXITED(*status) && WEXITSTATUS(*status) == kExitLostGroup;
+    if (only_lost_group) {
+      if (lost_group.ok()) lost_group = st;
+    } else if (result.ok()) {
+      result = st;
     }
   }
+  if (!result.ok()) return result;
+  if (!lost_group.ok()) return lost_group;
   std::lock_guard<std::mutex> lock(mu_);
-  if (result.ok() && !failure_.empty()) result = absl::UnavailableError(failure_);
-  return result;
+  if (!failure_.empty()) return absl::UnavailableError(failure_);
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::engine

@@ -19,6 +19,13 @@
 
 namespace tandem::engine {
 
+// The exit code of a spawned rank that failed because the group broke (a collective failed: peer
+// lost, deadline, abort), as opposed to failing by itself. The launcher blames the others first.
+inline constexpr int kExitLostGroup = 4;
+
+// True when `st` is a collective's failure (the group broke) rather than this rank's own error.
+bool IsGroupFailure(const absl::Status& st);
+
 class RankProcesses {
  public:
   // Spawns ranks 1..world-1: `exe` with `args` + the hidden flags; their stdout is discarded,
@@ -33,7 +40,8 @@ class RankProcesses {
   // launcher print the reason and exit 1, since the rendezvous cannot be interrupted).
   void SetComm(Comm* comm);
   // Waits until every child has exited (up to `timeout`), then kills stragglers. Error naming
-  // the first child that failed (non-zero exit, signal, or did not exit in time).
+  // the child that failed by itself (non-zero exit other than kExitLostGroup, a signal, or no
+  // exit in time) in preference to those that only lost the group.
   absl::Status Finish(std::chrono::milliseconds timeout);
 
  private:
