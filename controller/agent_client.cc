@@ -88,16 +88,21 @@ std::vector<NodeObservation> ObserveNodes(const ClusterSpec& spec, const Observe
         return;
       }
       auto last = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+      bool printed_done = false;
       auto progress = [&](const v1::HashProgress& p) {
-        if (!options.show_progress) return;
+        if (!options.show_progress || printed_done) return;
         auto now = std::chrono::steady_clock::now();
         bool done = p.files_total() > 0 && p.files_done() == p.files_total();
         if (!done && now - last < std::chrono::milliseconds(500)) return;  // at most two lines a second
         last = now;
+        printed_done = done;
+        // GB as operators think of model sizes; MB for small folders so the numbers move.
+        bool gb = p.bytes_total() >= 1000000000ull;
+        double unit = gb ? 1e9 : 1e6;
         std::lock_guard<std::mutex> lock(ProgressMutex());
-        std::fprintf(stderr, "hashing %s: %llu/%llu files %.1f/%.1f GB\n", node.name.c_str(),
+        std::fprintf(stderr, "hashing %s: %llu/%llu files %.1f/%.1f %s\n", node.name.c_str(),
                      static_cast<unsigned long long>(p.files_done()), static_cast<unsigned long long>(p.files_total()),
-                     p.bytes_done() / 1e9, p.bytes_total() / 1e9);
+                     p.bytes_done() / unit, p.bytes_total() / unit, gb ? "GB" : "MB");
       };
       obs.manifest = client.HashWeights(node.model_path, options.hash_timeout, progress);
     });
