@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/comm/gloo_store.h"
+#include "engine/comm/local_comm.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
@@ -324,6 +325,7 @@ gloo::transport::tcp::attr DeviceAttr(const std::string& hostname_or_iface, std:
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Comm>> CreateGlooComm(const GlooCommOptions& options) {
+  if (options.world_size == 1 && options.rank == 0) return std::unique_ptr<Comm>(new LocalComm());
   if (options.store == nullptr) return absl::InvalidArgumentError("gloo comm: no rendezvous store");
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("gloo comm: rank ", options.rank,

@@ -49,6 +49,7 @@ struct GlooCommOptions {
 // Creates the comm of `options.rank`; blocks until all `world_size` ranks have connected or
 // `connect_timeout` passed. Errors: InvalidArgument (options), Unavailable (cannot open the
 // device / address), DeadlineExceeded (a peer did not show up; names the missing key).
+// A world of one gets a LocalComm (no store, no sockets), so TP=1 callers need no special case.
 absl::StatusOr<std::unique_ptr<Comm>> CreateGlooComm(const GlooCommOptions& options);
 
 }  // namespace tandem::engine

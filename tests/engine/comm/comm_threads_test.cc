@@ -274,6 +274,16 @@ TEST(RankThreadsTest, WorldOfOneUsesLocalComm) {
   EXPECT_TRUE(st.ok()) << st;
 }
 
+TEST(LocalCommTest, GlooCommOfWorldOneIsLocal) {
+  GlooCommOptions o;  // no store needed
+  auto comm = CreateGlooComm(o);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->transport(), "local");
+  float x = 2;
+  EXPECT_TRUE((*comm)->AllReduceSum(&x, 1).ok());
+  EXPECT_EQ(x, 2.0f);
+}
+
 TEST(LocalCommTest, AbortFailsLaterCalls) {
   LocalComm comm;
   float x = 5;
@@ -365,6 +375,7 @@ TEST(GlooCommTest, InterfaceNameAndGlooSocketIfnameSelectTheDevice) {
 TEST(GlooCommTest, RejectsBadOptions) {
   MemoryStore store;
   GlooCommOptions o;
+  o.world_size = 2;
   EXPECT_EQ(CreateGlooComm(o).status().code(), absl::StatusCode::kInvalidArgument);  // no store
   o.store = &store;
   o.rank = 2;
