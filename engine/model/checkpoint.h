@@ -8,6 +8,8 @@
 // Read converts to float32 into a fresh buffer. Shapes are as stored by Hugging Face: a Linear
 // weight is [out_features, in_features], so for tensor parallelism column-parallel weights
 // (q/k/v, gate/up) are sliced along dim 0 and row-parallel ones (o_proj, down) along dim 1.
+// Thread safety: after Open, every method is const and may be called from many threads at once
+// (loading converts tensors in parallel).
 // Why virtual: tests and later backends may provide checkpoints that are not files.
 #pragma once
 

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstring>
+#include <ctime>
 
 #include "engine/model/model_config.h"
 #include "engine/model/safetensors.h"
@@ -77,6 +80,32 @@ TEST(Checkpoint, TinyQwen3MoeReadsMatchRawBytes) {
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(view->dtype, DType::kBF16);
   EXPECT_EQ(view->nbytes, 256u);
+}
+
+// Every tensor of every tiny model opens and converts; prints the load rate (informational).
+TEST(Checkpoint, ReadsEveryTensorOfEveryTinyModel) {
+  for (const char* model : {"qwen3moe-tiny", "qwen35moe-tiny", "qwen3next-tiny"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
+    auto ckpt = Checkpoint::Open(TestData(model));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    size_t values = 0;
+    double sum = 0;
+    for (const std::string& name : (*ckpt)->Names()) {
+      auto shape = (*ckpt)->Shape(name);
+      ASSERT_TRUE(shape.ok());
+      auto t = (*ckpt)->Read(name, *shape);
+      ASSERT_TRUE(t.ok()) << t.status();
+      values += t->data.size();
+      for (float v : t->data) sum += v;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    EXPECT_TRUE(std::isfinite(sum));
+    std::printf("  %s: %zu tensors, %zu values (%.1f MB bf16): wall %.1f ms, cpu %.1f ms "
+                "(%.0f MB/s of cpu)\n", model, (*ckpt)->Names().size(), values, values * 2 / 1e6,
+                s * 1e3, cpu * 1e3, values * 2 / 1e6 / cpu);
+  }
 }
 
 // ReadSlice(dim, start, len) must equal the same block cut out of Read.
