@@ -15,9 +15,13 @@
 #include "absl/status/statusor.h"
 #include "engine/step_driver.h"
 
+namespace tandem::tokenizer {
+class Tokenizer;  // engine/tokenizer/tokenizer.h
+}  // namespace tandem::tokenizer
+
 namespace tandem::engine {
 
-class Tokenizer;  // engine/tokenizer/tokenizer.h
+using tokenizer::Tokenizer;
 
 struct SamplingParams {
   float temperature = 1.0f;             // 0 = greedy
@@ -38,7 +42,11 @@ struct GenerationRequest {
 };
 
 // One event per new token (text_delta may be empty while a UTF-8 sequence or a possible stop
-// string is held back), then a final event with `finished` set.
+// string is held back), then a final event with `finished` set. The final event carries no
+// tokens and no text: text held back until the end (an incomplete UTF-8 tail, a partial stop
+// string that did not complete) comes in one more non-final event, possibly without tokens.
+// Stop tokens (eos, stop_token_ids) are not in token_ids nor in the text, but count in
+// completion_tokens (they were generated).
 struct GenerationEvent {
   std::vector<int32_t> token_ids;  // new tokens in this event
   std::string text_delta;
@@ -51,6 +59,17 @@ struct GenerationEvent {
 
 using GenerationCallback = std::function<void(const GenerationEvent&)>;
 
+// What one engine step did (EngineOptions::on_step), for step-time histograms.
+struct StepMetrics {
+  int64_t iteration = 0;       // 1 for the first step
+  double seconds = 0;          // the Forward call on every rank (plan broadcast included)
+  int64_t batch_tokens = 0;    // tokens computed in the step
+  int64_t prefill_tokens = 0;  // of which prompt (or recompute) tokens
+  int64_t decode_tokens = 0;   // of which one-token decode chunks
+  int32_t num_seqs = 0;        // sequences in the step
+  int32_t num_preempted = 0;   // sequences preempted while planning it
+};
+
 struct EngineOptions {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 2048;   // per step; prefill is chunked to fit
@@ -61,6 +80,8 @@ struct EngineOptions {
   int64_t kv_tokens = 0;
   double memory_fraction = 0.70;
   int32_t max_waiting = 256;               // admission: more queued requests -> overloaded (503/429)
+  // Runs on the engine thread after every step; must not block. Empty = none.
+  std::function<void(const StepMetrics&)> on_step;
 };
 
 struct EngineStats {

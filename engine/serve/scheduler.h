@@ -1,0 +1,99 @@
+// Continuous batching on rank 0: which sequences run in the next step, with which chunk of
+// tokens, in which KV blocks. No model, no threads, no clock: a plan is a function of the queues
+// and the free blocks, so every policy below is unit-tested directly.
+//
+// Policy of one step (Schedule):
+//   1. Running sequences, decodes (one token each) before unfinished prefills, each chunk cut to
+//      the remaining token budget (max_num_batched_tokens).
+//   2. When the pool cannot hold a running sequence's next chunk, the most recently admitted
+//      running sequence is preempted (recompute): it loses its blocks and goes back to the front
+//      of the waiting queue with its generated tokens kept, so its next prefill recomputes prompt
+//      + output and continues exactly where it stopped.
+//   3. Waiting sequences (priority ones first, then preempted ones, then by arrival) are admitted
+//      while the budget, max_num_seqs and the free blocks allow; a long prompt is chunked over
+//      several steps. Nothing is admitted in a step that had to preempt (the pool is short).
+// Only the chunk that reaches the end of a sequence's tokens wants logits.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/step.h"
+
+namespace tandem::engine {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+};
+
+// A sequence as the scheduler sees it.
+struct SequenceState {
+  int64_t seq_id = 0;
+  std::vector<int32_t> tokens;       // the prompt, then every generated token
+  int32_t prompt_len = 0;            // length of the original prompt
+  int32_t num_computed = 0;          // leading tokens whose KV is in the cache
+  std::vector<int32_t> block_table;  // blocks holding positions [0, num_computed)
+  bool priority = false;
+  bool running = false;
+  int32_t num_preemptions = 0;
+
+  int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }
+  int32_t num_uncomputed() const { return static_cast<int32_t>(tokens.size()) - num_computed; }
+};
+
+struct StepPlan {
+  StepBatch batch;                   // one chunk per scheduled sequence
+  std::vector<int64_t> preempted;    // sequences that lost their KV while this step was planned
+  int64_t num_prefill_tokens = 0;    // tokens of chunks longer than one token or not at the end
+  int64_t num_decode_tokens = 0;     // one-token chunks that continue a computed sequence
+
+  bool empty() const { return batch.seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& config);
+
+  // Queues a new sequence (`prompt` non-empty). Priority sequences go ahead of all others.
+  void Add(int64_t seq_id, std::vector<int32_t> prompt, bool priority = false);
+  // Plans the next step and commits to it: blocks are allocated, num_computed advances past the
+  // chunks, preemptions are applied. An empty plan means there is nothing that can run.
+  StepPlan Schedule();
+  // A token sampled for `seq_id` after a step in which its chunk wanted logits.
+  void AppendToken(int64_t seq_id, int32_t token);
+  // Forgets a sequence (finished or cancelled) and frees its blocks. False for an unknown id.
+  bool Remove(int64_t seq_id);
+
+  const SequenceState* Find(int64_t seq_id) const;
+  bool has_work() const { return !seqs_.empty(); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(priority_waiting_.size() + waiting_.size()); }
+  int32_t num_blocks_used() const { return alloc_.num_used(); }
+  int32_t num_blocks_total() const { return alloc_.num_total(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const SchedulerConfig& config() const { return config_; }
+  // Blocks a sequence of `num_tokens` positions needs.
+  int64_t BlocksFor(int64_t num_tokens) const { return (num_tokens + config_.block_size - 1) / config_.block_size; }
+
+ private:
+  // Takes the blocks of a running sequence and puts it at the front of its waiting queue.
+  void Preempt(int64_t seq_id, StepPlan& plan, int64_t& budget);
+  // Appends the chunk [num_computed, num_computed + n) of `s` to the plan and advances it.
+  void AddChunk(SequenceState& s, int32_t n, StepPlan& plan);
+
+  SchedulerConfig config_;
+  BlockAllocator alloc_;
+  std::unordered_map<int64_t, SequenceState> seqs_;
+  std::vector<int64_t> running_;          // admission order (oldest first)
+  std::deque<int64_t> priority_waiting_;  // probes
+  std::deque<int64_t> waiting_;           // preempted ones at the front, then by arrival
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace tandem::engine
