@@ -2,8 +2,8 @@
 
 #include <net/if.h>
 #include <netdb.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cctype>
@@ -93,8 +93,9 @@ void IgnoreSigpipeOnce() {
 
 class GlooComm final : public Comm {
  public:
-  GlooComm(std::shared_ptr<AbortableContext> context, std::shared_ptr<gloo::transport::Device> device,
-           std::chrono::milliseconds timeout, size_t direct_max_bytes)
+  GlooComm(std::shared_ptr<AbortableContext> context,
+           std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds timeout,
+           size_t direct_max_bytes)
       : context_(std::move(context)),
         device_(std::move(device)),
         timeout_(timeout),
@@ -113,7 +114,8 @@ class GlooComm final : public Comm {
 
   absl::Status AllReduceSum(float* data, size_t n) override {
     if (n == 0) return CheckUsable();
-    const bool direct = n * sizeof(float) * static_cast<size_t>(world_size() - 1) <= direct_max_bytes_;
+    const bool direct =
+        n * sizeof(float) * static_cast<size_t>(world_size() - 1) <= direct_max_bytes_;
     return Run(absl::StrCat("all-reduce of ", n, " floats"), [&](uint32_t tag) {
       if (direct) {
         DirectAllReduce(data, n, tag);
@@ -181,17 +183,19 @@ class GlooComm final : public Comm {
   // Small all-reduce: every rank sends its whole vector to every peer, then adds the world_size
   // vectors in rank order. One exchange instead of the ring's 2 (W - 1) steps (each step is a
   // notify + data round trip through Gloo's event-loop thread): on loopback this halves the
-  // latency of per-layer all-reduces 3-4x (engine/comm/README.md). And every rank adds the same numbers
-  // in the same order, so all ranks hold bitwise the same result.
+  // latency of per-layer all-reduces 3-4x (engine/comm/README.md). And every rank adds the same
+  // numbers in the same order, so all ranks hold bitwise the same result.
   void DirectAllReduce(float* data, size_t n, uint32_t tag) {
     const int world = world_size();
     const int me = rank();
     const size_t bytes = n * sizeof(float);
-    direct_scratch_.resize(static_cast<size_t>(world) * n);  // rank r's vector at [r * n, r * n + n)
+    direct_scratch_.resize(static_cast<size_t>(world) *
+                           n);  // rank r's vector at [r * n, r * n + n)
     float* mine = direct_scratch_.data() + static_cast<size_t>(me) * n;
     std::memcpy(mine, data, bytes);
     const uint64_t slot = gloo::Slot::build(kDirectSlotPrefix, tag);
-    auto all = context_->createUnboundBuffer(direct_scratch_.data(), direct_scratch_.size() * sizeof(float));
+    auto all = context_->createUnboundBuffer(direct_scratch_.data(),
+                                             direct_scratch_.size() * sizeof(float));
     auto send = context_->createUnboundBuffer(mine, bytes);
     for (int peer = 0; peer < world; ++peer) {
       if (peer != me) all->recv(peer, slot, static_cast<size_t>(peer) * bytes, bytes);
@@ -268,20 +272,22 @@ class GlooComm final : public Comm {
     {
       std::lock_guard<std::mutex> lock(state_mu_);
       if (aborted_.load() && aborted_by_caller_) {
-        st = absl::AbortedError(absl::StrCat(what, " interrupted after ", FormatSeconds(elapsed), " s ", where,
-                                             ": comm aborted: ", reason_));
+        st = absl::AbortedError(absl::StrCat(what, " interrupted after ", FormatSeconds(elapsed),
+                                             " s ", where, ": comm aborted: ", reason_));
       }
     }
     if (st.ok()) {
-      const bool timed_out = ContainsNoCase(error, "timeout") || ContainsNoCase(error, "timed out") ||
+      const bool timed_out = ContainsNoCase(error, "timeout") ||
+                             ContainsNoCase(error, "timed out") ||
                              elapsed >= 0.95 * Seconds(timeout_);
       if (timed_out) {
         st = absl::DeadlineExceededError(absl::StrCat(what, " did not complete within ",
                                                       Seconds(timeout_), " s ", where,
                                                       "; peer lost? (gloo: ", error, ")"));
       } else {
-        st = absl::UnavailableError(absl::StrCat(what, " failed after ", FormatSeconds(elapsed), " s ", where,
-                                                 ": connection to a peer lost (gloo: ", error, ")"));
+        st = absl::UnavailableError(
+            absl::StrCat(what, " failed after ", FormatSeconds(elapsed), " s ", where,
+                         ": connection to a peer lost (gloo: ", error, ")"));
       }
       MarkAborted(std::string(st.message()), /*by_caller=*/false);
       TLOG(ERROR) << st.message();
@@ -306,7 +312,8 @@ class GlooComm final : public Comm {
 };
 
 // Where to listen: GLOO_SOCKET_IFNAME wins; otherwise an interface name or a hostname/address.
-gloo::transport::tcp::attr DeviceAttr(const std::string& hostname_or_iface, std::string* described) {
+gloo::transport::tcp::attr DeviceAttr(const std::string& hostname_or_iface,
+                                      std::string* described) {
   gloo::transport::tcp::attr attr;
   const char* env = std::getenv("GLOO_SOCKET_IFNAME");
   if (env != nullptr && env[0] != '\0') {
@@ -352,8 +359,8 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateGlooComm(const GlooCommOptions& opti
     struct addrinfo* found = nullptr;
     int rc = getaddrinfo(attr.hostname.c_str(), nullptr, &hints, &found);
     if (rc != 0 || found == nullptr) {
-      return absl::UnavailableError(absl::StrCat("gloo comm ", who, ": cannot resolve ", where, ": ",
-                                                 rc != 0 ? gai_strerror(rc) : "no address"));
+      return absl::UnavailableError(absl::StrCat("gloo comm ", who, ": cannot resolve ", where,
+                                                 ": ", rc != 0 ? gai_strerror(rc) : "no address"));
     }
     freeaddrinfo(found);
   }
@@ -373,13 +380,14 @@ absl::StatusOr<std::unique_ptr<Comm>> CreateGlooComm(const GlooCommOptions& opti
   } catch (const std::exception& e) {
     absl::Status store_error = adapter.first_error();
     if (!store_error.ok()) {
-      return absl::Status(store_error.code(),
-                          absl::StrCat("gloo comm ", who, " could not rendezvous: ",
-                                       store_error.message()));
+      return absl::Status(
+          store_error.code(),
+          absl::StrCat("gloo comm ", who, " could not rendezvous: ", store_error.message()));
     }
-    return absl::DeadlineExceededError(absl::StrCat(
-        "gloo comm ", who, " could not connect to its peers within ",
-        Seconds(options.connect_timeout), " s through ", options.store->Describe(), ": ", e.what()));
+    return absl::DeadlineExceededError(absl::StrCat("gloo comm ", who,
+                                                    " could not connect to its peers within ",
+                                                    Seconds(options.connect_timeout), " s through ",
+                                                    options.store->Describe(), ": ", e.what()));
   }
   context->setTimeout(options.timeout);
   TLOG(INFO) << "gloo comm " << who << " connected on " << device->str() << " in "

@@ -12,7 +12,8 @@ absl::Status LocalComm::Check(int root) const {
     return absl::FailedPreconditionError(absl::StrCat("comm aborted: ", reason_));
   }
   if (root != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("root ", root, " out of range for world size 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("root ", root, " out of range for world size 1"));
   }
   return absl::OkStatus();
 }
@@ -24,7 +25,8 @@ absl::Status LocalComm::Broadcast(void*, size_t, int root) { return Check(root);
 absl::Status LocalComm::Gather(const float* send, size_t n, float* recv, int root) {
   absl::Status st = Check(root);
   if (!st.ok()) return st;
-  if (n > 0 && recv == nullptr) return absl::InvalidArgumentError("gather: recv is null on the root");
+  if (n > 0 && recv == nullptr)
+    return absl::InvalidArgumentError("gather: recv is null on the root");
   if (n > 0 && recv != send) std::memmove(recv, send, n * sizeof(float));
   return absl::OkStatus();
 }

@@ -46,9 +46,9 @@ absl::Status Store::Wait(const std::vector<std::string>& keys, std::chrono::mill
   }
   if (missing.empty()) return absl::OkStatus();
   if (missing.size() == 1) return KeyTimeout(missing[0], timeout, Describe());
-  return absl::DeadlineExceededError(absl::StrCat("rendezvous keys '", absl::StrJoin(missing, "', '"),
-                                                  "' did not appear in ", Describe(), " within ",
-                                                  Seconds(timeout), " s"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("rendezvous keys '", absl::StrJoin(missing, "', '"), "' did not appear in ",
+                   Describe(), " within ", Seconds(timeout), " s"));
 }
 
 // ---- MemoryStore ----
@@ -100,8 +100,8 @@ absl::Status FileStore::Set(const std::string& key, const std::string& value) {
   const std::string tmp = absl::StrCat(dir_, "/.tmp.", getpid(), ".", counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("rendezvous store: cannot create ", tmp, ": ",
-                                               std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("rendezvous store: cannot create ", tmp, ": ", std::strerror(errno)));
   }
   size_t done = 0;
   while (done < value.size()) {
@@ -147,7 +147,8 @@ absl::StatusOr<std::string> FileStore::Get(const std::string& key,
 
 // ---- PrefixStore ----
 
-PrefixStore::PrefixStore(Store& base, std::string prefix) : base_(base), prefix_(std::move(prefix)) {
+PrefixStore::PrefixStore(Store& base, std::string prefix)
+    : base_(base), prefix_(std::move(prefix)) {
   while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
 }
 

@@ -31,7 +31,8 @@ class Store {
                                           std::chrono::milliseconds timeout) = 0;
   // Blocks until every key exists. DeadlineExceeded naming the missing keys on timeout.
   // The default waits for each key in turn with the time that is left.
-  virtual absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  virtual absl::Status Wait(const std::vector<std::string>& keys,
+                            std::chrono::milliseconds timeout);
   // "file:/tmp/x", "memory", "prefix gen7/ of file:/tmp/x": for error messages.
   virtual std::string Describe() const = 0;
 };
@@ -40,7 +41,8 @@ class Store {
 class MemoryStore final : public Store {
  public:
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
   std::string Describe() const override { return "memory"; }
 
  private:
@@ -56,7 +58,8 @@ class FileStore final : public Store {
  public:
   explicit FileStore(std::string dir);
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
   std::string Describe() const override { return "file:" + dir_; }
   const std::string& dir() const { return dir_; }
   // The file that holds `key` (keys are escaped: anything but [A-Za-z0-9._-] becomes %XX).
@@ -72,8 +75,10 @@ class PrefixStore final : public Store {
  public:
   PrefixStore(Store& base, std::string prefix);
   absl::Status Set(const std::string& key, const std::string& value) override;
-  absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  std::chrono::milliseconds timeout) override;
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout) override;
   std::string Describe() const override;
   const std::string& prefix() const { return prefix_; }
 

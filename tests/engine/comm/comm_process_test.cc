@@ -1,5 +1,6 @@
 // Gloo comm with ranks as separate processes (comm_test_rank), rendezvous through a FileStore in
 // a temporary directory; and a peer process killed with SIGKILL in the middle of a collective.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -11,8 +12,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/subprocess.h"
 #include "engine/comm/gloo_comm.h"
@@ -39,8 +38,9 @@ std::string ReadFile(const std::string& path) {
 
 Subprocess StartRank(const std::string& dir, int rank, int world, const std::string& mode) {
   SubprocessOptions o;
-  o.argv = {COMM_TEST_RANK_BIN, "--store-dir", dir + "/store", "--generation", "5",
-            "--rank", std::to_string(rank), "--world", std::to_string(world), "--mode", mode};
+  o.argv = {
+      COMM_TEST_RANK_BIN,   "--store-dir", dir + "/store",        "--generation", "5", "--rank",
+      std::to_string(rank), "--world",     std::to_string(world), "--mode",       mode};
   o.stdout_path = dir + "/rank" + std::to_string(rank) + ".log";
   o.stderr_path = o.stdout_path;
   Subprocess p;
@@ -61,7 +61,8 @@ TEST_P(ProcessGroupTest, EveryCollectiveMatchesAcrossProcesses) {
     const int r = world - 1 - i;
     auto status = ranks[i].Wait(60s);
     std::string log = ReadFile(dir + "/rank" + std::to_string(r) + ".log");
-    std::printf("--- rank %d (%s):\n%s", r, status ? DescribeWaitStatus(*status).c_str() : "timeout", log.c_str());
+    std::printf("--- rank %d (%s):\n%s", r,
+                status ? DescribeWaitStatus(*status).c_str() : "timeout", log.c_str());
     ASSERT_TRUE(status.has_value()) << "rank " << r << " did not finish in 60 s";
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
     EXPECT_NE(log.find("OK (all-reduce, broadcast, gather, barrier)"), std::string::npos);
@@ -88,7 +89,7 @@ TEST(PeerLossTest, KilledPeerProcessFailsTheSurvivorQuickly) {
   Comm& comm = **created;
   std::vector<float> data(16, 1.0f);
   ASSERT_TRUE(comm.AllReduceSum(data.data(), data.size()).ok());
-  EXPECT_EQ(data[0], 3.0f);  // 1 (rank 0) + 2 (rank 1)
+  EXPECT_EQ(data[0], 3.0f);                    // 1 (rank 0) + 2 (rank 1)
   ASSERT_TRUE(store.Get("ready1", 10s).ok());  // the child is entering its second all-reduce
 
   Clock::time_point killed_at;

@@ -1,5 +1,6 @@
 // Gloo comm with ranks as threads of this process: results of every collective against values
 // computed here, deadlines, abort from another thread, generation isolation, LocalComm.
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -9,8 +10,6 @@
 #include <future>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/status.h"
 #include "engine/comm/gloo_comm.h"
@@ -24,12 +23,16 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Rank r contributes (r + 1) * 1000 + i * 0.25 at index i: every term and every partial sum is
 // exact in float for the sizes used, so the expected sum is exact and a missing or doubled rank
 // is off by at least 1000.
-float Contribution(int rank, size_t i) { return static_cast<float>((rank + 1) * 1000) + static_cast<float>(i % 4096) * 0.25f; }
+float Contribution(int rank, size_t i) {
+  return static_cast<float>((rank + 1) * 1000) + static_cast<float>(i % 4096) * 0.25f;
+}
 float ExpectedSum(int world, size_t i) {
   float s = 0;
   for (int r = 0; r < world; ++r) s += Contribution(r, i);
@@ -55,13 +58,15 @@ TEST_P(CollectivesTest, AllReduceSumsRankDependentValues) {
         if (!s.ok()) return s;
         for (size_t i = 0; i < n; ++i) {
           if (data[i] != ExpectedSum(world, i)) {
-            return Fail("all-reduce n=" + std::to_string(n) + " index " + std::to_string(i) + ": got " +
-                        std::to_string(data[i]) + " want " + std::to_string(ExpectedSum(world, i)));
+            return Fail("all-reduce n=" + std::to_string(n) + " index " + std::to_string(i) +
+                        ": got " + std::to_string(data[i]) + " want " +
+                        std::to_string(ExpectedSum(world, i)));
           }
         }
         if (comm.rank() == 0 && round == 0) {
-          std::printf("world %d n=%zu: data[0]=%.2f (want %.2f) data[n-1]=%.2f (want %.2f)\n", world, n,
-                      data[0], ExpectedSum(world, 0), data[n - 1], ExpectedSum(world, n - 1));
+          std::printf("world %d n=%zu: data[0]=%.2f (want %.2f) data[n-1]=%.2f (want %.2f)\n",
+                      world, n, data[0], ExpectedSum(world, 0), data[n - 1],
+                      ExpectedSum(world, n - 1));
         }
       }
     }
@@ -82,11 +87,13 @@ TEST_P(CollectivesTest, BroadcastFromRoot1) {
       if (!s.ok()) return s;
       for (size_t i = 0; i < nbytes; ++i) {
         if (buf[i] != static_cast<uint8_t>((i * 31 + 7) & 0xff)) {
-          return Fail("broadcast byte " + std::to_string(i) + " of " + std::to_string(nbytes) + " differs");
+          return Fail("broadcast byte " + std::to_string(i) + " of " + std::to_string(nbytes) +
+                      " differs");
         }
       }
     }
-    if (comm.rank() == 0) std::printf("world %d: broadcast of 1, 333, 1 MiB bytes from rank 1 matched\n", world);
+    if (comm.rank() == 0)
+      std::printf("world %d: broadcast of 1, 333, 1 MiB bytes from rank 1 matched\n", world);
     return absl::OkStatus();
   });
   ASSERT_TRUE(st.ok()) << st;
@@ -100,18 +107,21 @@ TEST_P(CollectivesTest, GatherInRankOrder) {
       std::vector<float> send(n);
       for (size_t i = 0; i < n; ++i) send[i] = static_cast<float>(comm.rank() * 100 + i);
       std::vector<float> recv(comm.rank() == root ? n * world : 0, -1.0f);
-      absl::Status s = comm.Gather(send.data(), n, comm.rank() == root ? recv.data() : nullptr, root);
+      absl::Status s =
+          comm.Gather(send.data(), n, comm.rank() == root ? recv.data() : nullptr, root);
       if (!s.ok()) return s;
       if (comm.rank() != root) continue;
       for (int r = 0; r < world; ++r) {
         for (size_t i = 0; i < n; ++i) {
           if (recv[r * n + i] != static_cast<float>(r * 100 + i)) {
-            return Fail("gather to " + std::to_string(root) + ": slot of rank " + std::to_string(r) +
-                        " index " + std::to_string(i) + " holds " + std::to_string(recv[r * n + i]));
+            return Fail("gather to " + std::to_string(root) + ": slot of rank " +
+                        std::to_string(r) + " index " + std::to_string(i) + " holds " +
+                        std::to_string(recv[r * n + i]));
           }
         }
       }
-      std::printf("world %d gather to %d: recv[0]=%.0f recv[last]=%.0f\n", world, root, recv[0], recv.back());
+      std::printf("world %d gather to %d: recv[0]=%.0f recv[last]=%.0f\n", world, root, recv[0],
+                  recv.back());
     }
     return absl::OkStatus();
   });
@@ -129,8 +139,9 @@ TEST_P(CollectivesTest, BarrierHoldsEveryoneUntilTheLastArrives) {
       if (!s.ok()) return s;
       // Nobody leaves barrier `round` before all `world` ranks arrived at it.
       if (arrived.load() < round * world) {
-        return Fail("rank " + std::to_string(comm.rank()) + " left barrier " + std::to_string(round) +
-                    " with only " + std::to_string(arrived.load()) + " arrivals");
+        return Fail("rank " + std::to_string(comm.rank()) + " left barrier " +
+                    std::to_string(round) + " with only " + std::to_string(arrived.load()) +
+                    " arrivals");
       }
       s = comm.Barrier();  // keep the rounds apart
       if (!s.ok()) return s;
@@ -155,33 +166,38 @@ TEST_P(DeadlineTest, MissingPeerGivesDeadlineExceededThenFailsFast) {
   auto rank0_done_future = rank0_done.get_future().share();
   RankThreadsOptions opts;
   opts.timeout = 1000ms;
-  absl::Status st = RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {
-    if (comm.rank() == 1) {
-      rank0_done_future.wait();  // alive and connected, but never joins the all-reduce
-      return absl::OkStatus();
-    }
-    std::vector<float> data(n, 1.0f);
-    auto start = Clock::now();
-    absl::Status s = comm.AllReduceSum(data.data(), data.size());
-    double took = SecondsSince(start);
-    std::printf("missing peer: %s after %.3f s\n", std::string(s.message()).c_str(), took);
-    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-    EXPECT_NE(s.message().find(what + " did not complete within 1 s (rank 0 of 2); peer lost?"),
-              absl::string_view::npos);
-    EXPECT_GE(took, 0.9);
-    EXPECT_LT(took, 1.0 + 2.0);
-    EXPECT_TRUE(comm.aborted());
+  absl::Status st = RunRanksAsThreads(
+      2,
+      [&](Comm& comm) -> absl::Status {
+        if (comm.rank() == 1) {
+          rank0_done_future.wait();  // alive and connected, but never joins the all-reduce
+          return absl::OkStatus();
+        }
+        std::vector<float> data(n, 1.0f);
+        auto start = Clock::now();
+        absl::Status s = comm.AllReduceSum(data.data(), data.size());
+        double took = SecondsSince(start);
+        std::printf("missing peer: %s after %.3f s\n", std::string(s.message()).c_str(), took);
+        EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+        EXPECT_NE(s.message().find(what + " did not complete within 1 s (rank 0 of 2); peer lost?"),
+                  absl::string_view::npos);
+        EXPECT_GE(took, 0.9);
+        EXPECT_LT(took, 1.0 + 2.0);
+        EXPECT_TRUE(comm.aborted());
 
-    start = Clock::now();
-    absl::Status later = comm.Barrier();
-    double later_took = SecondsSince(start);
-    std::printf("later call: %s after %.4f s\n", std::string(later.message()).c_str(), later_took);
-    EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_NE(later.message().find("comm aborted: " + what + " did not complete"), absl::string_view::npos);
-    EXPECT_LT(later_took, 0.1);
-    rank0_done.set_value();
-    return absl::OkStatus();
-  }, opts);
+        start = Clock::now();
+        absl::Status later = comm.Barrier();
+        double later_took = SecondsSince(start);
+        std::printf("later call: %s after %.4f s\n", std::string(later.message()).c_str(),
+                    later_took);
+        EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_NE(later.message().find("comm aborted: " + what + " did not complete"),
+                  absl::string_view::npos);
+        EXPECT_LT(later_took, 0.1);
+        rank0_done.set_value();
+        return absl::OkStatus();
+      },
+      opts);
   EXPECT_TRUE(st.ok()) << st;
 }
 
@@ -193,31 +209,35 @@ TEST(AbortTest, AbortFromAnotherThreadUnblocksPendingCollective) {
   auto rank0_done_future = rank0_done.get_future().share();
   RankThreadsOptions opts;
   opts.timeout = 30000ms;
-  absl::Status st = RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {
-    if (comm.rank() == 1) {
-      rank0_done_future.wait();
-      return absl::OkStatus();
-    }
-    std::thread aborter([&] {
-      std::this_thread::sleep_for(300ms);
-      comm.Abort("operator pressed stop");
-    });
-    std::vector<float> data(128, 1.0f);
-    auto start = Clock::now();
-    absl::Status s = comm.AllReduceSum(data.data(), data.size());
-    double took = SecondsSince(start);
-    aborter.join();
-    std::printf("aborted collective: %s after %.3f s\n", std::string(s.message()).c_str(), took);
-    EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
-    EXPECT_NE(s.message().find("operator pressed stop"), absl::string_view::npos);
-    EXPECT_GE(took, 0.25);
-    EXPECT_LT(took, 2.0);  // far below the 30 s deadline
-    absl::Status later = comm.AllReduceSum(data.data(), data.size());
-    EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ(later.message(), "comm aborted: operator pressed stop");
-    rank0_done.set_value();
-    return absl::OkStatus();
-  }, opts);
+  absl::Status st = RunRanksAsThreads(
+      2,
+      [&](Comm& comm) -> absl::Status {
+        if (comm.rank() == 1) {
+          rank0_done_future.wait();
+          return absl::OkStatus();
+        }
+        std::thread aborter([&] {
+          std::this_thread::sleep_for(300ms);
+          comm.Abort("operator pressed stop");
+        });
+        std::vector<float> data(128, 1.0f);
+        auto start = Clock::now();
+        absl::Status s = comm.AllReduceSum(data.data(), data.size());
+        double took = SecondsSince(start);
+        aborter.join();
+        std::printf("aborted collective: %s after %.3f s\n", std::string(s.message()).c_str(),
+                    took);
+        EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+        EXPECT_NE(s.message().find("operator pressed stop"), absl::string_view::npos);
+        EXPECT_GE(took, 0.25);
+        EXPECT_LT(took, 2.0);  // far below the 30 s deadline
+        absl::Status later = comm.AllReduceSum(data.data(), data.size());
+        EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_EQ(later.message(), "comm aborted: operator pressed stop");
+        rank0_done.set_value();
+        return absl::OkStatus();
+      },
+      opts);
   EXPECT_TRUE(st.ok()) << st;
 }
 
@@ -226,20 +246,24 @@ TEST(AbortTest, AbortFromAnotherThreadUnblocksPendingCollective) {
 TEST(AbortTest, AbortingOneRankFailsItsPeersQuickly) {
   RankThreadsOptions opts;
   opts.timeout = 30000ms;
-  absl::Status st = RunRanksAsThreads(3, [&](Comm& comm) -> absl::Status {
-    if (comm.rank() == 2) {
-      std::this_thread::sleep_for(300ms);
-      comm.Abort("rank 2 leaves");
-      return absl::OkStatus();
-    }
-    auto start = Clock::now();
-    absl::Status s = comm.Barrier();
-    double took = SecondsSince(start);
-    std::printf("rank %d: %s after %.3f s\n", comm.rank(), std::string(s.message()).c_str(), took);
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-    EXPECT_LT(took, 3.0);
-    return absl::OkStatus();
-  }, opts);
+  absl::Status st = RunRanksAsThreads(
+      3,
+      [&](Comm& comm) -> absl::Status {
+        if (comm.rank() == 2) {
+          std::this_thread::sleep_for(300ms);
+          comm.Abort("rank 2 leaves");
+          return absl::OkStatus();
+        }
+        auto start = Clock::now();
+        absl::Status s = comm.Barrier();
+        double took = SecondsSince(start);
+        std::printf("rank %d: %s after %.3f s\n", comm.rank(), std::string(s.message()).c_str(),
+                    took);
+        EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+        EXPECT_LT(took, 3.0);
+        return absl::OkStatus();
+      },
+      opts);
   EXPECT_TRUE(st.ok()) << st;
 }
 
@@ -248,11 +272,14 @@ TEST(RankThreadsTest, OneRankFailingStopsTheOthers) {
   RankThreadsOptions opts;
   opts.timeout = 30000ms;
   auto start = Clock::now();
-  absl::Status st = RunRanksAsThreads(3, [&](Comm& comm) -> absl::Status {
-    if (comm.rank() == 2) return absl::NotFoundError("weights missing");
-    std::vector<float> data(16, 1.0f);
-    return comm.AllReduceSum(data.data(), data.size());
-  }, opts);
+  absl::Status st = RunRanksAsThreads(
+      3,
+      [&](Comm& comm) -> absl::Status {
+        if (comm.rank() == 2) return absl::NotFoundError("weights missing");
+        std::vector<float> data(16, 1.0f);
+        return comm.AllReduceSum(data.data(), data.size());
+      },
+      opts);
   double took = SecondsSince(start);
   std::printf("first error: %s after %.3f s\n", std::string(st.message()).c_str(), took);
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
@@ -325,8 +352,9 @@ TEST(GenerationTest, RanksOfDifferentGenerationsDoNotRendezvous) {
   });
   old_rank.join();
   new_rank.join();
-  std::printf("gen2 rank 0: %s after %.3f s\ngen1 rank 1: %s\n", std::string(st_new.message()).c_str(),
-              took_new, std::string(st_old.message()).c_str());
+  std::printf("gen2 rank 0: %s after %.3f s\ngen1 rank 1: %s\n",
+              std::string(st_new.message()).c_str(), took_new,
+              std::string(st_old.message()).c_str());
   EXPECT_EQ(st_new.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(st_new.message().find("'gen2/1'"), absl::string_view::npos) << st_new;
   EXPECT_NE(st_new.message().find("rank 0 of 2 could not rendezvous"), absl::string_view::npos);
@@ -344,11 +372,14 @@ TEST(GlooCommTest, InterfaceNameAndGlooSocketIfnameSelectTheDevice) {
     RankThreadsOptions opts;
     opts.hostname_or_iface = where;
     opts.connect_timeout = 5000ms;
-    return RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {
-      float x = static_cast<float>(comm.rank() + 1);
-      RETURN_IF_ERROR(comm.AllReduceSum(&x, 1));
-      return x == 3.0f ? absl::OkStatus() : Fail("sum " + std::to_string(x));
-    }, opts);
+    return RunRanksAsThreads(
+        2,
+        [&](Comm& comm) -> absl::Status {
+          float x = static_cast<float>(comm.rank() + 1);
+          RETURN_IF_ERROR(comm.AllReduceSum(&x, 1));
+          return x == 3.0f ? absl::OkStatus() : Fail("sum " + std::to_string(x));
+        },
+        opts);
   };
   absl::Status by_iface = sum_over("lo");
   EXPECT_TRUE(by_iface.ok()) << by_iface;
@@ -364,7 +395,8 @@ TEST(GlooCommTest, InterfaceNameAndGlooSocketIfnameSelectTheDevice) {
   absl::Status bad_env = sum_over("127.0.0.1");
   unsetenv("GLOO_SOCKET_IFNAME");
   EXPECT_EQ(bad_env.code(), absl::StatusCode::kUnavailable) << bad_env;
-  EXPECT_NE(bad_env.message().find("nosuchif0 (GLOO_SOCKET_IFNAME)"), absl::string_view::npos) << bad_env;
+  EXPECT_NE(bad_env.message().find("nosuchif0 (GLOO_SOCKET_IFNAME)"), absl::string_view::npos)
+      << bad_env;
   // An address that is not on this host cannot be listened on.
   absl::Status not_local = sum_over("192.0.2.1");  // TEST-NET-1
   EXPECT_EQ(not_local.code(), absl::StatusCode::kUnavailable) << not_local;

@@ -1,13 +1,13 @@
 // Rendezvous stores: set/get/wait, deadlines that name the key, atomic file writes, prefixes.
+#include "engine/comm/store.h"
+
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
-
-#include "engine/comm/store.h"
 
 namespace tandem::engine {
 namespace {
@@ -22,7 +22,9 @@ std::string TempDir() {
   return tmpl;
 }
 
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 TEST(FileStoreTest, SetThenGetReturnsBytes) {
   FileStore store(TempDir() + "/nested/dir");
@@ -86,7 +88,8 @@ TEST(FileStoreTest, WaitForSeveralKeysAndReportTheMissingOnes) {
 
 TEST(FileStoreTest, LeavesNoTemporaryFiles) {
   FileStore store(TempDir());
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(store.Set("k" + std::to_string(i), std::string(1000, 'x')).ok());
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(store.Set("k" + std::to_string(i), std::string(1000, 'x')).ok());
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(store.dir())) {
     EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << e.path();
