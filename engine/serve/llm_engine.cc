@@ -197,8 +197,9 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
     if (live_ids_.count(request.request_id) != 0) {
       return absl::AlreadyExistsError("request id " + request.request_id + " is already in flight");
     }
+    // Priority requests (probes) are never refused for load: a busy engine is a healthy one.
     const int64_t waiting = static_cast<int64_t>(pending_.size()) + scheduler_waiting_.load();
-    if (waiting >= options_.max_waiting) {
+    if (waiting >= options_.max_waiting && !request.priority) {
       return absl::ResourceExhaustedError("the engine is overloaded: " + std::to_string(waiting) +
                                           " requests are waiting (max_waiting " +
                                           std::to_string(options_.max_waiting) + ")");

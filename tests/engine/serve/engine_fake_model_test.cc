@@ -66,6 +66,26 @@ TEST(EngineFakeModelTest, LengthAndUsage) {
   EXPECT_EQ(st.iterations, 6);
 }
 
+TEST(EngineFakeModelTest, KvPoolFromMemoryIsCapped) {
+  FakeModel model;  // 32 bytes of KV per token: any real machine's memory exceeds the cap
+  StepDriver driver(&model, nullptr);
+  EngineOptions o;
+  o.kv_tokens = 0;
+  o.memory_fraction = 0.01;
+  o.block_size = 4;
+  o.max_num_seqs = 8;
+  o.max_model_len = 100;
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const EngineStats s = (*engine)->Stats();
+  std::printf("memory-sized pool: %lld tokens in %lld blocks (cap 8 x 100)\n",
+              static_cast<long long>(s.kv_tokens_total), static_cast<long long>(s.kv_blocks_total));
+  EXPECT_EQ(s.kv_tokens_total, 800);
+  EXPECT_EQ(s.kv_blocks_total, 200);
+  EXPECT_EQ(driver.num_kv_blocks(), 200);
+  EXPECT_EQ(driver.kv_block_size(), 4);
+}
+
 TEST(EngineFakeModelTest, EosFromConfigAndStopTokenIds) {
   // From 7 the fake model goes 22, 3, 10, 31, 30, ...: eos 10 stops after two tokens.
   FakeModel model(64, {10});
@@ -148,6 +168,10 @@ TEST(EngineFakeModelTest, CancelFreesBlocksAndQueueLimitRefuses) {
   std::printf("third queued request: %s\n", st.ToString().c_str());
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(e.Submit(Greedy("running", {1}, 10), refused.Callback()).code(), absl::StatusCode::kAlreadyExists);
+  Sink probe;
+  GenerationRequest p = Greedy("probe", {9}, 2);
+  p.priority = true;  // probes are never refused for load
+  ASSERT_TRUE(e.Submit(p, probe.Callback()).ok());
   EXPECT_GT(e.Stats().kv_blocks_used, 0);
   e.Cancel("running");
   e.Cancel("q2");
@@ -160,6 +184,8 @@ TEST(EngineFakeModelTest, CancelFreesBlocksAndQueueLimitRefuses) {
   EXPECT_TRUE(queued2.Get().tokens.empty());
   EXPECT_EQ(queued1.Get().finish_reason, "length");
   EXPECT_EQ(queued1.Get().tokens, Expected(1, 10));
+  ASSERT_TRUE(probe.Wait());
+  EXPECT_EQ(probe.Get().tokens, Expected(9, 2));
   const EngineStats s = e.Stats();
   std::printf("after cancel: running %d waiting %d kv blocks used %lld of %lld\n", s.running, s.waiting,
               static_cast<long long>(s.kv_blocks_used), static_cast<long long>(s.kv_blocks_total));

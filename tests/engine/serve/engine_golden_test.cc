@@ -2,6 +2,7 @@
 // (16 greedy tokens for each of three prompts): alone, 16 concurrent requests mixed with sampled
 // ones, a tiny KV pool that forces preemption, chunked prefill, TP = 2 as threads; plus seeds,
 // cancellation and stop strings through the real Qwen3 tokenizer.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "engine/comm/rank_threads.h"
 #include "engine/model.h"
 #include "engine/serve/llm_engine.h"
+#include "engine/serve/timed_comm.h"
 #include "engine/step_driver.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/cpu/golden.h"
@@ -39,12 +41,24 @@ void WithEngine(int tp, const EngineOptions& options, const tokenizer::Tokenizer
     mo.world = comm.world_size();
     mo.comm = &comm;
     mo.threads = 1;
+    // Every rank talks through a TimedComm, as the server does to export all-reduce times.
+    TimedComm timed(&comm);
+    mo.comm = &timed;
     ASSIGN_OR_RETURN(auto model, Model::Load(testing::TinyModelDir(), mo));
-    if (comm.rank() != 0) return RunWorkerLoop(*model, comm);
-    StepDriver driver(model.get(), &comm);
+    if (comm.rank() != 0) return RunWorkerLoop(*model, timed);
+    StepDriver driver(model.get(), &timed);
     ASSIGN_OR_RETURN(auto engine, LLMEngine::Create(&driver, tok, options));
     body(*engine);
+    const int64_t steps = engine->Stats().iterations;
     engine->Shutdown();
+    if (tp > 1) {
+      // Two all-reduces per layer per step (o_proj, experts); 4 layers.
+      std::printf("rank 0: %lld all-reduces in %.3f s over %lld steps\n",
+                  static_cast<long long>(timed.all_reduce_count()), timed.all_reduce_seconds(),
+                  static_cast<long long>(steps));
+      EXPECT_EQ(timed.all_reduce_count(), 2 * 4 * steps);
+      EXPECT_GT(timed.all_reduce_seconds(), 0.0);
+    }
     return absl::OkStatus();
   });
   ASSERT_TRUE(st.ok()) << st;
@@ -269,8 +283,15 @@ TEST(EngineGoldenTest, StopStringsWithQwen3Tokenizer) {
   const std::string full = (*tok)->Decode(g.greedy, true);
   const std::string head = (*tok)->Decode(std::vector<int32_t>(g.greedy.begin(), g.greedy.begin() + 6), true);
   ASSERT_GT(full.size(), head.size() + 4);
-  // A stop string that starts inside the 7th token's text and spans a few bytes.
-  const std::string stop = full.substr(head.size() + 1, 3);
+  // A stop string of 3 bytes that first occurs after the 6th token's text (so the request must
+  // stream a while before it stops), plain ASCII so that it cuts no character.
+  std::string stop;
+  for (size_t pos = head.size(); pos + 3 <= full.size() && stop.empty(); ++pos) {
+    const std::string cand = full.substr(pos, 3);
+    const bool ascii = std::all_of(cand.begin(), cand.end(), [](char c) { return c > ' ' && c < 127; });
+    if (ascii && full.find(cand) == pos) stop = cand;
+  }
+  ASSERT_FALSE(stop.empty()) << "no usable stop string in \"" << full << "\"";
   const std::string want = full.substr(0, full.find(stop));
   std::printf("golden text: \"%s\"\nstop string: \"%s\" -> expected \"%s\"\n", full.c_str(), stop.c_str(),
               want.c_str());
@@ -289,6 +310,7 @@ TEST(EngineGoldenTest, StopStringsWithQwen3Tokenizer) {
     EXPECT_EQ(s.text, want);
     EXPECT_EQ(s.finish_reason, "stop");
     EXPECT_LT(s.tokens.size(), g.greedy.size());
+    EXPECT_GT(s.tokens.size(), 6u);
   });
 }
 
