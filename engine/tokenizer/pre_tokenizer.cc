@@ -93,9 +93,10 @@ struct Span {
   bool is_match;
 };
 
-// Cuts one piece by a regex according to `behavior`, appending the results to `out`.
-void SplitPiece(const std::string& piece, const Regex& regex, SplitBehavior behavior, bool invert,
-                std::vector<std::string>* out) {
+// Cuts one piece by a regex according to `behavior`, appending the results to `out`. Merged
+// pieces are always adjacent in `piece`, so every result is a view into it.
+void SplitPiece(std::string_view piece, const Regex& regex, SplitBehavior behavior, bool invert,
+                std::vector<std::string_view>* out) {
   std::vector<Span> spans;
   size_t last = 0;
   regex.ForEachMatch(piece, [&](size_t s, size_t e) {
@@ -107,70 +108,68 @@ void SplitPiece(const std::string& piece, const Regex& regex, SplitBehavior beha
   if (invert) {
     for (auto& sp : spans) sp.is_match = !sp.is_match;
   }
-  std::vector<std::string> pieces;
-  bool pending_next = false;  // kMergedWithNext: the last piece waits for the following one
+  const size_t first = out->size();
+  bool pending = false;  // the last piece is open for the next span (MergedWithNext, Contiguous)
+  auto extend_last = [&](const Span& sp) {
+    std::string_view& b = out->back();
+    b = std::string_view(b.data(), piece.data() + sp.end - b.data());
+  };
   for (const Span& sp : spans) {
-    std::string_view text(piece.data() + sp.start, sp.end - sp.start);
+    const std::string_view text = piece.substr(sp.start, sp.end - sp.start);
+    const bool have_last = out->size() > first;
     switch (behavior) {
       case SplitBehavior::kRemoved:
-        if (!sp.is_match) pieces.emplace_back(text);
+        if (!sp.is_match) out->push_back(text);
         break;
       case SplitBehavior::kIsolated:
-        pieces.emplace_back(text);
+        out->push_back(text);
         break;
       case SplitBehavior::kMergedWithPrevious:
-        if (sp.is_match && !pieces.empty()) {
-          pieces.back().append(text);
-        } else {
-          pieces.emplace_back(text);
-        }
+        if (sp.is_match && have_last) extend_last(sp);
+        else out->push_back(text);
         break;
       case SplitBehavior::kMergedWithNext:
-        if (pending_next) {
-          pieces.back().append(text);
-        } else {
-          pieces.emplace_back(text);
-        }
-        pending_next = sp.is_match;
+        if (pending && have_last) extend_last(sp);
+        else out->push_back(text);
+        pending = sp.is_match;
         break;
       case SplitBehavior::kContiguous:
-        if (sp.is_match && pending_next) {
-          pieces.back().append(text);
-        } else {
-          pieces.emplace_back(text);
-        }
-        pending_next = sp.is_match;
+        if (sp.is_match && pending && have_last) extend_last(sp);
+        else out->push_back(text);
+        pending = sp.is_match;
         break;
     }
-  }
-  for (auto& p : pieces) {
-    if (!p.empty()) out->push_back(std::move(p));
   }
 }
 
 }  // namespace
 
-void PreTokenizer::Split(std::string_view text, std::vector<std::string>* words) const {
-  std::vector<std::string> pieces;
-  pieces.emplace_back(text);
-  std::vector<std::string> next;
+void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* words,
+                         std::deque<std::string>* storage) const {
+  std::vector<std::string_view> pieces{text};
+  std::vector<std::string_view> next;
   for (const auto& step : steps_) {
     next.clear();
-    for (auto& piece : pieces) {
+    for (std::string_view piece : pieces) {
       if (step.kind == PreTokenizerStep::Kind::kSplit) {
         SplitPiece(piece, *step.regex, step.behavior, step.invert, &next);
         continue;
       }
-      if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(0, " ");
+      if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
+        storage->push_back(" " + std::string(piece));
+        piece = storage->back();
+      }
       if (step.byte_level_regex) {
         SplitPiece(piece, *step.byte_level_regex, SplitBehavior::kIsolated, false, &next);
       } else {
-        next.push_back(std::move(piece));
+        next.push_back(piece);
       }
     }
     pieces.swap(next);
   }
-  for (auto& p : pieces) words->push_back(std::move(p));
+  for (std::string_view p : pieces) {
+    if (!p.empty()) words->push_back(p);
+  }
 }
 
 }  // namespace tandem::tokenizer

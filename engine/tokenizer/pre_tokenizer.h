@@ -3,6 +3,7 @@
 // the words that BPE merges inside of.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -80,8 +81,10 @@ class PreTokenizer {
  public:
   void AddStep(PreTokenizerStep step) { steps_.push_back(std::move(step)); }
   bool has_byte_level() const;
-  // Cuts `text` into words (raw bytes) and calls on_word for each.
-  void Split(std::string_view text, std::vector<std::string>* words) const;
+  // Cuts `text` into words (raw bytes). The views point into `text` or, when a step had to
+  // make new text (a prefix space), into `storage`; both must outlive `words`.
+  void Split(std::string_view text, std::vector<std::string_view>* words,
+             std::deque<std::string>* storage) const;
 
  private:
   std::vector<PreTokenizerStep> steps_;

@@ -2,6 +2,7 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "common/status.h"
 #include "engine/tokenizer/byte_level.h"
@@ -43,9 +44,10 @@ void Tokenizer::EncodeText(std::string_view text, std::vector<int32_t>* out) con
 }
 
 void Tokenizer::EncodeNormalized(std::string_view text, std::vector<int32_t>* out) const {
-  std::vector<std::string> words;
-  pre_tokenizer_.Split(text, &words);
-  for (const std::string& w : words) bpe_.EncodeWord(w, out);
+  std::vector<std::string_view> words;
+  std::deque<std::string> storage;
+  pre_tokenizer_.Split(text, &words, &storage);
+  for (std::string_view w : words) bpe_.EncodeWord(w, out);
 }
 
 const std::string* Tokenizer::TokenBytes(int32_t id) const {

@@ -1,5 +1,6 @@
 #include "engine/tokenizer/utf8.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <utf8proc.h>
@@ -93,14 +94,85 @@ size_t IncompleteUtf8Tail(std::string_view s) {
   return 0;
 }
 
+bool IsNfcStableCodePoint(char32_t cp) {
+  // Each range holds only characters that NFC leaves alone, that have combining class 0 and
+  // that never compose with a preceding character (the tokenizer test checks this against
+  // utf8proc for every code point listed). Combining marks, Hangul jamo, the kana voicing
+  // marks U+3099/U+309A and singletons such as U+2000 or U+F900.. fall outside.
+  return cp < 0x300 ||                       // ASCII, Latin-1, Latin Extended-A/B, IPA
+         (cp >= 0x400 && cp < 0x483) ||      // Cyrillic letters
+         (cp >= 0x3000 && cp < 0x302A) ||    // CJK symbols and punctuation
+         (cp >= 0x3041 && cp < 0x3099) ||    // Hiragana
+         (cp >= 0x30A1 && cp < 0x3100) ||    // Katakana
+         (cp >= 0x4E00 && cp < 0xA000) ||    // CJK unified ideographs
+         (cp >= 0xAC00 && cp < 0xD7A4) ||    // precomposed Hangul syllables
+         (cp >= 0xFF01 && cp < 0xFF9E) ||    // fullwidth forms, halfwidth katakana
+         (cp >= 0x1F300 && cp < 0x1FA00);    // emoji
+}
+
+namespace {
+
+// The code point at s[pos] (valid UTF-8) and its length.
+char32_t CodePointAt(std::string_view s, size_t pos, size_t* len) {
+  const unsigned char b0 = static_cast<unsigned char>(s[pos]);
+  if (b0 < 0x80) {
+    *len = 1;
+    return b0;
+  }
+  const size_t n = Utf8SequenceLength(s, pos);
+  *len = n ? n : 1;
+  if (n == 0) return 0xFFFD;
+  char32_t cp = b0 & (0x7F >> n);
+  for (size_t i = 1; i < n; ++i) cp = (cp << 6) | (static_cast<unsigned char>(s[pos + i]) & 0x3F);
+  return cp;
+}
+
+absl::StatusOr<std::string> NormalizeWithUtf8proc(std::string_view s, NormalForm form);
+
+}  // namespace
+
+bool IsNfcQuick(std::string_view s) {
+  size_t len;
+  for (size_t pos = 0; pos < s.size(); pos += len) {
+    if (!IsNfcStableCodePoint(CodePointAt(s, pos, &len))) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::string> Normalize(std::string_view s, NormalForm form) {
   if (s.empty()) return std::string();
-  // ASCII is invariant under every normal form; most text takes this path.
-  bool ascii = true;
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) { ascii = false; break; }
+  if (form != NormalForm::kNFC) return NormalizeWithUtf8proc(s, form);
+  // NFC works independently on the stretches between stable characters (each is a starter
+  // that nothing before it can compose with, and that NFC leaves alone). So only the short runs
+  // of other characters, together with the stable character just before them (which they may
+  // compose with), go through utf8proc; the rest is copied.
+  std::string out;
+  out.reserve(s.size());
+  size_t copied = 0;      // s[0, copied) is already in out
+  size_t last_stable = 0; // start of the last stable character seen
+  size_t len;
+  for (size_t pos = 0; pos < s.size();) {
+    if (IsNfcStableCodePoint(CodePointAt(s, pos, &len))) {
+      last_stable = pos;
+      pos += len;
+      continue;
+    }
+    const size_t start = std::max(copied, last_stable);
+    size_t end = pos + len;
+    while (end < s.size() && !IsNfcStableCodePoint(CodePointAt(s, end, &len))) end += len;
+    out.append(s.data() + copied, start - copied);
+    auto normalized = NormalizeWithUtf8proc(s.substr(start, end - start), form);
+    if (!normalized.ok()) return normalized.status();
+    out.append(*normalized);
+    copied = pos = end;
   }
-  if (ascii) return std::string(s);
+  out.append(s.data() + copied, s.size() - copied);
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<std::string> NormalizeWithUtf8proc(std::string_view s, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::kNFC: options |= UTF8PROC_COMPOSE; break;
@@ -121,5 +193,7 @@ absl::StatusOr<std::string> Normalize(std::string_view s, NormalForm form) {
   std::free(out);
   return result;
 }
+
+}  // namespace
 
 }  // namespace tandem::tokenizer

@@ -26,6 +26,12 @@ std::string ReplaceInvalidUtf8(std::string_view s);
 // sequence (0..3): a streaming decoder holds those back until the next token completes them.
 size_t IncompleteUtf8Tail(std::string_view s);
 
+// True for code points that NFC never changes, whatever surrounds them: a conservative list
+// of common scripts that lets Normalize skip utf8proc for most text.
+bool IsNfcStableCodePoint(char32_t cp);
+// True when every character of valid UTF-8 `s` is NFC-stable (so NFC(s) == s).
+bool IsNfcQuick(std::string_view s);
+
 // Unicode normal forms through utf8proc. Input must be valid UTF-8.
 enum class NormalForm { kNFC, kNFD, kNFKC, kNFKD };
 absl::StatusOr<std::string> Normalize(std::string_view s, NormalForm form);
