@@ -132,6 +132,7 @@ class LLMEngineImpl final : public LLMEngine {
   const std::vector<int64_t> eos_ids_;
   const int64_t kv_tokens_total_;
 
+  std::mutex shutdown_mu_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Request>> pending_;  // submitted, not yet seen by the loop
@@ -224,6 +225,9 @@ void LLMEngineImpl::Cancel(const std::string& request_id) {
 }
 
 void LLMEngineImpl::Shutdown() {
+  // Held throughout, so that a second caller (e.g. the destructor) returns only once the first
+  // has joined the engine thread. Never call Shutdown from a callback (the engine thread).
+  std::lock_guard<std::mutex> once(shutdown_mu_);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (shut_down_) return;

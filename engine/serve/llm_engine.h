@@ -114,7 +114,8 @@ class LLMEngine {
   // False after a fatal step error (comm deadline, lost rank): every request then fails with it.
   virtual bool healthy() const = 0;
   virtual absl::Status fatal_error() const = 0;
-  // Stops the loop: in-flight requests end with "abort"; workers are released.
+  // Stops the loop: in-flight requests end with "abort"; workers are released. Idempotent; not
+  // from a callback (those run on the engine thread, which Shutdown joins).
   virtual void Shutdown() = 0;
 };
 

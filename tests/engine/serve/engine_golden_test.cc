@@ -101,6 +101,7 @@ std::vector<std::vector<int32_t>> RunGoldenMix(LLMEngine& e, const std::vector<G
     std::unique_ptr<Sink> sink;
   };
   std::vector<Item> items;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < copies * 3 + sampled; ++i) {
     Item it{i % 3, i < copies * 3, std::make_unique<Sink>()};
     const std::string id = std::string(label) + "-" + std::to_string(i);
@@ -124,6 +125,9 @@ std::vector<std::vector<int32_t>> RunGoldenMix(LLMEngine& e, const std::vector<G
       sampled_tokens.push_back(r.tokens);
     }
   }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s: %zu requests x 16 tokens in %.3f s = %.0f output tokens/s (informational)\n", label,
+              items.size(), secs, items.size() * 16 / secs);
   const EngineStats s = e.Stats();
   std::printf("%s: %d/%d greedy requests identical to golden (%d sampled alongside); iterations %lld, "
               "preemptions %lld, kv blocks used %lld of %lld\n",
