@@ -3,7 +3,10 @@
 #include "engine/serve/scheduler.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <numeric>
+#include <random>
+#include <unordered_map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -169,6 +172,74 @@ TEST(SchedulerTest, AdmissionStopsWhenThePoolIsShort) {
   StepPlan p = s.Schedule();
   EXPECT_EQ(Describe(p), "1:0+8L");
   EXPECT_EQ(s.num_waiting(), 2);
+}
+
+}  // namespace
+}  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// Random arrivals, lengths, cancellations and a small pool: after every plan the invariants hold
+// (blocks in tables == blocks used, chunks covered by their tables and continuing where the
+// sequence stopped, budget and max_num_seqs respected), and every sequence finishes.
+TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
+  const SchedulerConfig cfg{/*max_num_seqs=*/5, /*max_num_batched_tokens=*/12, /*block_size=*/4, /*num_blocks=*/12};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    Scheduler s(cfg);
+    std::unordered_map<int64_t, int> max_new;  // tokens each sequence may generate
+    int64_t next_id = 1, finished = 0, cancelled = 0, steps = 0;
+    const int total = 30;
+    while ((next_id <= total || s.has_work()) && steps < 5000) {
+      if (next_id <= total && rng() % 3 == 0) {
+        const int prompt = 1 + static_cast<int>(rng() % 20);
+        const int gen = 1 + static_cast<int>(rng() % (48 - prompt - 1));  // fits in the pool alone
+        s.Add(next_id, Prompt(prompt, static_cast<int32_t>(next_id * 100)), rng() % 10 == 0);
+        max_new[next_id++] = gen;
+      }
+      StepPlan p = s.Schedule();
+      ++steps;
+      int64_t tokens = 0, blocks = 0;
+      for (const auto& c : p.batch.seqs) {
+        const SequenceState* st = s.Find(c.seq_id);
+        ASSERT_NE(st, nullptr);
+        tokens += static_cast<int64_t>(c.tokens.size());
+        ASSERT_GE(static_cast<int64_t>(c.block_table.size()) * cfg.block_size,
+                  c.start_pos + static_cast<int64_t>(c.tokens.size()));
+        ASSERT_EQ(c.start_pos + static_cast<int32_t>(c.tokens.size()), st->num_computed);
+        ASSERT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), st->tokens.begin() + c.start_pos));
+        ASSERT_EQ(c.want_logits, st->num_computed == static_cast<int32_t>(st->tokens.size()));
+      }
+      for (int64_t id = 1; id < next_id; ++id) {
+        if (const SequenceState* st = s.Find(id)) blocks += static_cast<int64_t>(st->block_table.size());
+      }
+      ASSERT_LE(tokens, cfg.max_num_batched_tokens);
+      ASSERT_LE(s.num_running(), cfg.max_num_seqs);
+      ASSERT_EQ(blocks, s.num_blocks_used());
+      if (s.has_work()) ASSERT_FALSE(p.empty()) << "seed " << seed << ": stuck at step " << steps;
+      for (const auto& c : p.batch.seqs) {
+        if (!c.want_logits) continue;
+        s.AppendToken(c.seq_id, 7);
+        if (s.Find(c.seq_id)->num_generated() >= max_new[c.seq_id]) {
+          s.Remove(c.seq_id);
+          ++finished;
+        }
+      }
+      if (rng() % 40 == 0 && next_id > 1) {  // a client goes away
+        const int64_t victim = 1 + static_cast<int64_t>(rng() % (next_id - 1));
+        if (s.Remove(victim)) ++cancelled;
+      }
+    }
+    EXPECT_EQ(finished + cancelled, total) << "seed " << seed;
+    EXPECT_EQ(s.num_blocks_used(), 0);
+    if (seed <= 3) {
+      std::printf("seed %llu: %lld steps, %lld finished, %lld cancelled, %lld preemptions\n",
+                  static_cast<unsigned long long>(seed), static_cast<long long>(steps),
+                  static_cast<long long>(finished), static_cast<long long>(cancelled),
+                  static_cast<long long>(s.num_preemptions()));
+    }
+  }
 }
 
 }  // namespace
