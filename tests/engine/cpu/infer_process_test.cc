@@ -131,6 +131,42 @@ TEST(InferProcessFailure, UnsupportedModelIsRefusedClearly) {
   EXPECT_NE(r.err.find("model_type qwen3_next is not supported by the cpu backend yet"), std::string::npos);
 }
 
+// A folder with the tiny model and the Qwen3 tokenizer (symlinks): --prompt TEXT is tokenized on
+// rank 0 only, gives the same tokens as --prompt-ids of its encoding, and "text" decodes them.
+TEST(InferGenerate, PromptTextWithTokenizer) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tandem-tiny-tok-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    std::filesystem::create_symlink(testing::TinyModelDir() + "/" + f, dir / f);
+  }
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::filesystem::create_symlink(testing::TestdataDir() + "/qwen3-tokenizer/" + f, dir / f);
+  }
+  const std::string text = "a b c";  // ids below the tiny model's 4096-token vocabulary
+  RunResult tok = RunInfer({"tokenize", "--model", dir.string(), "--text", text});
+  ASSERT_EQ(tok.status, 0) << tok.err;
+  const auto ids = nlohmann::json::parse(tok.out)["ids"].get<std::vector<int32_t>>();
+  for (const char* tp : {"1", "2"}) {
+    RunResult by_text = RunInfer({"generate", "--model", dir.string(), "--tp", tp, "--ranks", "processes", "--prompt",
+                                  text, "--max-tokens", "8", "--json"});
+    RunResult by_ids = RunInfer({"generate", "--model", dir.string(), "--tp", tp, "--ranks", "processes",
+                                 "--prompt-ids", Join(ids), "--max-tokens", "8", "--json"});
+    ASSERT_EQ(by_text.status, 0) << by_text.err;
+    ASSERT_EQ(by_ids.status, 0) << by_ids.err;
+    std::printf("tp=%s --prompt \"%s\" (ids %s): %s", tp, text.c_str(), Join(ids).c_str(), by_text.out.c_str());
+    auto a = nlohmann::json::parse(by_text.out), b = nlohmann::json::parse(by_ids.out);
+    EXPECT_EQ(a["token_ids"], b["token_ids"]);
+    EXPECT_EQ(a["token_ids"].size(), 8u);
+    ASSERT_TRUE(a.contains("text"));
+    EXPECT_EQ(a["text"], b["text"]);
+    // Without --json the text alone is printed.
+    RunResult plain = RunInfer({"generate", "--model", dir.string(), "--tp", tp, "--prompt", text, "--max-tokens", "8"});
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    EXPECT_EQ(plain.out, a["text"].get<std::string>() + "\n");
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(InferTokenize, TokenizerOnlyFolder) {
   RunResult r = RunInfer({"tokenize", "--model", testing::TestdataDir() + "/qwen3-tokenizer", "--text", "Hello world"});
   ASSERT_EQ(r.status, 0) << r.err;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/cpu/ops.h"
+#include "engine/generate.h"
 #include "engine/infer.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
@@ -184,6 +185,22 @@ TEST(ModelLoad, RefusesWhatTheCpuBackendDoesNotSupport) {
     std::printf("%s: %s\n", c.dir.c_str(), msg.c_str());
     EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
   }
+}
+
+TEST(Sampling, GreedyAndSeededTemperature) {
+  std::mt19937_64 rng(7);
+  const std::vector<float> logits = {0.0f, std::log(3.0f), -1.0f, 0.5f};
+  EXPECT_EQ(SampleToken(logits.data(), 4, 0.0f, rng), 1);  // argmax
+  // At T = 1 the draw follows softmax(logits): p(1) = 3 / (1 + 3 + e^-1 + e^0.5) = 0.5275.
+  const double p1 = 3.0 / (1.0 + 3.0 + std::exp(-1.0) + std::exp(0.5));
+  int ones = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ones += SampleToken(logits.data(), 4, 1.0f, rng) == 1;
+  std::printf("p(token 1) sampled %.4f, expected %.4f\n", static_cast<double>(ones) / n, p1);
+  EXPECT_NEAR(static_cast<double>(ones) / n, p1, 0.02);
+  // The same seed gives the same sequence of draws.
+  std::mt19937_64 a(42), b(42);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(SampleToken(logits.data(), 4, 0.8f, a), SampleToken(logits.data(), 4, 0.8f, b));
 }
 
 TEST(Infer, ParseIdList) {
