@@ -1,0 +1,45 @@
+// Paged grouped-query attention over a bf16 KV cache. One kernel serves decode (one query token
+// per sequence) and prefill (a causal chunk): every query token t of sequence s attends to the
+// positions 0..pos[t] of s, whose K and V are already in the cache (qk_norm_rope.h stored the
+// chunk's own tokens first), so causality is just "up to my position".
+// Split-K (flash-decoding): each (token, head) is cut into partitions of kPartition positions
+// run as separate blocks, then merged with their softmax statistics, so a long context uses the
+// whole GPU even at batch 1.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+#include "kernels/stream.h"
+
+namespace tandem::kernels {
+
+struct AttentionShape {
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;  // q head h reads kv head h / (n_heads / n_kv_heads)
+  int64_t block_size = 0;                             // tokens per KV block
+  int64_t max_blocks = 0;                             // columns of block_tables
+  int64_t q_stride = 0;                               // floats between tokens' q rows
+};
+
+inline constexpr int64_t kAttentionPartition = 128;
+
+// Floats of scratch attention() needs for T tokens and partitions up to `max_positions`.
+int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max_positions);
+
+// out (T, n_heads * head_dim) = softmax(q k^T * scale) v per head, over positions 0..pos[t] of
+// sequence token_seq[t]. q (T, q_stride) float; k_cache, v_cache (num_slots, n_kv_heads, head_dim)
+// bf16 with slot = block_tables[s * max_blocks + p / block_size] * block_size + p % block_size.
+// `max_positions` bounds pos[t] + 1 for every t (it sets the number of partitions; a graph
+// captured with a larger bound stays valid as positions grow up to it). head_dim in {32..256}.
+void paged_attention(float* out, float* scratch, const float* q, const bf16_bits* k_cache,
+                     const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
+                     const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
+                     float scale, cudaStream_t stream);
+
+namespace ref {
+void paged_attention(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,
+                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
+                     const AttentionShape& A, float scale);
+}  // namespace ref
+
+}  // namespace tandem::kernels

@@ -1,0 +1,51 @@
+// Small device helpers shared by the kernels: warp reductions and 16-byte bf16 loads.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cstdint>
+
+namespace tandem::kernels {
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float Bf16At(const uint16_t* p, int64_t i) {
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+// Eight bf16 (one 16-byte load) widened to float. `p` must be 16-byte aligned.
+__device__ __forceinline__ void Load8Bf16(const uint16_t* p, float out[8]) {
+  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __bfloat1622float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+// Same, but streaming (weights read once per step: keep them out of L1).
+__device__ __forceinline__ void Load8Bf16Stream(const uint16_t* p, float out[8]) {
+  uint4 raw = __ldcs(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __bfloat1622float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+__device__ __forceinline__ float SiluF(float x) { return x / (1.0f + __expf(-x)); }
+
+}  // namespace tandem::kernels

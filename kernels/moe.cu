@@ -1,0 +1,67 @@
+#include "kernels/moe.h"
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+#include "kernels/matvec.cuh"
+
+namespace tandem::kernels {
+
+namespace {
+
+constexpr int kWarps = 8;
+
+// Grid (ceil(I / kWarps), T*K): warp computes row i of gate and of up for pair blockIdx.y.
+__global__ void __launch_bounds__(kWarps * 32) MoeGateUpKernel(float* act, const float* x, const int32_t* ids,
+                                                               const uint16_t* gate_up, int64_t K, int64_t H,
+                                                               int64_t I) {
+  const int lane = threadIdx.x % 32;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t p = blockIdx.y;
+  if (i >= I) return;
+  const uint16_t* we = gate_up + static_cast<int64_t>(ids[p]) * 2 * I * H;
+  const float* xt = x + (p / K) * H;
+  float g[1], u[1];
+  RowDot<1>(g, we + i * H, xt, H, 1, lane);
+  RowDot<1>(u, we + (I + i) * H, xt, H, 1, lane);
+  if (lane == 0) act[p * I + i] = SiluF(g[0]) * u[0];
+}
+
+// Grid (ceil(H / kWarps), T): warp computes output h of token t over its K experts.
+__global__ void __launch_bounds__(kWarps * 32) MoeDownKernel(float* out, const float* act, const int32_t* ids,
+                                                             const float* weights, const uint16_t* down, int64_t K,
+                                                             int64_t H, int64_t I) {
+  const int lane = threadIdx.x % 32;
+  const int64_t h = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t t = blockIdx.y;
+  if (h >= H) return;
+  float sum = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t p = t * K + k;
+    float d[1];
+    RowDot<1>(d, down + (static_cast<int64_t>(ids[p]) * H + h) * I, act + p * I, I, 1, lane);
+    sum += weights[p] * d[0];
+  }
+  if (lane == 0) out[t * H + h] = sum;
+}
+
+}  // namespace
+
+void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
+                 int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+  KERNEL_REQUIRE(H % 8 == 0);
+  if (T == 0) return;
+  dim3 grid(static_cast<unsigned>((I + kWarps - 1) / kWarps), static_cast<unsigned>(T * K));
+  MoeGateUpKernel<<<grid, kWarps * 32, 0, stream>>>(act, x, ids, gate_up, K, H, I);
+  KERNEL_CHECK();
+}
+
+void moe_down(float* out, const float* act, const int32_t* ids, const float* weights, const bf16_bits* down,
+              int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+  KERNEL_REQUIRE(I % 8 == 0);
+  if (T == 0) return;
+  dim3 grid(static_cast<unsigned>((H + kWarps - 1) / kWarps), static_cast<unsigned>(T));
+  MoeDownKernel<<<grid, kWarps * 32, 0, stream>>>(out, act, ids, weights, down, K, H, I);
+  KERNEL_CHECK();
+}
+
+}  // namespace tandem::kernels

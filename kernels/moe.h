@@ -1,0 +1,30 @@
+// Routed-expert computation with the expert ids read on the device (from router_topk.h), so a
+// layer never waits for the host. Experts are stored back to back:
+//   gate_up (E, 2*I, H): rows [0, I) of expert e are gate_proj, rows [I, 2I) up_proj;
+//   down    (E, H, I).
+// Pair p = t*K + k is token t's k-th expert.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+#include "kernels/stream.h"
+
+namespace tandem::kernels {
+
+// act (T*K, I) = silu(x_t W_gate[e]^T) * (x_t W_up[e]^T), e = ids[p], t = p / K. x (T, H).
+void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
+                 int64_t K, int64_t H, int64_t I, cudaStream_t stream);
+
+// out (T, H) = sum_k weights[t*K+k] * act[t*K+k] W_down[ids[t*K+k]]^T (plain store, no accumulate).
+void moe_down(float* out, const float* act, const int32_t* ids, const float* weights, const bf16_bits* down,
+              int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream);
+
+namespace ref {
+void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
+                 int64_t K, int64_t H, int64_t I);
+void moe_down(float* out, const float* act, const int32_t* ids, const float* weights, const bf16_bits* down,
+              int64_t T, int64_t K, int64_t H, int64_t I);
+}  // namespace ref
+
+}  // namespace tandem::kernels

@@ -1,0 +1,65 @@
+#include "kernels/qk_norm_rope.h"
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+
+namespace tandem::kernels {
+
+namespace {
+
+// Grid (T, n_heads + 2 * n_kv_heads): one block per head of one token, one thread per dim.
+// Heads [0, nh) are q, [nh, nh + nkv) k, the rest v (only stored).
+__global__ void QkNormRopeKernel(float* qkv, uint16_t* k_cache, uint16_t* v_cache, const uint16_t* q_norm,
+                                 const uint16_t* k_norm, const float* inv_freq, const int32_t* pos,
+                                 const int32_t* slot, QkvLayout L, float eps) {
+  const int64_t t = blockIdx.x;
+  const int head = blockIdx.y, d = threadIdx.x;
+  const int64_t hd = L.head_dim, half = L.rotary_dim / 2;
+  float* x = qkv + t * L.row() + head * hd;  // q, k and v heads are consecutive in the row
+  const int64_t cache_off = static_cast<int64_t>(slot[t]) * L.kv_dim();
+  __nv_bfloat16* kc = reinterpret_cast<__nv_bfloat16*>(k_cache);
+  __nv_bfloat16* vc = reinterpret_cast<__nv_bfloat16*>(v_cache);
+  if (head >= L.n_heads + L.n_kv_heads) {  // v: store only
+    const int64_t vh = head - L.n_heads - L.n_kv_heads;
+    vc[cache_off + vh * hd + d] = __float2bfloat16(x[d]);
+    return;
+  }
+  const bool is_q = head < L.n_heads;
+  __shared__ float vals[1024];
+  __shared__ float warp_sums[32];
+  float v = x[d];
+  float ss = WarpSum(v * v);
+  if (d % 32 == 0) warp_sums[d / 32] = ss;
+  __syncthreads();
+  float total = 0;
+  for (int i = 0; i < (blockDim.x + 31) / 32; ++i) total += warp_sums[i];
+  const float scale = rsqrtf(total / static_cast<float>(hd) + eps);
+  v = Bf16At(is_q ? q_norm : k_norm, d) * (v * scale);
+  vals[d] = v;
+  __syncthreads();
+  if (d < 2 * half) {
+    const int i = d < half ? d : d - half;
+    const float angle = static_cast<float>(pos[t]) * inv_freq[i];
+    float s, c;
+    sincosf(angle, &s, &c);
+    v = d < half ? vals[d] * c - vals[d + half] * s : vals[d] * c + vals[d - half] * s;
+  }
+  x[d] = v;
+  if (!is_q) kc[cache_off + (head - L.n_heads) * hd + d] = __float2bfloat16(v);
+}
+
+}  // namespace
+
+void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream) {
+  KERNEL_REQUIRE(L.head_dim % 32 == 0 && L.head_dim <= 1024);
+  KERNEL_REQUIRE(L.rotary_dim % 2 == 0 && L.rotary_dim <= L.head_dim);
+  if (T == 0) return;
+  dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(L.n_heads + 2 * L.n_kv_heads));
+  QkNormRopeKernel<<<grid, static_cast<unsigned>(L.head_dim), 0, stream>>>(
+      qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, L, eps);
+  KERNEL_CHECK();
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,42 @@
+// Per-head RMSNorm of q and k, rotate-half RoPE at each token's position, and the store of k and v
+// into the paged KV cache: everything between the fused qkv projection and attention.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+#include "kernels/stream.h"
+
+// Callable from kernels too (the struct is passed by value to the kernel).
+#ifdef __CUDACC__
+#define TANDEM_HOST_DEVICE __host__ __device__
+#else
+#define TANDEM_HOST_DEVICE
+#endif
+
+namespace tandem::kernels {
+
+struct QkvLayout {
+  int64_t n_heads = 0;     // q heads (this rank)
+  int64_t n_kv_heads = 0;  // kv heads (this rank)
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // dims i and i + rotary_dim/2 form a pair; dims >= rotary_dim pass through
+  TANDEM_HOST_DEVICE int64_t q_dim() const { return n_heads * head_dim; }
+  TANDEM_HOST_DEVICE int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  TANDEM_HOST_DEVICE int64_t row() const { return q_dim() + 2 * kv_dim(); }  // [q | k | v] per token
+};
+
+// qkv (T, L.row()) float: q and k normed and rotated in place; k and v also stored as bf16 into
+// k_cache / v_cache (num_slots, n_kv_heads, head_dim) at slot[t] (= block * block_size + offset).
+// q_norm, k_norm (head_dim) bf16; inv_freq (rotary_dim / 2); pos, slot (T). head_dim <= 1024.
+void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream);
+
+namespace ref {
+void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps);
+}  // namespace ref
+
+}  // namespace tandem::kernels

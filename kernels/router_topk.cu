@@ -1,0 +1,82 @@
+#include "kernels/router_topk.h"
+
+#include <cfloat>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+
+namespace tandem::kernels {
+
+namespace {
+
+constexpr int kMaxPerLane = 8;  // E <= 256
+
+// One warp per token: lane l holds experts l, l+32, ...; K rounds of a warp-wide arg-max.
+__global__ void RouterTopkKernel(int32_t* ids, float* weights, const float* logits, int64_t T, int E, int K,
+                                 bool renormalize) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (t >= T) return;
+  float p[kMaxPerLane];
+  float mx = -FLT_MAX;
+#pragma unroll
+  for (int j = 0; j < kMaxPerLane; ++j) {
+    const int e = lane + 32 * j;
+    p[j] = e < E ? logits[t * E + e] : -FLT_MAX;
+    mx = fmaxf(mx, p[j]);
+  }
+  mx = WarpMax(mx);
+  float sum = 0;
+#pragma unroll
+  for (int j = 0; j < kMaxPerLane; ++j) {
+    const int e = lane + 32 * j;
+    p[j] = e < E ? expf(p[j] - mx) : -1.0f;  // -1: never chosen
+    if (e < E) sum += p[j];
+  }
+  sum = WarpSum(sum);
+  float ksum = 0;
+  for (int k = 0; k < K; ++k) {
+    // Best of this lane (lowest expert on ties), then of the warp.
+    float best = -2.0f;
+    int best_e = 1 << 30;
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      if (p[j] > best) best = p[j], best_e = lane + 32 * j;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) best = ob, best_e = oe;
+    }
+    if (best_e % 32 == lane) {
+#pragma unroll
+      for (int j = 0; j < kMaxPerLane; ++j) {
+        if (j == best_e / 32) p[j] = -1.0f;
+      }
+    }
+    const float prob = best / sum;
+    ksum += prob;
+    if (lane == 0) {
+      ids[t * K + k] = best_e;
+      weights[t * K + k] = prob;
+    }
+  }
+  if (renormalize && lane == 0) {
+    for (int k = 0; k < K; ++k) weights[t * K + k] /= ksum;
+  }
+}
+
+}  // namespace
+
+void router_topk(int32_t* ids, float* weights, const float* logits, int64_t T, int64_t E, int64_t K,
+                 bool renormalize, cudaStream_t stream) {
+  KERNEL_REQUIRE(E <= 32 * kMaxPerLane && K >= 1 && K <= E);
+  if (T == 0) return;
+  constexpr int kTokensPerBlock = 4;
+  RouterTopkKernel<<<static_cast<unsigned>((T + kTokensPerBlock - 1) / kTokensPerBlock), kTokensPerBlock * 32, 0,
+                     stream>>>(ids, weights, logits, T, static_cast<int>(E), static_cast<int>(K), renormalize);
+  KERNEL_CHECK();
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,114 @@
+// Helpers of the GPU tests: skip without a GPU, device buffers, fresh random inputs, poisoned
+// outputs, and the relative error ||out - ref|| / ||ref|| (METHOD.md), NaN never passing.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include "kernels/bf16.h"
+#include "kernels/cuda_check.h"
+
+namespace tandem::kernels::testing {
+
+// "" when a CUDA device is usable, else why not (the test then skips with that message).
+inline std::string NoGpuReason() {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) return std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+  if (n == 0) return "no CUDA device";
+  return "";
+}
+
+#define SKIP_WITHOUT_GPU()                                      \
+  do {                                                          \
+    const std::string _why = ::tandem::kernels::testing::NoGpuReason(); \
+    if (!_why.empty()) GTEST_SKIP() << _why;                    \
+  } while (0)
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t n) : n_(n) { CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { Upload(host); }
+  ~DeviceBuffer() { cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return p_; }
+  void Upload(const std::vector<T>& host) {
+    CUDA_CHECK(cudaMemcpy(p_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> Download() const {
+    std::vector<T> h(n_);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  // All bytes 0xFF: NaN as float, -1 as int, NaN as bf16: an unwritten output cannot pass.
+  void Poison() { CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T))); }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_;
+};
+
+// A generator seeded from the clock, its seed printed: every run draws fresh inputs.
+inline std::mt19937_64& Rng() {
+  static std::mt19937_64 rng = [] {
+    uint64_t seed = std::random_device{}();
+    std::printf("random seed %llu\n", static_cast<unsigned long long>(seed));
+    return std::mt19937_64(seed);
+  }();
+  return rng;
+}
+
+inline std::vector<float> RandomFloats(size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(Rng());
+  return v;
+}
+
+inline std::vector<bf16_bits> RandomBf16(size_t n, float scale = 1.0f) {
+  std::vector<float> f = RandomFloats(n, scale);
+  std::vector<bf16_bits> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = FloatToBf16(f[i]);
+  return v;
+}
+
+// ||got - want||_2 / ||want||_2; infinity when any value of got is NaN or infinite.
+inline double RelError(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num) / std::sqrt(den);
+}
+
+inline std::vector<float> Bf16ToFloats(const std::vector<bf16_bits>& v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i) f[i] = Bf16ToFloat(v[i]);
+  return f;
+}
+
+// Prints and checks one comparison: "<what>: rel err 3.1e-07 (bound 1e-3); out[0..2] = ... vs ...".
+inline void ExpectClose(const std::string& what, const std::vector<float>& got, const std::vector<float>& want,
+                        double bound) {
+  ASSERT_EQ(got.size(), want.size());
+  const double rel = RelError(got, want);
+  std::printf("%-44s rel err %.3g (bound %.0e); out[0..2] = %.5f %.5f %.5f vs ref %.5f %.5f %.5f\n",
+              what.c_str(), rel, bound, got[0], got.size() > 1 ? got[1] : 0.f, got.size() > 2 ? got[2] : 0.f,
+              want[0], want.size() > 1 ? want[1] : 0.f, want.size() > 2 ? want[2] : 0.f);
+  EXPECT_LT(rel, bound) << what;
+}
+
+}  // namespace tandem::kernels::testing

@@ -1,0 +1,258 @@
+// Every CUDA kernel against its CPU reference (kernels/<op>_ref.cc) on fresh random inputs, with
+// the outputs poisoned before each launch, at the tiny test model's shapes and at Qwen3-30B-A3B's.
+// Bound: ||out - ref|| / ||ref|| < 1e-3 (float32 arithmetic over the same bf16 operands; METHOD.md).
+// Skips (with the reason) where no GPU is present.
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/argmax.h"
+#include "kernels/attention.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
+#include "kernels/qk_norm_rope.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/router_topk.h"
+#include "kernels/silu_mul.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpectClose;
+using testing::RandomBf16;
+using testing::RandomFloats;
+using testing::Rng;
+
+constexpr double kBound = 1e-3;
+
+std::string Shape(std::initializer_list<int64_t> dims) {
+  std::string s = "(";
+  for (int64_t d : dims) s += std::to_string(d) + ",";
+  s.back() = ')';
+  return s;
+}
+
+TEST(KernelsCuda, Embedding) {
+  SKIP_WITHOUT_GPU();
+  for (auto [V, H, T] : std::vector<std::array<int64_t, 3>>{{4096, 128, 7}, {151936, 2048, 33}}) {
+    auto table = RandomBf16(V * H);
+    std::vector<int32_t> ids(T);
+    for (auto& i : ids) i = static_cast<int32_t>(Rng()() % V);
+    DeviceBuffer<bf16_bits> d_table(table);
+    DeviceBuffer<int32_t> d_ids(ids);
+    DeviceBuffer<float> d_out(T * H);
+    d_out.Poison();
+    embedding(d_out.get(), d_ids.get(), d_table.get(), T, H, nullptr);
+    std::vector<float> want(T * H);
+    ref::embedding(want.data(), ids.data(), table.data(), T, H);
+    ExpectClose("embedding " + Shape({V, H, T}), d_out.Download(), want, kBound);
+  }
+}
+
+TEST(KernelsCuda, AddRmsnorm) {
+  SKIP_WITHOUT_GPU();
+  for (auto [rows, n] : std::vector<std::array<int64_t, 2>>{{5, 128}, {32, 2048}}) {
+    for (bool with_delta : {true, false}) {
+      auto x = RandomFloats(rows * n), delta = RandomFloats(rows * n);
+      auto w = RandomBf16(n);
+      DeviceBuffer<float> d_x(x), d_delta(delta), d_out(rows * n);
+      DeviceBuffer<bf16_bits> d_w(w);
+      d_out.Poison();
+      add_rmsnorm(d_out.get(), d_x.get(), with_delta ? d_delta.get() : nullptr, d_w.get(), rows, n, 1e-6f, nullptr);
+      std::vector<float> want(rows * n);
+      ref::add_rmsnorm(want.data(), x.data(), with_delta ? delta.data() : nullptr, w.data(), rows, n, 1e-6f);
+      const std::string tag = std::string(with_delta ? "add_rmsnorm " : "rmsnorm ") + Shape({rows, n});
+      ExpectClose(tag + " out", d_out.Download(), want, kBound);
+      ExpectClose(tag + " residual", d_x.Download(), x, kBound);
+    }
+  }
+}
+
+TEST(KernelsCuda, QkNormRopeStoreKv) {
+  SKIP_WITHOUT_GPU();
+  struct Case { QkvLayout L; int64_t T; float theta; };
+  for (const Case& c : {Case{{8, 4, 32, 32}, 9, 1e6f}, Case{{32, 4, 128, 128}, 17, 1e6f}, Case{{4, 2, 64, 32}, 3, 1e4f}}) {
+    const QkvLayout& L = c.L;
+    const int64_t slots = 64, T = c.T;
+    auto qkv = RandomFloats(T * L.row());
+    auto qn = RandomBf16(L.head_dim), kn = RandomBf16(L.head_dim);
+    std::vector<float> inv_freq(L.rotary_dim / 2);
+    for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = 1.0f / std::pow(c.theta, 2.0f * i / L.rotary_dim);
+    std::vector<int32_t> pos(T), slot(T);
+    std::vector<int32_t> perm(slots);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), Rng());
+    for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(Rng()() % 5000), slot[t] = perm[t];
+    DeviceBuffer<float> d_qkv(qkv), d_inv(inv_freq);
+    DeviceBuffer<bf16_bits> d_qn(qn), d_kn(kn), d_kc(slots * L.kv_dim()), d_vc(slots * L.kv_dim());
+    DeviceBuffer<int32_t> d_pos(pos), d_slot(slot);
+    d_kc.Poison();
+    d_vc.Poison();
+    qk_norm_rope_store_kv(d_qkv.get(), d_kc.get(), d_vc.get(), d_qn.get(), d_kn.get(), d_inv.get(), d_pos.get(),
+                          d_slot.get(), T, L, 1e-6f, nullptr);
+    std::vector<bf16_bits> kc(slots * L.kv_dim(), 0xFFFF), vc(slots * L.kv_dim(), 0xFFFF);
+    ref::qk_norm_rope_store_kv(qkv.data(), kc.data(), vc.data(), qn.data(), kn.data(), inv_freq.data(), pos.data(),
+                               slot.data(), T, L, 1e-6f);
+    const std::string tag = "qk_norm_rope " + Shape({L.n_heads, L.n_kv_heads, L.head_dim, L.rotary_dim, T});
+    ExpectClose(tag + " qkv", d_qkv.Download(), qkv, kBound);
+    // Only the written slots are compared (the rest stay poisoned on both sides).
+    auto got_k = d_kc.Download(), got_v = d_vc.Download();
+    std::vector<float> gk, wk, gv, wv;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < L.kv_dim(); ++i) {
+        const int64_t o = slot[t] * L.kv_dim() + i;
+        gk.push_back(Bf16ToFloat(got_k[o])), wk.push_back(Bf16ToFloat(kc[o]));
+        gv.push_back(Bf16ToFloat(got_v[o])), wv.push_back(Bf16ToFloat(vc[o]));
+      }
+    }
+    ExpectClose(tag + " k cache", gk, wk, 1e-2);  // bf16 rounding of values 1 ulp apart
+    ExpectClose(tag + " v cache", gv, wv, kBound);
+  }
+}
+
+TEST(KernelsCuda, MatmulBf16) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
+           {1, 2048, 4608}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048}, {1, 2048, 151936}}) {
+    auto x = RandomFloats(T * in);
+    auto w = RandomBf16(out * in, 0.05f);
+    DeviceBuffer<float> d_x(x), d_y(T * out);
+    DeviceBuffer<bf16_bits> d_w(w);
+    d_y.Poison();
+    matmul_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    std::vector<float> want(T * out);
+    ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
+    ExpectClose("matmul_bf16 " + Shape({T, in, out}), d_y.Download(), want, kBound);
+  }
+}
+
+TEST(KernelsCuda, RouterTopk) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, E, K] : std::vector<std::array<int64_t, 3>>{{7, 16, 4}, {33, 128, 8}, {5, 100, 3}}) {
+    for (bool renorm : {true, false}) {
+      auto logits = RandomFloats(T * E, 2.0f);
+      DeviceBuffer<float> d_logits(logits), d_w(T * K);
+      DeviceBuffer<int32_t> d_ids(T * K);
+      d_w.Poison();
+      d_ids.Poison();
+      router_topk(d_ids.get(), d_w.get(), d_logits.get(), T, E, K, renorm, nullptr);
+      std::vector<int32_t> ids(T * K);
+      std::vector<float> w(T * K);
+      ref::router_topk(ids.data(), w.data(), logits.data(), T, E, K, renorm);
+      const std::string tag = "router_topk " + Shape({T, E, K}) + (renorm ? " renorm" : "");
+      EXPECT_EQ(d_ids.Download(), ids) << tag;
+      ExpectClose(tag + " weights", d_w.Download(), w, kBound);
+    }
+  }
+}
+
+TEST(KernelsCuda, MoeExperts) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{{7, 16, 4, 128, 64}, {1, 128, 8, 2048, 768},
+                                                                 {9, 128, 8, 2048, 768}}) {
+    auto x = RandomFloats(T * H);
+    auto gate_up = RandomBf16(E * 2 * I * H, 0.05f), down = RandomBf16(E * H * I, 0.05f);
+    std::vector<int32_t> ids(T * K);
+    std::vector<float> weights = RandomFloats(T * K);
+    for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token, like the router gives
+      std::vector<int32_t> perm(E);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), Rng());
+      std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
+    }
+    DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * I), d_out(T * H);
+    DeviceBuffer<bf16_bits> d_gu(gate_up), d_down(down);
+    DeviceBuffer<int32_t> d_ids(ids);
+    d_act.Poison();
+    d_out.Poison();
+    moe_gate_up(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr);
+    std::vector<float> act(T * K * I), out(T * H);
+    ref::moe_gate_up(act.data(), x.data(), ids.data(), gate_up.data(), T, K, H, I);
+    const std::string tag = Shape({T, E, K, H, I});
+    ExpectClose("moe_gate_up " + tag, d_act.Download(), act, kBound);
+    // moe_down from the reference activations, so each kernel is checked on its own.
+    d_act.Upload(act);
+    moe_down(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr);
+    ref::moe_down(out.data(), act.data(), ids.data(), weights.data(), down.data(), T, K, H, I);
+    ExpectClose("moe_down " + tag, d_out.Download(), out, kBound);
+  }
+}
+
+TEST(KernelsCuda, SiluMul) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 5, n = 768;
+  auto gu = RandomFloats(rows * 2 * n, 3.0f);
+  DeviceBuffer<float> d_gu(gu), d_out(rows * n);
+  d_out.Poison();
+  silu_mul(d_out.get(), d_gu.get(), rows, n, nullptr);
+  std::vector<float> want(rows * n);
+  ref::silu_mul(want.data(), gu.data(), rows, n);
+  ExpectClose("silu_mul " + Shape({rows, n}), d_out.Download(), want, kBound);
+}
+
+// Decode (one token per sequence at the end of its context) and prefill (a causal chunk of each
+// sequence), over shuffled block tables.
+TEST(KernelsCuda, PagedAttention) {
+  SKIP_WITHOUT_GPU();
+  struct Case { const char* kind; int64_t nh, nkv, hd, bs, seqs, ctx, chunk; };
+  for (const Case& c : {Case{"decode", 8, 4, 32, 16, 3, 40, 1}, Case{"decode", 32, 4, 128, 16, 4, 1000, 1},
+                        Case{"decode", 32, 4, 128, 16, 1, 4100, 1}, Case{"prefill", 8, 4, 32, 16, 2, 33, 33},
+                        Case{"prefill", 32, 4, 128, 16, 2, 300, 200}, Case{"decode", 16, 16, 64, 32, 2, 77, 1}}) {
+    AttentionShape A;
+    A.n_heads = c.nh, A.n_kv_heads = c.nkv, A.head_dim = c.hd, A.block_size = c.bs;
+    A.max_blocks = (c.ctx + c.bs - 1) / c.bs;
+    A.q_stride = c.nh * c.hd + 2 * c.nkv * c.hd;  // q rows inside the fused qkv buffer
+    const int64_t num_blocks = c.seqs * A.max_blocks + 3, kv_dim = c.nkv * c.hd;
+    std::vector<int32_t> perm(num_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), Rng());
+    std::vector<int32_t> tables(perm.begin(), perm.begin() + c.seqs * A.max_blocks);
+    std::vector<int32_t> token_seq, pos;
+    for (int64_t s = 0; s < c.seqs; ++s) {
+      for (int64_t i = 0; i < c.chunk; ++i) {
+        token_seq.push_back(static_cast<int32_t>(s));
+        pos.push_back(static_cast<int32_t>(c.ctx - c.chunk + i));
+      }
+    }
+    const int64_t T = static_cast<int64_t>(pos.size());
+    auto q = RandomFloats(T * A.q_stride);
+    auto kc = RandomBf16(num_blocks * c.bs * kv_dim), vc = RandomBf16(num_blocks * c.bs * kv_dim);
+    DeviceBuffer<float> d_q(q), d_out(T * c.nh * c.hd), d_scratch(attention_scratch_floats(T, A, c.ctx));
+    DeviceBuffer<bf16_bits> d_kc(kc), d_vc(vc);
+    DeviceBuffer<int32_t> d_tables(tables), d_seq(token_seq), d_pos(pos);
+    d_out.Poison();
+    d_scratch.Poison();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+    paged_attention(d_out.get(), d_scratch.get(), d_q.get(), d_kc.get(), d_vc.get(), d_tables.get(), d_seq.get(),
+                    d_pos.get(), T, A, c.ctx, scale, nullptr);
+    std::vector<float> want(T * c.nh * c.hd);
+    ref::paged_attention(want.data(), q.data(), kc.data(), vc.data(), tables.data(), token_seq.data(), pos.data(), T,
+                         A, scale);
+    ExpectClose(std::string("paged_attention ") + c.kind + " " + Shape({c.nh, c.nkv, c.hd, c.bs, c.seqs, c.ctx, c.chunk}),
+                d_out.Download(), want, kBound);
+  }
+}
+
+TEST(KernelsCuda, Argmax) {
+  SKIP_WITHOUT_GPU();
+  for (auto [R, V] : std::vector<std::array<int64_t, 2>>{{3, 4096}, {8, 151936}}) {
+    auto x = RandomFloats(R * V);
+    x[V + 17] = x[V + 4000] = 100.0f;  // a tie in row 1: the lower index wins
+    DeviceBuffer<float> d_x(x);
+    DeviceBuffer<int32_t> d_out(R);
+    d_out.Poison();
+    argmax(d_out.get(), d_x.get(), R, V, nullptr);
+    std::vector<int32_t> want(R);
+    ref::argmax(want.data(), x.data(), R, V);
+    auto got = d_out.Download();
+    std::printf("argmax (%lld, %lld): got %d %d %d, ref %d %d %d\n", static_cast<long long>(R),
+                static_cast<long long>(V), got[0], got[1], got[2], want[0], want[1], want[2]);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(got[1], 17);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
