@@ -17,9 +17,12 @@
 namespace tandem::engine {
 namespace {
 
+// $TANDEM_BIN_DIR/engine/tandem-infer, else relative to this test binary
+// (<build>/tests/engine/cpu/<test>).
 std::string InferBinary() {
-  const char* d = std::getenv("TANDEM_BIN_DIR");
-  return std::string(d != nullptr ? d : ".") + "/engine/tandem-infer";
+  if (const char* d = std::getenv("TANDEM_BIN_DIR"); d != nullptr) return std::string(d) + "/engine/tandem-infer";
+  const auto self = std::filesystem::read_symlink("/proc/self/exe");
+  return (self.parent_path() / "../../../engine/tandem-infer").lexically_normal().string();
 }
 
 std::string ReadFile(const std::string& path) {
