@@ -143,6 +143,7 @@ class LLMEngineImpl final : public LLMEngine {
   absl::Status fatal_;
   std::atomic<bool> healthy_{true};
   std::atomic<int32_t> scheduler_waiting_{0};     // for the admission limit in Submit
+  std::atomic<int32_t> scheduler_running_{0};
   int64_t next_auto_id_ = 0;
   std::mt19937_64 seed_source_;  // seeds of requests without one
 
@@ -192,14 +193,17 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
   r->callback = std::move(callback);
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (!fatal_.ok()) return fatal_;
+    if (!fatal_.ok()) return absl::UnavailableError(std::string(fatal_.message()));
     if (shut_down_) return absl::UnavailableError("the engine is shut down");
     if (request.request_id.empty()) request.request_id = "engine-" + std::to_string(++next_auto_id_);
     if (live_ids_.count(request.request_id) != 0) {
       return absl::AlreadyExistsError("request id " + request.request_id + " is already in flight");
     }
+    // Requests beyond what can run at once are the waiting ones, whether the loop has seen them
+    // yet or not (a burst that arrives between two loop turns is not all "waiting").
     // Priority requests (probes) are never refused for load: a busy engine is a healthy one.
-    const int64_t waiting = static_cast<int64_t>(pending_.size()) + scheduler_waiting_.load();
+    const int64_t waiting = static_cast<int64_t>(pending_.size()) + scheduler_waiting_.load() +
+                            scheduler_running_.load() - options_.max_num_seqs;
     if (waiting >= options_.max_waiting && !request.priority) {
       return absl::ResourceExhaustedError("the engine is overloaded: " + std::to_string(waiting) +
                                           " requests are waiting (max_waiting " +
@@ -265,6 +269,7 @@ void LLMEngineImpl::Loop() {
       cancels.swap(cancels_);
     }
     for (auto& r : incoming) Admit(std::move(r));
+    if (!incoming.empty()) PublishStats();  // Submit's admission count sees them again
     for (const auto& rid : cancels) {
       auto it = seq_of_request_.find(rid);
       if (it != seq_of_request_.end()) Finish(it->second, "abort", absl::OkStatus());
@@ -419,6 +424,7 @@ void LLMEngineImpl::FailEverything(const absl::Status& error, const std::string&
 
 void LLMEngineImpl::PublishStats() {
   scheduler_waiting_.store(sched_.num_waiting());
+  scheduler_running_.store(sched_.num_running());
   std::lock_guard<std::mutex> l(stats_mu_);
   stats_.running = sched_.num_running();
   stats_.waiting = sched_.num_waiting();
