@@ -40,27 +40,36 @@ std::vector<std::pair<int32_t, double>> SamplingDistribution(const float* logits
   std::iota(ids.begin(), ids.end(), 0);
   const bool use_top_k = s.top_k > 0 && s.top_k < vocab;
   const bool use_top_p = s.top_p < 1.0f;
-  int64_t keep = vocab;
+  const float mx = *std::max_element(logits, logits + vocab);
+  const double inv_t = 1.0 / static_cast<double>(s.temperature);
+  auto weight = [&](int32_t id) { return std::exp((static_cast<double>(logits[id]) - mx) * inv_t); };
+  double total = 0;  // the softmax denominator over what survives top-k
   if (use_top_k) {
-    keep = s.top_k;
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), MoreLikely{logits});
-    ids.resize(keep);
-  } else if (use_top_p) {
-    std::sort(ids.begin(), ids.end(), MoreLikely{logits});
+    std::partial_sort(ids.begin(), ids.begin() + s.top_k, ids.end(), MoreLikely{logits});
+    ids.resize(s.top_k);
+    for (int32_t id : ids) total += weight(id);
+  } else {
+    for (int64_t i = 0; i < vocab; ++i) total += weight(static_cast<int32_t>(i));
+    if (use_top_p) {
+      // The nucleus is usually a few hundred tokens of a 150k vocabulary: sort a head first and
+      // the whole vocabulary only when the head's mass falls short of top_p (same result: the
+      // order is total, so a sorted head is the head of the full sort).
+      const int64_t head = std::min<int64_t>(vocab, 1024);
+      std::partial_sort(ids.begin(), ids.begin() + head, ids.end(), MoreLikely{logits});
+      double head_mass = 0;
+      // Summed exactly as the nucleus loop below sums, so both agree on where the cut falls.
+      for (int64_t i = 0; i < head; ++i) head_mass += weight(ids[i]) / total;
+      if (head_mass >= std::max(0.0f, s.top_p)) {
+        ids.resize(head);
+      } else {
+        std::sort(ids.begin() + head, ids.end(), MoreLikely{logits});
+      }
+    }
   }
 
-  // softmax(logits / T) over the kept candidates, in double (max subtracted for range).
-  float mx = logits[ids[0]];
-  for (int32_t id : ids) mx = std::max(mx, logits[id]);
-  const double inv_t = 1.0 / static_cast<double>(s.temperature);
-  dist.reserve(keep);
-  double sum = 0;
-  for (int32_t id : ids) {
-    const double p = std::exp((static_cast<double>(logits[id]) - mx) * inv_t);
-    dist.emplace_back(id, p);
-    sum += p;
-  }
-  for (auto& d : dist) d.second /= sum;
+  // softmax(logits / T) over the candidates, in double (max subtracted for range).
+  dist.reserve(ids.size());
+  for (int32_t id : ids) dist.emplace_back(id, weight(id) / total);
 
   // Nucleus: the smallest prefix whose mass reaches top_p (at least one token).
   if (use_top_p) {

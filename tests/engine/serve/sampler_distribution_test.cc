@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -105,6 +107,46 @@ TEST(SamplerTest, TopKOneAndTinyTopPAreGreedy) {
     EXPECT_EQ(SampleNextToken(logits.data(), logits.size(), {1.0f, 1, 1.0f}, rng), greedy);
     EXPECT_EQ(SampleNextToken(logits.data(), logits.size(), {0.8f, 0, 1e-6f}, rng), greedy);
     EXPECT_EQ(SampleNextToken(logits.data(), logits.size(), {1.5f, 50, 1e-6f}, rng), greedy);
+  }
+}
+
+// The nucleus over a 5000-token vocabulary against a reference that sorts everything: peaked
+// logits (the nucleus fits the sorted head) and flat ones (it does not).
+TEST(SamplerTest, NucleusMatchesFullSortReference) {
+  std::mt19937_64 gen(2024);
+  for (const float scale : {8.0f, 1.5f, 0.05f}) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> logits(5000);
+    for (auto& x : logits) x = normal(gen);
+    for (const float top_p : {0.3f, 0.9f, 0.99f}) {
+      const float temperature = 0.7f;
+      // Reference: softmax over everything, sort by (prob desc, id asc), smallest prefix >= top_p.
+      std::vector<int32_t> order(logits.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+      });
+      const double mx = logits[order[0]];
+      double total = 0;
+      for (float l : logits) total += std::exp((l - mx) / temperature);
+      std::vector<std::pair<int32_t, double>> want;
+      double mass = 0;
+      for (int32_t id : order) {
+        const double p = std::exp((logits[id] - mx) / temperature) / total;
+        want.emplace_back(id, p);
+        mass += p;
+        if (mass >= top_p) break;
+      }
+      for (auto& w : want) w.second /= mass;
+      const auto got = SamplingDistribution(logits.data(), logits.size(), {temperature, 0, top_p});
+      std::printf("scale %.2f top_p %.2f: nucleus of %zu tokens (reference %zu)\n", scale, top_p, got.size(),
+                  want.size());
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i].first, want[i].first) << i;
+        ASSERT_NEAR(got[i].second, want[i].second, 1e-9) << i;
+      }
+    }
   }
 }
 
