@@ -166,15 +166,15 @@ TEST(ModelLoad, RefusesWhatTheCpuBackendDoesNotSupport) {
   };
   ModelLoadOptions tp3;
   tp3.world = 3;
-  ModelLoadOptions cuda;
-  cuda.backend = "cuda";
+  ModelLoadOptions tpu;
+  tpu.backend = "tpu";
   ModelLoadOptions tp2_no_comm;
   tp2_no_comm.world = 2;
   std::vector<Case> cases = {
       {td + "/qwen3next-tiny", {}, "model_type qwen3_next is not supported by the cpu backend yet"},
       {td + "/qwen35moe-tiny", {}, "is not supported by the cpu backend yet"},
       {td + "/qwen3moe-tiny", tp3, "num_attention_heads (8) is not divisible by the tensor-parallel size 3"},
-      {td + "/qwen3moe-tiny", cuda, "unknown backend \"cuda\""},
+      {td + "/qwen3moe-tiny", tpu, "unknown backend \"tpu\""},
       {td + "/qwen3moe-tiny", tp2_no_comm, "needs a comm"},
       {td + "/does-not-exist", {}, "does-not-exist"},
   };
