@@ -14,9 +14,9 @@ BUILD_DIR="${BUILD_DIR:-build}"
 
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   [ -z "${TANDEM_CUDA:-}" ] && ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
-  cmake -S . -B "$BUILD_DIR" -G Ninja
+  cmake -S . -B "$BUILD_DIR" -G Ninja >&2
 fi
-cmake --build "$BUILD_DIR" --target tandem-agentd tandemctl
+cmake --build "$BUILD_DIR" --target tandem-agentd tandemctl >&2  # stdout stays the report (--json)
 AGENTD="$BUILD_DIR/agentd/tandem-agentd"
 TANDEMCTL="$BUILD_DIR/controller/tandemctl"
 
