@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "engine/infer.h"
 #include "engine/rank_processes.h"
+#include "engine/serve/serve_command.h"
 
 namespace {
 
@@ -21,7 +22,9 @@ const char kUsage[] =
     "                    (--prompt TEXT [--chat] [--no-thinking] | --prompt-ids 1,2,3) [--max-tokens N]\n"
     "                    [--temperature T] [--seed S] [--json] [--stats] [--threads N] [--timeout-s S]\n"
     "       tandem-infer logits --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]\n"
-    "                    --prompt-ids 1,2,3 --out FILE\n";
+    "                    --prompt-ids 1,2,3 --out FILE\n"
+    "       tandem-infer serve --model DIR [--port P] ...        (OpenAI-compatible server; serve --help)\n"
+    "       tandem-infer bench-serve --url URL [--concurrency 1,8,32] ...   (bench-serve --help)\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tandem-infer: %s\n", msg.c_str());
@@ -36,6 +39,9 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  // The serving subcommands parse their own flags (engine/serve/serve_command.h).
+  if (std::string(argv[1]) == "serve") return tandem::serve::RunServeCommand({argv + 2, argv + argc});
+  if (std::string(argv[1]) == "bench-serve") return tandem::serve::RunBenchServeCommand({argv + 2, argv + argc});
   InferOptions o;
   o.command = argv[1];
   bool ranks_given = false;

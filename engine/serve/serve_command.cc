@@ -1,0 +1,219 @@
+#include "engine/serve/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "engine/comm/rank_threads.h"
+#include "engine/model.h"
+#include "engine/serve/llm_engine.h"
+#include "engine/serve/openai_server.h"
+#include "engine/serve/serve_metrics.h"
+#include "engine/serve/timed_comm.h"
+#include "engine/step_driver.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace tandem::serve {
+namespace {
+
+const char kServeUsage[] =
+    "usage: tandem-infer serve --model DIR [--backend cpu] [--tp N] [--threads N] [--host H] [--port P]\n"
+    "           [--served-model-name NAME] [--api-key KEY] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
+    "           [--max-model-len N] [--kv-tokens N] [--max-waiting N] [--http-threads N]\n"
+    "           [--shutdown-timeout-s S]\n";
+
+// Blocks SIGTERM/SIGINT in this thread (and every thread it starts later), so that the serving
+// thread can take them synchronously with sigtimedwait instead of in a signal handler.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+std::string ServedName(const ServeOptions& o) {
+  if (!o.served_model_name.empty()) return o.served_model_name;
+  std::string base = std::filesystem::path(o.model_dir).lexically_normal().filename().string();
+  if (base.empty()) base = std::filesystem::path(o.model_dir).lexically_normal().parent_path().filename().string();
+  return base.empty() ? "model" : base;
+}
+
+// Rank 0: engine + HTTP server on top of `model` (and the group's comm, already wrapped in a
+// TimedComm feeding tandem_allreduce_seconds), until a stop signal.
+absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, ServeMetrics* metrics,
+                          engine::Model& model, engine::Comm* comm, const sigset_t& stop_signals,
+                          const std::function<bool()>& stop) {
+  engine::StepDriver driver(&model, comm);
+
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (std::filesystem::exists(std::filesystem::path(o.model_dir) / "tokenizer.json")) {
+    ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::LoadFromDir(o.model_dir));
+  } else {
+    TLOG(WARN) << o.model_dir << " has no tokenizer.json: only /v1/completions with token-id prompts will work";
+  }
+
+  const engine::ModelConfig& cfg = model.config();
+  engine::EngineOptions eo;
+  eo.max_num_seqs = o.max_num_seqs;
+  eo.max_num_batched_tokens = o.max_num_batched_tokens;
+  eo.max_model_len = o.max_model_len > 0 ? o.max_model_len
+                                         : static_cast<int32_t>(cfg.max_position_embeddings > 0
+                                                                    ? std::min<int64_t>(4096, cfg.max_position_embeddings)
+                                                                    : 4096);
+  eo.kv_tokens = o.kv_tokens;
+  eo.max_waiting = o.max_waiting;
+  eo.on_step = [m = metrics](const engine::StepMetrics& s) { m->ObserveStep(s.seconds); };
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::LLMEngine> llm, engine::LLMEngine::Create(&driver, tok.get(), eo));
+
+  OpenAIServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.served_model_name = name;
+  so.api_key = o.api_key;
+  so.http_threads = o.http_threads > 0 ? o.http_threads : o.max_num_seqs + o.max_waiting + 8;
+  so.max_model_len = eo.max_model_len;
+  so.vocab_size = cfg.vocab_size;
+  OpenAIServer server(llm.get(), tok.get(), metrics, so);
+  absl::Status st = server.Start();
+  if (!st.ok()) {
+    llm->Shutdown();
+    (void)driver.Stop();
+    return st;
+  }
+  std::printf("tandem-infer serving model=%s on http://%s:%d\n", name.c_str(), o.host.c_str(), server.port());
+  std::fflush(stdout);
+  TLOG(INFO) << "serving " << name << " (tp " << o.tp << ", max_model_len " << eo.max_model_len << ") on "
+             << o.host << ":" << server.port();
+
+  // Wait for a stop signal (or the test's stop callback).
+  timespec tick{0, 200 * 1000 * 1000};
+  for (;;) {
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      TLOG(INFO) << "signal " << sig << ": draining (up to " << o.shutdown_deadline.count() << " ms)";
+      break;
+    }
+    if (stop && stop()) break;
+  }
+  const int left = server.Drain(o.shutdown_deadline);
+  if (left > 0) TLOG(WARN) << left << " request(s) still running at the shutdown deadline: aborting them";
+  llm->Shutdown();  // aborts what is left, so the streaming handlers end
+  server.Stop();
+  llm.reset();
+  return driver.Stop();  // releases the workers
+}
+
+}  // namespace
+
+absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& args) {
+  ServeOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    bool inline_value = false;
+    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      inline_value = true;
+    }
+    auto text = [&]() -> absl::StatusOr<std::string> {
+      if (inline_value) return value;
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + flag + " needs a value");
+      return args[++i];
+    };
+    auto integer = [&](int64_t lo) -> absl::StatusOr<int64_t> {
+      ASSIGN_OR_RETURN(std::string v, text());
+      char* end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < lo) {
+        return absl::InvalidArgumentError("flag " + flag + " needs an integer >= " + std::to_string(lo) + ", got '" + v + "'");
+      }
+      return static_cast<int64_t>(n);
+    };
+    if (flag == "--model") { ASSIGN_OR_RETURN(o.model_dir, text()); }
+    else if (flag == "--backend") { ASSIGN_OR_RETURN(o.backend, text()); }
+    else if (flag == "--tp") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.tp = static_cast<int>(v); }
+    else if (flag == "--threads") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.threads = static_cast<int>(v); }
+    else if (flag == "--host") { ASSIGN_OR_RETURN(o.host, text()); }
+    else if (flag == "--port") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.port = static_cast<int>(v); }
+    else if (flag == "--served-model-name") { ASSIGN_OR_RETURN(o.served_model_name, text()); }
+    else if (flag == "--api-key") { ASSIGN_OR_RETURN(o.api_key, text()); }
+    else if (flag == "--max-num-seqs") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_seqs = static_cast<int32_t>(v); }
+    else if (flag == "--max-num-batched-tokens") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_batched_tokens = static_cast<int32_t>(v); }
+    else if (flag == "--max-model-len") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_model_len = static_cast<int32_t>(v); }
+    else if (flag == "--kv-tokens") { ASSIGN_OR_RETURN(o.kv_tokens, integer(1)); }
+    else if (flag == "--max-waiting") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.max_waiting = static_cast<int32_t>(v); }
+    else if (flag == "--http-threads") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.http_threads = static_cast<int>(v); }
+    else if (flag == "--shutdown-timeout-s") {
+      ASSIGN_OR_RETURN(int64_t v, integer(0));
+      o.shutdown_deadline = std::chrono::milliseconds(v * 1000);
+    }
+    else return absl::InvalidArgumentError("unknown flag " + flag);
+  }
+  if (o.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
+  if (o.port > 65535) return absl::InvalidArgumentError("--port must be in [0, 65535]");
+  return o;
+}
+
+absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
+  const sigset_t stop_signals = BlockStopSignals();
+  const std::string name = ServedName(o);
+  ServeMetrics metrics(name);
+  if (o.tp == 1) {
+    engine::ModelLoadOptions lo;
+    lo.backend = o.backend;
+    lo.threads = o.threads;
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
+    return ServeOnRank0(o, name, &metrics, *model, nullptr, stop_signals, stop);
+  }
+  // Tensor parallel inside this process: one thread per rank over loopback Gloo. Rank 0 serves;
+  // the others run the steps it broadcasts until it stops them. An idle server leaves the
+  // workers waiting in the step broadcast between requests, so the per-collective timeout must
+  // outlast idle time (the engine sends no heartbeat steps yet).
+  engine::RankThreadsOptions ro;
+  ro.timeout = std::chrono::hours(24);
+  return engine::RunRanksAsThreads(o.tp, [&](engine::Comm& comm) -> absl::Status {
+    // Rank 0's model all-reduces through the timing wrapper: that is tandem_allreduce_seconds.
+    engine::TimedComm timed(&comm, [&metrics](double s, size_t) { metrics.ObserveAllReduce(s); });
+    engine::Comm* rank_comm = comm.rank() == 0 ? static_cast<engine::Comm*>(&timed) : &comm;
+    engine::ModelLoadOptions lo;
+    lo.backend = o.backend;
+    lo.rank = comm.rank();
+    lo.world = o.tp;
+    lo.comm = rank_comm;
+    lo.threads = o.threads;
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
+    if (comm.rank() != 0) return engine::RunWorkerLoop(*model, comm);
+    return ServeOnRank0(o, name, &metrics, *model, rank_comm, stop_signals, stop);
+  }, ro);
+}
+
+int RunServeCommand(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(kServeUsage, stdout);
+      return 0;
+    }
+  }
+  absl::StatusOr<ServeOptions> o = ParseServeFlags(args);
+  if (!o.ok()) {
+    std::fprintf(stderr, "tandem-infer serve: %s\n%s", StatusText(o.status()).c_str(), kServeUsage);
+    return 2;
+  }
+  absl::Status st = Serve(*o);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tandem-infer serve: %s\n", StatusText(st).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tandem::serve

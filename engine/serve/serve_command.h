@@ -1,0 +1,47 @@
+// `tandem-infer serve` and `tandem-infer bench-serve` as library functions (infer_main.cc only
+// dispatches to them), so that tests and the agent can run the same code.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tandem::serve {
+
+struct ServeOptions {
+  std::string model_dir;
+  std::string backend = "cpu";
+  int tp = 1;                        // ranks as threads of this process
+  int threads = 0;                   // matmul threads per rank; 0 = cores / tp
+  std::string host = "127.0.0.1";
+  int port = 8000;                   // 0 = any free port
+  std::string served_model_name;     // "" = basename of model_dir
+  std::string api_key;               // "" = none
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_model_len = 0;         // 0 = min(4096, max_position_embeddings)
+  int64_t kv_tokens = 0;             // 0 = sized from memory
+  int32_t max_waiting = 256;
+  int http_threads = 0;              // 0 = max_num_seqs + max_waiting + 8 (see OpenAIServerOptions)
+  std::chrono::milliseconds shutdown_deadline{10000};  // SIGTERM: let requests finish this long
+};
+
+// "serve" flags (everything after the subcommand) -> options; InvalidArgument names the flag.
+absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& args);
+
+// Loads the model, starts the engine and the HTTP server, prints
+// "tandem-infer serving model=NAME on http://H:P" to stdout when ready, and serves until SIGTERM or
+// SIGINT (or until `stop` returns true, polled; for tests). Then drains for shutdown_deadline,
+// aborts what is left and returns.
+absl::Status Serve(const ServeOptions& options, const std::function<bool()>& stop = nullptr);
+
+// The subcommands' entry points: exit codes, errors on stderr.
+int RunServeCommand(const std::vector<std::string>& args);
+int RunBenchServeCommand(const std::vector<std::string>& args);
+
+}  // namespace tandem::serve
