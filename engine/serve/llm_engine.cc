@@ -314,15 +314,7 @@ bool LLMEngineImpl::RunStep() {
     ++stats_.iterations;
     stats_.preemptions = sched_.num_preemptions();
   }
-  for (int64_t row = 0; row < logits->rows(); ++row) {
-    const int64_t seq_id = logits->seq_ids[row];
-    auto it = requests_.find(seq_id);
-    if (it == requests_.end()) continue;
-    Request& r = *it->second;
-    const int32_t token = SampleNextToken(logits->row(row), logits->vocab, r.sampler, r.rng);
-    sched_.AppendToken(seq_id, token);
-    HandleToken(r, token);
-  }
+  // Observers see the step before its tokens reach the clients.
   if (options_.on_step) {
     StepMetrics m;
     m.iteration = Stats().iterations;
@@ -333,6 +325,15 @@ bool LLMEngineImpl::RunStep() {
     m.num_seqs = static_cast<int32_t>(plan.batch.seqs.size());
     m.num_preempted = static_cast<int32_t>(plan.preempted.size());
     options_.on_step(m);
+  }
+  for (int64_t row = 0; row < logits->rows(); ++row) {
+    const int64_t seq_id = logits->seq_ids[row];
+    auto it = requests_.find(seq_id);
+    if (it == requests_.end()) continue;
+    Request& r = *it->second;
+    const int32_t token = SampleNextToken(logits->row(row), logits->vocab, r.sampler, r.rng);
+    sched_.AppendToken(seq_id, token);
+    HandleToken(r, token);
   }
   return true;
 }

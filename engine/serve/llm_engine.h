@@ -80,7 +80,8 @@ struct EngineOptions {
   int64_t kv_tokens = 0;
   double memory_fraction = 0.70;
   int32_t max_waiting = 256;               // admission: more queued requests -> overloaded (503/429)
-  // Runs on the engine thread after every step; must not block. Empty = none.
+  // Runs on the engine thread after every step, before its tokens reach the callbacks; must not
+  // block. Empty = none.
   std::function<void(const StepMetrics&)> on_step;
 };
 
