@@ -217,6 +217,7 @@ absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& o, int c
     workers.emplace_back([&] {
       httplib::Client cli(host, port);  // one keep-alive connection per worker
       cli.set_keep_alive(true);
+      cli.set_tcp_nodelay(true);
       cli.set_read_timeout(o.timeout_s, 0);
       cli.set_connection_timeout(10, 0);
       for (int i; (i = next.fetch_add(1)) < o.requests;) {

@@ -379,6 +379,9 @@ absl::Status OpenAIServer::Start() {
   handlers_ = std::make_unique<Handlers>(*this);
   const int threads = std::max(2, options_.http_threads);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // One small write per token: without TCP_NODELAY, Nagle's algorithm holds a chunk until the
+  // client's (delayed) ACK of the previous one, adding up to 40 ms per token on Linux.
+  http_->set_tcp_nodelay(true);
   http_->set_keep_alive_timeout(2);  // idle keep-alive connections hold a thread; release them soon
   http_->set_read_timeout(30, 0);
   http_->set_payload_max_length(64u << 20);

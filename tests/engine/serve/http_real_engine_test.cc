@@ -182,6 +182,25 @@ TEST_F(HttpRealEngineTest, GoldenGreedyAloneAndSixteenAtOnce) {
   }
   std::cout << matches << "/16 concurrent requests match the golden continuations\n";
   EXPECT_EQ(llm_->Stats().kv_blocks_used, 0);
+
+  // A real scrape after real work: the engine's counters moved and promtool accepts it.
+  auto m = c->Get("/metrics");
+  ASSERT_TRUE(m && m->status == 200);
+  EXPECT_NE(m->body.find("tandem_generation_tokens_total{model_name=\"qwen3moe-tiny\"} 304"), std::string::npos)
+      << "19 requests x 16 tokens";
+  EXPECT_EQ(m->body.find("tandem_iterations_total{model_name=\"qwen3moe-tiny\"} 0\n"), std::string::npos);
+  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "promtool not installed";
+  const std::string path = ::testing::TempDir() + "/tandem_real_metrics.txt";
+  std::ofstream(path) << m->body;
+  FILE* p = popen(("/usr/bin/promtool check metrics < " + path + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  const int rc = pclose(p);
+  std::cout << "promtool check metrics on a real scrape (" << m->body.size() << " bytes): rc=" << rc << " '" << out << "'\n";
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "");
 }
 
 // Streams a long request on a raw socket, reads the first bytes, hangs up.
