@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
+# ccache across checkouts: hash paths relative to the source tree, not the absolute folder
+# (RelWithDebInfo embeds the cwd otherwise, and CI builds in a fresh clone each time).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 export TANDEM_TESTDATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
 cmake_args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 [ -n "${TANDEM_CUDA:-}" ] && cmake_args+=("-DTANDEM_CUDA=${TANDEM_CUDA}")
