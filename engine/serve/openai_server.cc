@@ -1,6 +1,9 @@
 #include "engine/serve/openai_server.h"
 
 #include <signal.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 
 #include <condition_variable>
 #include <deque>
@@ -417,6 +420,16 @@ absl::Status OpenAIServer::Start() {
                   "application/json");
   });
 
+  // httplib listens with a backlog of 5 (compiled in): a burst of new connections overflows it,
+  // and the kernel then drops handshakes (1 s SYN retries, or resets after a "connected" client
+  // sent its request). Keep the listening socket and raise its backlog after bind (listen() on
+  // a listening socket only updates the backlog).
+  int listen_fd = -1;
+  http_->set_socket_options([&listen_fd](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = sock;
+  });
   if (options_.port == 0) {
     port_ = http_->bind_to_any_port(options_.host);
     if (port_ <= 0) return absl::UnavailableError("cannot bind " + options_.host + " to any port");
@@ -426,6 +439,9 @@ absl::Status OpenAIServer::Start() {
                                     " (in use, or not an address of this machine)");
     }
     port_ = options_.port;
+  }
+  if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0) {
+    TLOG(WARN) << "could not raise the listen backlog: errno " << errno;
   }
   listener_ = std::thread([this] { http_->listen_after_bind(); });
   // listen_after_bind sets is_running before it accepts; wait for it so that callers can connect.
