@@ -12,6 +12,9 @@ add_library(tandem_engine STATIC
   ${CMAKE_CURRENT_LIST_DIR}/step_driver.cc
   ${CMAKE_CURRENT_LIST_DIR}/generate.cc)
 target_link_libraries(tandem_engine PUBLIC tandem_engine_core tandem_engine_cpu tandem_comm tandem_common)
+if(TANDEM_CUDA)
+  target_link_libraries(tandem_engine PUBLIC tandem_engine_cuda)  # Model::Load's "cuda" backend
+endif()
 
 add_library(tandem_infer STATIC
   ${CMAKE_CURRENT_LIST_DIR}/infer.cc

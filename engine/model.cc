@@ -2,6 +2,9 @@
 
 #include "common/status.h"
 #include "engine/cpu/cpu_model.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "engine/cuda/cuda_model.h"
+#endif
 
 namespace tandem::engine {
 
@@ -13,7 +16,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   }
   // The backend is chosen once, here; each backend checks what it supports.
   if (options.backend == "cpu") return cpu::LoadCpuModel(dir, config, options);
+#ifdef TANDEM_HAVE_CUDA
+  if (options.backend == "cuda") return cuda::LoadCudaModel(dir, config, options);
+  return absl::InvalidArgumentError("unknown backend \"" + options.backend + "\" (this build has: cpu, cuda)");
+#else
   return absl::InvalidArgumentError("unknown backend \"" + options.backend + "\" (this build has: cpu)");
+#endif
 }
 
 }  // namespace tandem::engine

@@ -22,9 +22,9 @@ __device__ __forceinline__ float* Partial(float* scratch, int64_t t, int64_t h, 
 // takes positions w*kUnroll.. of the partition in strides of kWarps*kUnroll, keeping an online
 // softmax (running max m, sum l, weighted value acc); the block merges its warps, then writes
 // the partition's (m, l, acc) for the merge kernel.
-template <int EPL>
+template <int EPL, typename KV>
 __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
-    float* scratch, const float* q, const uint16_t* k_cache, const uint16_t* v_cache, const int32_t* block_tables,
+    float* scratch, const float* q, const KV* kc, const KV* vc, const int32_t* block_tables,
     const int32_t* token_seq, const int32_t* pos, AttentionShape A, int64_t parts, float scale) {
   const int64_t t = blockIdx.x, h = blockIdx.y, part = blockIdx.z;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -40,8 +40,6 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
 #pragma unroll
   for (int e = 0; e < EPL; ++e) acc[e] = 0.0f;
 
-  const __nv_bfloat16* kc = reinterpret_cast<const __nv_bfloat16*>(k_cache);
-  const __nv_bfloat16* vc = reinterpret_cast<const __nv_bfloat16*>(v_cache);
   for (int64_t j0 = begin + warp * kUnroll; j0 < end; j0 += kWarps * kUnroll) {
     float s[kUnroll];
     int64_t off[kUnroll];
@@ -53,7 +51,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
                kvh * hd + lane * EPL;
       float d = 0;
 #pragma unroll
-      for (int e = 0; e < EPL; ++e) d += qv[e] * __bfloat162float(kc[off[u] + e]);
+      for (int e = 0; e < EPL; ++e) d += qv[e] * KvLoad(kc + off[u] + e);
       s[u] = d;
     }
 #pragma unroll
@@ -71,7 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
         const float p = __expf(s[u] - m_new);
         l += p;
 #pragma unroll
-        for (int e = 0; e < EPL; ++e) acc[e] += p * __bfloat162float(vc[off[u] + e]);
+        for (int e = 0; e < EPL; ++e) acc[e] += p * KvLoad(vc + off[u] + e);
       }
     }
     m = m_new;
@@ -131,8 +129,9 @@ int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max
   return T * A.n_heads * Parts(max_positions) * (A.head_dim + 2);
 }
 
-void paged_attention(float* out, float* scratch, const float* q, const bf16_bits* k_cache,
-                     const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
+template <typename KV>
+void LaunchAttention(float* out, float* scratch, const float* q, const KV* k_cache,
+                     const KV* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
                      float scale, cudaStream_t stream) {
   KERNEL_REQUIRE(A.n_kv_heads > 0 && A.n_heads % A.n_kv_heads == 0);
@@ -142,16 +141,31 @@ void paged_attention(float* out, float* scratch, const float* q, const bf16_bits
   const int64_t parts = Parts(max_positions);
   dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(A.n_heads), static_cast<unsigned>(parts));
   switch (A.head_dim / 32) {
-    case 1: AttentionPartitionKernel<1><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 2: AttentionPartitionKernel<2><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 4: AttentionPartitionKernel<4><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 8: AttentionPartitionKernel<8><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 1: AttentionPartitionKernel<1, KV><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 2: AttentionPartitionKernel<2, KV><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 4: AttentionPartitionKernel<4, KV><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 8: AttentionPartitionKernel<8, KV><<<grid, kWarps * 32, 0, stream>>>(scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
     default: KERNEL_REQUIRE(false && "head_dim must be 32, 64, 128 or 256");
   }
   KERNEL_CHECK();
   AttentionMergeKernel<<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(A.n_heads)),
                          static_cast<unsigned>(A.head_dim), 0, stream>>>(out, scratch, pos, A, parts);
   KERNEL_CHECK();
+}
+
+void paged_attention(float* out, float* scratch, const float* q, const bf16_bits* k_cache,
+                     const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
+                     const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
+                     float scale, cudaStream_t stream) {
+  LaunchAttention(out, scratch, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
+                  reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, token_seq, pos, T, A, max_positions,
+                  scale, stream);
+}
+
+void paged_attention(float* out, float* scratch, const float* q, const float* k_cache, const float* v_cache,
+                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
+                     const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream) {
+  LaunchAttention(out, scratch, q, k_cache, v_cache, block_tables, token_seq, pos, T, A, max_positions, scale, stream);
 }
 
 }  // namespace tandem::kernels

@@ -1,4 +1,4 @@
-// Paged grouped-query attention over a bf16 KV cache. One kernel serves decode (one query token
+// Paged grouped-query attention over a bf16 or float32 KV cache. One kernel serves decode (one query token
 // per sequence) and prefill (a causal chunk): every query token t of sequence s attends to the
 // positions 0..pos[t] of s, whose K and V are already in the cache (qk_norm_rope.h stored the
 // chunk's own tokens first), so causality is just "up to my position".
@@ -35,9 +35,16 @@ void paged_attention(float* out, float* scratch, const float* q, const bf16_bits
                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
                      float scale, cudaStream_t stream);
+// The same over a float32 KV cache.
+void paged_attention(float* out, float* scratch, const float* q, const float* k_cache, const float* v_cache,
+                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
+                     const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream);
 
 namespace ref {
 void paged_attention(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,
+                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
+                     const AttentionShape& A, float scale);
+void paged_attention(float* out, const float* q, const float* k_cache, const float* v_cache,
                      const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
                      const AttentionShape& A, float scale);
 }  // namespace ref

@@ -46,6 +46,12 @@ __device__ __forceinline__ void Load8Bf16Stream(const uint16_t* p, float out[8])
   }
 }
 
+// KV cache elements: bf16 (half the bytes) or float32 (exact), one kernel template for both.
+__device__ __forceinline__ float KvLoad(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float KvLoad(const float* p) { return *p; }
+__device__ __forceinline__ void KvStore(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
+__device__ __forceinline__ void KvStore(float* p, float v) { *p = v; }
+
 __device__ __forceinline__ float SiluF(float x) { return x / (1.0f + __expf(-x)); }
 
 }  // namespace tandem::kernels

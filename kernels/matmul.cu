@@ -30,6 +30,28 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const floa
   }
 }
 
+// Batch 1: each warp computes two adjacent rows with RowsDot (loads of both rows in flight).
+// Grid ceil(out / (2 kWarps)).
+__global__ void __launch_bounds__(kWarps * 32) MatvecKernel(float* y, const float* x, const uint16_t* w, int64_t in,
+                                                            int64_t out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t o = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * 2;
+  if (o >= out) return;
+  if (o + 1 < out) {
+    const uint16_t* rows[2] = {w + o * in, w + (o + 1) * in};
+    const float* xs[2] = {x, x};
+    float acc[2];
+    RowsDot<2>(acc, rows, xs, in, lane);
+    if (lane == 0) y[o] = acc[0], y[o + 1] = acc[1];
+  } else {
+    const uint16_t* rows[1] = {w + o * in};
+    const float* xs[1] = {x};
+    float acc[1];
+    RowsDot<1>(acc, rows, xs, in, lane);
+    if (lane == 0) y[o] = acc[0];
+  }
+}
+
 }  // namespace
 
 void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
@@ -40,7 +62,8 @@ void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_
   const unsigned blocks = static_cast<unsigned>((out + kWarps - 1) / kWarps);
   // Fewer register-held accumulators for a single token (decode at batch 1).
   if (T == 1) {
-    MatmulKernel<1><<<dim3(blocks, 1), kWarps * 32, 0, stream>>>(y, x, w, T, in, out);
+    const unsigned pair_blocks = static_cast<unsigned>((out + 2 * kWarps - 1) / (2 * kWarps));
+    MatvecKernel<<<pair_blocks, kWarps * 32, 0, stream>>>(y, x, w, in, out);
   } else if (T <= 4) {
     MatmulKernel<4><<<dim3(blocks, 1), kWarps * 32, 0, stream>>>(y, x, w, T, in, out);
   } else {

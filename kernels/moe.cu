@@ -20,10 +20,11 @@ __global__ void __launch_bounds__(kWarps * 32) MoeGateUpKernel(float* act, const
   if (i >= I) return;
   const uint16_t* we = gate_up + static_cast<int64_t>(ids[p]) * 2 * I * H;
   const float* xt = x + (p / K) * H;
-  float g[1], u[1];
-  RowDot<1>(g, we + i * H, xt, H, 1, lane);
-  RowDot<1>(u, we + (I + i) * H, xt, H, 1, lane);
-  if (lane == 0) act[p * I + i] = SiluF(g[0]) * u[0];
+  const uint16_t* rows[2] = {we + i * H, we + (I + i) * H};  // gate row i, up row i
+  const float* xs[2] = {xt, xt};
+  float gu[2];
+  RowsDot<2>(gu, rows, xs, H, lane);
+  if (lane == 0) act[p * I + i] = SiluF(gu[0]) * gu[1];
 }
 
 // Grid (ceil(H / kWarps), T): warp computes output h of token t over its K experts.
@@ -35,6 +36,21 @@ __global__ void __launch_bounds__(kWarps * 32) MoeDownKernel(float* out, const f
   const int64_t t = blockIdx.y;
   if (h >= H) return;
   float sum = 0;
+  if (K == 8) {  // Qwen3-30B-A3B: the eight experts' rows in flight together
+    const uint16_t* rows[8];
+    const float* xs[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      rows[k] = down + (static_cast<int64_t>(ids[t * 8 + k]) * H + h) * I;
+      xs[k] = act + (t * 8 + k) * I;
+    }
+    float d[8];
+    RowsDot<8>(d, rows, xs, I, lane);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum += weights[t * 8 + k] * d[k];
+    if (lane == 0) out[t * H + h] = sum;
+    return;
+  }
   for (int64_t k = 0; k < K; ++k) {
     const int64_t p = t * K + k;
     float d[1];

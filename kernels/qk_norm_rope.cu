@@ -9,7 +9,8 @@ namespace {
 
 // Grid (T, n_heads + 2 * n_kv_heads): one block per head of one token, one thread per dim.
 // Heads [0, nh) are q, [nh, nh + nkv) k, the rest v (only stored).
-__global__ void QkNormRopeKernel(float* qkv, uint16_t* k_cache, uint16_t* v_cache, const uint16_t* q_norm,
+template <typename KV>
+__global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_norm,
                                  const uint16_t* k_norm, const float* inv_freq, const int32_t* pos,
                                  const int32_t* slot, QkvLayout L, float eps) {
   const int64_t t = blockIdx.x;
@@ -17,11 +18,9 @@ __global__ void QkNormRopeKernel(float* qkv, uint16_t* k_cache, uint16_t* v_cach
   const int64_t hd = L.head_dim, half = L.rotary_dim / 2;
   float* x = qkv + t * L.row() + head * hd;  // q, k and v heads are consecutive in the row
   const int64_t cache_off = static_cast<int64_t>(slot[t]) * L.kv_dim();
-  __nv_bfloat16* kc = reinterpret_cast<__nv_bfloat16*>(k_cache);
-  __nv_bfloat16* vc = reinterpret_cast<__nv_bfloat16*>(v_cache);
   if (head >= L.n_heads + L.n_kv_heads) {  // v: store only
     const int64_t vh = head - L.n_heads - L.n_kv_heads;
-    vc[cache_off + vh * hd + d] = __float2bfloat16(x[d]);
+    KvStore(vc + cache_off + vh * hd + d, x[d]);
     return;
   }
   const bool is_q = head < L.n_heads;
@@ -45,7 +44,20 @@ __global__ void QkNormRopeKernel(float* qkv, uint16_t* k_cache, uint16_t* v_cach
     v = d < half ? vals[d] * c - vals[d + half] * s : vals[d] * c + vals[d - half] * s;
   }
   x[d] = v;
-  if (!is_q) kc[cache_off + (head - L.n_heads) * hd + d] = __float2bfloat16(v);
+  if (!is_q) KvStore(kc + cache_off + (head - L.n_heads) * hd + d, v);
+}
+
+template <typename KV>
+void Launch(float* qkv, KV* k_cache, KV* v_cache, const bf16_bits* q_norm, const bf16_bits* k_norm,
+            const float* inv_freq, const int32_t* pos, const int32_t* slot, int64_t T, QkvLayout L, float eps,
+            cudaStream_t stream) {
+  KERNEL_REQUIRE(L.head_dim % 32 == 0 && L.head_dim <= 1024);
+  KERNEL_REQUIRE(L.rotary_dim % 2 == 0 && L.rotary_dim <= L.head_dim);
+  if (T == 0) return;
+  dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(L.n_heads + 2 * L.n_kv_heads));
+  QkNormRopeKernel<KV><<<grid, static_cast<unsigned>(L.head_dim), 0, stream>>>(
+      qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, L, eps);
+  KERNEL_CHECK();
 }
 
 }  // namespace
@@ -53,13 +65,14 @@ __global__ void QkNormRopeKernel(float* qkv, uint16_t* k_cache, uint16_t* v_cach
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
                            const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream) {
-  KERNEL_REQUIRE(L.head_dim % 32 == 0 && L.head_dim <= 1024);
-  KERNEL_REQUIRE(L.rotary_dim % 2 == 0 && L.rotary_dim <= L.head_dim);
-  if (T == 0) return;
-  dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(L.n_heads + 2 * L.n_kv_heads));
-  QkNormRopeKernel<<<grid, static_cast<unsigned>(L.head_dim), 0, stream>>>(
-      qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, L, eps);
-  KERNEL_CHECK();
+  Launch(qkv, reinterpret_cast<__nv_bfloat16*>(k_cache), reinterpret_cast<__nv_bfloat16*>(v_cache), q_norm, k_norm,
+         inv_freq, pos, slot, T, L, eps, stream);
+}
+
+void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream) {
+  Launch(qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, T, L, eps, stream);
 }
 
 }  // namespace tandem::kernels

@@ -25,9 +25,12 @@ void NormRopeHead(float* x, const bf16_bits* w, const float* inv_freq, int64_t p
 
 }  // namespace
 
-void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
-                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps) {
+inline bf16_bits ToKv(float v, bf16_bits*) { return FloatToBf16(v); }
+inline float ToKv(float v, float*) { return v; }
+
+template <typename KV>
+void StoreKv(float* qkv, KV* k_cache, KV* v_cache, const bf16_bits* q_norm, const bf16_bits* k_norm,
+             const float* inv_freq, const int32_t* pos, const int32_t* slot, int64_t T, QkvLayout L, float eps) {
   const int64_t hd = L.head_dim;
   for (int64_t t = 0; t < T; ++t) {
     float* row = qkv + t * L.row();
@@ -36,10 +39,22 @@ void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, c
     const float* v = k + L.kv_dim();
     for (int64_t h = 0; h < L.n_kv_heads; ++h) NormRopeHead(k + h * hd, k_norm, inv_freq, pos[t], L, eps);
     for (int64_t i = 0; i < L.kv_dim(); ++i) {
-      k_cache[static_cast<int64_t>(slot[t]) * L.kv_dim() + i] = FloatToBf16(k[i]);
-      v_cache[static_cast<int64_t>(slot[t]) * L.kv_dim() + i] = FloatToBf16(v[i]);
+      k_cache[static_cast<int64_t>(slot[t]) * L.kv_dim() + i] = ToKv(k[i], k_cache);
+      v_cache[static_cast<int64_t>(slot[t]) * L.kv_dim() + i] = ToKv(v[i], v_cache);
     }
   }
+}
+
+void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps) {
+  StoreKv(qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, T, L, eps);
+}
+
+void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps) {
+  StoreKv(qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, T, L, eps);
 }
 
 }  // namespace tandem::kernels::ref

@@ -15,7 +15,7 @@ mkdir -p "$log"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 
 summary=()
-for t in "$dir"/bin/*_cuda_test; do
+for t in "$dir"/bin/*cuda*_test; do
   [[ -x "$t" ]] || continue
   name=$(basename "$t")
   start=$(date +%s.%N)

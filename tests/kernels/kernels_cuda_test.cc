@@ -77,6 +77,7 @@ TEST(KernelsCuda, QkNormRopeStoreKv) {
     const QkvLayout& L = c.L;
     const int64_t slots = 64, T = c.T;
     auto qkv = RandomFloats(T * L.row());
+    const std::vector<float> qkv_in = qkv;
     auto qn = RandomBf16(L.head_dim), kn = RandomBf16(L.head_dim);
     std::vector<float> inv_freq(L.rotary_dim / 2);
     for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = 1.0f / std::pow(c.theta, 2.0f * i / L.rotary_dim);
@@ -109,13 +110,32 @@ TEST(KernelsCuda, QkNormRopeStoreKv) {
     }
     ExpectClose(tag + " k cache", gk, wk, 1e-2);  // bf16 rounding of values 1 ulp apart
     ExpectClose(tag + " v cache", gv, wv, kBound);
+    // Float32 cache: k and v stored exactly.
+    DeviceBuffer<float> d_qkv2(qkv_in), d_kf(slots * L.kv_dim()), d_vf(slots * L.kv_dim());
+    d_kf.Poison();
+    d_vf.Poison();
+    qk_norm_rope_store_kv(d_qkv2.get(), d_kf.get(), d_vf.get(), d_qn.get(), d_kn.get(), d_inv.get(), d_pos.get(),
+                          d_slot.get(), T, L, 1e-6f, nullptr);
+    std::vector<float> qkv_ref = qkv_in, kf(slots * L.kv_dim()), vf(slots * L.kv_dim());
+    ref::qk_norm_rope_store_kv(qkv_ref.data(), kf.data(), vf.data(), qn.data(), kn.data(), inv_freq.data(), pos.data(),
+                               slot.data(), T, L, 1e-6f);
+    auto gkf = d_kf.Download(), gvf = d_vf.Download();
+    std::vector<float> a, b, c2, d2;
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < L.kv_dim(); ++i) {
+        const int64_t o = slot[t] * L.kv_dim() + i;
+        a.push_back(gkf[o]), b.push_back(kf[o]), c2.push_back(gvf[o]), d2.push_back(vf[o]);
+      }
+    }
+    ExpectClose(tag + " f32 k cache", a, b, kBound);
+    ExpectClose(tag + " f32 v cache", c2, d2, kBound);
   }
 }
 
 TEST(KernelsCuda, MatmulBf16) {
   SKIP_WITHOUT_GPU();
   for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
-           {1, 2048, 4608}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048}, {1, 2048, 151936}}) {
+           {1, 2048, 4608}, {1, 256, 37}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048}, {1, 2048, 151936}}) {
     auto x = RandomFloats(T * in);
     auto w = RandomBf16(out * in, 0.05f);
     DeviceBuffer<float> d_x(x), d_y(T * out);
@@ -230,8 +250,20 @@ TEST(KernelsCuda, PagedAttention) {
     std::vector<float> want(T * c.nh * c.hd);
     ref::paged_attention(want.data(), q.data(), kc.data(), vc.data(), tables.data(), token_seq.data(), pos.data(), T,
                          A, scale);
-    ExpectClose(std::string("paged_attention ") + c.kind + " " + Shape({c.nh, c.nkv, c.hd, c.bs, c.seqs, c.ctx, c.chunk}),
-                d_out.Download(), want, kBound);
+    const std::string tag = std::string("paged_attention ") + c.kind + " " +
+                            Shape({c.nh, c.nkv, c.hd, c.bs, c.seqs, c.ctx, c.chunk});
+    ExpectClose(tag, d_out.Download(), want, kBound);
+    // The same over a float32 cache (the engine's default KV dtype).
+    auto kf = testing::Bf16ToFloats(kc), vf = testing::Bf16ToFloats(vc);
+    for (auto& v : vf) v += 1e-3f;  // values bf16 cannot hold
+    DeviceBuffer<float> d_kf(kf), d_vf(vf);
+    d_out.Poison();
+    d_scratch.Poison();
+    paged_attention(d_out.get(), d_scratch.get(), d_q.get(), d_kf.get(), d_vf.get(), d_tables.get(), d_seq.get(),
+                    d_pos.get(), T, A, c.ctx, scale, nullptr);
+    ref::paged_attention(want.data(), q.data(), kf.data(), vf.data(), tables.data(), token_seq.data(), pos.data(), T,
+                         A, scale);
+    ExpectClose(tag + " f32 kv", d_out.Download(), want, kBound);
   }
 }
 

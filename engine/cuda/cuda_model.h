@@ -1,0 +1,49 @@
+// The cuda backend: the same forward structure and names as engine/cpu (embedding; per layer
+// input norm -> attention -> o_proj, post norm -> router -> experts; final norm -> lm_head), in bf16
+// weights with float32 activations and accumulation, over kernels/. The KV pool (float32, or bf16
+// by SetKvDtype) lives in device memory. Decode steps (one token per sequence) replay a captured CUDA graph.
+// Tensor parallelism: TP=1 only for now (the NCCL comm exists, engine/cuda/nccl_comm.h; sharded
+// weight upload is not written yet).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model.h"
+
+namespace tandem::engine::cuda {
+
+// Checks that the cuda backend supports `config` at this tensor-parallel size, reading no weights.
+absl::Status CheckSupported(const ModelConfig& config, int world);
+
+// Loads <dir> (config already parsed) onto the current CUDA device. Called by Model::Load.
+absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, const ModelConfig& config,
+                                                     const ModelLoadOptions& options);
+
+// A model of `config`'s shapes with random bf16 weights drawn on the GPU (no files): benchmarks.
+absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed);
+
+// KV blocks that fit when the process may use `memory_fraction` of the device's memory in all:
+// (fraction * total - already used) / (bytes per token * block_size). Call after loading.
+absl::StatusOr<int32_t> KvBlocksFromDeviceMemory(const Model& model, double memory_fraction, int32_t block_size);
+
+// Statistics of the last Forward of a cuda model (benchmarks): distinct experts per MoE layer,
+// averaged over layers; whether a graph was replayed.
+struct CudaStepStats {
+  double distinct_experts_per_layer = 0;
+  bool graph_replayed = false;
+};
+// Fills the KV pool with random bf16 values (benchmarks measure decode at a context without
+// running the prefill first). Both need `model` to be a cuda model.
+absl::Status FillKvRandom(Model& model, uint64_t seed);
+// Counts distinct experts (a device-to-host copy per layer: only for benchmarks' bookkeeping).
+absl::StatusOr<CudaStepStats> MeasureStepStats(Model& model, const StepBatch& batch);
+// KV cache element type, before AllocateKvCache: "f32" (default; the golden bound needs it) or
+// "bf16" (half the KV bytes: long contexts and large batches).
+absl::Status SetKvDtype(Model& model, const std::string& dtype);
+// Turns graph capture of decode steps on or off (on by default; TANDEM_CUDA_GRAPHS=0 turns it off).
+void SetUseGraphs(Model& model, bool on);
+
+}  // namespace tandem::engine::cuda

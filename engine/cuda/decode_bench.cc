@@ -1,0 +1,246 @@
+#include "engine/cuda/decode_bench.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/status.h"
+#include "engine/cuda/cuda_model.h"
+#include "kernels/cuda_check.h"
+
+namespace tandem::engine::cuda {
+
+namespace {
+
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+
+Spread Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Spread s;
+  s.min = v.front();
+  s.max = v.back();
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return s;
+}
+
+std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c, d);
+  return buf;
+}
+
+absl::StatusOr<std::vector<int>> ParseInts(const std::string& s) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string part = s.substr(i, j - i);
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v <= 0) return absl::InvalidArgumentError("bad number list: " + s);
+    out.push_back(static_cast<int>(v));
+    i = j + 1;
+  }
+  return out;
+}
+
+// Device-to-device copy bandwidth (bytes read + bytes written per second), median of 10 copies of
+// 2 GiB after a warm-up: the ceiling a memory-bound decode step is compared with.
+Spread CopyBandwidthGBs() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  CUDA_CHECK(cudaMalloc(&a, bytes));
+  CUDA_CHECK(cudaMalloc(&b, bytes));
+  CUDA_CHECK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> gbs;
+  for (int i = 0; i < 13; ++i) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 3) gbs.push_back(2.0 * bytes / (ms * 1e-3) / 1e9);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  return Summarize(gbs);
+}
+
+// B sequences, one decode token each at position ctx (+ step), with disjoint block tables.
+StepBatch DecodeBatch(int B, int ctx, int step, int block_size, int blocks_per_seq) {
+  StepBatch batch;
+  for (int s = 0; s < B; ++s) {
+    SeqChunk c;
+    c.seq_id = s;
+    c.tokens = {(s * 7919 + step * 104729) % 150000};
+    c.start_pos = ctx + step;
+    for (int b = 0; b < blocks_per_seq; ++b) c.block_table.push_back(s * blocks_per_seq + b);
+    c.want_logits = true;
+    batch.seqs.push_back(std::move(c));
+  }
+  (void)block_size;
+  return batch;
+}
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& name) {
+  if (name != "qwen3-30b-a3b") {
+    return absl::NotFoundError("unknown synthetic model \"" + name + "\" (known: qwen3-30b-a3b)");
+  }
+  ModelConfig c;
+  c.model_type = "qwen3_moe";
+  c.vocab_size = 151936;
+  c.hidden_size = 2048;
+  c.intermediate_size = 6144;
+  c.moe_intermediate_size = 768;
+  c.num_hidden_layers = 48;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 4;
+  c.head_dim = 128;
+  c.num_experts = 128;
+  c.num_experts_per_tok = 8;
+  c.norm_topk_prob = true;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.max_position_embeddings = 40960;
+  return c;
+}
+
+absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
+  DecodeBenchOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& f = args[i];
+    auto value = [&]() -> absl::StatusOr<std::string> {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
+      return args[++i];
+    };
+    if (f == "--synthetic") {
+      ASSIGN_OR_RETURN(o.synthetic, value());
+    } else if (f == "--backend") {
+      ASSIGN_OR_RETURN(std::string b, value());
+      if (b != "cuda") return absl::InvalidArgumentError("bench: only --backend cuda is supported");
+    } else if (f == "--batches" || f == "--contexts" || f == "--prefill") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(auto list, ParseInts(v));
+      (f == "--batches" ? o.batches : f == "--contexts" ? o.contexts : o.prefill_lengths) = list;
+    } else if (f == "--kv-dtype") {
+      ASSIGN_OR_RETURN(o.kv_dtype, value());
+    } else if (f == "--runs" || f == "--steps") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(auto list, ParseInts(v));
+      (f == "--runs" ? o.runs : o.steps) = list[0];
+    } else {
+      return absl::InvalidArgumentError("bench: unknown flag " + f);
+    }
+  }
+  return o;
+}
+
+absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
+  ASSIGN_OR_RETURN(ModelConfig cfg, SyntheticConfig(o.synthetic));
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    return absl::FailedPreconditionError("bench: no usable CUDA device");
+  }
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::string out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %d SMs\n", prop.totalGlobalMem / 1073741824.0,
+                                                            prop.multiProcessorCount);
+  const Spread copy = CopyBandwidthGBs();
+  out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
+             copy.median, copy.min, copy.max);
+
+  ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed));
+  RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
+  out += "KV cache: " + o.kv_dtype + "\n";
+  const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
+  const int max_ctx = *std::max_element(o.contexts.begin(), o.contexts.end());
+  const int max_pf = o.prefill_lengths.empty() ? 0 : *std::max_element(o.prefill_lengths.begin(), o.prefill_lengths.end());
+  const int blocks_per_seq = (std::max(max_ctx + o.steps * (o.runs + 2) + 1, max_pf) + o.block_size - 1) / o.block_size;
+  RETURN_IF_ERROR(model->AllocateKvCache(max_b * blocks_per_seq, o.block_size));
+  RETURN_IF_ERROR(FillKvRandom(*model, o.seed + 99));
+
+  // Bytes a decode step must read: every dense weight once, the distinct experts the router
+  // picked (measured), the lm_head, the embedding rows, and each sequence's KV.
+  const int64_t H = cfg.hidden_size, V = cfg.vocab_size, I = cfg.moe_intermediate_size;
+  const int64_t qd = cfg.num_attention_heads * cfg.head_dim, kvd = cfg.num_key_value_heads * cfg.head_dim;
+  const double attn_bytes = 2.0 * ((qd + 2 * kvd) * H + H * qd + cfg.num_experts * H + 2 * H + 2 * cfg.head_dim);
+  const double expert_bytes = 2.0 * 3 * I * H;
+  const double kv_token_bytes = static_cast<double>(model->kv_spec().bytes_per_token());
+
+  out += "\n| batch | context | graphs | step ms (median, min-max) | tokens/s | distinct experts/layer | GB/step | GB/s | of copy BW |\n";
+  out += "| ---: | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  auto bench_point = [&](int B, int ctx, bool graphs) -> absl::Status {
+    SetUseGraphs(*model, graphs);
+    ASSIGN_OR_RETURN(CudaStepStats st, MeasureStepStats(*model, DecodeBatch(B, ctx, 0, o.block_size, blocks_per_seq)));
+    int step = 0;
+    for (int w = 0; w < 3; ++w) RETURN_IF_ERROR(model->Forward(DecodeBatch(B, ctx, step++, o.block_size, blocks_per_seq)).status());
+    std::vector<double> ms;
+    for (int r = 0; r < o.runs; ++r) {
+      std::vector<StepBatch> batches;
+      for (int s = 0; s < o.steps; ++s) batches.push_back(DecodeBatch(B, ctx, step++, o.block_size, blocks_per_seq));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const auto& b : batches) RETURN_IF_ERROR(model->Forward(b).status());
+      ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()) / o.steps);
+    }
+    const Spread s = Summarize(ms);
+    const double avg_ctx = ctx + step / 2.0 + 1;
+    const double bytes = cfg.num_hidden_layers * (attn_bytes + st.distinct_experts_per_layer * expert_bytes) +
+                         2.0 * V * H + 2.0 * B * H + B * avg_ctx * kv_token_bytes;
+    const double gbs = bytes / (s.median * 1e-3) / 1e9;
+    out += "| " + std::to_string(B) + " | " + std::to_string(ctx) + " | " + (graphs ? "yes" : "no") +
+           Fmt(" | %.3f (%.3f-%.3f) | %.0f", s.median, s.min, s.max, B * 1e3 / s.median) +
+           Fmt(" | %.1f | %.2f | %.0f | %.0f%% |\n", st.distinct_experts_per_layer, bytes / 1e9, gbs,
+               100.0 * gbs / copy.median);
+    std::fflush(stdout);
+    return absl::OkStatus();
+  };
+  for (int ctx : o.contexts) {
+    for (int B : o.batches) RETURN_IF_ERROR(bench_point(B, ctx, true));
+  }
+  // The same step without graphs: the launch gaps the graph removes.
+  RETURN_IF_ERROR(bench_point(o.batches.front(), o.contexts.front(), false));
+
+  if (!o.prefill_lengths.empty()) {
+    out += "\n| prefill tokens | ms (median, min-max) | tokens/s |\n| ---: | ---: | ---: |\n";
+    for (int P : o.prefill_lengths) {
+      StepBatch b;
+      SeqChunk c;
+      c.seq_id = 0;
+      for (int i = 0; i < P; ++i) c.tokens.push_back((i * 7919) % 150000);
+      for (int i = 0; i < (P + o.block_size - 1) / o.block_size; ++i) c.block_table.push_back(i);
+      c.want_logits = true;
+      b.seqs.push_back(std::move(c));
+      RETURN_IF_ERROR(model->Forward(b).status());  // warm-up (allocates activations)
+      std::vector<double> ms;
+      for (int r = 0; r < std::max(3, o.runs / 2); ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        RETURN_IF_ERROR(model->Forward(b).status());
+        ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()));
+      }
+      const Spread s = Summarize(ms);
+      out += Fmt("| %.0f | %.1f (%.1f-%.1f) |", P, s.median, s.min, s.max) + Fmt(" %.0f |\n", P * 1e3 / s.median);
+    }
+  }
+  return out;
+}
+
+}  // namespace tandem::engine::cuda

@@ -1,0 +1,38 @@
+// The cuda backend's roofline benchmark: a model of real shapes with random weights made on the
+// GPU, decode tokens/s at several batch sizes and contexts, prefill tokens/s, the bytes each
+// decode step must read, the achieved GB/s, and the device-to-device copy bandwidth measured in
+// the same run as the ceiling. Used by `tandem-infer bench --backend cuda` and cuda_decode_bench.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+
+namespace tandem::engine::cuda {
+
+struct DecodeBenchOptions {
+  std::string synthetic = "qwen3-30b-a3b";  // the shapes (only this one is known)
+  std::vector<int> batches = {1, 8, 32};
+  std::vector<int> contexts = {1024, 4096};
+  std::vector<int> prefill_lengths = {512, 2048};
+  int runs = 5;       // timed runs per point (median and spread reported)
+  int steps = 32;     // decode steps per run
+  int block_size = 16;
+  std::string kv_dtype = "bf16";  // --kv-dtype bf16|f32
+  uint64_t seed = 1;
+};
+
+// The config of a known synthetic model name; NotFound listing the known names.
+absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& name);
+
+// Runs the benchmark on the current CUDA device; returns the report (markdown tables).
+absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& options);
+
+// Parses bench flags (--synthetic NAME --batches 1,8 --contexts 1024 --prefill 512 --runs N
+// --steps N --kv-dtype bf16|f32); InvalidArgument naming a bad flag.
+absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args);
+
+}  // namespace tandem::engine::cuda

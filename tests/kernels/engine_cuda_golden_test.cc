@@ -1,0 +1,134 @@
+// The cuda backend against the transformers golden for qwen3moe-tiny (float32 reference): logits
+// at every position of the three prompts within 1e-2 relative (max abs diff / max abs logit, as
+// the cpu test measures it) and the identical 16-token greedy continuations, with decode steps
+// replayed from CUDA graphs and without. Also a batched decode step against the same sequences
+// run one at a time. Skips where no GPU is present.
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+#include "engine/cuda/cuda_model.h"
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/step_driver.h"
+#include "tests/engine/cpu/golden.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace tandem::engine {
+namespace {
+
+struct GoldenCase {
+  bool graphs;
+  const char* kv_dtype;
+  double bound;  // max abs diff / max abs logit
+};
+
+// The engine's default (float32 KV) meets 1e-2 with and without graphs. A bf16 KV cache rounds
+// every cached k and v (2^-9 relative): measured 1.1e-2 and 1.3e-2 on prompts 0 and 2 on an H200,
+// so that variant is held to 2e-2, and to the same greedy tokens.
+class CudaGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(CudaGoldenTest, LogitsAndGreedyMatchTransformers) {
+  SKIP_WITHOUT_GPU();
+  const bool graphs = GetParam().graphs;
+  const double bound = GetParam().bound;
+  auto golden = testing::LoadGolden(testing::TinyModelDir());
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  auto model = Model::Load(testing::TinyModelDir(), opt);
+  ASSERT_TRUE(model.ok()) << model.status();
+  cuda::SetUseGraphs(**model, graphs);
+  ASSERT_TRUE(cuda::SetKvDtype(**model, GetParam().kv_dtype).ok());
+  StepDriver driver(model->get(), nullptr);
+  for (size_t i = 0; i < golden->size(); ++i) {
+    const testing::GoldenPrompt& g = (*golden)[i];
+    auto logits = PromptLogits(driver, g.ids);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_EQ(logits->rows(), static_cast<int64_t>(g.ids.size()));
+    const double rel = testing::RelativeError(logits->data, g.logits);
+    std::printf("cuda kv=%s graphs=%d prompt%zu (%zu tokens): max abs diff / max abs logit = %.3g; logits[0][0..2] = "
+                "%.5f %.5f %.5f vs golden %.5f %.5f %.5f\n",
+                GetParam().kv_dtype, graphs, i, g.ids.size(), rel, logits->data[0], logits->data[1], logits->data[2], g.logits[0],
+                g.logits[1], g.logits[2]);
+    EXPECT_LT(rel, bound) << "prompt" << i;
+
+    GenerateOptions gen;
+    gen.max_tokens = static_cast<int>(g.greedy.size());
+    auto r = Generate(driver, g.ids, gen);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->token_ids, g.greedy) << "prompt" << i;
+    std::printf("cuda graphs=%d prompt%zu greedy: %zu tokens, %s\n", graphs, i, r->token_ids.size(),
+                r->token_ids == g.greedy ? "identical to golden" : "DIFFERENT from golden");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kv, CudaGoldenTest,
+                         ::testing::Values(GoldenCase{false, "f32", 1e-2}, GoldenCase{true, "f32", 1e-2},
+                                           GoldenCase{true, "bf16", 2e-2}),
+                         [](const ::testing::TestParamInfo<GoldenCase>& p) {
+                           return std::string(p.param.kv_dtype) + (p.param.graphs ? "_graphs" : "_no_graphs");
+                         });
+
+// Three sequences prefilled separately, then one decode step of all three at once: each row must
+// equal the logits of the same sequence decoded alone (batching changes nothing).
+TEST(CudaEngine, BatchedDecodeMatchesSingle) {
+  SKIP_WITHOUT_GPU();
+  auto golden = testing::LoadGolden(testing::TinyModelDir());
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  auto model = Model::Load(testing::TinyModelDir(), opt);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Model& m = **model;
+  ASSERT_TRUE(m.AllocateKvCache(64, 16).ok());
+  const int32_t next_token = 42;
+  std::vector<std::vector<float>> single(3);
+  StepBatch all;
+  for (int s = 0; s < 3; ++s) {
+    const auto& ids = (*golden)[s].ids;
+    SeqChunk c;
+    c.seq_id = s;
+    c.tokens = ids;
+    for (int b = 0; b < 4; ++b) c.block_table.push_back(s * 4 + b);
+    StepBatch pre;
+    pre.seqs.push_back(c);
+    ASSERT_TRUE(m.Forward(pre).ok());
+    SeqChunk d = c;
+    d.tokens = {next_token};
+    d.start_pos = static_cast<int32_t>(ids.size());
+    d.want_logits = true;
+    StepBatch one;
+    one.seqs.push_back(d);
+    auto l = m.Forward(one);
+    ASSERT_TRUE(l.ok()) << l.status();
+    single[s] = l->data;
+    all.seqs.push_back(d);
+  }
+  auto l = m.Forward(all);  // rewrites the same KV slots with the same values
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(l->rows(), 3);
+  for (int s = 0; s < 3; ++s) {
+    std::vector<float> row(l->row(s), l->row(s) + l->vocab);
+    const double rel = testing::RelativeError(row, single[s]);
+    std::printf("cuda batched decode row %d vs alone: max abs diff / max abs logit = %.3g\n", s, rel);
+    EXPECT_LT(rel, 1e-5);
+  }
+}
+
+TEST(CudaEngine, KvBlocksFromDeviceMemory) {
+  SKIP_WITHOUT_GPU();
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  auto model = Model::Load(testing::TinyModelDir(), opt);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto blocks = cuda::KvBlocksFromDeviceMemory(**model, 0.5, 16);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  std::printf("KV pool at memory_fraction 0.5: %d blocks of 16 tokens (%lld bytes per token)\n", *blocks,
+              static_cast<long long>((*model)->kv_spec().bytes_per_token()));
+  EXPECT_GT(*blocks, 1000);
+  EXPECT_FALSE(cuda::KvBlocksFromDeviceMemory(**model, 1.5, 16).ok());
+}
+
+}  // namespace
+}  // namespace tandem::engine
