@@ -21,6 +21,9 @@ absl::Status FromGrpc(const grpc::Status& st, const std::string& address, const 
           absl::StrFormat("no answer to %s within %.1f s (agent down, firewalled or busy?)", what, timeout.count() / 1000.0));
     case grpc::StatusCode::UNAVAILABLE:
       return absl::UnavailableError(absl::StrCat("unreachable: ", st.error_message()));
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return absl::UnauthenticatedError(absl::StrCat(what, ": rejected by the agent: ", st.error_message(),
+                                                     " (check auth.token_file against the agent's --token-file)"));
     default:
       return absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat(what, ": ", st.error_message()));
   }
@@ -34,12 +37,17 @@ std::mutex& ProgressMutex() {
 
 }  // namespace
 
-AgentClient::AgentClient(const std::string& address)
-    : address_(address), stub_(v1::Agent::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+AgentClient::AgentClient(const std::string& address, const std::string& token)
+    : address_(address), token_(token), stub_(v1::Agent::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+void AgentClient::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
+}
 
 absl::StatusOr<v1::NodeFacts> AgentClient::GetFacts(const std::string& model_path, std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  Prepare(&ctx, timeout);
   v1::GetFactsRequest req;
   req.set_model_path(model_path);
   v1::NodeFacts facts;
@@ -52,7 +60,7 @@ absl::StatusOr<v1::WeightsManifest> AgentClient::HashWeights(
     const std::string& model_path, std::chrono::milliseconds timeout,
     const std::function<void(const v1::HashProgress&)>& on_progress) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  Prepare(&ctx, timeout);
   v1::HashWeightsRequest req;
   req.set_model_path(model_path);
   std::unique_ptr<grpc::ClientReader<v1::HashWeightsEvent>> reader = stub_->HashWeights(&ctx, req);
@@ -74,7 +82,7 @@ std::vector<NodeObservation> ObserveNodes(const ClusterSpec& spec, const Observe
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     threads.emplace_back([&, i] {
       const NodeSpec& node = spec.nodes[i];
-      AgentClient client(node.agent);
+      AgentClient client(node.agent, options.token);
       NodeObservation& obs = out[i];
       obs.facts = client.GetFacts(node.model_path, options.facts_timeout);
       if (!obs.facts.ok()) return;

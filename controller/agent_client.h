@@ -16,7 +16,8 @@ namespace tandem::controller {
 
 class AgentClient {
  public:
-  explicit AgentClient(const std::string& address);
+  // `token`: the cluster token (auth.token_file); "" sends none.
+  explicit AgentClient(const std::string& address, const std::string& token = "");
 
   const std::string& address() const { return address_; }
 
@@ -28,7 +29,10 @@ class AgentClient {
                                                   const std::function<void(const v1::HashProgress&)>& on_progress);
 
  private:
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
+
   std::string address_;
+  std::string token_;
   std::unique_ptr<v1::Agent::Stub> stub_;
 };
 
@@ -36,7 +40,8 @@ struct ObserveOptions {
   std::chrono::milliseconds facts_timeout{5000};
   std::chrono::milliseconds hash_timeout{30 * 60 * 1000};
   bool hash_weights = true;
-  bool show_progress = true;  // "hashing spark1: 12/40 files 3.2/60.1 GB" lines on stderr
+  bool show_progress = true;
+  std::string token;  // cluster token sent as "authorization: Bearer <token>" ("" = none)  // "hashing spark1: 12/40 files 3.2/60.1 GB" lines on stderr
 };
 
 // Contacts every node's agent in parallel (one thread per node): facts, then the weights

@@ -26,22 +26,37 @@ constexpr KnownKey kKnownKeys[] = {
     {"cluster", KeyKind::kScalar},
     {"model", KeyKind::kMap},
     {"model.path", KeyKind::kScalar},
-    {"model.served_name", KeyKind::kScalar},  // reserved: OpenAI server (issue 5)
+    {"model.served_name", KeyKind::kScalar},
     {"parallel", KeyKind::kMap},
     {"parallel.tensor", KeyKind::kScalar},
     {"engine", KeyKind::kMap},
     {"engine.memory_fraction", KeyKind::kScalar},
-    {"engine.backend", KeyKind::kScalar},  // reserved: cpu|cuda (issue 5)
+    {"engine.backend", KeyKind::kScalar},
+    {"engine.kv_tokens", KeyKind::kScalar},
+    {"engine.max_num_seqs", KeyKind::kScalar},
+    {"engine.max_model_len", KeyKind::kScalar},
     {"api", KeyKind::kMap},
-    {"api.listen", KeyKind::kScalar},  // reserved: HTTP API on the head (issue 5)
+    {"api.listen", KeyKind::kScalar},
+    {"api.key_file", KeyKind::kScalar},
     {"auth", KeyKind::kMap},
-    {"auth.token_file", KeyKind::kScalar},  // reserved: agent auth (issue 5)
-    {"probe", KeyKind::kMap},               // reserved: inference probes (issue 5)
+    {"auth.token_file", KeyKind::kScalar},
+    {"probe", KeyKind::kMap},
     {"probe.prompt", KeyKind::kScalar},
     {"probe.expect", KeyKind::kScalar},
     {"probe.interval", KeyKind::kScalar},
     {"probe.timeout", KeyKind::kScalar},
     {"probe.max_tokens", KeyKind::kScalar},
+    {"serve", KeyKind::kMap},
+    {"serve.restart_budget", KeyKind::kScalar},
+    {"serve.metrics_listen", KeyKind::kScalar},
+    {"serve.stuck_after", KeyKind::kScalar},
+    {"timeouts", KeyKind::kMap},
+    {"timeouts.preflight", KeyKind::kScalar},
+    {"timeouts.load", KeyKind::kScalar},
+    {"timeouts.join", KeyKind::kScalar},
+    {"timeouts.probe", KeyKind::kScalar},
+    {"timeouts.leave", KeyKind::kScalar},
+    {"timeouts.status", KeyKind::kScalar},
     {"nccl", KeyKind::kMap},
     {"nccl.hca", KeyKind::kList},
     {"nccl.socket_ifname", KeyKind::kScalar},
@@ -180,6 +195,62 @@ class SpecParser {
     }
   }
 
+  // A whole number in [lo, hi]; absent keys leave *out as it is.
+  absl::Status IntIn(const YAML::Node& parent, const char* key, const std::string& display, int64_t lo, int64_t hi,
+                     int64_t* out) const {
+    YAML::Node v = parent[key];
+    if (!v.IsDefined() || v.IsNull()) return absl::OkStatus();
+    int64_t x = 0;
+    try {
+      x = v.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      return Error(v, display, absl::StrCat("expected a whole number, got \"", v.Scalar(), "\""));
+    }
+    if (x < lo || x > hi) return Error(v, display, absl::StrCat("expected ", lo, "..", hi, ", got ", x));
+    *out = x;
+    return absl::OkStatus();
+  }
+
+  absl::Status DurationKey(const YAML::Node& parent, const char* key, const std::string& display,
+                           std::chrono::milliseconds* out) const {
+    YAML::Node v = parent[key];
+    if (!v.IsDefined() || v.IsNull()) return absl::OkStatus();
+    if (!ParseDuration(v.Scalar(), out)) {
+      return Error(v, display, absl::StrCat("expected a duration like 500ms, 30s, 10m or 1h, got \"", v.Scalar(), "\""));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status HostPortKey(const YAML::Node& parent, const char* key, const std::string& display,
+                           std::string* out) const {
+    ASSIGN_OR_RETURN(*out, String(parent, key, display, false));
+    std::string h;
+    int p = 0;
+    if (!out->empty() && !SplitHostPort(*out, &h, &p)) {
+      return Error(parent[key], display, absl::StrCat("expected HOST:PORT, got \"", *out, "\""));
+    }
+    return absl::OkStatus();
+  }
+
+  // "3 per 10m": at most 3 restarts in any 10-minute window.
+  absl::Status RestartBudget(const YAML::Node& serve, ServeSpec* out) const {
+    YAML::Node v = serve["restart_budget"];
+    if (!v.IsDefined() || v.IsNull()) return absl::OkStatus();
+    std::string text = v.Scalar();
+    std::istringstream in(text);
+    std::string count, per, window, extra;
+    in >> count >> per >> window >> extra;
+    std::chrono::milliseconds w{0};
+    bool digits = !count.empty() && count.size() < 6 &&
+                  std::all_of(count.begin(), count.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || per != "per" || !ParseDuration(window, &w) || !extra.empty()) {
+      return Error(v, "serve.restart_budget", absl::StrCat("expected \"N per DURATION\" (e.g. \"3 per 10m\"), got \"", text, "\""));
+    }
+    out->restart_budget = std::stoi(count);
+    out->restart_window = w;
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<NcclSpec> Nccl(const YAML::Node& nccl, const std::string& display, NcclSpec base) const {
     if (!nccl.IsDefined() || nccl.IsNull()) return base;
     if (YAML::Node hca = nccl["hca"]; hca.IsDefined()) {
@@ -237,16 +308,46 @@ class SpecParser {
         return Error(engine["backend"], "engine.backend", absl::StrCat("expected cpu or cuda, got \"", spec.engine_backend, "\""));
       }
     }
+    if (YAML::Node engine = root["engine"]; engine.IsDefined()) {
+      RETURN_IF_ERROR(IntIn(engine, "kv_tokens", "engine.kv_tokens", 0, int64_t{1} << 40, &spec.engine_kv_tokens));
+      int64_t v = spec.engine_max_num_seqs;
+      RETURN_IF_ERROR(IntIn(engine, "max_num_seqs", "engine.max_num_seqs", 1, 65536, &v));
+      spec.engine_max_num_seqs = static_cast<int>(v);
+      v = spec.engine_max_model_len;
+      RETURN_IF_ERROR(IntIn(engine, "max_model_len", "engine.max_model_len", 0, 1 << 24, &v));
+      spec.engine_max_model_len = static_cast<int>(v);
+    }
     if (YAML::Node api = root["api"]; api.IsDefined()) {
-      ASSIGN_OR_RETURN(spec.api_listen, String(api, "listen", "api.listen", false));
-      std::string h;
-      int p = 0;
-      if (!spec.api_listen.empty() && !SplitHostPort(spec.api_listen, &h, &p)) {
-        return Error(api["listen"], "api.listen", absl::StrCat("expected HOST:PORT, got \"", spec.api_listen, "\""));
-      }
+      RETURN_IF_ERROR(HostPortKey(api, "listen", "api.listen", &spec.api_listen));
+      ASSIGN_OR_RETURN(spec.api_key_file, String(api, "key_file", "api.key_file", false));
     }
     if (YAML::Node auth = root["auth"]; auth.IsDefined()) {
       ASSIGN_OR_RETURN(spec.auth_token_file, String(auth, "token_file", "auth.token_file", false));
+    }
+    if (YAML::Node probe = root["probe"]; probe.IsDefined()) {
+      if (probe["prompt"].IsDefined()) {
+        ASSIGN_OR_RETURN(spec.probe.prompt, String(probe, "prompt", "probe.prompt", false));
+        if (spec.probe.prompt.empty()) return Error(probe["prompt"], "probe.prompt", "expected a non-empty prompt");
+      }
+      ASSIGN_OR_RETURN(spec.probe.expect, String(probe, "expect", "probe.expect", false));
+      int64_t v = spec.probe.max_tokens;
+      RETURN_IF_ERROR(IntIn(probe, "max_tokens", "probe.max_tokens", 1, 4096, &v));
+      spec.probe.max_tokens = static_cast<int>(v);
+      RETURN_IF_ERROR(DurationKey(probe, "interval", "probe.interval", &spec.probe.interval));
+      RETURN_IF_ERROR(DurationKey(probe, "timeout", "probe.timeout", &spec.probe.timeout));
+    }
+    if (YAML::Node serve = root["serve"]; serve.IsDefined()) {
+      RETURN_IF_ERROR(RestartBudget(serve, &spec.serve));
+      RETURN_IF_ERROR(HostPortKey(serve, "metrics_listen", "serve.metrics_listen", &spec.serve.metrics_listen));
+      RETURN_IF_ERROR(DurationKey(serve, "stuck_after", "serve.stuck_after", &spec.serve.stuck_after));
+    }
+    if (YAML::Node t = root["timeouts"]; t.IsDefined()) {
+      RETURN_IF_ERROR(DurationKey(t, "preflight", "timeouts.preflight", &spec.timeouts.preflight));
+      RETURN_IF_ERROR(DurationKey(t, "load", "timeouts.load", &spec.timeouts.load));
+      RETURN_IF_ERROR(DurationKey(t, "join", "timeouts.join", &spec.timeouts.join));
+      RETURN_IF_ERROR(DurationKey(t, "probe", "timeouts.probe", &spec.timeouts.probe));
+      RETURN_IF_ERROR(DurationKey(t, "leave", "timeouts.leave", &spec.timeouts.leave));
+      RETURN_IF_ERROR(DurationKey(t, "status", "timeouts.status", &spec.timeouts.status));
     }
     ASSIGN_OR_RETURN(NcclSpec nccl_defaults, Nccl(root["nccl"], "nccl", NcclSpec{}));
 
@@ -328,6 +429,28 @@ bool SplitHostPort(const std::string& address, std::string* host, int* port) {
   if (v < 1 || v > 65535) return false;
   *host = h;
   *port = v;
+  return true;
+}
+
+bool ParseDuration(const std::string& text, std::chrono::milliseconds* out) {
+  size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  if (i == 0 || i > 12) return false;
+  double v = 0;
+  try {
+    v = std::stod(text.substr(0, i));
+  } catch (...) {
+    return false;
+  }
+  std::string unit = text.substr(i);
+  double ms = 0;
+  if (unit == "ms") ms = v;
+  else if (unit == "s" || unit.empty()) ms = v * 1000;
+  else if (unit == "m") ms = v * 60000;
+  else if (unit == "h") ms = v * 3600000;
+  else return false;
+  if (!(ms >= 1) || ms > 7.0 * 24 * 3600 * 1000) return false;
+  *out = std::chrono::milliseconds(static_cast<int64_t>(ms));
   return true;
 }
 

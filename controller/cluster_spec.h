@@ -4,6 +4,8 @@
 // The schema is documented in docs/cluster-yaml.md.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,16 +29,50 @@ struct NodeSpec {
   int line = 0;            // 1-based line of this node's entry, for messages
 };
 
+// `probe:` — the inference probe run through the head (see docs/orchestration.md).
+struct ProbeSpec {
+  std::string prompt = "The capital of France is";  // text prompt (no chat template)
+  std::string expect;                               // substring the answer must contain; "" = golden token ids
+  int max_tokens = 8;
+  std::chrono::milliseconds interval{30000};  // how often `serve` probes a serving group
+  std::chrono::milliseconds timeout{30000};   // deadline of one probe
+};
+
+// `serve:` — the long-running controller.
+struct ServeSpec {
+  int restart_budget = 3;                          // restarts allowed per window ...
+  std::chrono::milliseconds restart_window{600000};  // ... "3 per 10m"
+  std::string metrics_listen;                      // "" = no /metrics unless --metrics-listen
+  std::chrono::milliseconds stuck_after{60000};    // queue > 0 and iterations flat this long = stuck
+};
+
+// `timeouts:` — the deadline of each phase of `up` (and of single RPCs).
+struct TimeoutSpec {
+  std::chrono::milliseconds preflight{60000};
+  std::chrono::milliseconds load{1800000};
+  std::chrono::milliseconds join{120000};
+  std::chrono::milliseconds probe{60000};
+  std::chrono::milliseconds leave{15000};
+  std::chrono::milliseconds status{2000};
+};
+
 struct ClusterSpec {
   std::string file;  // as given; used in messages
   std::string name;  // `cluster`
   std::string model_path;
-  std::string model_served_name;    // reserved (serving issue)
+  std::string model_served_name;    // model.served_name: the name in /v1/models ("" = folder name)
   int tensor_parallel = 0;          // parallel.tensor; default = number of nodes
   double memory_fraction = 0.70;    // engine.memory_fraction, in (0, 1]
-  std::string engine_backend;       // reserved: engine.backend (cpu|cuda)
-  std::string api_listen;           // reserved: api.listen
-  std::string auth_token_file;      // reserved: auth.token_file
+  std::string engine_backend;       // engine.backend: cpu|cuda ("" = cpu)
+  int64_t engine_kv_tokens = 0;     // engine.kv_tokens: 0 = sized from memory_fraction
+  int engine_max_num_seqs = 16;     // engine.max_num_seqs
+  int engine_max_model_len = 0;     // engine.max_model_len: 0 = the model's own limit
+  std::string api_listen;           // api.listen: HOST:PORT of the OpenAI API on the head (nodes[0])
+  std::string api_key_file;         // api.key_file: clients must send this key ("" = open)
+  std::string auth_token_file;      // auth.token_file: cluster token for every agent RPC
+  ProbeSpec probe;
+  ServeSpec serve;
+  TimeoutSpec timeouts;
   std::vector<NodeSpec> nodes;
 };
 
@@ -49,6 +85,10 @@ absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& path);
 
 // Splits "host:port" ("[v6]:port" too). Returns false when malformed or the port is not 1..65535.
 bool SplitHostPort(const std::string& address, std::string* host, int* port);
+
+// Parses a duration: "500ms", "30s", "10m", "1h", or a bare number of seconds. False when malformed
+// or not positive.
+bool ParseDuration(const std::string& text, std::chrono::milliseconds* out);
 
 // Every key the parser knows, dotted ("nodes[].nccl.hca"), for docs and tests.
 const std::vector<std::string>& KnownClusterKeys();

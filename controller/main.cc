@@ -6,7 +6,15 @@
 #include <vector>
 
 #include "common/version.h"
+#include "controller/down_command.h"
 #include "controller/preflight_command.h"
+#include "controller/probe_command.h"
+#include "controller/serve_command.h"
+#include "controller/status_command.h"
+#include "controller/up_command.h"
+
+#include <atomic>
+#include <csignal>
 
 namespace {
 
@@ -18,11 +26,11 @@ constexpr char kUsage[] =
     "commands:\n"
     "  preflight   check every node against the others before anything starts (driver, kernel,\n"
     "              agent build, weights, RoCE GID index, NICs, memory, model folder)\n"
-    "  up          bring the cluster up                       (not implemented yet: issue 5)\n"
-    "  down        stop serving and unload                    (not implemented yet: issue 5)\n"
-    "  status      show every node's state                    (not implemented yet: issue 5)\n"
-    "  probe       run one inference probe through the head   (not implemented yet: issue 5)\n"
-    "  serve       keep the cluster serving (reconciler)      (not implemented yet: issue 5)\n"
+    "  up          preflight, plan, load, join (workers first), probe, serve\n"
+    "  down        stop serving and unload on every node\n"
+    "  status      show every node's state and the cluster's (exit 0 only when serving)\n"
+    "  probe       run one inference probe through the head\n"
+    "  serve       keep the cluster serving (reconciler, restart budget, /metrics)\n"
     "  bench       load-test the serving cluster              (not implemented yet: no issue yet)\n"
     "  linktest    measure the fabric between the nodes       (not implemented yet: no issue yet)\n"
     "  version     print the version\n"
@@ -94,6 +102,102 @@ int Preflight(const std::vector<std::string>& args) {
   return tandem::controller::RunPreflight(opts);
 }
 
+constexpr char kOrchestrationUsage[] =
+    "usage: tandemctl up     -f cluster.yaml [--state-dir DIR] [--skip-weights]\n"
+    "       tandemctl down   -f cluster.yaml\n"
+    "       tandemctl status -f cluster.yaml [--json] [--state-dir DIR]\n"
+    "       tandemctl probe  -f cluster.yaml [--state-dir DIR]\n"
+    "       tandemctl serve  -f cluster.yaml [--state-dir DIR] [--metrics-listen HOST:PORT]\n"
+    "                        [--interval SECONDS] [--skip-weights]\n"
+    "\n"
+    "up: config -> preflight -> plan -> load (parallel) -> join (workers first, head last) ->\n"
+    "    probe through the head -> serving; prints each phase's duration and the API URL.\n"
+    "    Any failure: every agent leaves the group; exit 1. Exit 0 only when serving.\n"
+    "down: SetServing(false) + LeaveGroup(unload) everywhere; exit 1 names unreachable agents.\n"
+    "status: per node state, rank, generation, KV tokens, iterations, queue depth, last probe;\n"
+    "    cluster state serving|degraded|starting|down|failed. Exit 0 only when serving.\n"
+    "probe: one probe now (probe.expect substring, or the generation's recorded greedy ids).\n"
+    "serve: observe -> reconcile -> act every --interval (default 1 s); restarts a broken group\n"
+    "    whole with backoff within serve.restart_budget, then reports failed: operator needed.\n"
+    "    SIGTERM stops it and leaves the cluster as it is.\n"
+    "\n"
+    "--state-dir: where the controller keeps probe references (default ~/.local/state/tandem,\n"
+    "    /var/lib/tandem-ctl as root). Details: docs/orchestration.md.\n";
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+// Flags shared by the orchestration commands; `allowed` lists the ones this command takes.
+struct OrchestrationFlags {
+  std::string file = "cluster.yaml";
+  std::string state_dir;
+  std::string metrics_listen;
+  bool json = false;
+  bool skip_weights = false;
+  std::chrono::milliseconds interval{1000};
+};
+
+int ParseOrchestrationFlags(const std::string& cmd, const std::vector<std::string>& args,
+                            const std::vector<std::string>& allowed, OrchestrationFlags* f) {
+  auto ok = [&](const std::string& flag) {
+    for (const auto& a : allowed) if (a == flag) return true;
+    return false;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    std::string v;
+    bool has_inline = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      v = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      has_inline = true;
+    }
+    if (a == "-h" || a == "--help") {
+      std::fputs(kOrchestrationUsage, stdout);
+      return 0;
+    }
+    if (a == "-f") a = "--file";
+    if (!ok(a)) return UsageError("unknown flag for " + cmd + ": " + a, kOrchestrationUsage);
+    if (a == "--json") { f->json = true; continue; }
+    if (a == "--skip-weights") { f->skip_weights = true; continue; }
+    if (!has_inline) {
+      if (i + 1 >= args.size()) return UsageError(a + " needs a value", kOrchestrationUsage);
+      v = args[++i];
+    }
+    if (a == "--file") f->file = v;
+    else if (a == "--state-dir") f->state_dir = v;
+    else if (a == "--metrics-listen") f->metrics_listen = v;
+    else if (a == "--interval" && !ParseSeconds(v.c_str(), &f->interval)) {
+      return UsageError("--interval needs a number of seconds", kOrchestrationUsage);
+    }
+  }
+  return -1;  // parsed; run the command
+}
+
+int Orchestrate(const std::string& cmd, const std::vector<std::string>& args) {
+  using namespace tandem::controller;
+  OrchestrationFlags f;
+  std::vector<std::string> allowed = {"--file"};
+  if (cmd != "down") allowed.push_back("--state-dir");
+  if (cmd == "up" || cmd == "serve") allowed.push_back("--skip-weights");
+  if (cmd == "status") allowed.push_back("--json");
+  if (cmd == "serve") allowed.insert(allowed.end(), {"--metrics-listen", "--interval"});
+  if (int rc = ParseOrchestrationFlags(cmd, args, allowed, &f); rc >= 0) return rc;
+  if (cmd == "up") return RunUp({f.file, f.state_dir, !f.skip_weights});
+  if (cmd == "down") return RunDown({f.file});
+  if (cmd == "status") return RunStatus({f.file, f.state_dir, f.json});
+  if (cmd == "probe") return RunProbeCommand({f.file, f.state_dir});
+  ServeCommandOptions so;
+  so.cluster_file = f.file;
+  so.state_dir = f.state_dir;
+  so.metrics_listen = f.metrics_listen;
+  so.loop_interval = f.interval;
+  so.hash_weights = !f.skip_weights;
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  return RunServe(so, &g_stop);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,13 +214,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "preflight") return Preflight(rest);
+  if (cmd == "up" || cmd == "down" || cmd == "status" || cmd == "probe" || cmd == "serve") return Orchestrate(cmd, rest);
   struct Planned {
     const char* name;
     const char* issue;
   };
-  static const Planned kPlanned[] = {{"up", "issue 5"},     {"down", "issue 5"},  {"status", "issue 5"},
-                                     {"probe", "issue 5"},  {"serve", "issue 5"}, {"bench", "no issue yet"},
-                                     {"linktest", "no issue yet"}};
+  static const Planned kPlanned[] = {{"bench", "no issue yet"}, {"linktest", "no issue yet"}};
   for (const auto& p : kPlanned) {
     if (cmd == p.name) {
       std::fprintf(stderr, "tandemctl %s: not implemented yet (%s)\n", p.name, p.issue);

@@ -5,6 +5,7 @@
 #include "common/status.h"
 #include "controller/agent_client.h"
 #include "controller/cluster_spec.h"
+#include "controller/control_client.h"
 #include "controller/preflight.h"
 #include "controller/preflight_output.h"
 
@@ -17,7 +18,13 @@ int RunPreflight(const PreflightCommandOptions& options) {
     std::fprintf(stderr, "tandemctl: %s\n", StatusText(spec.status()).c_str());
     return kExitBadConfig;
   }
+  absl::StatusOr<std::string> token = ReadClusterToken(spec->auth_token_file);
+  if (!token.ok()) {
+    std::fprintf(stderr, "tandemctl: %s\n", StatusText(token.status()).c_str());
+    return kExitBadConfig;
+  }
   ObserveOptions observe;
+  observe.token = *token;
   observe.facts_timeout = options.facts_timeout;
   observe.hash_timeout = options.hash_timeout;
   observe.hash_weights = options.hash_weights;

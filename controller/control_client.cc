@@ -1,0 +1,127 @@
+#include "controller/control_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tandem::controller {
+
+absl::StatusOr<std::string> ReadClusterToken(const std::string& path) {
+  if (path.empty()) return std::string();
+  std::ifstream in(path);
+  if (!in) return absl::FailedPreconditionError(absl::StrCat(path, ": cannot read the cluster token (auth.token_file)"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) {
+    token.pop_back();
+  }
+  if (token.empty()) return absl::FailedPreconditionError(absl::StrCat(path, ": the cluster token file is empty"));
+  return token;
+}
+
+absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(absl::StrFormat("%s: no answer within %.1f s", what, timeout.count() / 1000.0));
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(absl::StrCat(what, ": unreachable: ", st.error_message()));
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return absl::UnauthenticatedError(absl::StrCat(
+          what, ": rejected by the agent: ", st.error_message(),
+          " (check auth.token_file in cluster.yaml against the agent's --token-file)"));
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return absl::UnimplementedError(
+          absl::StrCat(what, ": the agent does not offer AgentControl (an older tandem-agentd?)"));
+    default:
+      return absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat(what, ": ", st.error_message()));
+  }
+}
+
+ControlClient::ControlClient(const std::string& address, const std::string& token)
+    : address_(address),
+      token_(token),
+      stub_(v1::AgentControl::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+void ControlClient::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
+}
+
+absl::StatusOr<v1::LoadModelEvent> ControlClient::LoadModel(
+    const v1::LoadModelRequest& req, std::chrono::milliseconds timeout,
+    const std::function<void(const v1::LoadModelEvent&)>& on_event) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  std::unique_ptr<grpc::ClientReader<v1::LoadModelEvent>> reader = stub_->LoadModel(&ctx, req);
+  v1::LoadModelEvent ev;
+  std::optional<v1::LoadModelEvent> last;
+  while (reader->Read(&ev)) {
+    if (on_event) on_event(ev);
+    if (ev.done()) last = ev;
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return ControlRpcError(st, "LoadModel", timeout);
+  if (!last) return absl::InternalError("LoadModel: the stream ended without a final event");
+  return *last;
+}
+
+absl::StatusOr<v1::JoinGroupResponse> ControlClient::JoinGroup(const v1::JoinGroupRequest& req,
+                                                                std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  v1::JoinGroupResponse resp;
+  grpc::Status st = stub_->JoinGroup(&ctx, req, &resp);
+  if (!st.ok()) return ControlRpcError(st, "JoinGroup", timeout);
+  return resp;
+}
+
+absl::Status ControlClient::LeaveGroup(bool unload, const std::string& reason, std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  v1::LeaveGroupRequest req;
+  req.set_unload(unload);
+  req.set_reason(reason);
+  v1::LeaveGroupResponse resp;
+  grpc::Status st = stub_->LeaveGroup(&ctx, req, &resp);
+  if (!st.ok()) return ControlRpcError(st, "LeaveGroup", timeout);
+  return absl::OkStatus();
+}
+
+absl::Status ControlClient::SetServing(bool serving, std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  v1::SetServingRequest req;
+  req.set_serving(serving);
+  v1::SetServingResponse resp;
+  grpc::Status st = stub_->SetServing(&ctx, req, &resp);
+  if (!st.ok()) return ControlRpcError(st, "SetServing", timeout);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::GenerateResponse> ControlClient::Generate(const v1::GenerateRequest& req,
+                                                              std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  v1::GenerateResponse resp;
+  grpc::Status st = stub_->Generate(&ctx, req, &resp);
+  if (!st.ok()) return ControlRpcError(st, "Generate", timeout);
+  return resp;
+}
+
+absl::StatusOr<v1::RankStatus> ControlClient::GetStatus(std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  v1::GetStatusRequest req;
+  v1::RankStatus resp;
+  grpc::Status st = stub_->GetStatus(&ctx, req, &resp);
+  if (!st.ok()) return ControlRpcError(st, "GetStatus", timeout);
+  return resp;
+}
+
+}  // namespace tandem::controller

@@ -1,0 +1,46 @@
+// gRPC client for the agents' AgentControl service (orchestration). Every call carries the
+// cluster token ("authorization: Bearer <token>") when one is configured, and a deadline.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tandem/v1/agent.grpc.pb.h"
+
+namespace tandem::controller {
+
+// Reads auth.token_file; trailing whitespace is stripped. "" path = no token (returns "").
+// FailedPrecondition naming the file when it cannot be read or is empty.
+absl::StatusOr<std::string> ReadClusterToken(const std::string& path);
+
+// Turns a failed RPC into a Status whose message says what to do (unreachable, deadline,
+// wrong token). `what` names the call ("JoinGroup").
+absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
+
+class ControlClient {
+ public:
+  ControlClient(const std::string& address, const std::string& token);
+
+  const std::string& address() const { return address_; }
+
+  // Streams progress to `on_event` (on this thread); returns the final event (done, maybe error).
+  absl::StatusOr<v1::LoadModelEvent> LoadModel(const v1::LoadModelRequest& req, std::chrono::milliseconds timeout,
+                                               const std::function<void(const v1::LoadModelEvent&)>& on_event);
+  absl::StatusOr<v1::JoinGroupResponse> JoinGroup(const v1::JoinGroupRequest& req, std::chrono::milliseconds timeout);
+  absl::Status LeaveGroup(bool unload, const std::string& reason, std::chrono::milliseconds timeout);
+  absl::Status SetServing(bool serving, std::chrono::milliseconds timeout);
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& req, std::chrono::milliseconds timeout);
+  absl::StatusOr<v1::RankStatus> GetStatus(std::chrono::milliseconds timeout);
+
+ private:
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
+
+  std::string address_;
+  std::string token_;
+  std::unique_ptr<v1::AgentControl::Stub> stub_;
+};
+
+}  // namespace tandem::controller
