@@ -10,12 +10,18 @@ AgentService::AgentService(AgentConfig config, AgentMetrics* metrics)
 
 grpc::Status AgentService::GetFacts(grpc::ServerContext* context, const v1::GetFactsRequest* request,
                                     v1::NodeFacts* response) {
+  if (config_.auth != nullptr) {
+    if (grpc::Status st = config_.auth->Check(*context, "Agent.GetFacts"); !st.ok()) return st;
+  }
   *response = CollectNodeFacts(config_.roots, config_.node_name, request->model_path());
   return grpc::Status::OK;
 }
 
 grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::HashWeightsRequest* request,
                                        grpc::ServerWriter<v1::HashWeightsEvent>* writer) {
+  if (config_.auth != nullptr) {
+    if (grpc::Status st = config_.auth->Check(*context, "Agent.HashWeights"); !st.ok()) return st;
+  }
   if (request->model_path().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_path is empty");
   }

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "agentd/auth.h"
 #include "agentd/metrics.h"
 #include "agentd/node_facts.h"
 #include "agentd/weights_manifest.h"
@@ -16,6 +17,7 @@ struct AgentConfig {
   std::string node_name;
   FactsRoots roots;
   std::string state_dir;  // hash cache lives here; "" = no cache
+  const TokenAuth* auth = nullptr;  // cluster token check; null = none (not owned)
 };
 
 class AgentService final : public v1::Agent::Service {

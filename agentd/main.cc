@@ -13,6 +13,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "agentd/agent_service.h"
+#include "agentd/auth.h"
+#include "agentd/control_service.h"
+#include "agentd/engine_host.h"
+#include "agentd/rendezvous_store.h"
 #include "agentd/metrics.h"
 #include "agentd/weights_manifest.h"
 #include "common/log.h"
@@ -27,6 +31,9 @@ constexpr const char* kUsage = R"(usage: tandem-agentd [flags]
   --sysfs-root DIR            where sysfs is mounted                     [/sys]
   --procfs-root DIR           where procfs is mounted                    [/proc]
   --state-dir DIR             hash cache and persistent state            [none: no cache]
+                              (assignment.json: the group this rank was last told to join)
+  --token-file PATH           cluster token; every RPC then needs "authorization: Bearer <token>"
+                                                                         [none: no auth]
   --metrics-listen HOST:PORT  Prometheus /metrics (port 0: any free)     [none: off]
   --hash-once DIR             hash DIR once, print a summary, exit (benchmark)
   --threads N                 hashing threads for --hash-once            [cores]
@@ -43,6 +50,7 @@ struct Flags {
   std::string state_dir;
   std::string metrics_listen;
   std::string hash_once;
+  std::string token_file;
   unsigned threads = 0;
 };
 
@@ -52,7 +60,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       {"--listen", &f->listen},         {"--node-name", &f->node_name},
       {"--sysfs-root", &f->sysfs_root}, {"--procfs-root", &f->procfs_root},
       {"--state-dir", &f->state_dir},   {"--metrics-listen", &f->metrics_listen},
-      {"--hash-once", &f->hash_once}};
+      {"--hash-once", &f->hash_once},   {"--token-file", &f->token_file}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
     bool has_value = false;
@@ -157,30 +165,59 @@ int main(int argc, char** argv) {
     metrics_addr = HostOf(flags.metrics_listen) + ":" + std::to_string(metrics.port());
   }
 
-  tandem::agentd::AgentService service({flags.node_name, roots, flags.state_dir}, &metrics);
+  std::string token;
+  if (!flags.token_file.empty()) {
+    auto t = tandem::agentd::ReadTokenFile(flags.token_file);
+    if (!t.ok()) {
+      TLOG(ERROR) << tandem::StatusText(t.status()) << ": refusing to start without the cluster token";
+      return 1;
+    }
+    token = std::move(*t);
+  }
+  const tandem::agentd::TokenAuth auth(token);
+
+  tandem::agentd::AgentConfig agent_config{flags.node_name, roots, flags.state_dir};
+  agent_config.auth = &auth;
+  tandem::agentd::AgentService service(agent_config, &metrics);
+
+  tandem::agentd::RendezvousStore store;
+  tandem::agentd::EngineHostOptions host_options;
+  host_options.node_name = flags.node_name;
+  host_options.state_dir = flags.state_dir;
+  host_options.token = token;
+  host_options.local_store = &store;
+  tandem::agentd::EngineHost host(host_options);
+  metrics.SetRankStatusSource([&host] { return host.Status(); });
+  tandem::agentd::ControlService control(&host, &store, &auth);
+
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &grpc_port);
   builder.RegisterService(&service);
+  builder.RegisterService(&control);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) {
     TLOG(ERROR) << "cannot listen on " << flags.listen;
     return 1;
   }
   TLOG(INFO) << "tandem-agentd " << tandem::Version() << " sysfs=" << flags.sysfs_root
-             << " procfs=" << flags.procfs_root << " state=" << (flags.state_dir.empty() ? "none" : flags.state_dir);
+             << " procfs=" << flags.procfs_root << " state=" << (flags.state_dir.empty() ? "none" : flags.state_dir)
+             << " auth=" << (auth.enabled() ? "token" : "none");
   std::cout << "tandem-agentd ready node=" << flags.node_name << " grpc=" << HostOf(flags.listen) << ":"
             << grpc_port << " metrics=" << metrics_addr << std::endl;
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   TLOG(INFO) << "signal " << sig << ": shutting down";
+  // The engine rank first (bounded): the API stops, the comm closes, watchers are released.
+  host.Shutdown();
   // In-flight RPCs get 2 s to finish, then they are cancelled (a long hash notices within
   // ~200 ms). Measured: while any client still holds a connection (a controller keeps its
   // channel open) this gRPC waits out the whole deadline even with no RPC in flight, so keep
   // it short; unary GetFacts takes milliseconds.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
+  metrics.SetRankStatusSource(nullptr);
   TLOG(INFO) << "gRPC server stopped";
   return 0;
 }

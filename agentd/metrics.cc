@@ -51,9 +51,58 @@ std::vector<prometheus::MetricFamily> NodeFactsCollectable::Collect() const {
   return out;
 }
 
+void RankStatusCollectable::SetSource(std::function<v1::RankStatus()> source) {
+  std::lock_guard<std::mutex> l(mu_);
+  source_ = std::move(source);
+}
+
+std::vector<prometheus::MetricFamily> RankStatusCollectable::Collect() const {
+  std::function<v1::RankStatus()> source;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    source = source_;
+  }
+  std::vector<prometheus::MetricFamily> out;
+  if (!source) return out;
+  const v1::RankStatus s = source();
+  prometheus::MetricFamily state;
+  state.name = "tandem_rank_state";
+  state.help = "State of the engine rank this agent hosts: 1 for the current state.";
+  state.type = prometheus::MetricType::Gauge;
+  static const std::pair<v1::RankState, const char*> kStates[] = {
+      {v1::RANK_STATE_IDLE, "idle"},       {v1::RANK_STATE_LOADING, "loading"}, {v1::RANK_STATE_LOADED, "loaded"},
+      {v1::RANK_STATE_JOINING, "joining"}, {v1::RANK_STATE_READY, "ready"},     {v1::RANK_STATE_SERVING, "serving"},
+      {v1::RANK_STATE_FAILED, "failed"}};
+  for (const auto& [value, name] : kStates) {
+    prometheus::ClientMetric m;
+    m.label = {{"node", node_name_}, {"state", name}};
+    m.gauge.value = s.state() == value ? 1.0 : 0.0;
+    state.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(state));
+  const std::vector<prometheus::ClientMetric::Label> node = {{"node", node_name_}};
+  out.push_back(GaugeFamily("tandem_group_generation", "Generation of the group this rank is (or was last) in.",
+                            static_cast<double>(s.generation()), node));
+  out.push_back(GaugeFamily("tandem_rank_queue_depth", "Requests waiting or running (head).",
+                            static_cast<double>(s.queue_depth()), node));
+  out.push_back(GaugeFamily("tandem_rank_kv_tokens", "KV-cache capacity of the group in tokens.",
+                            static_cast<double>(s.kv_tokens()), node));
+  prometheus::MetricFamily it;
+  it.name = "tandem_rank_iterations_total";
+  it.help = "Engine steps of the current group (liveness: moves while work is queued).";
+  it.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric m;
+  m.label = node;
+  m.counter.value = static_cast<double>(s.iterations());
+  it.metric.push_back(std::move(m));
+  out.push_back(std::move(it));
+  return out;
+}
+
 AgentMetrics::AgentMetrics(FactsRoots roots, std::string node_name)
     : registry_(std::make_shared<prometheus::Registry>()),
-      facts_(std::make_shared<NodeFactsCollectable>(std::move(roots), std::move(node_name))) {
+      facts_(std::make_shared<NodeFactsCollectable>(std::move(roots), node_name)),
+      rank_(std::make_shared<RankStatusCollectable>(node_name)) {
   hash_bytes_done_ = MakeGauge(*registry_, "tandem_hash_bytes_done", "Bytes of the current/last weights hash done.");
   hash_bytes_total_ = MakeGauge(*registry_, "tandem_hash_bytes_total", "Bytes of the current/last weights hash in all.");
   hash_files_done_ = MakeGauge(*registry_, "tandem_hash_files_done", "Files of the current/last weights hash done.");
@@ -70,6 +119,7 @@ absl::Status AgentMetrics::Listen(const std::string& host_port) {
     return absl::UnavailableError("metrics listen " + host_port + ": " + e.what());
   }
   exposer_->RegisterCollectable(facts_);
+  exposer_->RegisterCollectable(rank_);
   exposer_->RegisterCollectable(registry_);
   auto ports = exposer_->GetListeningPorts();
   if (ports.empty()) return absl::UnavailableError("metrics listen " + host_port + ": no port bound");
@@ -87,6 +137,7 @@ void AgentMetrics::SetHashThroughput(double bytes_per_second) { hash_throughput_
 
 std::string AgentMetrics::Render() const {
   std::vector<prometheus::MetricFamily> all = facts_->Collect();
+  for (auto& f : rank_->Collect()) all.push_back(std::move(f));
   for (auto& f : registry_->Collect()) all.push_back(std::move(f));
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, all);

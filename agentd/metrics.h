@@ -3,12 +3,15 @@
 // facts served over gRPC. Hashing progress gauges are set by the hashing RPC as it runs.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "agentd/node_facts.h"
+#include "tandem/v1/agent.pb.h"
 #include "prometheus/collectable.h"
 #include "prometheus/gauge.h"
 #include "prometheus/metric_family.h"
@@ -31,6 +34,21 @@ class NodeFactsCollectable final : public prometheus::Collectable {
   std::string node_name_;
 };
 
+// The hosted engine rank, read at scrape time: tandem_rank_state{state} (1 for the current
+// state, 0 for the others), tandem_group_generation, tandem_rank_iterations_total (engine steps:
+// the LLMEngine's on the head, the steps a worker ran), tandem_rank_queue_depth, tandem_rank_kv_tokens.
+class RankStatusCollectable final : public prometheus::Collectable {
+ public:
+  explicit RankStatusCollectable(std::string node_name) : node_name_(std::move(node_name)) {}
+  void SetSource(std::function<v1::RankStatus()> source);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  std::string node_name_;
+  mutable std::mutex mu_;
+  std::function<v1::RankStatus()> source_;
+};
+
 class AgentMetrics {
  public:
   // Without an exposer: for tests and for `--metrics-listen` left empty.
@@ -43,6 +61,8 @@ class AgentMetrics {
 
   void SetHashProgress(uint64_t files_done, uint64_t bytes_done, uint64_t bytes_total);
   void SetHashThroughput(double bytes_per_second);
+  // Where the rank metrics come from (the EngineHost's status); unset: not exported.
+  void SetRankStatusSource(std::function<v1::RankStatus()> source) { rank_->SetSource(std::move(source)); }
 
   // Text exposition of everything (what /metrics returns), for tests.
   std::string Render() const;
@@ -50,6 +70,7 @@ class AgentMetrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<NodeFactsCollectable> facts_;
+  std::shared_ptr<RankStatusCollectable> rank_;
   prometheus::Gauge* hash_bytes_done_;
   prometheus::Gauge* hash_bytes_total_;
   prometheus::Gauge* hash_files_done_;

@@ -1,0 +1,125 @@
+// The engine rank an agent hosts in-process, and its state machine:
+//   idle -> loading -> loaded -> joining -> ready -> serving;  failed (with a reason) from any.
+// LoadModel loads this rank's shard (the model holds a GroupComm stand-in); JoinGroup forms the
+// group of one generation over Gloo, rendezvousing through the head agent's store under the
+// prefix "gen<generation>/" (the head uses its own RendezvousStore directly, the others a
+// GrpcStore to it). Rank 0 then runs the StepDriver + LLMEngine + OpenAI server; ranks > 0 run
+// RunWorkerLoop on a thread.
+//
+// Failure semantics (every wait has a deadline):
+//  - a comm error on a worker (peer gone, collective deadline) ends its loop: failed.
+//  - the head's engine fails its step (a lost rank): the LLMEngine fails every request at once
+//    and turns unhealthy; the monitor sees it within 100 ms: failed, the comm is aborted so the
+//    other ranks notice at once, /health and new requests get 503 (the server stays up).
+//  - every ~1 s each rank reads "group/generation" from the head's store: a newer generation
+//    (the controller moved on) makes the rank abort itself; an unreachable head store for
+//    `head_lost_after`, or a store that forgot the group (head agent restarted): "head lost".
+//  - LeaveGroup stops the API and the engine, aborts the comm after a grace period if they do
+//    not stop, and joins every thread with a deadline; a thread that is still stuck is left
+//    behind (with its group, deliberately leaked) and the rank reports failed instead of
+//    blocking the RPC.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "agentd/group_comm.h"
+#include "agentd/rendezvous_store.h"
+#include "tandem/v1/agent.pb.h"
+
+namespace tandem::agentd {
+
+struct EngineHostOptions {
+  std::string node_name;
+  std::string state_dir;                   // assignment.json lives here; "" = not persisted
+  std::string token;                       // cluster token for the GrpcStore to the head
+  RendezvousStore* local_store = nullptr;  // this agent's store (served by AgentControl); required
+  std::chrono::milliseconds generation_poll{1000};
+  std::chrono::milliseconds head_lost_after{3000};
+  std::chrono::milliseconds leave_deadline{5000};  // graceful part of a teardown, then abort
+};
+
+// "group/generation": the generation of the group the head last joined (decimal).
+inline constexpr const char* kGenerationKey = "group/generation";
+
+class EngineHost {
+ public:
+  using LoadProgress = std::function<void(const v1::LoadModelEvent&)>;
+
+  explicit EngineHost(EngineHostOptions options);
+  ~EngineHost();  // Shutdown()
+  EngineHost(const EngineHost&) = delete;
+  EngineHost& operator=(const EngineHost&) = delete;
+
+  // Loads on a background thread; `progress` gets phase events ("config", "weights") and a final
+  // one (done, error set on failure). `cancelled` only stops the events, never the load.
+  // FailedPrecondition while in a group.
+  absl::Status LoadModel(const v1::LoadModelRequest& request, const LoadProgress& progress);
+  // Returns once this rank is in the group (workers block in rendezvous until the head joins).
+  absl::StatusOr<v1::JoinGroupResponse> JoinGroup(const v1::JoinGroupRequest& request);
+  // Idempotent. Never blocks past ~2 x leave_deadline.
+  absl::Status LeaveGroup(bool unload, const std::string& reason);
+  absl::Status SetServing(bool serving);
+  // Head only (ready or serving): one greedy generation with priority.
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request);
+
+  v1::RankStatus Status() const;
+  // Waits until the state changed after `seen` (a version from a previous call) or `timeout`;
+  // returns the current version.
+  uint64_t WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) const;
+  bool shutting_down() const;
+  // Leaves the group (bounded) and wakes every watcher.
+  void Shutdown();
+
+ private:
+  struct Loaded;
+  struct Group;
+
+  void SetState(v1::RankState state, const std::string& reason);
+  void SetStateLocked(v1::RankState state, const std::string& reason);
+  v1::RankState state() const;
+  // Records a failure of `g` once (later ones and those after a leave are ignored) and aborts its comm.
+  void FailGroup(Group& g, const std::string& reason);
+  void MonitorLoop(Group& g);
+  void WorkerLoop(Group& g);
+  // Stops everything of `g`; false when a thread did not stop in time (the group is leaked).
+  bool Teardown(const std::shared_ptr<Group>& g);
+  // Teardown of the current group, if any; under op_mu_.
+  absl::Status LeaveLocked(bool unload, const std::string& reason);
+  absl::Status StartHead(Group& g, const v1::JoinGroupRequest& request);
+  void Persist(const v1::JoinGroupRequest& request);
+
+  const EngineHostOptions options_;
+
+  std::timed_mutex op_mu_;         // serializes LoadModel / JoinGroup / LeaveGroup
+  std::unique_ptr<Loaded> loaded_;  // under op_mu_ (pointer also published in status fields)
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  uint64_t version_ = 1;
+  v1::RankState state_ = v1::RANK_STATE_IDLE;
+  std::string reason_;
+  std::string model_path_;
+  uint64_t generation_ = 0;
+  int rank_ = -1;
+  uint32_t world_ = 0;
+  int64_t kv_tokens_ = 0;
+  std::string api_endpoint_;
+  std::string transport_;
+  std::shared_ptr<Group> group_;
+  GroupComm* group_comm_ = nullptr;  // of loaded_, for the worker step counter
+  v1::PersistedAssignment persisted_;
+  bool shutting_down_ = false;
+  uint64_t next_probe_id_ = 0;
+};
+
+const char* RankStateName(v1::RankState state);
+
+}  // namespace tandem::agentd

@@ -1,0 +1,110 @@
+#include "agentd/grpc_store.h"
+
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "agentd/auth.h"
+
+namespace tandem::agentd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+absl::Status FromGrpc(const grpc::Status& st, const std::string& what) {
+  const std::string msg = what + ": " + st.error_message();
+  switch (st.error_code()) {
+    case grpc::StatusCode::OK: return absl::OkStatus();
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return absl::DeadlineExceededError(msg);
+    case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
+    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
+    case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
+    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
+    default: return absl::UnknownError(msg);
+  }
+}
+
+}  // namespace
+
+GrpcStore::GrpcStore(std::string endpoint, std::string token, std::chrono::milliseconds slice)
+    : endpoint_(std::move(endpoint)), token_(std::move(token)), slice_(slice) {
+  grpc::ChannelArguments args;
+  // Reconnect quickly: a head agent that restarts should be found again within a poll or two.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  stub_ = v1::AgentControl::NewStub(grpc::CreateCustomChannel(endpoint_, grpc::InsecureChannelCredentials(), args));
+}
+
+absl::Status GrpcStore::Set(const std::string& key, const std::string& value) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    grpc::ClientContext ctx;
+    TokenAuth::AddTo(&ctx, token_);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::StoreSetRequest req;
+    req.set_key(key);
+    req.set_value(value);
+    v1::StoreSetResponse resp;
+    const grpc::Status st = stub_->StoreSet(&ctx, req, &resp);
+    if (st.ok()) return absl::OkStatus();
+    const bool retry = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                       st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!retry || Clock::now() >= deadline) return FromGrpc(st, "setting '" + key + "' in " + Describe());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+absl::StatusOr<std::string> GrpcStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  absl::Status last;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto wait = std::max(std::chrono::milliseconds(0), std::min(left, slice_));
+    grpc::ClientContext ctx;
+    TokenAuth::AddTo(&ctx, token_);
+    // The server waits `wait`; the RPC may take that plus a network round trip.
+    ctx.set_deadline(std::chrono::system_clock::now() + wait + std::chrono::seconds(2));
+    v1::StoreGetRequest req;
+    req.set_key(key);
+    req.set_timeout_ms(static_cast<uint32_t>(wait.count()));
+    v1::StoreGetResponse resp;
+    const grpc::Status st = stub_->StoreGet(&ctx, req, &resp);
+    if (st.ok()) return resp.value();
+    const bool retry = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                       st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!retry) return FromGrpc(st, "reading '" + key + "' from " + Describe());
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      last = FromGrpc(st, Describe() + " unreachable");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (Clock::now() >= deadline) {
+      std::string msg = "rendezvous key '" + key + "' did not appear in " + Describe() + " within " +
+                        std::to_string(timeout.count()) + " ms";
+      if (!last.ok()) msg += " (last error: " + std::string(last.message()) + ")";
+      return absl::DeadlineExceededError(msg);
+    }
+  }
+}
+
+absl::StatusOr<std::optional<std::string>> GrpcStore::Probe(const std::string& key,
+                                                            std::chrono::milliseconds rpc_deadline) {
+  grpc::ClientContext ctx;
+  TokenAuth::AddTo(&ctx, token_);
+  ctx.set_deadline(std::chrono::system_clock::now() + rpc_deadline);
+  v1::StoreGetRequest req;
+  req.set_key(key);
+  req.set_timeout_ms(0);
+  v1::StoreGetResponse resp;
+  const grpc::Status st = stub_->StoreGet(&ctx, req, &resp);
+  if (st.ok()) return std::optional<std::string>(resp.value());
+  // The server answers DEADLINE_EXCEEDED with a "did not appear" message for a missing key; a
+  // client-side deadline (no answer at all) says "Deadline Exceeded" and counts as unreachable.
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      st.error_message().find("did not appear") != std::string::npos) {
+    return std::optional<std::string>();
+  }
+  return FromGrpc(st, Describe());
+}
+
+}  // namespace tandem::agentd
