@@ -9,7 +9,7 @@ namespace tandem::engine {
 
 namespace {
 
-enum Command : uint32_t { kAllocateKv = 1, kStep = 2, kStop = 3 };
+enum Command : uint32_t { kAllocateKv = 1, kStep = 2, kStop = 3, kHeartbeat = 4 };
 
 // The fixed-size message broadcast first. A step's serialized batch (a = its size) rides inside
 // it when it fits (every decode step of a few sequences), else follows in a second broadcast:
@@ -75,6 +75,11 @@ absl::Status StepDriver::Stop() {
   return Send(kStop, 0, 0, nullptr);
 }
 
+absl::Status StepDriver::Heartbeat() {
+  if (stopped_ || comm_ == nullptr) return absl::OkStatus();
+  return Send(kHeartbeat, 0, 0, nullptr);
+}
+
 absl::Status RunWorkerLoop(Model& model, Comm& comm) {
   for (;;) {
     CommandHeader h;
@@ -82,6 +87,8 @@ absl::Status RunWorkerLoop(Model& model, Comm& comm) {
     switch (h.kind) {
       case kStop:
         return absl::OkStatus();
+      case kHeartbeat:
+        break;
       case kAllocateKv:
         RETURN_IF_ERROR(model.AllocateKvCache(static_cast<int32_t>(h.a), static_cast<int32_t>(h.b)));
         break;

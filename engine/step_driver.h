@@ -27,6 +27,10 @@ class StepDriver {
   absl::StatusOr<Logits> Forward(const StepBatch& batch);
   // Releases the workers from RunWorkerLoop (once).
   absl::Status Stop();
+  // A no-op command, sent by an idle rank 0 (about every second): the workers, waiting for the
+  // next command under the collective deadline, would otherwise time out on an idle group, and
+  // a dead peer is noticed by the failing heartbeat instead of by the next request.
+  absl::Status Heartbeat();
 
  private:
   absl::Status Send(uint32_t kind, uint64_t a, uint64_t b, const std::string* payload);

@@ -262,9 +262,23 @@ void LLMEngineImpl::Loop() {
     std::vector<std::string> cancels;
     {
       std::unique_lock<std::mutex> l(mu_);
-      // Idle: sleep until a submission, a cancellation or shutdown (no polling).
-      cv_.wait(l, [&] { return stop_ || !pending_.empty() || !cancels_.empty() || sched_.has_work(); });
+      // Idle: sleep until a submission, a cancellation or shutdown, waking every second to send
+      // the workers a heartbeat (they wait for commands under the collective deadline).
+      const bool woke = cv_.wait_for(l, std::chrono::seconds(1), [&] {
+        return stop_ || !pending_.empty() || !cancels_.empty() || sched_.has_work();
+      });
       if (stop_) break;
+      if (!woke) {
+        l.unlock();
+        const absl::Status hb = driver_->Heartbeat();
+        if (!hb.ok()) {
+          FailEverything(absl::UnavailableError("engine heartbeat failed, the engine is down: " +
+                                                std::string(hb.message())),
+                         "error");
+          break;
+        }
+        continue;
+      }
       incoming.swap(pending_);
       cancels.swap(cancels_);
     }

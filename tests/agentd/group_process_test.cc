@@ -120,21 +120,25 @@ class GroupTest : public ::testing::Test {
     }
   }
 
-  void FormGroup(uint64_t generation) {
+  void FormGroup(uint64_t generation, uint32_t collective_timeout_ms = 10000) {
     const auto t0 = Clock::now();
     auto l1 = std::async(std::launch::async, [&] { return Load(agents_[1], 1, 2); });
     ASSERT_EQ(Load(agents_[0], 0, 2), "");
     ASSERT_EQ(l1.get(), "");
     v1::JoinGroupResponse worker_resp;
     auto worker = std::async(std::launch::async, [&] {
-      return Join(agents_[1], JoinRequest(generation, 1, 2, agents_[0]), &worker_resp);
+      v1::JoinGroupRequest req = JoinRequest(generation, 1, 2, agents_[0]);
+      req.set_collective_timeout_ms(collective_timeout_ms);
+      return Join(agents_[1], req, &worker_resp);
     });
     // The worker waits in the rendezvous until the head joins.
     v1::RankStatus s;
     ASSERT_GE(WaitForStatus(agents_[1], [](const v1::RankStatus& x) { return x.state() == v1::RANK_STATE_JOINING; },
                             5s, &s), 0)
         << s.ShortDebugString();
-    grpc::Status st = Join(agents_[0], JoinRequest(generation, 0, 2, agents_[0]), &head_);
+    v1::JoinGroupRequest head_req = JoinRequest(generation, 0, 2, agents_[0]);
+    head_req.set_collective_timeout_ms(collective_timeout_ms);
+    grpc::Status st = Join(agents_[0], head_req, &head_);
     ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << agents_[0].log();
     ASSERT_TRUE(head_.ok()) << head_.error();
     ASSERT_EQ(worker.wait_for(20s), std::future_status::ready);
@@ -386,6 +390,35 @@ TEST_F(GroupTest, StaleGenerationRankAbortsItself) {
   ASSERT_TRUE(agents_[1].Control()->LeaveGroup(ctx.get(), v1::LeaveGroupRequest{}, &lr).ok());
   EXPECT_LT(Since(t0), 3.0);
   EXPECT_EQ(GetStatus(agents_[1]).state(), v1::RANK_STATE_LOADED);
+}
+
+TEST_F(GroupTest, IdleGroupOutlivesTheCollectiveDeadlineAndNoticesADeadWorker) {
+  // Collective deadline 1.5 s; the group then sits idle for 4 s: the head's heartbeats keep
+  // the workers' wait for the next command alive.
+  FormGroup(1, 1500);
+  ServeAll();
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(GetStatus(agents_[0]).state(), v1::RANK_STATE_SERVING) << GetStatus(agents_[0]).reason();
+  EXPECT_EQ(GetStatus(agents_[1]).state(), v1::RANK_STATE_SERVING) << GetStatus(agents_[1]).reason();
+  v1::GenerateRequest req;
+  req.add_prompt_ids(1);
+  req.set_max_tokens(4);
+  v1::GenerateResponse resp;
+  auto ctx = agents_[0].Context(20s);
+  ASSERT_TRUE(agents_[0].Control()->Generate(ctx.get(), req, &resp).ok());
+  EXPECT_EQ(resp.token_ids_size(), 4);
+  // A worker dying while the group is idle is noticed by the next heartbeat.
+  const auto t0 = Clock::now();
+  ::kill(agents_[1].proc.pid(), SIGKILL);
+  v1::RankStatus s;
+  const double t = WaitForStatus(agents_[0], [](const v1::RankStatus& x) { return x.state() == v1::RANK_STATE_FAILED; },
+                                 5s, &s);
+  ASSERT_GE(t, 0) << s.ShortDebugString();
+  std::printf("idle head noticed the dead worker %.2f s after kill -9: %s\n", Since(t0), s.reason().c_str());
+  httplib::Client http("127.0.0.1", api_port_);
+  auto health = http.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
 }
 
 TEST(AgentAuthTest, WrongOrMissingTokenIsRejected) {
