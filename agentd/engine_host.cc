@@ -538,8 +538,11 @@ void EngineHost::WorkerLoop(Group& g) {
       std::lock_guard<std::mutex> l(mu_);
       persisted_.Clear();
     }
-  } else {
-    FailGroup(g, "lost the group of generation " + std::to_string(g.generation) + ": " + StatusText(st));
+  } else if (!g.settled.load()) {
+    // Name the likely cause: a head whose agent no longer answers is gone, not just slow.
+    auto probe = g.remote->Probe(kGenerationKey, milliseconds(500));
+    const std::string cause = probe.ok() ? "lost the group" : "head lost";
+    FailGroup(g, cause + " (generation " + std::to_string(g.generation) + "): " + StatusText(st));
   }
   std::lock_guard<std::mutex> l(g.stop_mu);
   g.stop = true;

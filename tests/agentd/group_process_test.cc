@@ -361,6 +361,7 @@ TEST_F(GroupTest, WorkerNoticesHeadKilled) {
   std::printf("worker left the group %.2f s after kill -9 of the head: %s: %s\n", Since(t0),
               v1::RankState_Name(s.state()).c_str(), s.reason().c_str());
   EXPECT_LT(t, 5.0);
+  EXPECT_NE(s.reason().find("head lost"), std::string::npos) << s.reason();
 }
 
 TEST_F(GroupTest, StaleGenerationRankAbortsItself) {
