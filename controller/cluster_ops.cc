@@ -109,7 +109,11 @@ ProbeResult RunProbe(const ClusterContext& ctx, uint64_t generation) {
   const ProbeSpec& p = ctx.spec.probe;
   ControlClient head(ctx.spec.nodes[0].agent, ctx.token);
   v1::GenerateRequest req;
-  req.set_prompt(p.prompt);
+  if (!p.prompt_ids.empty()) {
+    for (int32_t id : p.prompt_ids) req.add_prompt_ids(id);
+  } else {
+    req.set_prompt(p.prompt);
+  }
   req.set_chat(false);
   req.set_max_tokens(static_cast<uint32_t>(p.max_tokens));
   milliseconds timeout = std::min(p.timeout, ctx.spec.timeouts.probe);

@@ -43,6 +43,7 @@ constexpr KnownKey kKnownKeys[] = {
     {"probe", KeyKind::kMap},
     {"probe.prompt", KeyKind::kScalar},
     {"probe.expect", KeyKind::kScalar},
+    {"probe.prompt_ids", KeyKind::kList},
     {"probe.interval", KeyKind::kScalar},
     {"probe.timeout", KeyKind::kScalar},
     {"probe.max_tokens", KeyKind::kScalar},
@@ -226,7 +227,10 @@ class SpecParser {
     ASSIGN_OR_RETURN(*out, String(parent, key, display, false));
     std::string h;
     int p = 0;
-    if (!out->empty() && !SplitHostPort(*out, &h, &p)) {
+    // Listen addresses may use port 0 (the OS picks; the process prints the port it got).
+    std::string check = *out;
+    if (check.size() > 2 && check.compare(check.size() - 2, 2, ":0") == 0) check.back() = '1';
+    if (!out->empty() && !SplitHostPort(check, &h, &p)) {
       return Error(parent[key], display, absl::StrCat("expected HOST:PORT, got \"", *out, "\""));
     }
     return absl::OkStatus();
@@ -328,6 +332,22 @@ class SpecParser {
       if (probe["prompt"].IsDefined()) {
         ASSIGN_OR_RETURN(spec.probe.prompt, String(probe, "prompt", "probe.prompt", false));
         if (spec.probe.prompt.empty()) return Error(probe["prompt"], "probe.prompt", "expected a non-empty prompt");
+      }
+      if (YAML::Node ids = probe["prompt_ids"]; ids.IsDefined()) {
+        if (ids.size() == 0) return Error(ids, "probe.prompt_ids", "expected at least one token id");
+        for (size_t i = 0; i < ids.size(); ++i) {
+          int64_t id = -1;
+          try {
+            id = ids[i].as<int64_t>();
+          } catch (const YAML::Exception&) {
+            id = -1;
+          }
+          if (id < 0 || id > (int64_t{1} << 31) - 1) {
+            return Error(ids[i], absl::StrCat("probe.prompt_ids[", i, "]"),
+                         absl::StrCat("expected a token id (a whole number >= 0), got \"", ids[i].Scalar(), "\""));
+          }
+          spec.probe.prompt_ids.push_back(static_cast<int32_t>(id));
+        }
       }
       ASSIGN_OR_RETURN(spec.probe.expect, String(probe, "expect", "probe.expect", false));
       int64_t v = spec.probe.max_tokens;

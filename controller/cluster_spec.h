@@ -32,6 +32,7 @@ struct NodeSpec {
 // `probe:` — the inference probe run through the head (see docs/orchestration.md).
 struct ProbeSpec {
   std::string prompt = "The capital of France is";  // text prompt (no chat template)
+  std::vector<int32_t> prompt_ids;                  // probe.prompt_ids: token ids instead of text (no tokenizer needed)
   std::string expect;                               // substring the answer must contain; "" = golden token ids
   int max_tokens = 8;
   std::chrono::milliseconds interval{30000};  // how often `serve` probes a serving group

@@ -63,6 +63,7 @@ TEST(OrchestrationKeys, ParsesEveryNewKey) {
   EXPECT_EQ(spec->auth_token_file, "/etc/tandem/token");
   EXPECT_EQ(spec->probe.prompt, "2+2=");
   EXPECT_EQ(spec->probe.expect, "4");
+  EXPECT_TRUE(spec->probe.prompt_ids.empty());
   EXPECT_EQ(spec->probe.max_tokens, 4);
   EXPECT_EQ(spec->probe.interval, std::chrono::seconds(45));
   EXPECT_EQ(spec->probe.timeout, std::chrono::milliseconds(500));
@@ -105,7 +106,15 @@ TEST(OrchestrationKeys, BadValuesNameFileLineKey) {
   ExpectError("serve:\n  restart_budget: 3 every 10m\n", "c.yaml:5: serve.restart_budget: expected \"N per DURATION\"");
   ExpectError("serve:\n  metrics_listen: nohost\n", "c.yaml:5: serve.metrics_listen: expected HOST:PORT");
   ExpectError("timeouts:\n  lod: 5s\n", "c.yaml:5: timeouts.lod: unknown key (did you mean \"load\"?)");
+  ExpectError("probe:\n  prompt_ids: [1, x]\n", "c.yaml:5: probe.prompt_ids[1]: expected a token id");
+  ExpectError("probe:\n  prompt_ids: []\n", "c.yaml:5: probe.prompt_ids: expected at least one token id");
   ExpectError("timeouts:\n  join: 0s\n", "c.yaml:5: timeouts.join: expected a duration");
+}
+
+TEST(OrchestrationKeys, PromptIds) {
+  auto spec = ParseClusterSpec("model: {path: /m}\nprobe:\n  prompt_ids: [1, 22, 333]\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->probe.prompt_ids, (std::vector<int32_t>{1, 22, 333}));
 }
 
 TEST(OrchestrationKeys, ParseDuration) {
