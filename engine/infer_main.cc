@@ -13,6 +13,9 @@
 #include "engine/infer.h"
 #include "engine/rank_processes.h"
 #include "engine/serve/serve_command.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "engine/cuda/decode_bench.h"
+#endif
 
 namespace {
 
@@ -42,6 +45,10 @@ int main(int argc, char** argv) {
   // The serving subcommands parse their own flags (engine/serve/serve_command.h).
   if (std::string(argv[1]) == "serve") return tandem::serve::RunServeCommand({argv + 2, argv + argc});
   if (std::string(argv[1]) == "bench-serve") return tandem::serve::RunBenchServeCommand({argv + 2, argv + argc});
+#ifdef TANDEM_HAVE_CUDA
+  // tandem-infer bench --backend cuda --synthetic qwen3-30b-a3b (engine/cuda/decode_bench.h)
+  if (std::string(argv[1]) == "bench") return tandem::engine::cuda::RunDecodeBenchCommand({argv + 2, argv + argc});
+#endif
   InferOptions o;
   o.command = argv[1];
   bool ranks_given = false;

@@ -3,13 +3,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
 #include "common/status.h"
 #include "engine/cuda/cuda_model.h"
+#include "engine/cuda/random_fill.h"
+#include "kernels/attention.h"
 #include "kernels/cuda_check.h"
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
 
 namespace tandem::engine::cuda {
 
@@ -95,6 +100,108 @@ StepBatch DecodeBatch(int B, int ctx, int step, int block_size, int blocks_per_s
   return batch;
 }
 
+// One decode kernel alone at batch 1, over enough copies of its inputs (> 256 MB in all) that each
+// launch reads device memory, not L2: median microseconds per launch and GB/s of its bytes.
+struct KernelTiming {
+  std::string name;
+  double bytes = 0, us = 0;
+};
+
+template <typename Launch>
+KernelTiming TimeKernel(const std::string& name, double bytes, int copies, Launch&& launch) {
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) launch(i % copies);
+  std::vector<double> us;
+  for (int i = 0; i < 30; ++i) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    launch(i % copies);
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    us.push_back(ms * 1e3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return {name, bytes, Summarize(us).median};
+}
+
+std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts, K = c.num_experts_per_tok;
+  const int64_t qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
+  std::vector<KernelTiming> out;
+  auto buf = [](int64_t bf16_elems) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bf16_elems * 2));
+    fill_random_bf16(static_cast<kernels::bf16_bits*>(p), bf16_elems, 0.05f, 7, nullptr);
+    return p;
+  };
+  const int64_t x_elems = 2 * (4 * 8 * I + 4 * H);  // floats as bf16 pairs: x, act, outputs
+  float* x = static_cast<float*>(buf(x_elems));
+  float* y = static_cast<float*>(buf(2 * 152000 * 2));
+  auto matvec = [&](const char* name, int64_t rows, int64_t in) {
+    const int64_t elems = rows * in;
+    const int copies = static_cast<int>(std::max<int64_t>(1, (256 << 20) / (2 * elems) + 1));
+    auto* w = static_cast<kernels::bf16_bits*>(buf(elems * copies));
+    out.push_back(TimeKernel(name, 2.0 * elems, copies, [&](int i) {
+      kernels::matmul_bf16(y, x, w + i * elems, 1, in, rows, nullptr);
+    }));
+    cudaFree(w);
+  };
+  matvec("matmul qkv (5120 x 2048)", qd + 2 * kvd, H);
+  matvec("matmul o_proj (2048 x 4096)", H, qd);
+  matvec("matmul router (128 x 2048)", E, H);
+  matvec("matmul lm_head (151936 x 2048)", c.vocab_size, H);
+  {
+    // All experts of one layer (805 MB), 8 picked: each launch reads 8 experts' rows.
+    auto* gu = static_cast<kernels::bf16_bits*>(buf(E * 2 * I * H));
+    auto* down = static_cast<kernels::bf16_bits*>(buf(E * H * I));
+    int32_t* ids = nullptr;
+    CUDA_CHECK(cudaMalloc(&ids, 16 * K * sizeof(int32_t)));
+    std::vector<int32_t> h(16 * K);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<int32_t>((i * 37) % E);  // 8 distinct per row
+    CUDA_CHECK(cudaMemcpy(ids, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    float* wts = x + H;
+    out.push_back(TimeKernel("moe_gate_up (8 experts x 1536 x 2048)", 2.0 * K * 2 * I * H, 16, [&](int i) {
+      kernels::moe_gate_up(y, x, ids + i * K, gu, 1, K, H, I, nullptr);
+    }));
+    out.push_back(TimeKernel("moe_down (8 experts x 2048 x 768)", 2.0 * K * H * I, 16, [&](int i) {
+      kernels::moe_down(y, x, ids + i * K, wts, down, 1, K, H, I, nullptr);
+    }));
+    cudaFree(gu);
+    cudaFree(down);
+    cudaFree(ids);
+  }
+  for (int ctx : {1024, 4096}) {
+    kernels::AttentionShape A{c.num_attention_heads, c.num_key_value_heads, c.head_dim, 16, ctx / 16, qd + 2 * kvd};
+    const int copies = 16;
+    auto* kv = static_cast<kernels::bf16_bits*>(buf(2LL * copies * ctx * kvd));
+    int32_t *meta = nullptr;
+    CUDA_CHECK(cudaMalloc(&meta, (ctx / 16 + 2) * sizeof(int32_t)));
+    std::vector<int32_t> h(ctx / 16 + 2);
+    for (int i = 0; i < ctx / 16; ++i) h[i] = i;
+    h[ctx / 16] = 0;            // token_seq
+    h[ctx / 16 + 1] = ctx - 1;  // pos
+    CUDA_CHECK(cudaMemcpy(meta, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    float* scratch = nullptr;
+    CUDA_CHECK(cudaMalloc(&scratch, kernels::attention_scratch_floats(1, A, ctx) * sizeof(float)));
+    out.push_back(TimeKernel("paged_attention bf16 kv, ctx " + std::to_string(ctx), 2.0 * 2 * ctx * kvd, copies,
+                             [&](int i) {
+      const kernels::bf16_bits* k = kv + 2LL * i * ctx * kvd;
+      kernels::paged_attention(y, scratch, x, k, k + ctx * kvd, meta, meta + ctx / 16, meta + ctx / 16 + 1, 1, A,
+                               ctx, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), nullptr);
+    }));
+    cudaFree(kv);
+    cudaFree(meta);
+    cudaFree(scratch);
+  }
+  cudaFree(x);
+  cudaFree(y);
+  return out;
+}
+
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -162,12 +269,17 @@ absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
   }
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::string out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %d SMs\n", prop.totalGlobalMem / 1073741824.0,
-                                                            prop.multiProcessorCount);
+  std::string out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %.0f SMs\n", prop.totalGlobalMem / 1073741824.0,
+                                                            static_cast<double>(prop.multiProcessorCount));
   const Spread copy = CopyBandwidthGBs();
   out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
              copy.median, copy.min, copy.max);
 
+  out += "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n| --- | ---: | ---: | ---: | ---: |\n";
+  for (const KernelTiming& k : DecodeKernelTimings(cfg)) {
+    const double gbs = k.bytes / (k.us * 1e-6) / 1e9;
+    out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
+  }
   ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
   out += "KV cache: " + o.kv_dtype + "\n";
@@ -241,6 +353,21 @@ absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
     }
   }
   return out;
+}
+
+int RunDecodeBenchCommand(const std::vector<std::string>& args) {
+  auto opt = ParseDecodeBenchFlags(args);
+  if (!opt.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(opt.status().message()).c_str());
+    return 2;
+  }
+  auto report = RunDecodeBench(*opt);
+  if (!report.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(report.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s", report->c_str());
+  return 0;
 }
 
 }  // namespace tandem::engine::cuda

@@ -35,4 +35,7 @@ absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& options);
 // --steps N --kv-dtype bf16|f32); InvalidArgument naming a bad flag.
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args);
 
+// `bench` as a command: parses `args`, runs, prints the report; returns the exit code.
+int RunDecodeBenchCommand(const std::vector<std::string>& args);
+
 }  // namespace tandem::engine::cuda
