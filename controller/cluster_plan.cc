@@ -1,5 +1,7 @@
 #include "controller/cluster_plan.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 
 namespace tandem::controller {
@@ -66,7 +68,9 @@ std::string DescribePlan(const ClusterPlan& plan) {
                                  plan.store_endpoint, "\n");
   for (const RankPlan& r : plan.ranks) {
     std::string env;
-    for (const auto& [k, v] : r.join.comm_env().env()) absl::StrAppend(&env, " ", k, "=", v);
+    // A proto map has no order: sort so the line reads the same every time.
+    std::map<std::string, std::string> sorted(r.join.comm_env().env().begin(), r.join.comm_env().env().end());
+    for (const auto& [k, v] : sorted) absl::StrAppend(&env, " ", k, "=", v);
     absl::StrAppend(&out, "  rank ", r.rank, r.rank == 0 ? " (head)" : "", ": ", r.node, " ", r.agent, " comm_host=",
                     r.join.comm_host(), env, "\n");
   }
