@@ -18,6 +18,7 @@ endif()
 
 add_library(tandem_infer STATIC
   ${CMAKE_CURRENT_LIST_DIR}/infer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/make_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/rank_processes.cc)
 target_link_libraries(tandem_infer PUBLIC tandem_engine tandem_tokenizer nlohmann_json::nlohmann_json)
 

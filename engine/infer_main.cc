@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "engine/infer.h"
+#include "engine/make_model.h"
 #include "engine/rank_processes.h"
 #include "engine/serve/serve_command.h"
 #ifdef TANDEM_HAVE_CUDA
@@ -27,7 +28,8 @@ const char kUsage[] =
     "       tandem-infer logits --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]\n"
     "                    --prompt-ids 1,2,3 --out FILE\n"
     "       tandem-infer serve --model DIR [--port P] ...        (OpenAI-compatible server; serve --help)\n"
-    "       tandem-infer bench-serve --url URL [--concurrency 1,8,32] ...   (bench-serve --help)\n";
+    "       tandem-infer bench-serve --url URL [--concurrency 1,8,32] ...   (bench-serve --help)\n"
+    "       tandem-infer make-model --out DIR [--tokenizer-from DIR] ...    (random-weight checkpoint)\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tandem-infer: %s\n", msg.c_str());
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   }
   // The serving subcommands parse their own flags (engine/serve/serve_command.h).
   if (std::string(argv[1]) == "serve") return tandem::serve::RunServeCommand({argv + 2, argv + argc});
+  if (std::string(argv[1]) == "make-model") return tandem::engine::RunMakeModelCommand({argv + 2, argv + argc});
   if (std::string(argv[1]) == "bench-serve") return tandem::serve::RunBenchServeCommand({argv + 2, argv + argc});
 #ifdef TANDEM_HAVE_CUDA
   // tandem-infer bench --backend cuda --synthetic qwen3-30b-a3b (engine/cuda/decode_bench.h)
