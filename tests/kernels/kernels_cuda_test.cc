@@ -34,7 +34,7 @@ std::string Shape(std::initializer_list<int64_t> dims) {
   return s;
 }
 
-TEST(KernelsCuda, Embedding) {
+TEST(kernels_cuda, Embedding) {
   SKIP_WITHOUT_GPU();
   for (auto [V, H, T] : std::vector<std::array<int64_t, 3>>{{4096, 128, 7}, {151936, 2048, 33}}) {
     auto table = RandomBf16(V * H);
@@ -51,7 +51,7 @@ TEST(KernelsCuda, Embedding) {
   }
 }
 
-TEST(KernelsCuda, AddRmsnorm) {
+TEST(kernels_cuda, AddRmsnorm) {
   SKIP_WITHOUT_GPU();
   for (auto [rows, n] : std::vector<std::array<int64_t, 2>>{{5, 128}, {32, 2048}}) {
     for (bool with_delta : {true, false}) {
@@ -70,7 +70,7 @@ TEST(KernelsCuda, AddRmsnorm) {
   }
 }
 
-TEST(KernelsCuda, QkNormRopeStoreKv) {
+TEST(kernels_cuda, QkNormRopeStoreKv) {
   SKIP_WITHOUT_GPU();
   struct Case { QkvLayout L; int64_t T; float theta; };
   for (const Case& c : {Case{{8, 4, 32, 32}, 9, 1e6f}, Case{{32, 4, 128, 128}, 17, 1e6f}, Case{{4, 2, 64, 32}, 3, 1e4f}}) {
@@ -132,7 +132,7 @@ TEST(KernelsCuda, QkNormRopeStoreKv) {
   }
 }
 
-TEST(KernelsCuda, MatmulBf16) {
+TEST(kernels_cuda, MatmulBf16) {
   SKIP_WITHOUT_GPU();
   for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
            {1, 2048, 4608}, {1, 256, 37}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048}, {1, 2048, 151936}}) {
@@ -148,7 +148,7 @@ TEST(KernelsCuda, MatmulBf16) {
   }
 }
 
-TEST(KernelsCuda, RouterTopk) {
+TEST(kernels_cuda, RouterTopk) {
   SKIP_WITHOUT_GPU();
   for (auto [T, E, K] : std::vector<std::array<int64_t, 3>>{{7, 16, 4}, {33, 128, 8}, {5, 100, 3}}) {
     for (bool renorm : {true, false}) {
@@ -168,7 +168,7 @@ TEST(KernelsCuda, RouterTopk) {
   }
 }
 
-TEST(KernelsCuda, MoeExperts) {
+TEST(kernels_cuda, MoeExperts) {
   SKIP_WITHOUT_GPU();
   for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{{7, 16, 4, 128, 64}, {1, 128, 8, 2048, 768},
                                                                  {9, 128, 8, 2048, 768}}) {
@@ -200,7 +200,7 @@ TEST(KernelsCuda, MoeExperts) {
   }
 }
 
-TEST(KernelsCuda, SiluMul) {
+TEST(kernels_cuda, SiluMul) {
   SKIP_WITHOUT_GPU();
   const int64_t rows = 5, n = 768;
   auto gu = RandomFloats(rows * 2 * n, 3.0f);
@@ -214,7 +214,7 @@ TEST(KernelsCuda, SiluMul) {
 
 // Decode (one token per sequence at the end of its context) and prefill (a causal chunk of each
 // sequence), over shuffled block tables.
-TEST(KernelsCuda, PagedAttention) {
+TEST(kernels_cuda, PagedAttention) {
   SKIP_WITHOUT_GPU();
   struct Case { const char* kind; int64_t nh, nkv, hd, bs, seqs, ctx, chunk; };
   for (const Case& c : {Case{"decode", 8, 4, 32, 16, 3, 40, 1}, Case{"decode", 32, 4, 128, 16, 4, 1000, 1},
@@ -267,7 +267,7 @@ TEST(KernelsCuda, PagedAttention) {
   }
 }
 
-TEST(KernelsCuda, Argmax) {
+TEST(kernels_cuda, Argmax) {
   SKIP_WITHOUT_GPU();
   for (auto [R, V] : std::vector<std::array<int64_t, 2>>{{3, 4096}, {8, 151936}}) {
     auto x = RandomFloats(R * V);

@@ -14,7 +14,7 @@ namespace {
 
 using kernels::testing::DeviceBuffer;
 
-TEST(NcclCommCuda, WorldOfOneCollectivesAndAbort) {
+TEST(nccl_comm_cuda, WorldOfOneCollectivesAndAbort) {
   SKIP_WITHOUT_GPU();
   MemoryStore store;
   NcclCommOptions o;
