@@ -401,7 +401,6 @@ std::vector<v1::NetDev> ReadNetDevs(const FactsRoots& roots, std::string* error)
   std::map<std::string, std::vector<std::string>> system_addrs;
   bool system_addrs_read = false;
   for (const std::string& name : names) {
-    if (name == "lo") continue;
     v1::NetDev nd;
     nd.set_name(name);
     const fs::path dir = net / name;

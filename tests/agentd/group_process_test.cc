@@ -248,6 +248,10 @@ TEST_F(GroupTest, ProbeMatchesGoldenAndHttpServesAfterSetServing) {
   ASSERT_TRUE(reader->Read(&ev));
   EXPECT_EQ(ev.state(), v1::RANK_STATE_SERVING);
   EXPECT_GT(ev.iterations(), 0u);
+  // A worker learns the group's KV capacity from the head's store shortly after joining (about
+  // 1 s later): keep reading events (every 100 ms) until it shows, within the 5 s deadline.
+  while (ev.kv_tokens() == 0 && reader->Read(&ev)) {
+  }
   EXPECT_EQ(ev.kv_tokens(), 4096);
   std::printf("watch (worker): %s\n", ev.ShortDebugString().c_str());
   ctx->TryCancel();

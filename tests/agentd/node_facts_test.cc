@@ -90,9 +90,14 @@ TEST(NodeFactsTest, DgxSparkDefaults) {
   EXPECT_EQ(port.gids(3).netdev(), "enp1s0f0np0");
   EXPECT_EQ(port.gids(3).error(), "");
 
-  // lo is skipped; HCA netdevs and the socket interface are listed with their fake addresses.
-  EXPECT_EQ(FindNetdev(f, "lo"), nullptr);
-  ASSERT_EQ(f.netdevs_size(), 3);
+  // lo is listed (agents on one machine use it as their socket interface); HCA netdevs and the
+  // socket interface are listed with their fake addresses.
+  const v1::NetDev* lo = FindNetdev(f, "lo");
+  ASSERT_NE(lo, nullptr);
+  EXPECT_EQ(lo->operstate(), "unknown");
+  ASSERT_EQ(lo->ipv4_size(), 1);
+  EXPECT_EQ(lo->ipv4(0), "127.0.0.1/8");
+  ASSERT_EQ(f.netdevs_size(), 4);
   const v1::NetDev* nd = FindNetdev(f, "enp1s0f1np1");
   ASSERT_NE(nd, nullptr);
   EXPECT_EQ(nd->operstate(), "up");
