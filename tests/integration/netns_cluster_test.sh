@@ -16,6 +16,10 @@ fi
 WORK="$(mktemp -d /tmp/tandem-netns-XXXXXX)"
 PIDS=()
 cleanup() {
+  local rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+    for n in head worker; do echo "--- agent $n log (tail)"; tail -20 "$WORK/$n.err" 2>/dev/null; done
+  fi
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   ip netns del "$A" 2>/dev/null || true
