@@ -10,22 +10,12 @@
 
 #include "absl/strings/match.h"
 #include "common/status.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::controller {
 namespace {
 
-int UnusedLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
+using tandem::testing::UnusedLoopbackPort;
 
 TEST(AgentClient, NothingListeningFailsWithinDeadline) {
   std::string address = "127.0.0.1:" + std::to_string(UnusedLoopbackPort());

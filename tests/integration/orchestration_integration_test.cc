@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "tests/common/fake_node.h"
+#include "tests/common/test_util.h"
 
 namespace tandem {
 namespace {
@@ -25,30 +27,10 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string ReadFile(const fs::path& p) { return testing::ReadTextFile(p.string()); }
+void WriteFile(const fs::path& p, const std::string& text) { testing::WriteTextFile(p.string(), text); }
 
-void WriteFile(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
-int UnusedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
+int UnusedPort() { return testing::UnusedLoopbackPort(); }
 
 // POST over a plain socket; returns the status code (0 when the connection failed).
 int HttpPost(int port, const std::string& path, const std::string& body, std::string* response) {
