@@ -40,25 +40,9 @@ head -c 3000000 /dev/urandom > "$WORK/model/model-00002-of-00002.safetensors"
 cp -r "$WORK/model" "$WORK/model-node1"
 cp -r "$WORK/model" "$WORK/model-node2"
 
-# Starts one agent; prints its gRPC address once it says it is ready (10 s at most).
-start_agent() {
-  local name="$1"
-  "$AGENTD" --listen 127.0.0.1:0 --node-name "$name" --state-dir "$WORK/state-$name" \
-    --metrics-listen 127.0.0.1:0 >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=("$!")
-  for _ in $(seq 1 100); do
-    if grep -q '^tandem-agentd ready' "$WORK/$name.out" 2>/dev/null; then
-      sed -n 's/^tandem-agentd ready .*grpc=\([^ ]*\).*/\1/p' "$WORK/$name.out" | head -1
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "demo: $name did not become ready; its log:" >&2
-  cat "$WORK/$name.err" >&2
-  return 1
-}
-start_agent node1 > "$WORK/node1.addr"
-start_agent node2 > "$WORK/node2.addr"
+. scripts/lib-agents.sh  # start_agent (cwd is the repository root)
+start_agent node1 --metrics-listen 127.0.0.1:0 > "$WORK/node1.addr"
+start_agent node2 --metrics-listen 127.0.0.1:0 > "$WORK/node2.addr"
 ADDR1="$(cat "$WORK/node1.addr")"
 ADDR2="$(cat "$WORK/node2.addr")"
 echo "demo: agents node1=$ADDR1 node2=$ADDR2 (this machine's /sys and /proc)" >&2

@@ -51,25 +51,9 @@ trap cleanup EXIT INT TERM
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/token"
 chmod 600 "$WORK/token"
 
-# Starts one agent on a free loopback port; prints its gRPC address once ready (20 s at most).
-start_agent() {
-  local name="$1"
-  "$AGENTD" --listen 127.0.0.1:0 --node-name "$name" --state-dir "$WORK/state-$name" \
-    --token-file "$WORK/token" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  PIDS+=("$!")
-  for _ in $(seq 1 200); do
-    if grep -q '^tandem-agentd ready' "$WORK/$name.out" 2>/dev/null; then
-      sed -n 's/^tandem-agentd ready .*grpc=\([^ ]*\).*/\1/p' "$WORK/$name.out" | head -1
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "demo: agent $name did not become ready; its log:" >&2
-  cat "$WORK/$name.err" >&2
-  return 1
-}
-start_agent node1 > "$WORK/node1.addr"
-start_agent node2 > "$WORK/node2.addr"
+. scripts/lib-agents.sh  # start_agent (cwd is the repository root)
+start_agent node1 --token-file "$WORK/token" > "$WORK/node1.addr"
+start_agent node2 --token-file "$WORK/token" > "$WORK/node2.addr"
 API_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 cat > "$WORK/cluster.yaml" <<YAML
