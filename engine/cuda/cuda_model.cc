@@ -12,7 +12,9 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "engine/cuda/device_collectives.h"
 #include "engine/cuda/random_fill.h"
+#include "engine/cuda/tp_shard.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/weight_names.h"
 #include "kernels/attention.h"
@@ -78,13 +80,14 @@ class DeviceArray {
   int64_t n_ = 0;
 };
 
+// This rank's shard (tp_shard.h): q_dim, kv_dim and I below are the rank's local sizes.
 struct LayerWeights {
   DeviceArray<bf16_bits> input_norm, post_norm;  // (hidden)
   DeviceArray<bf16_bits> wqkv;                   // (q_dim + 2 kv_dim, hidden): q_proj, k_proj, v_proj rows
-  DeviceArray<bf16_bits> wo;                     // (hidden, q_dim)
+  DeviceArray<bf16_bits> wo;                     // (hidden, q_dim) the columns of this rank's heads
   DeviceArray<bf16_bits> q_norm, k_norm;         // (head_dim)
   bool moe = true;
-  DeviceArray<bf16_bits> router;                 // (num_experts, hidden)
+  DeviceArray<bf16_bits> router;                 // (num_experts, hidden) replicated
   DeviceArray<bf16_bits> gate_up;                // moe: (E, 2 I, hidden); dense: (2 I, hidden)
   DeviceArray<bf16_bits> down;                   // moe: (E, hidden, I);   dense: (hidden, I)
 };
@@ -101,6 +104,8 @@ struct Activations {
   DeviceArray<float> attn_scratch;
   DeviceArray<float> hn;            // (R, hidden) final-normed rows whose logits are wanted
   DeviceArray<float> logits;        // (R, vocab)
+  DeviceArray<float> logits_local;  // TP: (R, vocab_per_rank) this rank's lm_head rows
+  DeviceArray<float> logits_all;    // TP: (world, R, vocab_per_rank) gathered (rank 0 reads it)
   DeviceArray<int32_t> meta;        // tokens, pos, slot, token_seq, rows, block tables
 };
 
@@ -118,12 +123,27 @@ struct MetaLayout {
 
 class CudaModel final : public Model {
  public:
-  explicit CudaModel(ModelConfig cfg) : cfg_(std::move(cfg)) {
+  // `comm` (not owned) is required when world > 1; the model runs on the current CUDA device.
+  CudaModel(ModelConfig cfg, int rank, int world, Comm* comm)
+      : cfg_(std::move(cfg)),
+        rank_(rank),
+        world_(world),
+        shard_(ComputeTpShard(cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.intermediate_size,
+                              cfg_.moe_intermediate_size, cfg_.vocab_size, rank, world)) {
+    CUDA_CHECK(cudaGetDevice(&device_));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     const char* g = std::getenv("TANDEM_CUDA_GRAPHS");
     use_graphs_ = !(g != nullptr && std::string(g) == "0");
-    L_.n_heads = cfg_.num_attention_heads;
-    L_.n_kv_heads = cfg_.num_key_value_heads;
+    if (world_ > 1) {
+      coll_ = MakeDeviceCollectives(comm, &owned_coll_);
+      // Host-staged collectives synchronize the stream: such a step cannot be captured.
+      if (!coll_->capturable()) use_graphs_ = false;
+      TLOG(INFO) << "cuda model: rank " << rank_ << " of " << world_ << " on device " << device_ << ", "
+                 << (coll_->capturable() ? "NCCL device" : "host-staged") << " collectives (comm "
+                 << comm->transport() << ")";
+    }
+    L_.n_heads = shard_.n_heads;
+    L_.n_kv_heads = shard_.n_kv_heads;
     L_.head_dim = cfg_.head_dim;
     L_.rotary_dim = cfg_.RotaryDim();
     kv_spec_.num_layers = cfg_.num_hidden_layers;
@@ -143,8 +163,8 @@ class CudaModel final : public Model {
   absl::Status RandomWeights(uint64_t seed);
 
   const ModelConfig& config() const override { return cfg_; }
-  int rank() const override { return 0; }
-  int world() const override { return 1; }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
   KvCacheSpec kv_spec() const override { return kv_spec_; }
   int32_t kv_block_size() const override { return block_size_; }
   absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size) override;
@@ -152,7 +172,7 @@ class CudaModel final : public Model {
 
   absl::Status FillKvRandom(uint64_t seed);
   absl::StatusOr<CudaStepStats> MeasureStepStats(const StepBatch& batch);
-  void set_use_graphs(bool on) { use_graphs_ = on; }
+  void set_use_graphs(bool on) { use_graphs_ = on && (coll_ == nullptr || coll_->capturable()); }
   void set_kv_f32(bool f32) {
     kv_f32_ = f32;
     kv_spec_.bytes_per_element = f32 ? sizeof(float) : sizeof(bf16_bits);
@@ -163,13 +183,32 @@ class CudaModel final : public Model {
   // Host metadata of a step (pinned), in MetaLayout order; returns the wanted rows.
   MetaLayout PrepareMeta(const StepBatch& batch, bool pad_for_graph);
   void Reserve(const MetaLayout& m);
-  // Every kernel of one step, on stream_ (captured into a graph for decode steps).
-  void RunLayers(const MetaLayout& m, int64_t max_positions, std::vector<int32_t>* ids_per_layer);
+  // Every kernel of one step, on stream_ (captured into a graph for decode steps), with the TP
+  // collectives enqueued on the same stream; ends with the logits in a_.logits on rank 0.
+  absl::Status RunLayers(const MetaLayout& m, int64_t max_positions, std::vector<int32_t>* ids_per_layer);
+  // TP all-reduce #1 / #2 (partial sums of o_proj and of the ffn down projection); none at TP=1.
+  absl::Status AllReduce(float* dev, int64_t n) {
+    return coll_ == nullptr ? absl::OkStatus() : coll_->AllReduceSum(dev, static_cast<size_t>(n), stream_);
+  }
+  // Waits for the step (and its collectives, with the comm's deadline).
+  absl::Status Sync() {
+    return coll_ != nullptr ? coll_->Wait(stream_) : CudaStatus(cudaStreamSynchronize(stream_), "step");
+  }
   void ClearGraphs();
   absl::Status UploadBf16(const Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape,
-                          bf16_bits* dst);
+                          bf16_bits* dst) {
+    return UploadSlice(ckpt, name, shape, 0, 0, shape.at(0), dst);
+  }
+  // Rows (dim 0) or columns (dim 1) [start, start + len) of a 1-D or 2-D tensor of `shape`, packed.
+  absl::Status UploadSlice(const Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape,
+                           int dim, int64_t start, int64_t len, bf16_bits* dst);
 
   ModelConfig cfg_;
+  int rank_ = 0, world_ = 1;
+  TpShard shard_;
+  int device_ = 0;
+  DeviceCollectives* coll_ = nullptr;  // null at TP=1
+  std::unique_ptr<DeviceCollectives> owned_coll_;
   kernels::QkvLayout L_;
   KvCacheSpec kv_spec_;
   cudaStream_t stream_ = nullptr;
@@ -177,7 +216,7 @@ class CudaModel final : public Model {
   bool last_graph_replayed_ = false;
 
   DeviceArray<bf16_bits> embed_;       // (vocab, hidden)
-  DeviceArray<bf16_bits> lm_head_;     // (vocab, hidden); empty when tied (embed_ is used)
+  DeviceArray<bf16_bits> lm_head_;     // (vocab_per_rank, hidden); empty when tied at TP=1 (embed_ is used)
   DeviceArray<bf16_bits> final_norm_;  // (hidden)
   DeviceArray<float> inv_freq_;        // (rotary_dim / 2)
   std::vector<LayerWeights> layers_;
@@ -203,8 +242,9 @@ const bf16_bits* LmHead(const DeviceArray<bf16_bits>& head, const DeviceArray<bf
   return head.get() != nullptr ? head.get() : embed.get();
 }
 
-absl::Status CudaModel::UploadBf16(const Checkpoint& ckpt, const std::string& name,
-                                   const std::vector<int64_t>& shape, bf16_bits* dst) {
+absl::Status CudaModel::UploadSlice(const Checkpoint& ckpt, const std::string& name,
+                                    const std::vector<int64_t>& shape, int dim, int64_t start, int64_t len,
+                                    bf16_bits* dst) {
   ASSIGN_OR_RETURN(TensorView v, ckpt.View(name));
   if (v.shape != shape) {
     std::string want, got;
@@ -213,29 +253,51 @@ absl::Status CudaModel::UploadBf16(const Checkpoint& ckpt, const std::string& na
     return absl::InvalidArgumentError("tensor '" + name + "' in " + v.file + ": expected shape [" + want +
                                       "], found [" + got + "]");
   }
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  if (shape.empty() || shape.size() > 2 || dim < 0 || dim >= static_cast<int>(shape.size()) || start < 0 ||
+      len < 0 || start + len > shape[dim]) {
+    return absl::InvalidArgumentError("tensor '" + name + "': slice [" + std::to_string(start) + ", +" +
+                                      std::to_string(len) + ") of dim " + std::to_string(dim) + " is out of range");
+  }
+  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
   if (v.dtype == DType::kBF16) {
-    return CudaStatus(cudaMemcpy(dst, v.data, n * sizeof(bf16_bits), cudaMemcpyHostToDevice), "upload " + name);
+    const auto* src = reinterpret_cast<const bf16_bits*>(v.data);
+    if (dim == 0) {
+      return CudaStatus(cudaMemcpy(dst, src + start * cols, len * cols * sizeof(bf16_bits), cudaMemcpyHostToDevice),
+                        "upload " + name);
+    }
+    // Columns: a pitched copy of `rows` rows of `len` values each.
+    return CudaStatus(cudaMemcpy2D(dst, len * sizeof(bf16_bits), src + start, cols * sizeof(bf16_bits),
+                                   len * sizeof(bf16_bits), rows, cudaMemcpyHostToDevice),
+                      "upload " + name);
   }
   // Other float dtypes (f32 / f16 norms in some checkpoints): through the float32 reader.
-  ASSIGN_OR_RETURN(Tensor t, ckpt.Read(name, shape));
-  std::vector<bf16_bits> b(n);
-  for (int64_t i = 0; i < n; ++i) b[i] = kernels::FloatToBf16(t.data[i]);
-  return CudaStatus(cudaMemcpy(dst, b.data(), n * sizeof(bf16_bits), cudaMemcpyHostToDevice), "upload " + name);
+  ASSIGN_OR_RETURN(Tensor t, ckpt.ReadSlice(name, shape, dim, start, len));
+  std::vector<bf16_bits> b(t.data.size());
+  for (size_t i = 0; i < b.size(); ++i) b[i] = kernels::FloatToBf16(t.data[i]);
+  return CudaStatus(cudaMemcpy(dst, b.data(), b.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice), "upload " + name);
 }
 
 absl::Status CudaModel::LoadWeights(const Checkpoint& ckpt) {
   ASSIGN_OR_RETURN(const WeightNames names, ResolveWeightNames(ckpt, cfg_));
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size, hd = L_.head_dim;
-  const int64_t qd = L_.q_dim(), kvd = L_.kv_dim(), E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
+  const int64_t nh = cfg_.num_attention_heads, nkv = cfg_.num_key_value_heads;
+  const int64_t qd = L_.q_dim(), kvd = L_.kv_dim(), E = cfg_.num_experts;  // local q / kv widths
+  const int64_t I = shard_.moe_inter, I0 = shard_.moe_inter_start, FI = cfg_.moe_intermediate_size;
+  const int64_t q0 = shard_.q_head_start * hd, kv0 = shard_.kv_head_start * hd;
   RETURN_IF_ERROR(embed_.Allocate(V * H));
   RETURN_IF_ERROR(UploadBf16(ckpt, names.Embed(), {V, H}, embed_.get()));
   RETURN_IF_ERROR(final_norm_.Allocate(H));
   RETURN_IF_ERROR(UploadBf16(ckpt, names.FinalNorm(), {H}, final_norm_.get()));
-  if (!cfg_.tie_word_embeddings) {
-    RETURN_IF_ERROR(lm_head_.Allocate(V * H));
-    RETURN_IF_ERROR(UploadBf16(ckpt, names.LmHead(), {V, H}, lm_head_.get()));
+  // lm_head split by vocabulary (names.LmHead() is the embedding when tied); at TP=1 a tied head
+  // reads embed_ itself. The rows past the vocabulary on the last rank stay zero.
+  if (!cfg_.tie_word_embeddings || world_ > 1) {
+    const int64_t Vr = shard_.vocab_per_rank;
+    RETURN_IF_ERROR(lm_head_.Allocate(Vr * H));
+    RETURN_IF_ERROR(CudaStatus(cudaMemset(lm_head_.get(), 0, Vr * H * sizeof(bf16_bits)), "zero lm_head"));
+    if (shard_.vocab_len > 0) {
+      RETURN_IF_ERROR(UploadSlice(ckpt, names.LmHead(), {V, H}, 0, shard_.vocab_start, shard_.vocab_len,
+                                  lm_head_.get()));
+    }
   }
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     LayerWeights w;
@@ -243,16 +305,21 @@ absl::Status CudaModel::LoadWeights(const Checkpoint& ckpt) {
                   const std::vector<int64_t>& shape) {
       return UploadBf16(ckpt, names.Layer(l, suffix), shape, dst.get() + offset);
     };
+    // A shard: rows (dim 0) or columns (dim 1) [start, start + len) of the full `shape`.
+    auto part = [&](DeviceArray<bf16_bits>& dst, int64_t offset, const std::string& suffix,
+                    const std::vector<int64_t>& shape, int dim, int64_t start, int64_t len) {
+      return UploadSlice(ckpt, names.Layer(l, suffix), shape, dim, start, len, dst.get() + offset);
+    };
     RETURN_IF_ERROR(w.input_norm.Allocate(H));
     RETURN_IF_ERROR(w.post_norm.Allocate(H));
     RETURN_IF_ERROR(up(w.input_norm, 0, "input_layernorm.weight", {H}));
     RETURN_IF_ERROR(up(w.post_norm, 0, "post_attention_layernorm.weight", {H}));
     RETURN_IF_ERROR(w.wqkv.Allocate((qd + 2 * kvd) * H));
-    RETURN_IF_ERROR(up(w.wqkv, 0, "self_attn.q_proj.weight", {qd, H}));
-    RETURN_IF_ERROR(up(w.wqkv, qd * H, "self_attn.k_proj.weight", {kvd, H}));
-    RETURN_IF_ERROR(up(w.wqkv, (qd + kvd) * H, "self_attn.v_proj.weight", {kvd, H}));
+    RETURN_IF_ERROR(part(w.wqkv, 0, "self_attn.q_proj.weight", {nh * hd, H}, 0, q0, qd));
+    RETURN_IF_ERROR(part(w.wqkv, qd * H, "self_attn.k_proj.weight", {nkv * hd, H}, 0, kv0, kvd));
+    RETURN_IF_ERROR(part(w.wqkv, (qd + kvd) * H, "self_attn.v_proj.weight", {nkv * hd, H}, 0, kv0, kvd));
     RETURN_IF_ERROR(w.wo.Allocate(H * qd));
-    RETURN_IF_ERROR(up(w.wo, 0, "self_attn.o_proj.weight", {H, qd}));
+    RETURN_IF_ERROR(part(w.wo, 0, "self_attn.o_proj.weight", {H, nh * hd}, 1, q0, qd));
     RETURN_IF_ERROR(w.q_norm.Allocate(hd));
     RETURN_IF_ERROR(w.k_norm.Allocate(hd));
     RETURN_IF_ERROR(up(w.q_norm, 0, "self_attn.q_norm.weight", {hd}));
@@ -264,17 +331,19 @@ absl::Status CudaModel::LoadWeights(const Checkpoint& ckpt) {
       RETURN_IF_ERROR(w.gate_up.Allocate(E * 2 * I * H));
       RETURN_IF_ERROR(w.down.Allocate(E * H * I));
       for (int64_t e = 0; e < E; ++e) {
-        RETURN_IF_ERROR(UploadBf16(ckpt, names.Expert(l, e, "gate_proj"), {I, H}, w.gate_up.get() + e * 2 * I * H));
-        RETURN_IF_ERROR(UploadBf16(ckpt, names.Expert(l, e, "up_proj"), {I, H}, w.gate_up.get() + (e * 2 + 1) * I * H));
-        RETURN_IF_ERROR(UploadBf16(ckpt, names.Expert(l, e, "down_proj"), {H, I}, w.down.get() + e * H * I));
+        RETURN_IF_ERROR(UploadSlice(ckpt, names.Expert(l, e, "gate_proj"), {FI, H}, 0, I0, I,
+                                    w.gate_up.get() + e * 2 * I * H));
+        RETURN_IF_ERROR(UploadSlice(ckpt, names.Expert(l, e, "up_proj"), {FI, H}, 0, I0, I,
+                                    w.gate_up.get() + (e * 2 + 1) * I * H));
+        RETURN_IF_ERROR(UploadSlice(ckpt, names.Expert(l, e, "down_proj"), {H, FI}, 1, I0, I, w.down.get() + e * H * I));
       }
     } else {
-      const int64_t DI = cfg_.intermediate_size;
+      const int64_t DI = shard_.inter, D0 = shard_.inter_start, FD = cfg_.intermediate_size;
       RETURN_IF_ERROR(w.gate_up.Allocate(2 * DI * H));
       RETURN_IF_ERROR(w.down.Allocate(H * DI));
-      RETURN_IF_ERROR(up(w.gate_up, 0, "mlp.gate_proj.weight", {DI, H}));
-      RETURN_IF_ERROR(up(w.gate_up, DI * H, "mlp.up_proj.weight", {DI, H}));
-      RETURN_IF_ERROR(up(w.down, 0, "mlp.down_proj.weight", {H, DI}));
+      RETURN_IF_ERROR(part(w.gate_up, 0, "mlp.gate_proj.weight", {FD, H}, 0, D0, DI));
+      RETURN_IF_ERROR(part(w.gate_up, DI * H, "mlp.up_proj.weight", {FD, H}, 0, D0, DI));
+      RETURN_IF_ERROR(part(w.down, 0, "mlp.down_proj.weight", {H, FD}, 1, D0, DI));
     }
     layers_.push_back(std::move(w));
   }
@@ -283,8 +352,11 @@ absl::Status CudaModel::LoadWeights(const Checkpoint& ckpt) {
 
 absl::Status CudaModel::RandomWeights(uint64_t seed) {
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size, hd = L_.head_dim;
-  const int64_t qd = L_.q_dim(), kvd = L_.kv_dim(), E = cfg_.num_experts, I = cfg_.moe_intermediate_size;
+  const int64_t qd = L_.q_dim(), kvd = L_.kv_dim(), E = cfg_.num_experts, I = shard_.moe_inter;
+  const int64_t DI = shard_.inter;
   // Uniform in [-s, s] with s = sqrt(3 / fan_in): unit-variance outputs for unit-variance inputs.
+  // The same seeds on every rank: the replicated weights (embedding, router) agree across ranks,
+  // so every rank routes to the same experts as a real TP group does. Fan-ins are the full sizes.
   auto fill = [&](DeviceArray<bf16_bits>& a, int64_t n, int64_t fan_in) -> absl::Status {
     RETURN_IF_ERROR(a.Allocate(n));
     fill_random_bf16(a.get(), n, std::sqrt(3.0f / static_cast<float>(fan_in)), seed++, stream_);
@@ -297,23 +369,23 @@ absl::Status CudaModel::RandomWeights(uint64_t seed) {
   };
   RETURN_IF_ERROR(fill(embed_, V * H, 3));
   RETURN_IF_ERROR(ones(final_norm_, H));
-  if (!cfg_.tie_word_embeddings) RETURN_IF_ERROR(fill(lm_head_, V * H, H));
+  if (!cfg_.tie_word_embeddings || world_ > 1) RETURN_IF_ERROR(fill(lm_head_, shard_.vocab_per_rank * H, H));
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     LayerWeights w;
     RETURN_IF_ERROR(ones(w.input_norm, H));
     RETURN_IF_ERROR(ones(w.post_norm, H));
     RETURN_IF_ERROR(fill(w.wqkv, (qd + 2 * kvd) * H, H));
-    RETURN_IF_ERROR(fill(w.wo, H * qd, qd));
+    RETURN_IF_ERROR(fill(w.wo, H * qd, cfg_.num_attention_heads * L_.head_dim));
     RETURN_IF_ERROR(ones(w.q_norm, hd));
     RETURN_IF_ERROR(ones(w.k_norm, hd));
     w.moe = cfg_.IsMoeLayer(l);
     if (w.moe) {
       RETURN_IF_ERROR(fill(w.router, E * H, H));
       RETURN_IF_ERROR(fill(w.gate_up, E * 2 * I * H, H));
-      RETURN_IF_ERROR(fill(w.down, E * H * I, I));
+      RETURN_IF_ERROR(fill(w.down, E * H * I, cfg_.moe_intermediate_size));
     } else {
-      RETURN_IF_ERROR(fill(w.gate_up, 2 * cfg_.intermediate_size * H, H));
-      RETURN_IF_ERROR(fill(w.down, H * cfg_.intermediate_size, cfg_.intermediate_size));
+      RETURN_IF_ERROR(fill(w.gate_up, 2 * DI * H, H));
+      RETURN_IF_ERROR(fill(w.down, H * DI, cfg_.intermediate_size));
     }
     layers_.push_back(std::move(w));
   }
@@ -430,7 +502,7 @@ MetaLayout CudaModel::PrepareMeta(const StepBatch& batch, bool pad_for_graph) {
 void CudaModel::Reserve(const MetaLayout& m) {
   const int64_t H = cfg_.hidden_size, T = m.T, K = std::max<int64_t>(cfg_.num_experts_per_tok, 1);
   const int64_t E = std::max<int64_t>(cfg_.num_experts, 1);
-  const int64_t act = std::max(T * K * cfg_.moe_intermediate_size, 3 * T * cfg_.intermediate_size);
+  const int64_t act = std::max(T * K * shard_.moe_inter, 3 * T * shard_.inter);
   const int64_t scratch = kernels::attention_scratch_floats(
       T, {L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()}, m.max_blocks * block_size_);
   bool grew = false;
@@ -444,15 +516,19 @@ void CudaModel::Reserve(const MetaLayout& m) {
   if (m.R > cap_rows_) {
     cap_rows_ = m.R;
     grew |= a_.hn.Reserve(m.R * H) | a_.logits.Reserve(m.R * cfg_.vocab_size);
+    if (world_ > 1) {
+      const int64_t Vr = shard_.vocab_per_rank;
+      grew |= a_.logits_local.Reserve(m.R * Vr) | a_.logits_all.Reserve(world_ * m.R * Vr);
+    }
   }
   grew |= a_.meta.Reserve(m.total());
   grew |= a_.attn_scratch.Reserve(scratch);
   if (grew) ClearGraphs();  // captured graphs hold the old addresses
 }
 
-void CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, std::vector<int32_t>* ids_per_layer) {
+absl::Status CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, std::vector<int32_t>* ids_per_layer) {
   const int64_t T = m.T, H = cfg_.hidden_size, E = cfg_.num_experts, K = cfg_.num_experts_per_tok;
-  const int64_t I = cfg_.moe_intermediate_size, V = cfg_.vocab_size;
+  const int64_t I = shard_.moe_inter, V = cfg_.vocab_size;  // I: this rank's slice of each expert
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int32_t* meta = a_.meta.get();
   const int64_t slots = static_cast<int64_t>(num_blocks_) * block_size_;
@@ -485,6 +561,7 @@ void CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, std::vecto
                                meta + m.token_seq(), meta + m.pos(), T, A, max_positions, scale, stream_);
     }
     kernels::matmul_bf16(a_.delta.get(), a_.att.get(), w.wo.get(), T, L_.q_dim(), H, stream_);
+    RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #1: o_proj partial sums
     // Ffn: out = h + ffn(norm(h)).
     kernels::add_rmsnorm(a_.xn.get(), a_.x.get(), a_.delta.get(), w.post_norm.get(), T, H, eps, stream_);
     if (w.moe) {
@@ -502,23 +579,44 @@ void CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, std::vecto
         ids_per_layer->push_back(static_cast<int32_t>(std::set<int32_t>(ids.begin(), ids.end()).size()));
       }
     } else {
-      const int64_t DI = cfg_.intermediate_size;
+      const int64_t DI = shard_.inter;
       float* gu = a_.act.get();             // (T, 2 DI)
       float* hidden = gu + 2 * T * DI;      // (T, DI)
       kernels::matmul_bf16(gu, a_.xn.get(), w.gate_up.get(), T, H, 2 * DI, stream_);
       kernels::silu_mul(hidden, gu, T, DI, stream_);
       kernels::matmul_bf16(a_.delta.get(), hidden, w.down.get(), T, DI, H, stream_);
     }
+    RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #2: expert / MLP partial sums
   }
   // Final norm (adding the last ffn output), then lm_head over the wanted rows only.
   kernels::add_rmsnorm(a_.xn.get(), a_.x.get(), a_.delta.get(), final_norm_.get(), T, H, eps, stream_);
   kernels::gather_rows(a_.hn.get(), a_.xn.get(), meta + m.rows(), m.R, H, stream_);
-  kernels::matmul_bf16(a_.logits.get(), a_.hn.get(), LmHead(lm_head_, embed_), m.R, H, V, stream_);
+  if (world_ == 1) {
+    kernels::matmul_bf16(a_.logits.get(), a_.hn.get(), LmHead(lm_head_, embed_), m.R, H, V, stream_);
+    return absl::OkStatus();
+  }
+  // TP: this rank's vocabulary slice, gathered on rank 0 as (world, R, Vr), then laid out as
+  // (R, vocab) there: rank w's columns [w Vr, w Vr + n_w) of every row (the padding rows dropped).
+  const int64_t Vr = shard_.vocab_per_rank, R = m.R;
+  if (R == 0) return absl::OkStatus();
+  kernels::matmul_bf16(a_.logits_local.get(), a_.hn.get(), lm_head_.get(), R, H, Vr, stream_);
+  RETURN_IF_ERROR(coll_->GatherTo(a_.logits_local.get(), R * Vr, a_.logits_all.get(), 0, stream_));
+  if (rank_ != 0) return absl::OkStatus();
+  for (int64_t w = 0; w < world_; ++w) {
+    const int64_t n = std::max<int64_t>(0, std::min(V, (w + 1) * Vr) - w * Vr);
+    if (n == 0) continue;
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpy2DAsync(a_.logits.get() + w * Vr, V * sizeof(float),
+                                                 a_.logits_all.get() + w * R * Vr, Vr * sizeof(float),
+                                                 n * sizeof(float), R, cudaMemcpyDeviceToDevice, stream_),
+                               "logits layout"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
   RETURN_IF_ERROR(CheckBatch(batch));
   if (batch.seqs.empty()) return Logits{};
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));  // the caller's thread may differ
   bool decode = true;
   for (const auto& s : batch.seqs) decode &= s.tokens.size() == 1;
   const bool graph = use_graphs_ && decode;
@@ -533,7 +631,13 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
     if (it == graphs_.end()) {
       cudaGraph_t g;
       CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      RunLayers(m, m.max_blocks * block_size_, nullptr);
+      absl::Status st = RunLayers(m, m.max_blocks * block_size_, nullptr);
+      if (!st.ok()) {
+        // End the capture (the stream is unusable while capturing) and drop the partial graph.
+        if (cudaStreamEndCapture(stream_, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+        cudaGetLastError();
+        return st;
+      }
       CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
       cudaGraphExec_t exec;
       CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
@@ -547,11 +651,11 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
     for (const auto& s : batch.seqs) {
       max_positions = std::max<int64_t>(max_positions, s.start_pos + static_cast<int64_t>(s.tokens.size()));
     }
-    RunLayers(m, max_positions, nullptr);
+    RETURN_IF_ERROR(RunLayers(m, max_positions, nullptr));
   }
   Logits out;
-  if (m.R == 0) {
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (m.R == 0 || rank_ != 0) {
+    RETURN_IF_ERROR(Sync());
     return out;
   }
   const int64_t V = cfg_.vocab_size;
@@ -561,7 +665,7 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
     CUDA_CHECK(cudaMallocHost(&host_logits_, host_logits_cap_ * sizeof(float)));
   }
   CUDA_CHECK(cudaMemcpyAsync(host_logits_, a_.logits.get(), m.R * V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  RETURN_IF_ERROR(Sync());
   out.vocab = V;
   out.data.assign(host_logits_, host_logits_ + m.R * V);
   int64_t t = 0;
@@ -580,12 +684,13 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
 absl::StatusOr<CudaStepStats> CudaModel::MeasureStepStats(const StepBatch& batch) {
   RETURN_IF_ERROR(CheckBatch(batch));
   if (batch.seqs.empty()) return CudaStepStats{};
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
   const MetaLayout m = PrepareMeta(batch, false);
   Reserve(m);
   CUDA_CHECK(cudaMemcpyAsync(a_.meta.get(), host_meta_, m.total() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   std::vector<int32_t> distinct;
-  RunLayers(m, m.max_blocks * block_size_, &distinct);
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  RETURN_IF_ERROR(RunLayers(m, m.max_blocks * block_size_, &distinct));
+  RETURN_IF_ERROR(Sync());
   CudaStepStats st;
   double sum = 0;
   for (int32_t d : distinct) sum += d;
@@ -615,15 +720,27 @@ absl::Status CheckSupported(const ModelConfig& config, int world) {
       return absl::UnimplementedError("layer type " + lt + " is not supported by the cuda backend yet");
     }
   }
-  if (world != 1) {
-    return absl::UnimplementedError("the cuda backend runs at tensor-parallel size 1 only for now (asked: " +
-                                    std::to_string(world) + ")");
+  // Tensor parallelism: the cpu backend's sharding (tp_shard.h), so the same divisibility.
+  if (world < 1) return absl::InvalidArgumentError("tensor-parallel size must be >= 1");
+  auto indivisible = [&](const std::string& what, int64_t n) {
+    return absl::InvalidArgumentError(what + " (" + std::to_string(n) + ") is not divisible by the tensor-parallel size " +
+                                      std::to_string(world));
+  };
+  if (config.num_attention_heads % world != 0) return indivisible("num_attention_heads", config.num_attention_heads);
+  const int64_t nkv = config.num_key_value_heads;
+  if (nkv <= 0 || config.num_attention_heads % nkv != 0 || (nkv >= world ? nkv % world : world % nkv) != 0) {
+    return absl::InvalidArgumentError("num_key_value_heads (" + std::to_string(nkv) + ") and the tensor-parallel size " +
+                                      std::to_string(world) + " must divide one another (and divide the q heads)");
   }
+  if (config.moe_intermediate_size % world != 0) return indivisible("moe_intermediate_size", config.moe_intermediate_size);
+  if (config.intermediate_size % world != 0) return indivisible("intermediate_size", config.intermediate_size);
   if (config.head_dim % 32 != 0 || config.head_dim > 256) {
     return absl::UnimplementedError("cuda backend: head_dim must be 32, 64, 128 or 256");
   }
-  if (config.hidden_size % 8 != 0 || config.moe_intermediate_size % 8 != 0 || config.intermediate_size % 8 != 0) {
-    return absl::UnimplementedError("cuda backend: hidden and intermediate sizes must be multiples of 8");
+  // The matmul kernels read 8 bf16 (16 bytes) at a time along `in`: each rank's slice too.
+  if (config.hidden_size % 8 != 0 || (config.moe_intermediate_size / world) % 8 != 0 ||
+      (config.intermediate_size / world) % 8 != 0) {
+    return absl::UnimplementedError("cuda backend: hidden and (per-rank) intermediate sizes must be multiples of 8");
   }
   if (config.num_experts > 256) return absl::UnimplementedError("cuda backend: at most 256 experts");
   if (config.attention_bias) return absl::UnimplementedError("cuda backend: attention_bias is not supported");
@@ -638,24 +755,45 @@ absl::StatusOr<CudaModel*> AsCuda(Model& model) {
 }
 }  // namespace
 
+namespace {
+absl::Status CheckComm(const ModelLoadOptions& o) {
+  if (o.world > 1 && o.comm == nullptr) {
+    return absl::InvalidArgumentError("tensor-parallel size " + std::to_string(o.world) + " needs a comm");
+  }
+  if (o.comm != nullptr && (o.comm->world_size() != o.world || o.comm->rank() != o.rank)) {
+    return absl::InvalidArgumentError("comm is rank " + std::to_string(o.comm->rank()) + " of " +
+                                      std::to_string(o.comm->world_size()) + ", options say rank " +
+                                      std::to_string(o.rank) + " of " + std::to_string(o.world));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, const ModelConfig& config,
                                                      const ModelLoadOptions& options) {
   RETURN_IF_ERROR(CheckSupported(config, options.world));
+  RETURN_IF_ERROR(CheckComm(options));
   RETURN_IF_ERROR(CheckDevice());
   ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(dir));
-  auto model = std::make_unique<CudaModel>(config);
+  auto model = std::make_unique<CudaModel>(config, options.rank, options.world, options.comm);
   RETURN_IF_ERROR(model->InitRope());
   RETURN_IF_ERROR(model->LoadWeights(*ckpt));
   return std::unique_ptr<Model>(std::move(model));
 }
 
-absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed) {
-  RETURN_IF_ERROR(CheckSupported(config, 1));
+absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed,
+                                                                const ModelLoadOptions& tp) {
+  RETURN_IF_ERROR(CheckSupported(config, tp.world));
+  RETURN_IF_ERROR(CheckComm(tp));
   RETURN_IF_ERROR(CheckDevice());
-  auto model = std::make_unique<CudaModel>(config);
+  auto model = std::make_unique<CudaModel>(config, tp.rank, tp.world, tp.comm);
   RETURN_IF_ERROR(model->InitRope());
   RETURN_IF_ERROR(model->RandomWeights(seed));
   return std::unique_ptr<Model>(std::move(model));
+}
+
+absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed) {
+  return CreateSyntheticCudaModel(config, seed, ModelLoadOptions{});
 }
 
 absl::StatusOr<int32_t> KvBlocksFromDeviceMemory(const Model& model, double memory_fraction, int32_t block_size) {

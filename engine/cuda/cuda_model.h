@@ -2,8 +2,14 @@
 // input norm -> attention -> o_proj, post norm -> router -> experts; final norm -> lm_head), in bf16
 // weights with float32 activations and accumulation, over kernels/. The KV pool (float32, or bf16
 // by SetKvDtype) lives in device memory. Decode steps (one token per sequence) replay a captured CUDA graph.
-// Tensor parallelism: TP=1 only for now (the NCCL comm exists, engine/cuda/nccl_comm.h; sharded
-// weight upload is not written yet).
+// Tensor parallelism (TP=N): each rank uploads only its shard, exactly as engine/cpu shards it
+// (tp_shard.h: q/kv heads, o_proj columns, every expert's and the MLP's intermediate slice, lm_head
+// rows by vocabulary; embedding, norms and router replicated), all-reduces after o_proj and after
+// the ffn down projection on device buffers, and gathers the lm_head slices on rank 0, which alone
+// returns logits. The collectives come from the Comm in ModelLoadOptions (device_collectives.h): an
+// NCCL comm enqueues them on the model's stream (decode graphs capture them); any other comm
+// (Gloo, threads on one GPU in tests) is staged through the host, and that model runs without graphs.
+// A model uses the CUDA device current when it is created (one GPU per rank for NCCL).
 #pragma once
 
 #include <cstdint>
@@ -18,11 +24,16 @@ namespace tandem::engine::cuda {
 // Checks that the cuda backend supports `config` at this tensor-parallel size, reading no weights.
 absl::Status CheckSupported(const ModelConfig& config, int world);
 
-// Loads <dir> (config already parsed) onto the current CUDA device. Called by Model::Load.
+// Loads this rank's shard of <dir> (config already parsed) onto the current CUDA device. Called by
+// Model::Load; options.comm is required when options.world > 1.
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, const ModelConfig& config,
                                                      const ModelLoadOptions& options);
 
 // A model of `config`'s shapes with random bf16 weights drawn on the GPU (no files): benchmarks.
+// `tp` gives rank, world and comm (backend and threads are ignored): this rank's shard only. The
+// same seed on every rank gives every rank the same replicated weights (so they route alike).
+absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed,
+                                                                const ModelLoadOptions& tp);
 absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed);
 
 // KV blocks that fit when the process may use `memory_fraction` of the device's memory in all:

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "engine/cuda/device_collectives.h"
 
 namespace tandem::engine::cuda {
 
@@ -28,7 +29,8 @@ bool IsDevicePointer(const void* p) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
-class NcclComm final : public Comm {
+// Also the model's DeviceCollectives (device_collectives.h): those enqueue on the caller's stream.
+class NcclComm final : public Comm, public DeviceCollectives {
  public:
   NcclComm(const NcclCommOptions& o, ncclComm_t comm, cudaStream_t stream)
       : o_(o), comm_(comm), stream_(stream) {}
@@ -97,6 +99,18 @@ class NcclComm final : public Comm {
     return AllReduceSum(&one, 1);
   }
 
+  // DeviceCollectives: enqueue on the model's stream and return (no stream query, so these are
+  // legal inside stream capture); the model calls Wait where it synchronizes the step.
+  absl::Status AllReduceSum(float* dev, size_t n, cudaStream_t stream) override {
+    return EnqueueOnly("all-reduce", [&] { return ncclAllReduce(dev, dev, n, ncclFloat32, ncclSum, comm_, stream); });
+  }
+  absl::Status GatherTo(const float* send, size_t n, float* recv, int root, cudaStream_t stream) override {
+    // NCCL has no gather: every rank receives the (world, n) buffer.
+    return EnqueueOnly("all-gather", [&] { return ncclAllGather(send, recv, n, ncclFloat32, comm_, stream); });
+  }
+  bool capturable() const override { return true; }
+  absl::Status Wait(cudaStream_t stream) override { return Poll("step", stream); }
+
  private:
   static absl::Status ToStatus(cudaError_t e, const std::string& what) {
     return e == cudaSuccess ? absl::OkStatus() : absl::InternalError(what + ": " + cudaGetErrorString(e));
@@ -115,7 +129,36 @@ class NcclComm final : public Comm {
     return Poll(what);
   }
 
-  absl::Status Poll(const char* what) {
+  // Enqueues one collective without waiting for it. A non-blocking communicator may answer
+  // ncclInProgress (e.g. while it connects lazily to its peers): wait for the host-side state
+  // to settle, with the deadline, before the next NCCL call.
+  template <typename F>
+  absl::Status EnqueueOnly(const char* what, F&& collective) {
+    if (aborted_) return Dead();
+    ncclResult_t r = collective();
+    if (r == ncclSuccess) return absl::OkStatus();
+    if (r != ncclInProgress) return absl::InternalError(std::string("nccl ") + what + ": " + NcclText(r));
+    const auto deadline = Clock::now() + o_.timeout;
+    while (true) {
+      if (aborted_) return Dead();
+      ncclResult_t async = ncclInProgress;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async == ncclSuccess) return absl::OkStatus();
+      if (async != ncclInProgress) {
+        Abort(std::string("nccl ") + what + " failed: " + NcclText(async));
+        return absl::UnavailableError(std::string("nccl ") + what + ": " + NcclText(async));
+      }
+      if (Clock::now() > deadline) {
+        Abort(std::string("nccl ") + what + " was not enqueued within " + std::to_string(o_.timeout.count()) + " ms");
+        return absl::DeadlineExceededError(abort_reason_);
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  absl::Status Poll(const char* what) { return Poll(what, stream_); }
+  // Polls `stream` (collectives of this comm on it) to completion, failure or the deadline.
+  absl::Status Poll(const char* what, cudaStream_t stream) {
     const auto deadline = Clock::now() + o_.timeout;
     while (true) {
       if (aborted_) return Dead();
@@ -126,7 +169,7 @@ class NcclComm final : public Comm {
         return absl::UnavailableError(std::string("nccl ") + what + ": " + NcclText(async));
       }
       if (async == ncclSuccess) {
-        const cudaError_t q = cudaStreamQuery(stream_);
+        const cudaError_t q = cudaStreamQuery(stream);
         if (q == cudaSuccess) return absl::OkStatus();
         if (q != cudaErrorNotReady) return ToStatus(q, std::string("nccl ") + what);
       }

@@ -7,6 +7,13 @@
 // is enqueued on the comm's stream and then polled (cudaStreamQuery + ncclCommGetAsyncError) until
 // it completes, fails, or `timeout` passes, in which case ncclCommAbort is called and the call
 // returns DeadlineExceeded. Abort() from another thread makes the poll return Aborted at once.
+//
+// The comm returned is also a cuda::DeviceCollectives (device_collectives.h; CudaModel finds it
+// by dynamic_cast): the model's all-reduces and its logits gather are enqueued on the MODEL's
+// stream without polling (so a decode step's graph captures them), and DeviceCollectives::Wait
+// polls that stream with the same deadline and abort at the end of the step. The Comm methods
+// above (the step driver's broadcasts of host buffers) keep their own stream and polling.
+// The calling thread must have this comm's device current (CreateNcclComm sets it).
 #pragma once
 
 #include <chrono>
