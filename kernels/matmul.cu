@@ -2,6 +2,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/gemm.h"
 #include "kernels/matvec.cuh"
 
 namespace tandem::kernels {
@@ -59,6 +60,7 @@ void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_
   KERNEL_REQUIRE(in % 8 == 0);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0 || out == 0) return;
+  if (UseGemmPath(T, stream) && gemm_bf16(y, x, w, T, in, out, stream)) return;  // prefill: cuBLAS (gemm.h)
   const unsigned blocks = static_cast<unsigned>((out + kWarps - 1) / kWarps);
   // Fewer register-held accumulators for a single token (decode at batch 1).
   if (T == 1) {

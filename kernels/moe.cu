@@ -2,7 +2,9 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/gemm.h"
 #include "kernels/matvec.cuh"
+#include "kernels/moe_gemm.h"
 
 namespace tandem::kernels {
 
@@ -66,6 +68,8 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
                  int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
   KERNEL_REQUIRE(H % 8 == 0);
   if (T == 0) return;
+  // Prefill: grouped tensor-core GEMM over the pairs sorted by expert (moe_gemm.h).
+  if (UseGemmPath(T, stream) && moe_gate_up_grouped(act, x, ids, gate_up, T, K, H, I, stream)) return;
   dim3 grid(static_cast<unsigned>((I + kWarps - 1) / kWarps), static_cast<unsigned>(T * K));
   MoeGateUpKernel<<<grid, kWarps * 32, 0, stream>>>(act, x, ids, gate_up, K, H, I);
   KERNEL_CHECK();
@@ -75,6 +79,7 @@ void moe_down(float* out, const float* act, const int32_t* ids, const float* wei
               int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
   KERNEL_REQUIRE(I % 8 == 0);
   if (T == 0) return;
+  if (UseGemmPath(T, stream) && moe_down_grouped(out, act, ids, weights, down, T, K, H, I, stream)) return;
   dim3 grid(static_cast<unsigned>((H + kWarps - 1) / kWarps), static_cast<unsigned>(T));
   MoeDownKernel<<<grid, kWarps * 32, 0, stream>>>(out, act, ids, weights, down, K, H, I);
   KERNEL_CHECK();

@@ -10,26 +10,62 @@ bench=1
 [[ "${2:-}" == "--no-bench" ]] && bench=0
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TANDEM_TESTDATA="$dir/testdata"
+# cuBLAS (the prefill GEMMs dlopen libcublas.so.13, else .12; kernels/gemm.h) is not packed: use
+# the machine's own, from the loader's cache, LD_LIBRARY_PATH, or a CUDA/PyTorch install found by name.
+has_cublas() {
+  ldconfig -p 2>/dev/null | grep -q "$1" && return 0
+  local d
+  for d in ${LD_LIBRARY_PATH//:/ }; do [[ -e "$d/$1" ]] && return 0; done
+  return 1
+}
+if has_cublas libcublas.so.13; then
+  echo "cuBLAS: libcublas.so.13 on the library path"
+else
+  cublas=""
+  for name in libcublas.so.13 libcublas.so.12; do
+    cublas=$(find /usr/local /usr/lib /usr/lib64 /opt /root /home -name "$name" -not -path '*/proc/*' 2>/dev/null | head -1)
+    [[ -z "$cublas" ]] && cublas=$(find / -xdev -name "$name" -not -path '/proc/*' 2>/dev/null | head -1)
+    [[ -n "$cublas" ]] && break
+  done
+  if [[ -n "$cublas" ]]; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
+    echo "cuBLAS: using $cublas"
+  else
+    echo "cuBLAS: NOT FOUND (no libcublas.so.13/.12): prefill falls back to the decode kernels; gemm_cuda_test fails"
+  fi
+fi
 log=${OUT:-/tmp}/gpu-check
 mkdir -p "$log"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 
 summary=()
-for t in "$dir"/bin/*cuda*_test; do
-  [[ -x "$t" ]] || continue
-  name=$(basename "$t")
+# run_test NAME BINARY [ARGS...]: runs one gtest binary, prints its comparisons, adds a summary row.
+run_test() {
+  local name=$1 t=$2
+  shift 2
+  local start rc secs passed failed skipped
   start=$(date +%s.%N)
-  "$t" --gtest_color=no > "$log/$name.log" 2>&1
+  "$t" --gtest_color=no "$@" > "$log/$name.log" 2>&1
   rc=$?
   secs=$(awk "BEGIN{print $(date +%s.%N) - $start}")
   passed=$(grep -c '^\[       OK \]' "$log/$name.log")
   failed=$(grep -c '^\[  FAILED  \] .*ms)$' "$log/$name.log")
   skipped=$(grep -c '^\[  SKIPPED \] .*ms)$' "$log/$name.log")
   # The comparisons each test printed (rel err lines), then failures in full.
-  grep -E 'rel err|argmax|greedy|logits|nccl|seed' "$log/$name.log" | head -80
+  grep -E 'rel err|argmax|greedy|logits|nccl|seed|TFLOP|tandem kernels' "$log/$name.log" | head -80
   grep -B2 -A12 'Failure' "$log/$name.log" | head -60
   summary+=("$(printf '%-28s rc=%-3s passed=%-3s failed=%-3s skipped=%-3s %6.1fs' "$name" "$rc" "$passed" "$failed" "$skipped" "$secs")")
+}
+
+for t in "$dir"/bin/*cuda*_test; do
+  [[ -x "$t" ]] || continue
+  run_test "$(basename "$t")" "$t"
 done
+# The golden prompts again with every product on the prefill paths (cuBLAS, grouped MoE GEMM).
+if [[ -x "$dir/bin/engine_cuda_golden_test" ]]; then
+  TANDEM_GEMM_MIN_TOKENS=1 run_test engine_cuda_golden_gemm_path "$dir/bin/engine_cuda_golden_test" \
+    --gtest_filter='kv/engine_cuda_golden.*'
+fi
 
 if [[ $bench == 1 && -x "$dir/bin/cuda_decode_bench" ]]; then
   "$dir/bin/cuda_decode_bench" --synthetic qwen3-30b-a3b 2>&1 | tee "$log/bench.log"

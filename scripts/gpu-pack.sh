@@ -14,9 +14,11 @@ bins="$bins $build/engine/cuda/cuda_decode_bench"
 for b in $bins; do
   cp "$b" "$out/bin/"
   strip "$out/bin/$(basename "$b")"
-  # Libraries the GPU machine lacks; the C/C++ runtime, CUDA driver and NCCL are there.
+  # Libraries the GPU machine lacks; the C/C++ runtime, CUDA driver and NCCL are there. cuBLAS
+  # (dlopen'ed by kernels/gemm.cu, so normally not in ldd's list) is never packed: libcublasLt
+  # alone is 541 MB; gpu-check.sh finds the GPU machine's own.
   ldd "$b" | awk '/=> \// {print $3}' |
-    { grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl|ld-linux[^/]*|libnccl|libcuda)\.so' || true; } |
+    { grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl|ld-linux[^/]*|libnccl|libcuda|libcublas|libcublasLt)\.so' || true; } |
     while read -r lib; do cp -Lu "$lib" "$out/lib/"; done || true
 done
 cp -r "$testdata/qwen3moe-tiny" "$out/testdata/"

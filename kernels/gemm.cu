@@ -1,0 +1,181 @@
+#include "kernels/gemm.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <cublas_api.h>
+#include <cuda_bf16.h>
+
+#include "kernels/cuda_check.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+// The cuBLAS entry points used, resolved from the shared library (see gemm.h for why not linked).
+struct Cublas {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  const char* (*status_string)(cublasStatus_t) = nullptr;
+};
+
+// nullptr when no cuBLAS could be loaded (said once on stderr).
+const Cublas* LoadCublas() {
+  static const Cublas* lib = []() -> const Cublas* {
+    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
+      void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (h == nullptr) continue;
+      auto* c = new Cublas;
+      c->create = reinterpret_cast<decltype(c->create)>(dlsym(h, "cublasCreate_v2"));
+      c->set_stream = reinterpret_cast<decltype(c->set_stream)>(dlsym(h, "cublasSetStream_v2"));
+      c->gemm_ex = reinterpret_cast<decltype(c->gemm_ex)>(dlsym(h, "cublasGemmEx"));
+      c->status_string = reinterpret_cast<decltype(c->status_string)>(dlsym(h, "cublasGetStatusString"));
+      if (c->create && c->set_stream && c->gemm_ex && c->status_string) {
+        std::fprintf(stderr, "tandem kernels: prefill GEMMs through %s\n", name);
+        return c;
+      }
+      std::fprintf(stderr, "tandem kernels: %s lacks a cuBLAS entry point; skipping it\n", name);
+      delete c;
+      dlclose(h);
+    }
+    std::fprintf(stderr,
+                 "tandem kernels: no libcublas.so.13/.12 on the library path (%s); prefill uses the decode "
+                 "kernels\n",
+                 dlerror());
+    return nullptr;
+  }();
+  return lib;
+}
+
+#define CUBLAS_CHECK(lib, expr)                                                                          \
+  do {                                                                                                   \
+    cublasStatus_t _s = (expr);                                                                          \
+    if (_s != CUBLAS_STATUS_SUCCESS) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, (lib)->status_string(_s));      \
+      std::abort();                                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+constexpr int kScratchSlots = 4;
+
+struct StreamState {
+  cublasHandle_t handle = nullptr;
+  void* scratch[kScratchSlots] = {};
+  size_t scratch_bytes[kScratchSlots] = {};
+};
+
+// Keyed by (device, stream); never freed: a process has a few streams, and freeing at exit races
+// the CUDA runtime's own teardown.
+std::mutex g_mu;
+std::map<std::pair<int, cudaStream_t>, StreamState>* g_states = new std::map<std::pair<int, cudaStream_t>, StreamState>;
+
+StreamState& StateFor(cudaStream_t stream) {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  return (*g_states)[{dev, stream}];  // std::map: references stay valid as it grows
+}
+
+__global__ void FloatsToBf16Kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
+  const int64_t i4 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (i4 + 3 < n) {
+    const float4 v = *reinterpret_cast<const float4*>(src + i4);
+    __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(dst + i4) = packed;
+  } else {
+    for (int64_t i = i4; i < n; ++i) dst[i] = __float2bfloat16(src[i]);
+  }
+}
+
+}  // namespace
+
+int64_t GemmMinTokens() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("TANDEM_GEMM_MIN_TOKENS");
+    if (e == nullptr || *e == '\0') return int64_t{64};
+    char* end = nullptr;
+    const long long n = std::strtoll(e, &end, 10);
+    if (*end != '\0' || n < 1) {
+      std::fprintf(stderr, "tandem kernels: ignoring TANDEM_GEMM_MIN_TOKENS=%s (want an integer >= 1)\n", e);
+      return int64_t{64};
+    }
+    return static_cast<int64_t>(n);
+  }();
+  return v;
+}
+
+bool UseGemmPath(int64_t T, cudaStream_t stream) {
+  if (T < GemmMinTokens()) return false;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky, but keep it out of the next KERNEL_CHECK
+    return false;
+  }
+  return st == cudaStreamCaptureStatusNone;
+}
+
+void* StreamScratch(cudaStream_t stream, int slot, size_t bytes) {
+  KERNEL_REQUIRE(slot >= 0 && slot < kScratchSlots);
+  std::lock_guard<std::mutex> lock(g_mu);
+  StreamState& s = StateFor(stream);
+  if (s.scratch_bytes[slot] < bytes) {
+    if (s.scratch[slot] != nullptr) {
+      CUDA_CHECK(cudaStreamSynchronize(stream));  // queued kernels may still read the old buffer
+      CUDA_CHECK(cudaFree(s.scratch[slot]));
+      s.scratch[slot] = nullptr;
+      s.scratch_bytes[slot] = 0;
+    }
+    const size_t grown = bytes + bytes / 4;  // headroom: prefill lengths vary step to step
+    CUDA_CHECK(cudaMalloc(&s.scratch[slot], grown));
+    s.scratch_bytes[slot] = grown;
+  }
+  return s.scratch[slot];
+}
+
+void floats_to_bf16(bf16_bits* dst, const float* src, int64_t n, cudaStream_t stream) {
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 8 == 0);
+  if (n == 0) return;
+  const int64_t threads = (n + 3) / 4;
+  FloatsToBf16Kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
+      reinterpret_cast<__nv_bfloat16*>(dst), src, n);
+  KERNEL_CHECK();
+}
+
+bool gemm_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
+               cudaStream_t stream) {
+  const Cublas* lib = LoadCublas();
+  if (lib == nullptr) return false;
+  KERNEL_REQUIRE(T <= INT32_MAX && in <= INT32_MAX && out <= INT32_MAX);
+  if (T == 0 || out == 0) return true;
+  auto* xb = static_cast<bf16_bits*>(StreamScratch(stream, 0, static_cast<size_t>(T * in) * sizeof(bf16_bits)));
+  floats_to_bf16(xb, x, T * in, stream);
+  cublasHandle_t handle;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    StreamState& s = StateFor(stream);
+    if (s.handle == nullptr) CUBLAS_CHECK(lib, lib->create(&s.handle));
+    handle = s.handle;
+  }
+  CUBLAS_CHECK(lib, lib->set_stream(handle, stream));
+  // Column-major view: W (out, in) row-major is a col-major (in, out) matrix, x a col-major
+  // (in, T) and y a col-major (out, T); so y = W^T x with op(A) = T, op(B) = N ("TN", the
+  // layout tensor cores like best).
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(lib, lib->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(T),
+                                 static_cast<int>(in), &alpha, w, CUDA_R_16BF, static_cast<int>(in), xb, CUDA_R_16BF,
+                                 static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out), CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+  return true;
+}
+
+}  // namespace tandem::kernels

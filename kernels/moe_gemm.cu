@@ -1,0 +1,292 @@
+#include "kernels/moe_gemm.h"
+
+#include <mma.h>
+
+#include <algorithm>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+#include "kernels/gemm.h"
+
+namespace tandem::kernels {
+
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kBM = 64;           // pairs per tile
+constexpr int kBN = 128;          // weight rows per tile (gate_up: 64 gate + the 64 matching up rows)
+constexpr int kBK = 32;           // reduction step held in shared memory (double-buffered)
+constexpr int kLds = kBK + 8;     // bf16 row stride in shared memory: 80 bytes, off the bank period
+constexpr int kLdc = kBN + 4;     // float row stride of the output tile
+constexpr int kThreads = 256;     // 8 warps, each a 32x32 piece of the 64x128 tile
+constexpr int kSortThreads = 1024;
+static_assert(kSortThreads == kMaxExperts, "the sort gives each thread one expert");
+
+constexpr int kPipeBytes = 2 * (kBM + kBN) * kLds * 2;
+constexpr int kOutBytes = kBM * kLdc * 4;
+constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
+
+enum class MoeOp { kGateUp, kDown };
+
+// Exclusive prefix of one int per thread over a block of kSortThreads; *total gets the sum.
+__device__ int BlockExclusiveScan(int v, int* warp_sums, int* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += n;
+  }
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    int s = warp_sums[lane];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s += n;
+    }
+    warp_sums[lane] = s;  // inclusive over warps
+  }
+  __syncthreads();
+  const int prefix = (warp > 0 ? warp_sums[warp - 1] : 0) + inc - v;
+  *total = warp_sums[31];
+  __syncthreads();  // warp_sums is reused by the next scan
+  return prefix;
+}
+
+// One block: pairs sorted by expert (order within an expert is arbitrary: each pair's row of the
+// product does not depend on its neighbours in the tile) and the tile table
+// tiles[j] = (expert, first sorted slot, rows, 0); entries past the last tile get expert -1.
+__global__ void __launch_bounds__(kSortThreads) MoeSortKernel(int4* tiles, int32_t* sorted, const int32_t* ids,
+                                                              int n_pairs, int tile_bound) {
+  __shared__ int cursor[kMaxExperts];
+  __shared__ int warp_sums[32];
+  const int e = threadIdx.x;
+  cursor[e] = 0;
+  __syncthreads();
+  for (int p = threadIdx.x; p < n_pairs; p += kSortThreads) {
+    const int id = ids[p];
+    if (id < 0 || id >= kMaxExperts) __trap();  // a router bug; see kMaxExperts
+    atomicAdd(&cursor[id], 1);
+  }
+  __syncthreads();
+  const int count = cursor[e];
+  int total_pairs, total_tiles;
+  const int start = BlockExclusiveScan(count, warp_sums, &total_pairs);
+  const int ntiles = (count + kBM - 1) / kBM;
+  const int tile0 = BlockExclusiveScan(ntiles, warp_sums, &total_tiles);
+  for (int j = 0; j < ntiles; ++j) tiles[tile0 + j] = make_int4(e, start + j * kBM, min(kBM, count - j * kBM), 0);
+  for (int j = total_tiles + threadIdx.x; j < tile_bound; j += kSortThreads) tiles[j] = make_int4(-1, 0, 0, 0);
+  cursor[e] = start;  // only thread e touches cursor[e] since the count was read
+  __syncthreads();
+  for (int p = threadIdx.x; p < n_pairs; p += kSortThreads) sorted[atomicAdd(&cursor[ids[p]], 1)] = p;
+}
+
+// Grid (tile_bound, n tiles). A: the pairs' float32 rows (gate_up: x[p / K], H wide; down: act[p],
+// I wide). B: 128 rows of the expert's weights. See moe_gemm.h for what each op writes.
+template <MoeOp op>
+__global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const float* a, const int32_t* sorted,
+                                                             const int4* tiles, const float* weights,
+                                                             const uint16_t* w_all, int64_t K, int64_t H,
+                                                             int64_t I) {
+  const int4 tile = tiles[blockIdx.x];
+  if (tile.x < 0) return;  // past the last tile of this step
+  const int64_t e = tile.x;
+  const int rows = tile.z;
+  const int64_t kdim = op == MoeOp::kGateUp ? H : I;
+  const int64_t rows_per_expert = op == MoeOp::kGateUp ? 2 * I : H;
+  const uint16_t* we = w_all + e * rows_per_expert * kdim;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * (op == MoeOp::kGateUp ? kBN / 2 : kBN);
+
+  __shared__ __align__(128) unsigned char smem[kSmemBytes];
+  __shared__ int pair_of[kBM];
+  auto As = reinterpret_cast<__nv_bfloat16(*)[kBM][kLds]>(smem);                       // [2][kBM][kLds]
+  auto Bs = reinterpret_cast<__nv_bfloat16(*)[kBN][kLds]>(smem + 2 * kBM * kLds * 2);  // [2][kBN][kLds]
+  auto Cs = reinterpret_cast<float(*)[kLdc]>(smem);  // [kBM][kLdc], after the main loop
+
+  const int tid = threadIdx.x;
+  if (tid < kBM) pair_of[tid] = tid < rows ? sorted[tile.y + tid] : -1;
+  __syncthreads();
+
+  // Each k step a thread moves 2 float4 of A (64 rows x 8) and 2 uint4 of B (128 rows x 4);
+  // rows past the tile (A) or past H (B, down) load zeros.
+  const float* a_src[2];
+  const uint16_t* b_src[2];
+  int a_r[2], a_c[2], b_r[2], b_c[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int ia = tid + j * kThreads;
+    a_r[j] = ia / 8, a_c[j] = (ia % 8) * 4;
+    const int p = pair_of[a_r[j]];
+    a_src[j] = p < 0 ? nullptr : a + (op == MoeOp::kGateUp ? (p / K) * H : p * I) + a_c[j];
+    const int ib = tid + j * kThreads;
+    b_r[j] = ib / 4, b_c[j] = (ib % 4) * 8;
+    int64_t wrow;
+    if (op == MoeOp::kGateUp) {
+      wrow = b_r[j] < kBN / 2 ? n0 + b_r[j] : I + n0 + (b_r[j] - kBN / 2);
+    } else {
+      wrow = n0 + b_r[j];
+    }
+    b_src[j] = wrow < rows_per_expert ? we + wrow * kdim + b_c[j] : nullptr;
+  }
+  float4 ra[2];
+  uint4 rb[2];
+  auto load = [&](int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      ra[j] = a_src[j] ? *reinterpret_cast<const float4*>(a_src[j] + k0) : make_float4(0.f, 0.f, 0.f, 0.f);
+      rb[j] = b_src[j] ? __ldg(reinterpret_cast<const uint4*>(b_src[j] + k0)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      __nv_bfloat162 lo = __floats2bfloat162_rn(ra[j].x, ra[j].y), hi = __floats2bfloat162_rn(ra[j].z, ra[j].w);
+      uint2 packed;
+      packed.x = *reinterpret_cast<uint32_t*>(&lo);
+      packed.y = *reinterpret_cast<uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(&As[buf][a_r[j]][a_c[j]]) = packed;
+      *reinterpret_cast<uint4*>(&Bs[buf][b_r[j]][b_c[j]]) = rb[j];
+    }
+  };
+
+  const int warp = tid / 32;
+  const int wm = (warp / 4) * 32, wn = (warp % 4) * 32;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+  }
+
+  const int64_t nk = kdim / kBK;
+  load(0);
+  store(0);
+  __syncthreads();
+  for (int64_t kt = 0; kt < nk; ++kt) {
+    const int buf = static_cast<int>(kt & 1);
+    if (kt + 1 < nk) load((kt + 1) * kBK);  // in flight during the MMAs below
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
+      // B = W^T: element (k, n) is Bs[n][k], i.e. column-major with ldm kLds.
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &As[buf][wm + 16 * i][kk], kLds);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bs[buf][wn + 16 * j][kk], kLds);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+      }
+    }
+    // The other buffer was last read in iteration kt-1, before the barrier that ended it.
+    if (kt + 1 < nk) store(buf ^ 1);
+    __syncthreads();
+  }
+  // Cs overlays As/Bs: the barrier ending the last iteration ordered every read of them.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(&Cs[wm + 16 * i][wn + 16 * j], acc[i][j], kLdc, wmma::mem_row_major);
+    }
+  }
+  __syncthreads();
+
+  if (op == MoeOp::kGateUp) {
+    // act[p][n0 + c] = silu(gate) * up: 64 rows x 16 float4.
+#pragma unroll
+    for (int j = 0; j < (kBM * kBN / 2 / 4) / kThreads; ++j) {
+      const int idx = tid + j * kThreads;
+      const int r = idx / 16, c = (idx % 16) * 4;
+      if (r >= rows) continue;
+      const float4 g = *reinterpret_cast<const float4*>(&Cs[r][c]);
+      const float4 u = *reinterpret_cast<const float4*>(&Cs[r][kBN / 2 + c]);
+      const float4 v = make_float4(SiluF(g.x) * u.x, SiluF(g.y) * u.y, SiluF(g.z) * u.z, SiluF(g.w) * u.w);
+      *reinterpret_cast<float4*>(dst + static_cast<int64_t>(pair_of[r]) * I + n0 + c) = v;
+    }
+  } else {
+    // part[p][n0 + c] = weights[p] * product: 64 rows x 32 float4.
+#pragma unroll
+    for (int j = 0; j < (kBM * kBN / 4) / kThreads; ++j) {
+      const int idx = tid + j * kThreads;
+      const int r = idx / 32, c = (idx % 32) * 4;
+      if (r >= rows || n0 + c >= H) continue;
+      const int64_t p = pair_of[r];
+      const float wp = weights[p];
+      const float4 s = *reinterpret_cast<const float4*>(&Cs[r][c]);
+      *reinterpret_cast<float4*>(dst + p * H + n0 + c) = make_float4(wp * s.x, wp * s.y, wp * s.z, wp * s.w);
+    }
+  }
+}
+
+// out[t][h] = sum over k in order of part[t*K + k][h]. Grid (ceil(H / 4 / 128), T), 128 threads.
+__global__ void __launch_bounds__(128) MoeReduceKernel(float* out, const float* part, int64_t K, int64_t H) {
+  const int64_t h = (static_cast<int64_t>(blockIdx.x) * 128 + threadIdx.x) * 4;
+  const int64_t t = blockIdx.y;
+  if (h >= H) return;
+  float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t k = 0; k < K; ++k) {
+    const float4 v = *reinterpret_cast<const float4*>(part + (t * K + k) * H + h);
+    s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+  }
+  *reinterpret_cast<float4*>(out + t * H + h) = s;
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+struct SortedPairs {
+  const int32_t* sorted;
+  const int4* tiles;
+  int64_t tile_bound;
+};
+
+SortedPairs SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) {
+  const int64_t tile_bound = (n_pairs + kBM - 1) / kBM + std::min(n_pairs, kMaxExperts);
+  const size_t bytes = tile_bound * sizeof(int4) + n_pairs * sizeof(int32_t);
+  auto* tiles = static_cast<int4*>(StreamScratch(stream, 1, bytes));
+  auto* sorted = reinterpret_cast<int32_t*>(tiles + tile_bound);
+  MoeSortKernel<<<1, kSortThreads, 0, stream>>>(tiles, sorted, ids, static_cast<int>(n_pairs),
+                                               static_cast<int>(tile_bound));
+  KERNEL_CHECK();
+  return {sorted, tiles, tile_bound};
+}
+
+}  // namespace
+
+bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t I) {
+  return H % 64 == 0 && I % 64 == 0 && H > 0 && I > 0 && Aligned16(x) && Aligned16(w);
+}
+
+bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
+                         int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+  if (!MoeGroupedSupported(x, gate_up, H, I) || !Aligned16(act) || T * K > INT32_MAX / 2) return false;
+  if (T * K == 0) return true;
+  const SortedPairs s = SortPairs(ids, T * K, stream);
+  const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>(I / (kBN / 2)));
+  MoeGroupedKernel<MoeOp::kGateUp><<<grid, kThreads, 0, stream>>>(act, x, s.sorted, s.tiles, nullptr, gate_up, K, H, I);
+  KERNEL_CHECK();
+  return true;
+}
+
+bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const float* weights,
+                      const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+  // T is the reduction's grid.y.
+  if (!MoeGroupedSupported(act, down, H, I) || !Aligned16(out) || T * K > INT32_MAX / 2 || T > 65535) return false;
+  if (T * K == 0) return true;
+  const SortedPairs s = SortPairs(ids, T * K, stream);
+  auto* part = static_cast<float*>(StreamScratch(stream, 2, static_cast<size_t>(T * K * H) * sizeof(float)));
+  const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>((H + kBN - 1) / kBN));
+  MoeGroupedKernel<MoeOp::kDown><<<grid, kThreads, 0, stream>>>(part, act, s.sorted, s.tiles, weights, down, K, H, I);
+  KERNEL_CHECK();
+  MoeReduceKernel<<<dim3(static_cast<unsigned>((H / 4 + 127) / 128), static_cast<unsigned>(T)), 128, 0, stream>>>(
+      out, part, K, H);
+  KERNEL_CHECK();
+  return true;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,38 @@
+// Prefill versions of moe_gate_up / moe_down (kernels/moe.h, same arguments and layouts): grouped
+// GEMMs on tensor cores, the expert ids staying on the device.
+//
+//  1. One block sorts the T*K (token, expert) pairs by expert (count, exclusive scan, scatter) and
+//     writes the tile table: tile j = (expert, first sorted pair, pairs <= 64).
+//  2. One WMMA kernel (bf16 16x16x16, float accumulate) over (output-row tile, pair tile): a block
+//     gathers its pairs' activation rows (float32 rounded to bf16 in shared memory) and multiplies
+//     them by a 128-row tile of its expert's weights. The grid has an upper bound of pair tiles,
+//     ceil(T*K/64) + min(T*K, kMaxExperts); the blocks past the table's end exit at once.
+//       gate_up: 64 gate rows i and the 64 matching up rows I+i -> act[p][i] = silu(gate) * up.
+//       down:    128 rows h -> part[p][h] = weights[p] * (act[p] W_down[e]^T)[h]   (scratch)
+//  3. down only: out[t] = sum_k part[t*K+k] in k order (deterministic; no float atomics).
+//
+// Scratch (kernels/gemm.h StreamScratch): slot 1 the sort (~4 * (2 T*K + 2 kMaxExperts) bytes),
+// slot 2 the down partials (4 T*K*H bytes: 128 MiB at 2048 tokens of Qwen3-30B-A3B).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+#include "kernels/stream.h"
+
+namespace tandem::kernels {
+
+// Expert ids must lie in [0, kMaxExperts) (the histogram lives in shared memory; the launchers do
+// not know E). An id outside traps the kernel.
+constexpr int64_t kMaxExperts = 1024;
+
+// True when the grouped path handles these sizes: H and I multiples of 64, pointers 16-byte aligned.
+bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t I);
+
+// As moe_gate_up / moe_down. Return false, launching nothing, when !MoeGroupedSupported.
+bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
+                         int64_t K, int64_t H, int64_t I, cudaStream_t stream);
+bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const float* weights,
+                      const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream);
+
+}  // namespace tandem::kernels

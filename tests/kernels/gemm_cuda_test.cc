@@ -1,0 +1,277 @@
+// The prefill products (kernels/gemm.h: cuBLAS; kernels/moe_gemm.h: grouped MoE GEMM) against the
+// CPU references on fresh random inputs with poisoned outputs, at the tiny model's and Qwen3-30B-A3B's
+// shapes and ragged ones (token counts off the tile size, experts with no pairs, one expert with
+// all of them, expert ids up to kMaxExperts - 1). Bound 1e-2: the activations are rounded to bf16.
+// Then a throughput line per product at 2048 tokens (TFLOP/s against the H200's ~989 bf16 dense).
+// Skips (with the reason) where no GPU is present.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/gemm.h"
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
+#include "kernels/moe_gemm.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpectClose;
+using testing::RandomBf16;
+using testing::RandomFloats;
+using testing::Rng;
+
+constexpr double kBound = 1e-2;
+
+std::string Shape(std::initializer_list<int64_t> dims) {
+  std::string s = "(";
+  for (int64_t d : dims) s += std::to_string(d) + ",";
+  s.back() = ')';
+  return s;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(gemm_cuda, DenseMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  // (T, in, out): qkv, o_proj, router, dense MLP and odd shapes; T = 1 and T below 64 go through
+  // cuBLAS too when called directly.
+  for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
+           {64, 2048, 5120}, {130, 4096, 2048}, {257, 2048, 128}, {77, 128, 4096}, {1, 128, 384}, {5, 256, 37},
+           {100, 768, 2048}}) {
+    auto x = RandomFloats(T * in);
+    auto w = RandomBf16(out * in, 0.05f);
+    DeviceBuffer<float> d_x(x), d_y(T * out);
+    DeviceBuffer<bf16_bits> d_w(w);
+    d_y.Poison();
+    ASSERT_TRUE(gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr))
+        << "cuBLAS could not be loaded (see the 'tandem kernels:' line on stderr)";
+    std::vector<float> want(T * out);
+    ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
+    const auto got = d_y.Download();
+    ExpectClose("gemm_bf16 " + Shape({T, in, out}), got, want, kBound);
+    // The same call again gives the same bits.
+    d_y.Poison();
+    gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    EXPECT_TRUE(SameBits(d_y.Download(), got)) << "gemm_bf16 not deterministic " << Shape({T, in, out});
+  }
+}
+
+// matmul_bf16 itself on both sides of the threshold (the decode kernels below, cuBLAS from it on).
+TEST(gemm_cuda, MatmulDispatch) {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = GemmMinTokens(), in = 1024, out = 640;
+  std::printf("GemmMinTokens() = %lld\n", static_cast<long long>(n));
+  for (int64_t T : {n > 1 ? n - 1 : n, n, n + 37}) {
+    auto x = RandomFloats(T * in);
+    auto w = RandomBf16(out * in, 0.05f);
+    DeviceBuffer<float> d_x(x), d_y(T * out);
+    DeviceBuffer<bf16_bits> d_w(w);
+    d_y.Poison();
+    matmul_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    std::vector<float> want(T * out);
+    ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
+    ExpectClose("matmul_bf16 dispatch " + Shape({T, in, out}), d_y.Download(), want, kBound);
+  }
+}
+
+enum class Routing { kUniform, kOneExpert, kSkewed, kTopIds };
+
+std::vector<int32_t> Route(Routing r, int64_t T, int64_t E, int64_t K) {
+  std::vector<int32_t> ids(T * K);
+  std::vector<int32_t> perm(E);
+  for (int64_t t = 0; t < T; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), Rng());
+    for (int64_t k = 0; k < K; ++k) {
+      int32_t e = perm[k];  // K distinct experts, like the router gives
+      if (r == Routing::kOneExpert) e = static_cast<int32_t>(E / 2);
+      if (r == Routing::kSkewed && k == 0) e = 0;  // expert 0 in every token (perm may repeat it: fine)
+      if (r == Routing::kTopIds) e = static_cast<int32_t>(E - 1 - perm[k] % 3);  // only the 3 highest ids
+      ids[t * K + k] = e;
+    }
+  }
+  return ids;
+}
+
+struct MoeCase {
+  int64_t T, E, K, H, I;
+  Routing routing;
+  const char* what;
+};
+
+TEST(gemm_cuda, MoeGroupedMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  for (const MoeCase& c : {
+           MoeCase{70, 16, 4, 128, 64, Routing::kUniform, "tiny model"},
+           MoeCase{37, 128, 8, 2048, 768, Routing::kUniform, "qwen3-30b, ragged, empty experts"},
+           MoeCase{100, 128, 8, 2048, 768, Routing::kSkewed, "qwen3-30b, expert 0 in every token"},
+           MoeCase{200, 16, 2, 256, 128, Routing::kOneExpert, "one expert has every pair"},
+           MoeCase{65, 8, 3, 192, 320, Routing::kUniform, "H not a multiple of 128"},
+           MoeCase{300, kMaxExperts, 8, 64, 64, Routing::kTopIds, "ids up to kMaxExperts-1"},
+           MoeCase{1, 16, 4, 128, 64, Routing::kUniform, "one token"},
+       }) {
+    const int64_t T = c.T, E = c.E, K = c.K, H = c.H, I = c.I;
+    auto x = RandomFloats(T * H);
+    auto gate_up = RandomBf16(E * 2 * I * H, 0.05f), down = RandomBf16(E * H * I, 0.05f);
+    const std::vector<int32_t> ids = Route(c.routing, T, E, K);
+    const std::vector<float> weights = RandomFloats(T * K);
+    DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * I), d_out(T * H);
+    DeviceBuffer<bf16_bits> d_gu(gate_up), d_down(down);
+    DeviceBuffer<int32_t> d_ids(ids);
+    const std::string tag = Shape({T, E, K, H, I}) + " " + c.what;
+
+    d_act.Poison();
+    ASSERT_TRUE(moe_gate_up_grouped(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr)) << tag;
+    std::vector<float> act(T * K * I), out(T * H);
+    ref::moe_gate_up(act.data(), x.data(), ids.data(), gate_up.data(), T, K, H, I);
+    const auto got_act = d_act.Download();
+    ExpectClose("moe_gate_up_grouped " + tag, got_act, act, kBound);
+    d_act.Poison();  // again: the sort's order within an expert varies, the bits must not
+    moe_gate_up_grouped(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr);
+    EXPECT_TRUE(SameBits(d_act.Download(), got_act)) << "moe_gate_up_grouped not deterministic " << tag;
+
+    // moe_down from the reference activations, so each kernel is checked on its own.
+    d_act.Upload(act);
+    d_out.Poison();
+    ASSERT_TRUE(moe_down_grouped(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I,
+                                 nullptr))
+        << tag;
+    ref::moe_down(out.data(), act.data(), ids.data(), weights.data(), down.data(), T, K, H, I);
+    const auto got_out = d_out.Download();
+    ExpectClose("moe_down_grouped " + tag, got_out, out, kBound);
+    d_out.Poison();
+    moe_down_grouped(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr);
+    EXPECT_TRUE(SameBits(d_out.Download(), got_out)) << "moe_down_grouped not deterministic " << tag;
+  }
+}
+
+// moe_gate_up / moe_down at or above the threshold: the grouped path where the sizes allow it, the
+// decode kernels where they do not (H = 136).
+TEST(gemm_cuda, MoeDispatch) {
+  SKIP_WITHOUT_GPU();
+  const int64_t T = std::max<int64_t>(GemmMinTokens(), 1) + 3, E = 16, K = 4;
+  for (auto [H, I] : std::vector<std::array<int64_t, 2>>{{128, 64}, {136, 64}}) {
+    auto x = RandomFloats(T * H);
+    auto gate_up = RandomBf16(E * 2 * I * H, 0.05f), down = RandomBf16(E * H * I, 0.05f);
+    const std::vector<int32_t> ids = Route(Routing::kUniform, T, E, K);
+    const std::vector<float> weights = RandomFloats(T * K);
+    DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * I), d_out(T * H);
+    DeviceBuffer<bf16_bits> d_gu(gate_up), d_down(down);
+    DeviceBuffer<int32_t> d_ids(ids);
+    const bool grouped = MoeGroupedSupported(d_x.get(), d_gu.get(), H, I);
+    EXPECT_EQ(grouped, H % 64 == 0);
+    const std::string tag = Shape({T, E, K, H, I}) + (grouped ? " grouped" : " decode kernels");
+    d_act.Poison();
+    d_out.Poison();
+    moe_gate_up(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr);
+    moe_down(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr);
+    std::vector<float> act(T * K * I), out(T * H);
+    ref::moe_gate_up(act.data(), x.data(), ids.data(), gate_up.data(), T, K, H, I);
+    ref::moe_down(out.data(), act.data(), ids.data(), weights.data(), down.data(), T, K, H, I);
+    ExpectClose("moe dispatch gate_up " + tag, d_act.Download(), act, kBound);
+    ExpectClose("moe dispatch down " + tag, d_out.Download(), out, kBound);
+  }
+}
+
+// Milliseconds per call of f, averaged over reps after a warm-up.
+template <typename F>
+double TimeMs(F f, int reps) {
+  f();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  CUDA_CHECK(cudaEventRecord(a, nullptr));
+  for (int i = 0; i < reps; ++i) f();
+  CUDA_CHECK(cudaEventRecord(b, nullptr));
+  CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  return ms / reps;
+}
+
+void PrintRate(const std::string& what, double flops, double ms, double old_ms) {
+  const double tflops = flops / (ms * 1e-3) / 1e12;
+  std::printf("%-44s %8.3f ms %7.1f TFLOP/s (%4.1f%% of 989)", what.c_str(), ms, tflops, 100.0 * tflops / 989.0);
+  if (old_ms > 0) std::printf("; decode kernels %8.3f ms (%.1fx)", old_ms, old_ms / ms);
+  std::printf("\n");
+}
+
+// Qwen3-30B-A3B at 2048 tokens: one layer's products. The decode kernels are timed on the same
+// work in chunks below the threshold, for comparison.
+TEST(gemm_cuda, PrefillThroughput) {
+  SKIP_WITHOUT_GPU();
+  const int64_t T = 2048, H = 2048, E = 128, K = 8, I = 768;
+  const int64_t chunk = std::min<int64_t>(GemmMinTokens() - 1, 63);
+  auto x = RandomFloats(T * 4096);
+  DeviceBuffer<float> d_x(x), d_y(T * 5120);
+  for (auto [in, out, name] : std::vector<std::tuple<int64_t, int64_t, const char*>>{
+           {H, 5120, "qkv"}, {4096, H, "o_proj"}, {H, E, "router"}, {H, 151936, "lm_head (all rows)"}}) {
+    if (out * T > T * 5120) {  // the lm_head row: fewer tokens, same buffer
+      DeviceBuffer<bf16_bits> d_w(out * in);
+      CUDA_CHECK(cudaMemset(d_w.get(), 0x3C, out * in * sizeof(bf16_bits)));
+      const int64_t rows = T * 5120 / out;
+      const double ms = TimeMs([&] { gemm_bf16(d_y.get(), d_x.get(), d_w.get(), rows, in, out, nullptr); }, 10);
+      PrintRate(std::string("prefill gemm ") + name + " " + Shape({rows, in, out}), 2.0 * rows * in * out, ms, 0);
+      continue;
+    }
+    DeviceBuffer<bf16_bits> d_w(out * in);
+    CUDA_CHECK(cudaMemset(d_w.get(), 0x3C, out * in * sizeof(bf16_bits)));  // 0.0115 everywhere
+    const double ms = TimeMs([&] { gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); }, 10);
+    double old_ms = 0;
+    if (chunk >= 1) {
+      old_ms = TimeMs(
+          [&] {
+            for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+              matmul_bf16(d_y.get() + t0 * out, d_x.get() + t0 * in, d_w.get(), std::min(chunk, T - t0), in, out,
+                          nullptr);
+            }
+          },
+          2);
+    }
+    PrintRate(std::string("prefill gemm ") + name + " " + Shape({T, in, out}), 2.0 * T * in * out, ms, old_ms);
+  }
+
+  DeviceBuffer<bf16_bits> d_gu(E * 2 * I * H), d_down(E * H * I);
+  CUDA_CHECK(cudaMemset(d_gu.get(), 0x3C, E * 2 * I * H * sizeof(bf16_bits)));
+  CUDA_CHECK(cudaMemset(d_down.get(), 0x3C, E * H * I * sizeof(bf16_bits)));
+  const std::vector<int32_t> ids = Route(Routing::kUniform, T, E, K);
+  DeviceBuffer<int32_t> d_ids(ids);
+  DeviceBuffer<float> d_w(RandomFloats(T * K)), d_act(T * K * I), d_out(T * H);
+  const double gu_ms =
+      TimeMs([&] { moe_gate_up_grouped(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr); }, 10);
+  const double down_ms = TimeMs(
+      [&] { moe_down_grouped(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr); },
+      10);
+  double old_gu = 0, old_down = 0;
+  if (chunk >= 1) {
+    old_gu = TimeMs(
+        [&] {
+          for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+            moe_gate_up(d_act.get() + t0 * K * I, d_x.get() + t0 * H, d_ids.get() + t0 * K, d_gu.get(),
+                        std::min(chunk, T - t0), K, H, I, nullptr);
+          }
+        },
+        2);
+    old_down = TimeMs(
+        [&] {
+          for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+            moe_down(d_out.get() + t0 * H, d_act.get() + t0 * K * I, d_ids.get() + t0 * K, d_w.get() + t0 * K,
+                     d_down.get(), std::min(chunk, T - t0), K, H, I, nullptr);
+          }
+        },
+        2);
+  }
+  PrintRate("prefill moe_gate_up_grouped " + Shape({T, E, K, H, I}), 2.0 * T * K * H * 2 * I, gu_ms, old_gu);
+  PrintRate("prefill moe_down_grouped " + Shape({T, E, K, H, I}), 2.0 * T * K * I * H, down_ms, old_down);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
