@@ -21,9 +21,10 @@ struct AttentionShape {
   int64_t q_stride = 0;                               // floats between tokens' q rows
 };
 
-// 128: on an H200 at batch 1, 34.6 us at ctx 1k and 53.8 us at 4k; 32 gave 26.3 and 80.7 us (the
-// merge grows), and slower steps at 4k and at batch 8/32 (docs/bench/decode-h200.md).
-inline constexpr int64_t kAttentionPartition = 128;
+// 64 = 8 warps x 8 positions, each warp issuing its 8 positions' K and V loads at once: one memory
+// round trip per block (the earlier one-position-at-a-time kernel took 34.6 us/layer at ctx 1k on an
+// H200; docs/bench/decode-h200.md has the history).
+inline constexpr int64_t kAttentionPartition = 64;
 
 // Floats of scratch attention() needs for T tokens and partitions up to `max_positions`.
 int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max_positions);

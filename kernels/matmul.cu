@@ -3,26 +3,43 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
+#include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
 
 namespace tandem::kernels {
 
 namespace {
 
-constexpr int kWarps = 8;  // rows per block
+constexpr int kWarps = 4;  // rows per block: small blocks spread a short product over every SM
 
 // Grid (ceil(out / kWarps), ceil(T / TT)): warp w of block b computes row b*kWarps+w for the TT
-// tokens of tile blockIdx.y.
-template <int TT>
-__global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const float* x, const uint16_t* w,
-                                                            int64_t T, int64_t in, int64_t out) {
+// tokens of tile blockIdx.y. The row's first chunk is loaded before waiting for the previous kernel
+// (weights never change during a step), so those loads overlap its tail.
+template <int NL, int TT>
+__global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const float* x, const uint16_t* w, int64_t T,
+                                                            int64_t in, int64_t out) {
+  GridDepLaunchDependents();
   const int lane = threadIdx.x % 32;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (o >= out) return;
+  const uint16_t* row = w + o * in;
+  uint4 buf[NL];
+  LoadChunk<NL>(buf, row, 0, in, lane);
+  GridDepWait();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
   const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
+  const float* xt = x + t0 * in;
   float acc[TT];
-  RowDot<TT>(acc, w + o * in, x + t0 * in, in, nt, lane);
+#pragma unroll
+  for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
+  for (int64_t base = 0;;) {
+    UseChunk<NL, TT>(acc, buf, xt, base, in, nt, lane);
+    base += 256 * NL;
+    if (base >= in) break;
+    LoadChunk<NL>(buf, row, base, in, lane);
+  }
+#pragma unroll
+  for (int t = 0; t < TT; ++t) acc[t] = WarpSum(acc[t]);
   if (lane == 0) {
 #pragma unroll
     for (int t = 0; t < TT; ++t) {
@@ -31,25 +48,19 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const floa
   }
 }
 
-// Batch 1: each warp computes two adjacent rows with RowsDot (loads of both rows in flight).
-// Grid ceil(out / (2 kWarps)).
-__global__ void __launch_bounds__(kWarps * 32) MatvecKernel(float* y, const float* x, const uint16_t* w, int64_t in,
-                                                            int64_t out) {
-  const int lane = threadIdx.x % 32;
-  const int64_t o = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * 2;
-  if (o >= out) return;
-  if (o + 1 < out) {
-    const uint16_t* rows[2] = {w + o * in, w + (o + 1) * in};
-    const float* xs[2] = {x, x};
-    float acc[2];
-    RowsDot<2>(acc, rows, xs, in, lane);
-    if (lane == 0) y[o] = acc[0], y[o + 1] = acc[1];
-  } else {
-    const uint16_t* rows[1] = {w + o * in};
-    const float* xs[1] = {x};
-    float acc[1];
-    RowsDot<1>(acc, rows, xs, in, lane);
-    if (lane == 0) y[o] = acc[0];
+template <int TT>
+void LaunchTile(float* y, const float* x, const uint16_t* w, int64_t T, int64_t in, int64_t out, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((out + kWarps - 1) / kWarps), static_cast<unsigned>((T + TT - 1) / TT));
+  const dim3 block(kWarps * 32);
+  // Bigger token tiles hold TT accumulators per weight: cap the chunk at 8 loads there.
+  const int nl = TT > 4 && ChunkLoads(in) > 8 ? 8 : ChunkLoads(in);
+  switch (nl) {
+    case 1: Launch(MatmulKernel<1, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
+    case 2: Launch(MatmulKernel<2, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
+    case 3: Launch(MatmulKernel<3, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
+    case 4: Launch(MatmulKernel<4, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
+    case 8: Launch(MatmulKernel<8, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
+    default: Launch(MatmulKernel<16, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
   }
 }
 
@@ -61,16 +72,12 @@ void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0 || out == 0) return;
   if (UseGemmPath(T, stream) && gemm_bf16(y, x, w, T, in, out, stream)) return;  // prefill: cuBLAS (gemm.h)
-  const unsigned blocks = static_cast<unsigned>((out + kWarps - 1) / kWarps);
-  // Fewer register-held accumulators for a single token (decode at batch 1).
   if (T == 1) {
-    const unsigned pair_blocks = static_cast<unsigned>((out + 2 * kWarps - 1) / (2 * kWarps));
-    MatvecKernel<<<pair_blocks, kWarps * 32, 0, stream>>>(y, x, w, in, out);
+    LaunchTile<1>(y, x, w, T, in, out, stream);
   } else if (T <= 4) {
-    MatmulKernel<4><<<dim3(blocks, 1), kWarps * 32, 0, stream>>>(y, x, w, T, in, out);
+    LaunchTile<4>(y, x, w, T, in, out, stream);
   } else {
-    MatmulKernel<8><<<dim3(blocks, static_cast<unsigned>((T + 7) / 8)), kWarps * 32, 0, stream>>>(
-        y, x, w, T, in, out);
+    LaunchTile<8>(y, x, w, T, in, out, stream);
   }
   KERNEL_CHECK();
 }

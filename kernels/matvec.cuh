@@ -1,39 +1,14 @@
-// The inner loop every bf16 product shares (dense matmul, MoE experts): one warp, one weight row,
-// up to TT token vectors. Each lane takes 8 consecutive weights per 16-byte load, with several
-// loads in flight (unrolled), and accumulates in float32; the result is warp-reduced.
+// The inner loops of every bf16 product at decode sizes (dense matmul, MoE experts). Decode at small
+// batch is bound by how many weight bytes are in flight: each lane holds a whole chunk of a row in
+// registers (NL 16-byte loads = 8*NL weights) before it uses the first, so a warp has NL * 512 bytes
+// of one row outstanding, and a launch keeps megabytes in flight instead of a few loads per warp.
+// Lane l of chunk c owns weights [c*256*NL + k*256 + l*8, +8) for k < NL: every load instruction of a
+// warp reads 512 contiguous bytes. Accumulation is float32.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
-
-namespace tandem::kernels {
-
-// acc[t] (on every lane) = dot(w_row (in), x + t*in) for t < nt; acc[t >= nt] = 0.
-template <int TT>
-__device__ __forceinline__ void RowDot(float acc[TT], const uint16_t* w_row, const float* x, int64_t in,
-                                       int nt, int lane) {
-#pragma unroll
-  for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
-#pragma unroll 4
-  for (int64_t i = lane * 8; i < in; i += 32 * 8) {
-    float wv[8];
-    Load8Bf16Stream(w_row + i, wv);
-#pragma unroll
-    for (int t = 0; t < TT; ++t) {
-      if (t < nt) {
-        const float4* xp = reinterpret_cast<const float4*>(x + t * in + i);
-        const float4 a = xp[0], b = xp[1];
-        acc[t] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y +
-                  wv[6] * b.z + wv[7] * b.w;
-      }
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < TT; ++t) acc[t] = WarpSum(acc[t]);
-}
-
-}  // namespace tandem::kernels
 
 namespace tandem::kernels {
 
@@ -48,40 +23,69 @@ __device__ __forceinline__ void Widen8(const uint4& raw, float out[8]) {
   }
 }
 
-// acc[r] (every lane) = dot(rows[r] (in), xs[r] (in)) for NR rows at once: decode at batch 1 is
-// bound by how many bytes are in flight, so every weight load of an iteration (NR rows x 2 steps of
-// 16 bytes per lane) is issued before the first is used.
-template <int NR>
+// Issues the NL loads of chunk `base` (element offset, a multiple of 256*NL) of `row` (length `in`,
+// a multiple of 8); loads past the end are skipped (their registers stay unused).
+template <int NL>
+__device__ __forceinline__ void LoadChunk(uint4 buf[NL], const uint16_t* row, int64_t base, int64_t in, int lane) {
+#pragma unroll
+  for (int k = 0; k < NL; ++k) {
+    const int64_t i = base + k * 256 + lane * 8;
+    if (i < in) buf[k] = __ldcs(reinterpret_cast<const uint4*>(row + i));
+  }
+}
+
+// acc[t] += dot(chunk in buf, x + t*in) for t < nt (x float32, 16-byte aligned rows).
+template <int NL, int TT>
+__device__ __forceinline__ void UseChunk(float acc[TT], const uint4 buf[NL], const float* x, int64_t base, int64_t in,
+                                         int nt, int lane) {
+#pragma unroll
+  for (int k = 0; k < NL; ++k) {
+    const int64_t i = base + k * 256 + lane * 8;
+    if (i < in) {
+      float w[8];
+      Widen8(buf[k], w);
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        if (t < nt) {
+          const float4* xp = reinterpret_cast<const float4*>(x + t * in + i);
+          const float4 a = __ldg(xp), b = __ldg(xp + 1);
+          acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
+                    w[7] * b.w;
+        }
+      }
+    }
+  }
+}
+
+// acc[r] (on every lane) = dot(rows[r], xs[r]) over `in` elements, NR rows' chunks in flight together.
+template <int NR, int NL>
 __device__ __forceinline__ void RowsDot(float acc[NR], const uint16_t* const rows[NR], const float* const xs[NR],
                                         int64_t in, int lane) {
 #pragma unroll
   for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
-  for (int64_t i = lane * 8; i < in; i += 2 * 32 * 8) {
-    const bool second = i + 32 * 8 < in;
-    uint4 w0[NR], w1[NR];
+  for (int64_t base = 0; base < in; base += 256 * NL) {
+    uint4 buf[NR][NL];
 #pragma unroll
-    for (int r = 0; r < NR; ++r) w0[r] = __ldcs(reinterpret_cast<const uint4*>(rows[r] + i));
-#pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      if (second) w1[r] = __ldcs(reinterpret_cast<const uint4*>(rows[r] + i + 32 * 8));
-    }
+    for (int r = 0; r < NR; ++r) LoadChunk<NL>(buf[r], rows[r], base, in, lane);
 #pragma unroll
     for (int r = 0; r < NR; ++r) {
-      float w[8];
-      Widen8(w0[r], w);
-      const float4* xp = reinterpret_cast<const float4*>(xs[r] + i);
-      const float4 a = xp[0], b = xp[1];
-      acc[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
-      if (second) {
-        Widen8(w1[r], w);
-        const float4* xq = reinterpret_cast<const float4*>(xs[r] + i + 32 * 8);
-        const float4 c = xq[0], d = xq[1];
-        acc[r] += w[0] * c.x + w[1] * c.y + w[2] * c.z + w[3] * c.w + w[4] * d.x + w[5] * d.y + w[6] * d.z + w[7] * d.w;
-      }
+      float a[1] = {acc[r]};
+      UseChunk<NL, 1>(a, buf[r], xs[r], base, in, 1, lane);
+      acc[r] = a[0];
     }
   }
 #pragma unroll
   for (int r = 0; r < NR; ++r) acc[r] = WarpSum(acc[r]);
+}
+
+// Loads per lane per chunk for rows of `in` elements: the whole row when it is at most 16 loads
+// (4096 bf16), else chunks of 8. One of 1, 2, 3, 4, 8, 16.
+inline int ChunkLoads(int64_t in) {
+  const int64_t need = (in + 255) / 256;
+  if (need <= 4) return static_cast<int>(need < 1 ? 1 : need);
+  if (need <= 8) return 8;
+  if (need <= 16) return 16;
+  return 8;
 }
 
 }  // namespace tandem::kernels

@@ -3,6 +3,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
+#include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
 #include "kernels/moe_gemm.h"
 
@@ -10,56 +11,71 @@ namespace tandem::kernels {
 
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kGateUpWarps = 4;
+constexpr int kDownWarps = 8;      // one warp per expert slot k (k, k+8, ... when K > 8)
+constexpr int kDownRows = 4;       // output rows per block in moe_down
 
-// Grid (ceil(I / kWarps), T*K): warp computes row i of gate and of up for pair blockIdx.y.
-__global__ void __launch_bounds__(kWarps * 32) MoeGateUpKernel(float* act, const float* x, const int32_t* ids,
-                                                               const uint16_t* gate_up, int64_t K, int64_t H,
-                                                               int64_t I) {
+// Grid (ceil(I / kGateUpWarps), T*K): warp computes row i of gate and of up for pair blockIdx.y,
+// both rows' chunks in flight together. The expert id comes from the router kernel, so nothing
+// can be loaded before GridDepWait.
+template <int NL>
+__global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act, const float* x, const int32_t* ids,
+                                                                     const uint16_t* gate_up, int64_t K, int64_t H,
+                                                                     int64_t I) {
+  GridDepLaunchDependents();
   const int lane = threadIdx.x % 32;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32;
   const int64_t p = blockIdx.y;
   if (i >= I) return;
+  GridDepWait();
   const uint16_t* we = gate_up + static_cast<int64_t>(ids[p]) * 2 * I * H;
   const float* xt = x + (p / K) * H;
   const uint16_t* rows[2] = {we + i * H, we + (I + i) * H};  // gate row i, up row i
   const float* xs[2] = {xt, xt};
   float gu[2];
-  RowsDot<2>(gu, rows, xs, H, lane);
+  RowsDot<2, NL>(gu, rows, xs, H, lane);
   if (lane == 0) act[p * I + i] = SiluF(gu[0]) * gu[1];
 }
 
-// Grid (ceil(H / kWarps), T): warp computes output h of token t over its K experts.
-__global__ void __launch_bounds__(kWarps * 32) MoeDownKernel(float* out, const float* act, const int32_t* ids,
-                                                             const float* weights, const uint16_t* down, int64_t K,
-                                                             int64_t H, int64_t I) {
-  const int lane = threadIdx.x % 32;
-  const int64_t h = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const int64_t t = blockIdx.y;
-  if (h >= H) return;
-  float sum = 0;
-  if (K == 8) {  // Qwen3-30B-A3B: the eight experts' rows in flight together
-    const uint16_t* rows[8];
-    const float* xs[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      rows[k] = down + (static_cast<int64_t>(ids[t * 8 + k]) * H + h) * I;
-      xs[k] = act + (t * 8 + k) * I;
-    }
-    float d[8];
-    RowsDot<8>(d, rows, xs, I, lane);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) sum += weights[t * 8 + k] * d[k];
-    if (lane == 0) out[t * H + h] = sum;
-    return;
-  }
-  for (int64_t k = 0; k < K; ++k) {
+// Grid (ceil(H / kDownRows), T): warp k of the block computes rows h0..h0+kDownRows of expert slots
+// k, k+8, ... of token t (weighted), the block sums the slots in a fixed order (deterministic).
+template <int NL>
+__global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, const float* act, const int32_t* ids,
+                                                                 const float* weights, const uint16_t* down, int64_t K,
+                                                                 int64_t H, int64_t I) {
+  GridDepLaunchDependents();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
+  __shared__ float partial[kDownWarps][kDownRows];
+  GridDepWait();
+  float sum[kDownRows] = {};
+  for (int64_t k = warp; k < K; k += kDownWarps) {
     const int64_t p = t * K + k;
-    float d[1];
-    RowDot<1>(d, down + (static_cast<int64_t>(ids[p]) * H + h) * I, act + p * I, I, 1, lane);
-    sum += weights[p] * d[0];
+    const uint16_t* base = down + (static_cast<int64_t>(ids[p]) * H + h0) * I;
+    const uint16_t* rows[kDownRows];
+    const float* xs[kDownRows];
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) {
+      rows[r] = base + (h0 + r < H ? r : 0) * I;  // rows past H recompute row h0 and are dropped
+      xs[r] = act + p * I;
+    }
+    float d[kDownRows];
+    RowsDot<kDownRows, NL>(d, rows, xs, I, lane);
+    const float wk = weights[p];
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r];
   }
-  if (lane == 0) out[t * H + h] = sum;
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) partial[warp][r] = sum[r];
+  }
+  __syncthreads();
+  if (threadIdx.x < kDownRows && h0 + threadIdx.x < H) {
+    float s = 0;
+#pragma unroll
+    for (int w = 0; w < kDownWarps; ++w) s += partial[w][threadIdx.x];
+    out[t * H + h0 + threadIdx.x] = s;
+  }
 }
 
 }  // namespace
@@ -70,8 +86,15 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
   if (T == 0) return;
   // Prefill: grouped tensor-core GEMM over the pairs sorted by expert (moe_gemm.h).
   if (UseGemmPath(T, stream) && moe_gate_up_grouped(act, x, ids, gate_up, T, K, H, I, stream)) return;
-  dim3 grid(static_cast<unsigned>((I + kWarps - 1) / kWarps), static_cast<unsigned>(T * K));
-  MoeGateUpKernel<<<grid, kWarps * 32, 0, stream>>>(act, x, ids, gate_up, K, H, I);
+  const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
+  const dim3 block(kGateUpWarps * 32);
+  switch (ChunkLoads(H)) {
+    case 1: Launch(MoeGateUpKernel<1>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
+    case 2: Launch(MoeGateUpKernel<2>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
+    case 3: Launch(MoeGateUpKernel<3>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
+    case 4: Launch(MoeGateUpKernel<4>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
+    default: Launch(MoeGateUpKernel<8>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
+  }
   KERNEL_CHECK();
 }
 
@@ -80,8 +103,15 @@ void moe_down(float* out, const float* act, const int32_t* ids, const float* wei
   KERNEL_REQUIRE(I % 8 == 0);
   if (T == 0) return;
   if (UseGemmPath(T, stream) && moe_down_grouped(out, act, ids, weights, down, T, K, H, I, stream)) return;
-  dim3 grid(static_cast<unsigned>((H + kWarps - 1) / kWarps), static_cast<unsigned>(T));
-  MoeDownKernel<<<grid, kWarps * 32, 0, stream>>>(out, act, ids, weights, down, K, H, I);
+  const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
+  const dim3 block(kDownWarps * 32);
+  switch (ChunkLoads(I)) {
+    case 1: Launch(MoeDownKernel<1>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
+    case 2: Launch(MoeDownKernel<2>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
+    case 3: Launch(MoeDownKernel<3>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
+    case 4: Launch(MoeDownKernel<4>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
+    default: Launch(MoeDownKernel<8>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
+  }
   KERNEL_CHECK();
 }
 

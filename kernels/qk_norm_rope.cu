@@ -2,6 +2,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
 
 namespace tandem::kernels {
 
@@ -13,6 +14,8 @@ template <typename KV>
 __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_norm,
                                  const uint16_t* k_norm, const float* inv_freq, const int32_t* pos,
                                  const int32_t* slot, QkvLayout L, float eps) {
+  GridDepLaunchDependents();
+  GridDepWait();
   const int64_t t = blockIdx.x;
   const int head = blockIdx.y, d = threadIdx.x;
   const int64_t hd = L.head_dim, half = L.rotary_dim / 2;
@@ -55,8 +58,8 @@ void Launch(float* qkv, KV* k_cache, KV* v_cache, const bf16_bits* q_norm, const
   KERNEL_REQUIRE(L.rotary_dim % 2 == 0 && L.rotary_dim <= L.head_dim);
   if (T == 0) return;
   dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(L.n_heads + 2 * L.n_kv_heads));
-  QkNormRopeKernel<KV><<<grid, static_cast<unsigned>(L.head_dim), 0, stream>>>(
-      qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, L, eps);
+  Launch(QkNormRopeKernel<KV>, grid, dim3(static_cast<unsigned>(L.head_dim)), 0, stream, qkv, k_cache, v_cache,
+         q_norm, k_norm, inv_freq, pos, slot, L, eps);
   KERNEL_CHECK();
 }
 

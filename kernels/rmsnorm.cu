@@ -2,6 +2,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
 
 namespace tandem::kernels {
 
@@ -12,6 +13,8 @@ constexpr int kThreads = 256;
 // One block per row: add, sum of squares (block reduction), scale.
 __global__ void AddRmsnormKernel(float* out, float* residual, const float* delta, const uint16_t* w,
                                  int64_t n, float eps) {
+  GridDepLaunchDependents();
+  GridDepWait();
   const int64_t r = blockIdx.x;
   float* x = residual + r * n;
   float ss = 0;
@@ -40,7 +43,8 @@ void add_rmsnorm(float* out, float* residual, const float* delta, const bf16_bit
                  int64_t n, float eps, cudaStream_t stream) {
   KERNEL_REQUIRE(out != residual);
   if (rows == 0) return;
-  AddRmsnormKernel<<<rows, kThreads, 0, stream>>>(out, residual, delta, w, n, eps);
+  Launch(AddRmsnormKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, out, residual, delta, w, n,
+         eps);
   KERNEL_CHECK();
 }
 

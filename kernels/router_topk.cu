@@ -4,6 +4,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
 
 namespace tandem::kernels {
 
@@ -14,6 +15,8 @@ constexpr int kMaxPerLane = 8;  // E <= 256
 // One warp per token: lane l holds experts l, l+32, ...; K rounds of a warp-wide arg-max.
 __global__ void RouterTopkKernel(int32_t* ids, float* weights, const float* logits, int64_t T, int E, int K,
                                  bool renormalize) {
+  GridDepLaunchDependents();
+  GridDepWait();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= T) return;
@@ -74,8 +77,9 @@ void router_topk(int32_t* ids, float* weights, const float* logits, int64_t T, i
   KERNEL_REQUIRE(E <= 32 * kMaxPerLane && K >= 1 && K <= E);
   if (T == 0) return;
   constexpr int kTokensPerBlock = 4;
-  RouterTopkKernel<<<static_cast<unsigned>((T + kTokensPerBlock - 1) / kTokensPerBlock), kTokensPerBlock * 32, 0,
-                     stream>>>(ids, weights, logits, T, static_cast<int>(E), static_cast<int>(K), renormalize);
+  Launch(RouterTopkKernel, dim3(static_cast<unsigned>((T + kTokensPerBlock - 1) / kTokensPerBlock)),
+         dim3(kTokensPerBlock * 32), 0, stream, ids, weights, logits, T, static_cast<int>(E), static_cast<int>(K),
+         renormalize);
   KERNEL_CHECK();
 }
 

@@ -1,0 +1,54 @@
+// Programmatic dependent launch (PDL, sm_90+): a kernel launched with Launch() below may begin
+// while the kernel before it in the stream is still finishing, so the launch latency and the
+// first weight loads of a decode step's ~10 kernels per layer overlap the tail of the previous one.
+//
+// The contract every kernel launched this way keeps:
+//   - call GridDepLaunchDependents() early (it lets the NEXT kernel start launching), and
+//   - call GridDepWait() before reading anything an earlier kernel of the stream wrote and before
+//     writing anything an earlier kernel may still read. Only data that no kernel writes (weights,
+//     the step's metadata copied before the launch) may be read before it.
+// GridDepWait() returns once the previous kernel has completed and its writes are visible; since
+// that kernel waited for its own predecessor the same way, the order is transitive.
+// TANDEM_PDL=0 turns it off (plain launches; the two device calls are then no-ops).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda_check.h"
+
+namespace tandem::kernels {
+
+__device__ __forceinline__ void GridDepWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void GridDepLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether launches use PDL: the current device is sm_90+ and TANDEM_PDL is not "0" (read once).
+bool PdlEnabled();
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when PdlEnabled().
+template <typename... Params, typename... Args>
+void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (PdlEnabled()) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+  }
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+}  // namespace tandem::kernels
