@@ -21,6 +21,9 @@ add_library(tandem_infer STATIC
   ${CMAKE_CURRENT_LIST_DIR}/make_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/rank_processes.cc)
 target_link_libraries(tandem_infer PUBLIC tandem_engine tandem_tokenizer nlohmann_json::nlohmann_json)
+if(TANDEM_CUDA)
+  target_link_libraries(tandem_infer PUBLIC tandem_nccl_comm)  # --backend cuda --ranks processes
+endif()
 
 add_executable(tandem-infer ${CMAKE_CURRENT_LIST_DIR}/infer_main.cc)
 target_link_libraries(tandem-infer PRIVATE tandem_infer)

@@ -24,6 +24,12 @@
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
+#ifdef TANDEM_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "engine/cuda/nccl_comm.h"
+#endif
+
 namespace tandem::engine {
 
 namespace {
@@ -92,7 +98,36 @@ absl::StatusOr<std::string> RunAsThreads(const InferOptions& o, const Rank0Work&
   return output;
 }
 
+// Ranks as processes: the cuda backend joins an NCCL group, one GPU per rank (device rank % the
+// devices this process sees), and its model enqueues the all-reduces on its own stream (graphs
+// on); the cpu backend joins Gloo over TCP.
 absl::StatusOr<std::unique_ptr<Comm>> ConnectProcessRank(const InferOptions& o, Store& store, int rank, int world) {
+  if (o.backend == "cuda") {
+#ifdef TANDEM_HAVE_CUDA
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      cudaGetLastError();
+      return absl::FailedPreconditionError("--backend cuda: no usable CUDA device");
+    }
+    if (world > devices) {
+      // NCCL refuses two ranks on one GPU (and would say so less clearly).
+      return absl::FailedPreconditionError(
+          "--backend cuda --tp " + std::to_string(world) + " --ranks processes needs " + std::to_string(world) +
+          " GPUs (NCCL, one per rank); this machine has " + std::to_string(devices) +
+          " (--ranks threads runs every rank on one GPU through the host)");
+    }
+    cuda::NcclCommOptions n;
+    n.rank = rank;
+    n.world_size = world;
+    n.device = rank % devices;  // also made current on this thread, where the model then loads
+    n.store = &store;
+    n.timeout = std::chrono::milliseconds(o.timeout_ms);
+    n.connect_timeout = std::chrono::milliseconds(2 * o.timeout_ms);
+    return cuda::CreateNcclComm(n);
+#else
+    return absl::UnimplementedError("--backend cuda: this build has no CUDA (TANDEM_CUDA=OFF)");
+#endif
+  }
   GlooCommOptions g;
   g.store = &store;
   g.rank = rank;

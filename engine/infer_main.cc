@@ -22,14 +22,16 @@ namespace {
 
 const char kUsage[] =
     "usage: tandem-infer tokenize --model DIR --text TEXT\n"
-    "       tandem-infer generate --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]\n"
+    "       tandem-infer generate --model DIR [--backend cpu|cuda] [--tp N] [--ranks threads|processes]\n"
     "                    (--prompt TEXT [--chat] [--no-thinking] | --prompt-ids 1,2,3) [--max-tokens N]\n"
     "                    [--temperature T] [--seed S] [--json] [--stats] [--threads N] [--timeout-s S]\n"
-    "       tandem-infer logits --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]\n"
+    "       tandem-infer logits --model DIR [--backend cpu|cuda] [--tp N] [--ranks threads|processes]\n"
     "                    --prompt-ids 1,2,3 --out FILE\n"
     "       tandem-infer serve --model DIR [--port P] ...        (OpenAI-compatible server; serve --help)\n"
     "       tandem-infer bench-serve --url URL [--concurrency 1,8,32] ...   (bench-serve --help)\n"
-    "       tandem-infer make-model --out DIR [--tokenizer-from DIR] ...    (random-weight checkpoint)\n";
+    "       tandem-infer make-model --out DIR [--tokenizer-from DIR] ...    (random-weight checkpoint)\n"
+    "       tandem-infer bench --backend cuda [--synthetic qwen3-30b-a3b] [--tp N] ...  (CUDA builds)\n"
+    "  --backend cuda --tp N --ranks processes: one process per GPU (rank r on device r % GPUs), NCCL\n";
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tandem-infer: %s\n", msg.c_str());

@@ -236,6 +236,7 @@ class CudaModel final : public Model {
   // Decode graphs by shape: the kernels read everything that changes between steps
   // (tokens, positions, slots, tables) from a.meta, which the step rewrites before the replay.
   std::map<std::tuple<int64_t, int64_t, int64_t>, cudaGraphExec_t> graphs_;  // (T, R, max_blocks)
+  std::set<std::tuple<int64_t, int64_t, int64_t>> eager_shapes_;  // TP: shapes run once uncaptured
 };
 
 const bf16_bits* LmHead(const DeviceArray<bf16_bits>& head, const DeviceArray<bf16_bits>& embed) {
@@ -628,7 +629,11 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
     // Partitions for the whole table width: the graph stays valid as positions grow within it.
     const auto key = std::make_tuple(m.T, m.R, m.max_blocks);
     auto it = graphs_.find(key);
-    if (it == graphs_.end()) {
+    // TP (NCCL): the first step of a shape runs eagerly, so that NCCL sets up its connections and
+    // buffers for these sizes outside a capture; the shape's second step is captured.
+    if (it == graphs_.end() && coll_ != nullptr && eager_shapes_.insert(key).second) {
+      RETURN_IF_ERROR(RunLayers(m, m.max_blocks * block_size_, nullptr));
+    } else if (it == graphs_.end()) {
       cudaGraph_t g;
       CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       absl::Status st = RunLayers(m, m.max_blocks * block_size_, nullptr);
@@ -644,8 +649,10 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
       cudaGraphDestroy(g);
       it = graphs_.emplace(key, exec).first;
     }
-    CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
-    last_graph_replayed_ = true;
+    if (it != graphs_.end()) {
+      CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+      last_graph_replayed_ = true;
+    }
   } else {
     int64_t max_positions = 1;
     for (const auto& s : batch.seqs) {

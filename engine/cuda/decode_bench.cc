@@ -7,10 +7,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 
 #include "common/status.h"
+#include "engine/comm/store.h"
 #include "engine/cuda/cuda_model.h"
+#include "engine/cuda/device_collectives.h"
+#include "engine/cuda/nccl_comm.h"
 #include "engine/cuda/random_fill.h"
+#include "engine/cuda/tp_shard.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/matmul.h"
@@ -19,6 +25,11 @@
 namespace tandem::engine::cuda {
 
 namespace {
+
+absl::Status CudaOk(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(std::string("bench: ") + what + ": " + cudaGetErrorString(e));
+}
 
 struct Spread {
   double median = 0, min = 0, max = 0;
@@ -206,6 +217,39 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+// Latency of one NCCL all-reduce of 4 KiB (1024 floats; a decode step's all-reduce at batch 1 is
+// 8 KiB): 200 in a row on one stream, each between two events; microseconds. Every rank calls it.
+absl::StatusOr<Spread> AllReduceLatencyUs(DeviceCollectives& coll) {
+  constexpr int kN = 200, kWarm = 10;
+  float* buf = nullptr;
+  cudaStream_t s = nullptr;
+  RETURN_IF_ERROR(CudaOk(cudaMalloc(&buf, 1024 * sizeof(float)), "cudaMalloc"));
+  RETURN_IF_ERROR(CudaOk(cudaMemset(buf, 0, 1024 * sizeof(float)), "cudaMemset"));
+  RETURN_IF_ERROR(CudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  std::vector<cudaEvent_t> ev(2 * kN);
+  for (auto& e : ev) RETURN_IF_ERROR(CudaOk(cudaEventCreate(&e), "cudaEventCreate"));
+  absl::Status st;
+  for (int i = 0; i < kWarm && st.ok(); ++i) st = coll.AllReduceSum(buf, 1024, s);
+  if (st.ok()) st = coll.Wait(s);
+  for (int i = 0; i < kN && st.ok(); ++i) {
+    st = CudaOk(cudaEventRecord(ev[2 * i], s), "cudaEventRecord");
+    if (st.ok()) st = coll.AllReduceSum(buf, 1024, s);
+    if (st.ok()) st = CudaOk(cudaEventRecord(ev[2 * i + 1], s), "cudaEventRecord");
+  }
+  if (st.ok()) st = coll.Wait(s);
+  std::vector<double> us;
+  for (int i = 0; i < kN && st.ok(); ++i) {
+    float ms = 0;
+    st = CudaOk(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
+    us.push_back(ms * 1e3);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+  cudaFree(buf);
+  RETURN_IF_ERROR(st);
+  return Summarize(us);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& name) {
@@ -250,6 +294,10 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       (f == "--batches" ? o.batches : f == "--contexts" ? o.contexts : o.prefill_lengths) = list;
     } else if (f == "--kv-dtype") {
       ASSIGN_OR_RETURN(o.kv_dtype, value());
+    } else if (f == "--tp") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(auto list, ParseInts(v));
+      o.tp = list[0];
     } else if (f == "--runs" || f == "--steps") {
       ASSIGN_OR_RETURN(std::string v, value());
       ASSIGN_OR_RETURN(auto list, ParseInts(v));
@@ -261,27 +309,48 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
   return o;
 }
 
-absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
-  ASSIGN_OR_RETURN(ModelConfig cfg, SyntheticConfig(o.synthetic));
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    return absl::FailedPreconditionError("bench: no usable CUDA device");
-  }
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::string out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %.0f SMs\n", prop.totalGlobalMem / 1073741824.0,
-                                                            static_cast<double>(prop.multiProcessorCount));
-  const Spread copy = CopyBandwidthGBs();
-  out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
-             copy.median, copy.min, copy.max);
+namespace {
 
-  out += "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n| --- | ---: | ---: | ---: | ---: |\n";
-  for (const KernelTiming& k : DecodeKernelTimings(cfg)) {
-    const double gbs = k.bytes / (k.us * 1e-6) / 1e9;
-    out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
+// The benchmark on one rank of `world` (the current device is the rank's); `comm` is null at TP=1.
+// Every rank runs the same steps; rank 0 times them and returns the report, the others "".
+absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, int world, Comm* comm) {
+  ASSIGN_OR_RETURN(ModelConfig cfg, SyntheticConfig(o.synthetic));
+  int device = 0;
+  RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
+  std::string out;
+  Spread copy;
+  if (rank == 0) {
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %.0f SMs\n", prop.totalGlobalMem / 1073741824.0,
+                                                static_cast<double>(prop.multiProcessorCount));
+    copy = CopyBandwidthGBs();
+    out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
+               copy.median, copy.min, copy.max);
+
+    out += "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n| --- | ---: | ---: | ---: | ---: |\n";
+    for (const KernelTiming& k : DecodeKernelTimings(cfg)) {
+      const double gbs = k.bytes / (k.us * 1e-6) / 1e9;
+      out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
+    }
   }
-  ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed));
+  ModelLoadOptions tp;
+  tp.backend = "cuda";
+  tp.rank = rank;
+  tp.world = world;
+  tp.comm = comm;
+  ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
+  if (comm != nullptr) {
+    // Rank 0 spent a while on the copy and kernel timings above: meet before the first step.
+    RETURN_IF_ERROR(comm->Barrier());
+    auto* coll = dynamic_cast<DeviceCollectives*>(comm);
+    if (coll == nullptr) return absl::InternalError("bench: the comm has no device collectives");
+    ASSIGN_OR_RETURN(Spread ar, AllReduceLatencyUs(*coll));
+    out += "\nTP=" + std::to_string(world) + " (" + comm->transport() + ", one GPU per rank)" +
+           Fmt(": all-reduce of 4 KiB (1024 floats), 200 in a row on one stream: median %.1f us (min %.1f, max %.1f)\n",
+               ar.median, ar.min, ar.max);
+  }
   out += "KV cache: " + o.kv_dtype + "\n";
   const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
   const int max_ctx = *std::max_element(o.contexts.begin(), o.contexts.end());
@@ -290,10 +359,13 @@ absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
   RETURN_IF_ERROR(model->AllocateKvCache(max_b * blocks_per_seq, o.block_size));
   RETURN_IF_ERROR(FillKvRandom(*model, o.seed + 99));
 
-  // Bytes a decode step must read: every dense weight once, the distinct experts the router
-  // picked (measured), the lm_head, the embedding rows, and each sequence's KV.
-  const int64_t H = cfg.hidden_size, V = cfg.vocab_size, I = cfg.moe_intermediate_size;
-  const int64_t qd = cfg.num_attention_heads * cfg.head_dim, kvd = cfg.num_key_value_heads * cfg.head_dim;
+  // Bytes a decode step must read ON THIS GPU (this rank's shard at TP > 1): every dense weight
+  // once, the distinct experts the router picked (measured), the lm_head, the embedding rows, and
+  // each sequence's KV.
+  const TpShard sh = ComputeTpShard(cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
+                                    cfg.moe_intermediate_size, cfg.vocab_size, rank, world);
+  const int64_t H = cfg.hidden_size, Vr = sh.vocab_per_rank, I = sh.moe_inter;
+  const int64_t qd = sh.n_heads * cfg.head_dim, kvd = sh.n_kv_heads * cfg.head_dim;
   const double attn_bytes = 2.0 * ((qd + 2 * kvd) * H + H * qd + cfg.num_experts * H + 2 * H + 2 * cfg.head_dim);
   const double expert_bytes = 2.0 * 3 * I * H;
   const double kv_token_bytes = static_cast<double>(model->kv_spec().bytes_per_token());
@@ -313,10 +385,11 @@ absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
       for (const auto& b : batches) RETURN_IF_ERROR(model->Forward(b).status());
       ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()) / o.steps);
     }
+    if (rank != 0) return absl::OkStatus();
     const Spread s = Summarize(ms);
     const double avg_ctx = ctx + step / 2.0 + 1;
     const double bytes = cfg.num_hidden_layers * (attn_bytes + st.distinct_experts_per_layer * expert_bytes) +
-                         2.0 * V * H + 2.0 * B * H + B * avg_ctx * kv_token_bytes;
+                         2.0 * Vr * H + 2.0 * B * H + B * avg_ctx * kv_token_bytes;
     const double gbs = bytes / (s.median * 1e-3) / 1e9;
     out += "| " + std::to_string(B) + " | " + std::to_string(ctx) + " | " + (graphs ? "yes" : "no") +
            Fmt(" | %.3f (%.3f-%.3f) | %.0f", s.median, s.min, s.max, B * 1e3 / s.median) +
@@ -348,11 +421,86 @@ absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
         RETURN_IF_ERROR(model->Forward(b).status());
         ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()));
       }
+      if (rank != 0) continue;
       const Spread s = Summarize(ms);
       out += Fmt("| %.0f | %.1f (%.1f-%.1f) |", P, s.median, s.min, s.max) + Fmt(" %.0f |\n", P * 1e3 / s.median);
     }
   }
-  return out;
+  return rank == 0 ? out : std::string();
+}
+
+// TP=N: one thread per rank, rank r on GPU r, an NCCL group over an in-memory rendezvous. When
+// one rank fails, the others' comms are aborted so that they stop waiting for it.
+absl::StatusOr<std::string> RunBenchTp(const DecodeBenchOptions& o, int devices) {
+  if (devices < o.tp) {
+    return absl::FailedPreconditionError("bench --tp " + std::to_string(o.tp) + " needs " + std::to_string(o.tp) +
+                                         " GPUs (one per rank, NCCL); this machine has " + std::to_string(devices));
+  }
+  MemoryStore store;
+  std::mutex mu;
+  std::vector<Comm*> live(o.tp, nullptr);
+  std::vector<absl::StatusOr<std::string>> results(o.tp, std::string());
+  auto fail_all = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (Comm* c : live) {
+      if (c != nullptr) c->Abort(why);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.tp; ++r) {
+    threads.emplace_back([&, r] {
+      NcclCommOptions n;
+      n.rank = r;
+      n.world_size = o.tp;
+      n.device = r;  // made current on this thread: the model is created there
+      n.store = &store;
+      n.timeout = std::chrono::milliseconds(300000);  // rank 0 also times single kernels first
+      n.connect_timeout = std::chrono::milliseconds(120000);
+      auto comm = CreateNcclComm(n);
+      if (!comm.ok()) {
+        results[r] = comm.status();
+        fail_all("rank " + std::to_string(r) + " could not join");
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        live[r] = comm->get();
+      }
+      results[r] = RunBenchRank(o, r, o.tp, comm->get());
+      if (!results[r].ok()) fail_all("rank " + std::to_string(r) + " failed");
+      std::lock_guard<std::mutex> lock(mu);
+      live[r] = nullptr;
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The first failure that is not only a consequence of another rank's abort.
+  for (int r = 0; r < o.tp; ++r) {
+    if (!results[r].ok() && results[r].status().code() != absl::StatusCode::kAborted) {
+      return absl::Status(results[r].status().code(),
+                          "rank " + std::to_string(r) + ": " + std::string(results[r].status().message()));
+    }
+  }
+  for (int r = 0; r < o.tp; ++r) {
+    if (!results[r].ok()) {
+      return absl::Status(results[r].status().code(),
+                          "rank " + std::to_string(r) + ": " + std::string(results[r].status().message()));
+    }
+  }
+  return results[0];
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("bench: no usable CUDA device");
+  }
+  if (o.tp < 1) return absl::InvalidArgumentError("bench: --tp must be >= 1");
+  if (o.tp > 1) return RunBenchTp(o, devices);
+  RETURN_IF_ERROR(CudaOk(cudaSetDevice(0), "cudaSetDevice"));
+  return RunBenchRank(o, 0, 1, nullptr);
 }
 
 int RunDecodeBenchCommand(const std::vector<std::string>& args) {

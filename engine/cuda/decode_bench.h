@@ -23,16 +23,20 @@ struct DecodeBenchOptions {
   int block_size = 16;
   std::string kv_dtype = "bf16";  // --kv-dtype bf16|f32
   uint64_t seed = 1;
+  // --tp N: N ranks as threads of this process, rank r on GPU r, one NCCL group (fails when the
+  // machine has fewer than N GPUs). The report is rank 0's: step times of the whole group, bytes
+  // and GB/s of one GPU's shard, and the latency of a 4 KiB NCCL all-reduce measured in the run.
+  int tp = 1;
 };
 
 // The config of a known synthetic model name; NotFound listing the known names.
 absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& name);
 
-// Runs the benchmark on the current CUDA device; returns the report (markdown tables).
+// Runs the benchmark on GPU 0 (GPUs 0..tp-1 at --tp); returns the report (markdown tables).
 absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& options);
 
 // Parses bench flags (--synthetic NAME --batches 1,8 --contexts 1024 --prefill 512 --runs N
-// --steps N --kv-dtype bf16|f32); InvalidArgument naming a bad flag.
+// --steps N --kv-dtype bf16|f32 --tp N); InvalidArgument naming a bad flag.
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args);
 
 // `bench` as a command: parses `args`, runs, prints the report; returns the exit code.
