@@ -5,8 +5,12 @@
 // Then a throughput line per product at 2048 tokens (TFLOP/s against the H200's ~989 bf16 dense).
 // Skips (with the reason) where no GPU is present.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
