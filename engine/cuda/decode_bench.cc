@@ -433,7 +433,7 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
 // one rank fails, the others' comms are aborted so that they stop waiting for it.
 absl::StatusOr<std::string> RunBenchTp(const DecodeBenchOptions& o, int devices) {
   if (devices < o.tp) {
-    return absl::FailedPreconditionError("bench --tp " + std::to_string(o.tp) + " needs " + std::to_string(o.tp) +
+    return absl::FailedPreconditionError("--tp " + std::to_string(o.tp) + " needs " + std::to_string(o.tp) +
                                          " GPUs (one per rank, NCCL); this machine has " + std::to_string(devices));
   }
   MemoryStore store;
