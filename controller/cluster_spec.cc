@@ -306,11 +306,14 @@ class SpecParser {
           return Error(f, "engine.memory_fraction", absl::StrCat("expected a number in (0, 1], got ", f.Scalar()));
         }
         spec.memory_fraction = v;
+        spec.memory_fraction_set = true;
       }
       ASSIGN_OR_RETURN(spec.engine_backend, String(engine, "backend", "engine.backend", false));
       if (!spec.engine_backend.empty() && spec.engine_backend != "cpu" && spec.engine_backend != "cuda") {
         return Error(engine["backend"], "engine.backend", absl::StrCat("expected cpu or cuda, got \"", spec.engine_backend, "\""));
       }
+      // A GPU process owns its device: the default leaves 10% for the CUDA context and NCCL.
+      if (!spec.memory_fraction_set && spec.engine_backend == "cuda") spec.memory_fraction = 0.90;
     }
     if (YAML::Node engine = root["engine"]; engine.IsDefined()) {
       RETURN_IF_ERROR(IntIn(engine, "kv_tokens", "engine.kv_tokens", 0, int64_t{1} << 40, &spec.engine_kv_tokens));

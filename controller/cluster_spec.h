@@ -63,7 +63,10 @@ struct ClusterSpec {
   std::string model_path;
   std::string model_served_name;    // model.served_name: the name in /v1/models ("" = folder name)
   int tensor_parallel = 0;          // parallel.tensor; default = number of nodes
-  double memory_fraction = 0.70;    // engine.memory_fraction, in (0, 1]
+  // engine.memory_fraction, in (0, 1]. Unset: 0.70 (cpu: of MemTotal) or 0.90 (cuda: of each
+  // GPU's memory, weights included); memory_fraction_set says whether the file gave it.
+  double memory_fraction = 0.70;
+  bool memory_fraction_set = false;
   std::string engine_backend;       // engine.backend: cpu|cuda ("" = cpu)
   int64_t engine_kv_tokens = 0;     // engine.kv_tokens: 0 = sized from memory_fraction
   int engine_max_num_seqs = 16;     // engine.max_num_seqs

@@ -393,9 +393,16 @@ CheckResult CheckMemory(const ClusterSpec& spec, const NodeSpec& node, const v1:
   row.found = absl::StrFormat("%s available of %s (%.0f%%)", Gib(mem.available_bytes()), Gib(mem.total_bytes()),
                               100.0 * mem.available_bytes() / mem.total_bytes());
   if (mem.available_bytes() < need) {
-    row.status = CheckStatus::kFail;
     row.fix = absl::StrCat("free ", Gib(need - mem.available_bytes()),
                            " (stop other GPU/model processes, `sync; echo 3 > /proc/sys/vm/drop_caches`) or lower engine.memory_fraction");
+    if (spec.engine_backend == "cuda") {
+      // With the cuda backend the fraction is of GPU memory (the KV pool is sized there at load);
+      // host memory only matters where it is the GPU's memory too (unified memory, DGX Spark).
+      row.status = CheckStatus::kWarn;
+      absl::StrAppend(&row.fix, " (backend cuda: only matters with unified memory; the KV pool is sized from GPU memory)");
+    } else {
+      row.status = CheckStatus::kFail;
+    }
   }
   return row;
 }

@@ -20,10 +20,14 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "engine/serve/kv_sizing.h"
 #include "engine/serve/sampler.h"
 #include "engine/serve/scheduler.h"
 #include "engine/serve/stop_strings.h"
 #include "engine/tokenizer/tokenizer.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "engine/cuda/cuda_model.h"
+#endif
 
 namespace tandem::engine {
 
@@ -44,28 +48,36 @@ int64_t MemAvailableBytes() {
   return 0;
 }
 
-// The pool in blocks: an explicit token count, else memory_fraction of MemAvailable, capped at
-// what max_num_seqs sequences of max_model_len could ever use (more would only waste memory).
-absl::StatusOr<int32_t> KvPoolBlocks(const EngineOptions& o, const KvCacheSpec& spec) {
-  const int64_t bs = o.block_size;
-  int64_t tokens = o.kv_tokens;
-  if (tokens <= 0) {
-    const int64_t per_token = spec.bytes_per_token();
-    if (per_token <= 0) return absl::FailedPreconditionError("the model reports 0 KV bytes per token");
-    const int64_t avail = MemAvailableBytes();
-    if (avail <= 0) return absl::FailedPreconditionError("cannot read MemAvailable from /proc/meminfo; set kv_tokens");
-    tokens = static_cast<int64_t>(o.memory_fraction * static_cast<double>(avail)) / per_token;
-    const int64_t cap = static_cast<int64_t>(o.max_num_seqs) * o.max_model_len;
-    TLOG(INFO) << "KV sizing: " << o.memory_fraction << " x MemAvailable " << (avail >> 20) << " MiB / "
-               << per_token << " bytes per token = " << tokens << " tokens; cap " << cap;
-    tokens = std::min(tokens, cap);
+// The pool: an explicit token count, else memory_fraction of this machine's MemAvailable (cpu)
+// or of the device's memory (cuda: cuda::KvBlocksFromDeviceMemory, after the weights are on
+// it), capped at what max_num_seqs sequences of max_model_len could ever use (more would only
+// waste memory). Every rank allocates the size rank 0 picks here.
+absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& model) {
+  const int64_t per_token = model.kv_spec().bytes_per_token();
+  auto pool = [&](int64_t tokens, bool explicit_size, const std::string& source) {
+    return KvPoolFromTokens(tokens, explicit_size, o.block_size, o.max_num_seqs, o.max_model_len, per_token, source);
+  };
+  if (o.kv_tokens > 0) return pool(o.kv_tokens, true, "kv_tokens");
+  if (per_token <= 0) return absl::FailedPreconditionError("the model reports 0 KV bytes per token");
+  ASSIGN_OR_RETURN(const double fraction, ResolveMemoryFraction(o.backend, o.memory_fraction));
+  const int64_t cap = static_cast<int64_t>(o.max_num_seqs) * o.max_model_len;
+  if (o.backend == "cuda") {
+#ifdef TANDEM_HAVE_CUDA
+    ASSIGN_OR_RETURN(const int32_t fit, cuda::KvBlocksFromDeviceMemory(model, fraction, o.block_size));
+    const int64_t tokens = static_cast<int64_t>(fit) * o.block_size;
+    TLOG(INFO) << "KV sizing: " << fraction << " of the device's memory minus what is in use = " << tokens
+               << " tokens of " << per_token << " bytes; cap " << cap << " (max_num_seqs x max_model_len)";
+    return pool(tokens, false, "device memory (memory_fraction " + std::to_string(fraction) + ")");
+#else
+    return absl::FailedPreconditionError("backend cuda: this build has no CUDA (configure with -DTANDEM_CUDA=ON)");
+#endif
   }
-  const int64_t blocks = std::min<int64_t>(tokens / bs, INT32_MAX);
-  if (blocks < 1) {
-    return absl::ResourceExhaustedError("KV pool of " + std::to_string(tokens) + " tokens is smaller than one block of " +
-                                        std::to_string(bs));
-  }
-  return static_cast<int32_t>(blocks);
+  const int64_t avail = MemAvailableBytes();
+  if (avail <= 0) return absl::FailedPreconditionError("cannot read MemAvailable from /proc/meminfo; set kv_tokens");
+  const int64_t tokens = static_cast<int64_t>(fraction * static_cast<double>(avail)) / per_token;
+  TLOG(INFO) << "KV sizing: " << fraction << " x MemAvailable " << (avail >> 20) << " MiB / " << per_token
+             << " bytes per token = " << tokens << " tokens; cap " << cap;
+  return pool(tokens, false, "host memory (memory_fraction " + std::to_string(fraction) + ")");
 }
 
 bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -457,13 +469,14 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(StepDriver* driver,
     return absl::InvalidArgumentError(
         "engine options: block_size, max_num_seqs, max_num_batched_tokens and max_model_len must be >= 1");
   }
-  if (options.kv_tokens <= 0 && !(options.memory_fraction > 0.0 && options.memory_fraction <= 1.0)) {
-    return absl::InvalidArgumentError("engine options: memory_fraction must be in (0, 1]");
+  if (options.kv_tokens <= 0) {
+    RETURN_IF_ERROR(ResolveMemoryFraction(options.backend, options.memory_fraction).status());
   }
-  ASSIGN_OR_RETURN(const int32_t blocks, KvPoolBlocks(options, driver->model().kv_spec()));
+  ASSIGN_OR_RETURN(const KvPoolSize pool, KvPoolBlocks(options, driver->model()));
+  const int32_t blocks = pool.blocks;
   RETURN_IF_ERROR(driver->AllocateKvCache(blocks, options.block_size));
-  const int64_t tokens = static_cast<int64_t>(blocks) * options.block_size;
-  TLOG(INFO) << "KV pool: " << tokens << " tokens (" << blocks << " blocks of " << options.block_size << ")";
+  const int64_t tokens = pool.tokens;
+  TLOG(INFO) << DescribeKvPool(pool, options.block_size);
   if (tokens < options.max_model_len) {
     TLOG(WARN) << "KV pool of " << tokens << " tokens is smaller than max_model_len " << options.max_model_len
                << ": longer requests are refused";

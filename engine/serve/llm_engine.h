@@ -75,10 +75,13 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 2048;   // per step; prefill is chunked to fit
   int32_t max_model_len = 4096;            // prompt + max_tokens
   int32_t block_size = 16;
-  // KV pool size: explicit token count wins; else memory_fraction of this machine's memory
-  // (minus weights already loaded) divided by bytes per token.
+  // KV pool size: explicit token count wins; else memory_fraction (0 = the backend's default,
+  // 0.70 cpu / 0.90 cuda; else in (0, 1]) of this machine's MemAvailable (cpu, after loading)
+  // or of the device's total memory minus what is already in use (cuda), divided by bytes per
+  // token (engine/serve/kv_sizing.h).
   int64_t kv_tokens = 0;
-  double memory_fraction = 0.70;
+  double memory_fraction = 0;
+  std::string backend = "cpu";             // the model's backend: which memory sizes the pool
   int32_t max_waiting = 256;               // admission: more queued requests -> overloaded (503/429)
   // Runs on the engine thread after every step, before its tokens reach the callbacks; must not
   // block. Empty = none.
@@ -101,7 +104,7 @@ class LLMEngine {
  public:
   virtual ~LLMEngine() = default;
   // `driver` (rank 0 of the group) and `tokenizer` (may be null: no text, no stop strings) are
-  // not owned. Sizes and allocates the KV pool; logs "KV pool: N tokens".
+  // not owned. Sizes and allocates the KV pool; logs "KV pool: N tokens (G GiB per rank, ...)".
   static absl::StatusOr<std::unique_ptr<LLMEngine>> Create(StepDriver* driver, const Tokenizer* tokenizer,
                                                            const EngineOptions& options);
   // Validates (InvalidArgument: empty prompt, token id outside the vocabulary, prompt + max_tokens

@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "engine/comm/rank_threads.h"
 #include "engine/model.h"
+#include "engine/serve/kv_sizing.h"
 #include "engine/serve/llm_engine.h"
 #include "engine/serve/openai_server.h"
 #include "engine/serve/serve_metrics.h"
@@ -26,8 +27,11 @@ namespace {
 const char kServeUsage[] =
     "usage: tandem-infer serve --model DIR [--backend cpu] [--tp N] [--threads N] [--host H] [--port P]\n"
     "           [--served-model-name NAME] [--api-key KEY] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
-    "           [--max-model-len N] [--kv-tokens N] [--max-waiting N] [--http-threads N]\n"
-    "           [--shutdown-timeout-s S]\n";
+    "           [--max-model-len N] [--kv-tokens N] [--memory-fraction F] [--max-waiting N]\n"
+    "           [--http-threads N] [--shutdown-timeout-s S]\n"
+    "  KV pool: --kv-tokens N exactly, else --memory-fraction F in (0, 1] (default: cpu 0.70 of\n"
+    "  MemAvailable; cuda 0.90 of the GPU's memory, weights included). --backend cuda uses CUDA\n"
+    "  device 0 of what CUDA_VISIBLE_DEVICES exposes.\n";
 
 // Blocks SIGTERM/SIGINT in this thread (and every thread it starts later), so that the serving
 // thread can take them synchronously with sigtimedwait instead of in a signal handler.
@@ -70,6 +74,8 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, ServeM
                                                                     ? std::min<int64_t>(4096, cfg.max_position_embeddings)
                                                                     : 4096);
   eo.kv_tokens = o.kv_tokens;
+  eo.memory_fraction = o.memory_fraction;
+  eo.backend = o.backend;
   eo.max_waiting = o.max_waiting;
   eo.on_step = [m = metrics](const engine::StepMetrics& s) { m->ObserveStep(s.seconds); };
   ASSIGN_OR_RETURN(std::unique_ptr<engine::LLMEngine> llm, engine::LLMEngine::Create(&driver, tok.get(), eo));
@@ -150,6 +156,14 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
     else if (flag == "--max-num-batched-tokens") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_batched_tokens = static_cast<int32_t>(v); }
     else if (flag == "--max-model-len") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_model_len = static_cast<int32_t>(v); }
     else if (flag == "--kv-tokens") { ASSIGN_OR_RETURN(o.kv_tokens, integer(1)); }
+    else if (flag == "--memory-fraction") {
+      ASSIGN_OR_RETURN(std::string v, text());
+      char* end = nullptr;
+      const double f = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0') return absl::InvalidArgumentError("flag --memory-fraction needs a number in (0, 1], got '" + v + "'");
+      RETURN_IF_ERROR(engine::ValidateMemoryFraction(f, "flag --memory-fraction"));
+      o.memory_fraction = f;
+    }
     else if (flag == "--max-waiting") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.max_waiting = static_cast<int32_t>(v); }
     else if (flag == "--http-threads") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.http_threads = static_cast<int>(v); }
     else if (flag == "--shutdown-timeout-s") {

@@ -26,6 +26,7 @@ struct ServeOptions {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;         // 0 = min(4096, max_position_embeddings)
   int64_t kv_tokens = 0;             // 0 = sized from memory
+  double memory_fraction = 0;        // 0 = the backend's default (cpu 0.70 of MemAvailable, cuda 0.90 of the GPU)
   int32_t max_waiting = 256;
   int http_threads = 0;              // 0 = max_num_seqs + max_waiting + 8 (see OpenAIServerOptions)
   std::chrono::milliseconds shutdown_deadline{10000};  // SIGTERM: let requests finish this long

@@ -58,6 +58,18 @@ TEST(ClusterSpec, DefaultMemoryFractionIs070) {
   auto spec = ParseClusterSpec("model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_DOUBLE_EQ(spec->memory_fraction, 0.70);
+  EXPECT_FALSE(spec->memory_fraction_set);
+}
+
+TEST(ClusterSpec, CudaDefaultMemoryFractionIs090AndAGivenOneWins) {
+  auto spec = ParseClusterSpec("model: {path: /m}\nengine: {backend: cuda}\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->memory_fraction, 0.90);  // of each GPU's memory
+  auto given = ParseClusterSpec(
+      "model: {path: /m}\nengine: {backend: cuda, memory_fraction: 0.5}\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_DOUBLE_EQ(given->memory_fraction, 0.5);
+  EXPECT_TRUE(given->memory_fraction_set);
 }
 
 TEST(ClusterSpec, ShippedExamplesParse) {

@@ -290,6 +290,10 @@ TEST(Preflight, MemoryAdmission) {
   // The same node passes with a lower fraction.
   PreflightReport ok = ComparePreflight(Spec("", "engine:\n  memory_fraction: 0.5\n"), Observe(a, SparkFacts("spark2")));
   EXPECT_EQ(Row(ok, kCheckMemory, "spark1").status, CheckStatus::kPass);
+  // backend cuda: the fraction is of GPU memory, so short host memory only warns.
+  PreflightReport gpu = ComparePreflight(Spec("", "engine:\n  backend: cuda\n"), Observe(a, SparkFacts("spark2")));
+  EXPECT_EQ(Row(gpu, kCheckMemory, "spark1").status, CheckStatus::kWarn);
+  EXPECT_TRUE(absl::StrContains(Row(gpu, kCheckMemory, "spark1").fix, "backend cuda")) << Row(gpu, kCheckMemory, "spark1").fix;
 }
 
 TEST(Preflight, WeightsDifferAndMissingNameFiles) {
