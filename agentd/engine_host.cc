@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "agentd/assignment.h"
+#include "agentd/group_transport.h"
 #include "agentd/grpc_store.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "engine/comm/gloo_comm.h"
 #include "engine/model.h"
 #include "engine/serve/llm_engine.h"
 #include "engine/serve/openai_server.h"
@@ -127,6 +127,7 @@ struct EngineHost::Group {
 
   BoundedThread worker;
   BoundedThread monitor;
+  BoundedThread heartbeat;  // ranks > 0: HeartbeatLoop
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool stop = false;                 // under stop_mu
@@ -296,6 +297,9 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     lo.world = static_cast<int>(world);
     lo.comm = loaded->comm.get();
     lo.threads = static_cast<int>(req.threads());
+    // cuda: device 0 of CUDA_VISIBLE_DEVICES (agentd/group_transport.h), made current here.
+    ASSIGN_OR_RETURN(const std::string device, PrepareRankDevice(lo.backend));
+    if (!device.empty()) TLOG(INFO) << "rank " << req.rank() << " of " << world << " on " << device;
     ASSIGN_OR_RETURN(loaded->model, engine::Model::Load(path, lo));
     if (req.rank() == 0 && std::filesystem::exists(std::filesystem::path(path) / "tokenizer.json")) {
       auto tok = tokenizer::Tokenizer::LoadFromDir(path);
@@ -439,14 +443,16 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   };
 
   if (world > 1) {
-    engine::GlooCommOptions co;
+    // Gloo for cpu ranks, NCCL for cuda ranks, through the same prefixed store.
+    GroupCommOptions co;
+    co.backend = loaded_->request.backend();
     co.store = g->prefixed.get();
     co.rank = g->rank;
     co.world_size = g->world;
-    co.hostname_or_iface = req.comm_host().empty() ? "127.0.0.1" : req.comm_host();
+    co.comm_host = req.comm_host();
     co.connect_timeout = milliseconds(req.timeout_ms() > 0 ? req.timeout_ms() : 60000);
     co.timeout = milliseconds(req.collective_timeout_ms() > 0 ? req.collective_timeout_ms() : 30000);
-    auto comm = engine::CreateGlooComm(co);
+    auto comm = CreateGroupComm(co);
     if (!comm.ok()) return fail(comm.status());
     g->comm = std::move(*comm);
   }
@@ -458,6 +464,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   } else {
     if (loaded_->comm) loaded_->comm->Attach(g->comm.get());
     g->worker.Start([this, gp = g.get()] { WorkerLoop(*gp); });
+    if (options_.peer_heartbeat.count() > 0) g->heartbeat.Start([this, gp = g.get()] { HeartbeatLoop(*gp); });
   }
   g->monitor.Start([this, gp = g.get()] { MonitorLoop(*gp); });
 
@@ -491,7 +498,7 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
   if (g.comm) {
     g.timed = std::make_unique<engine::TimedComm>(
         g.comm.get(), [m = g.serve_metrics.get()](double s, size_t) { m->ObserveAllReduce(s); });
-    ld.comm->Attach(g.timed.get());
+    ld.comm->Attach(g.timed.get(), g.comm.get());  // device collectives (cuda) go to the comm itself
     model_comm = ld.comm.get();
   }
   g.driver = std::make_unique<engine::StepDriver>(ld.model.get(), model_comm);
@@ -504,7 +511,8 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
                                                     ? std::min<int64_t>(4096, cfg.max_position_embeddings)
                                                     : 4096);
   eo.kv_tokens = req.kv_tokens();
-  if (ld.request.memory_fraction() > 0) eo.memory_fraction = ld.request.memory_fraction();
+  eo.memory_fraction = ld.request.memory_fraction();  // 0: the backend's default; else checked in (0, 1]
+  eo.backend = ld.request.backend();
   eo.on_step = [m = g.serve_metrics.get()](const engine::StepMetrics& s) { m->ObserveStep(s.seconds); };
   ASSIGN_OR_RETURN(g.engine, engine::LLMEngine::Create(g.driver.get(), ld.tokenizer.get(), eo));
   const int64_t kv = g.engine->Stats().kv_tokens_total;
@@ -530,6 +538,8 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
 }
 
 void EngineHost::WorkerLoop(Group& g) {
+  // Every new thread starts on device 0 already; set it anyway so the choice is in one place.
+  if (auto dev = PrepareRankDevice(g.loaded->request.backend()); !dev.ok()) TLOG(WARN) << dev.status().message();
   const absl::Status st = engine::RunWorkerLoop(*g.loaded->model, *g.loaded->comm);
   if (st.ok()) {
     if (!g.settled.exchange(true)) {
@@ -560,11 +570,25 @@ void EngineHost::FailGroup(Group& g, const std::string& reason) {
   g.Abort(reason);
 }
 
+void EngineHost::HeartbeatLoop(Group& g) {
+  // Its own thread, one short RPC per beat: an unreachable head must neither delay the monitor's
+  // head-lost check nor keep a leave waiting.
+  const std::string key = HeartbeatKey(g.generation, g.rank);
+  for (uint64_t beat = 1;; ++beat) {
+    (void)g.remote->SetOnce(key, std::to_string(beat), milliseconds(1000));  // the monitor reports a lost head
+    std::unique_lock<std::mutex> l(g.stop_mu);
+    if (g.stop_cv.wait_for(l, options_.peer_heartbeat, [&] { return g.stop; })) return;
+  }
+}
+
 void EngineHost::MonitorLoop(Group& g) {
   const std::string gen = std::to_string(g.generation);
   auto next_poll = Clock::now() + options_.generation_poll;
   auto last_reached = Clock::now();
   bool kv_known = g.rank == 0;
+  const bool watch_peers = g.rank == 0 && g.world > 1 && options_.peer_heartbeat.count() > 0 &&
+                           options_.peer_lost_after.count() > 0;
+  PeerWatch peers(g.world, options_.peer_lost_after, Clock::now());
   for (;;) {
     {
       std::unique_lock<std::mutex> l(g.stop_mu);
@@ -575,6 +599,17 @@ void EngineHost::MonitorLoop(Group& g) {
     if (g.engine && !g.engine->healthy()) {
       FailGroup(g, "engine failed: " + StatusText(g.engine->fatal_error()));
       continue;
+    }
+    if (watch_peers) {
+      const auto now = Clock::now();
+      for (int r = 1; r < g.world; ++r) peers.Observe(r, options_.local_store->TryGet(HeartbeatKey(g.generation, r)), now);
+      if (auto lost = peers.Lost(now)) {
+        // Aborting the comm ends the step in flight: every request fails now, not at the
+        // collective's deadline (NCCL between local GPUs never sees the peer's death itself).
+        FailGroup(g, "rank " + std::to_string(lost->first) + " lost: no heartbeat for " +
+                         std::to_string(lost->second.count()) + " ms (generation " + gen + ")");
+        continue;
+      }
     }
     if (Clock::now() < next_poll) continue;
     next_poll = Clock::now() + options_.generation_poll;
@@ -651,7 +686,8 @@ bool EngineHost::Teardown(const std::shared_ptr<Group>& g) {
     }
   }
   if (g->rank > 0 || !g->engine) g->Abort("leaving the group");
-  clean = g->worker.JoinFor(options_.leave_deadline) && g->monitor.JoinFor(options_.leave_deadline);
+  clean = g->worker.JoinFor(options_.leave_deadline) && g->monitor.JoinFor(options_.leave_deadline) &&
+          g->heartbeat.JoinFor(options_.leave_deadline);
   if (!clean) {
     TLOG(ERROR) << "a thread of generation " << g->generation << " did not stop in time; leaving it behind";
     new std::shared_ptr<Group>(g);  // deliberately leaked: its threads still use it

@@ -1,13 +1,16 @@
 // The engine rank an agent hosts in-process, and its state machine:
 //   idle -> loading -> loaded -> joining -> ready -> serving;  failed (with a reason) from any.
-// LoadModel loads this rank's shard (the model holds a GroupComm stand-in); JoinGroup forms the
-// group of one generation over Gloo, rendezvousing through the head agent's store under the
+// LoadModel loads this rank's shard (the model holds a GroupComm stand-in; a cuda rank uses CUDA
+// device 0 of CUDA_VISIBLE_DEVICES); JoinGroup forms the group of one generation over Gloo (cpu)
+// or NCCL (cuda) (agentd/group_transport.h), rendezvousing through the head agent's store under the
 // prefix "gen<generation>/" (the head uses its own RendezvousStore directly, the others a
 // GrpcStore to it). Rank 0 then runs the StepDriver + LLMEngine + OpenAI server; ranks > 0 run
 // RunWorkerLoop on a thread.
 //
 // Failure semantics (every wait has a deadline):
 //  - a comm error on a worker (peer gone, collective deadline) ends its loop: failed.
+//  - a worker's heartbeat (in the head's store, every peer_heartbeat) silent for peer_lost_after:
+//    the head fails the group (NCCL between local GPUs does not notice a dead peer by itself).
 //  - the head's engine fails its step (a lost rank): the LLMEngine fails every request at once
 //    and turns unhealthy; the monitor sees it within 100 ms: failed, the comm is aborted so the
 //    other ranks notice at once, /health and new requests get 503 (the server stays up).
@@ -44,6 +47,10 @@ struct EngineHostOptions {
   std::chrono::milliseconds generation_poll{1000};
   std::chrono::milliseconds head_lost_after{3000};
   std::chrono::milliseconds leave_deadline{5000};  // graceful part of a teardown, then abort
+  // Workers write a heartbeat into the head's store this often; the head fails the group when
+  // one is silent for peer_lost_after (0 = off). See agentd/group_transport.h.
+  std::chrono::milliseconds peer_heartbeat{500};
+  std::chrono::milliseconds peer_lost_after{3000};
 };
 
 // "group/generation": the generation of the group the head last joined (decimal).
@@ -89,6 +96,7 @@ class EngineHost {
   void FailGroup(Group& g, const std::string& reason);
   void MonitorLoop(Group& g);
   void WorkerLoop(Group& g);
+  void HeartbeatLoop(Group& g);
   // Stops everything of `g`; false when a thread did not stop in time (the group is leaked).
   bool Teardown(const std::shared_ptr<Group>& g);
   // Teardown of the current group, if any; under op_mu_.

@@ -55,6 +55,19 @@ absl::Status GrpcStore::Set(const std::string& key, const std::string& value) {
   }
 }
 
+absl::Status GrpcStore::SetOnce(const std::string& key, const std::string& value,
+                                std::chrono::milliseconds rpc_deadline) {
+  grpc::ClientContext ctx;
+  TokenAuth::AddTo(&ctx, token_);
+  ctx.set_deadline(std::chrono::system_clock::now() + rpc_deadline);
+  v1::StoreSetRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  v1::StoreSetResponse resp;
+  const grpc::Status st = stub_->StoreSet(&ctx, req, &resp);
+  return st.ok() ? absl::OkStatus() : FromGrpc(st, "setting '" + key + "' in " + Describe());
+}
+
 absl::StatusOr<std::string> GrpcStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   absl::Status last;

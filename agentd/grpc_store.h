@@ -23,6 +23,8 @@ class GrpcStore final : public engine::Store {
 
   // Retries an unreachable store for up to 5 s.
   absl::Status Set(const std::string& key, const std::string& value) override;
+  // One StoreSet within `rpc_deadline`, no retry (heartbeats: the next one is the retry).
+  absl::Status SetOnce(const std::string& key, const std::string& value, std::chrono::milliseconds rpc_deadline);
   absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::string Describe() const override { return "the store at " + endpoint_; }
 

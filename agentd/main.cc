@@ -16,6 +16,7 @@
 #include "agentd/auth.h"
 #include "agentd/control_service.h"
 #include "agentd/engine_host.h"
+#include "agentd/group_transport.h"
 #include "agentd/rendezvous_store.h"
 #include "agentd/metrics.h"
 #include "agentd/weights_manifest.h"
@@ -202,7 +203,11 @@ int main(int argc, char** argv) {
   }
   TLOG(INFO) << "tandem-agentd " << tandem::Version() << " sysfs=" << flags.sysfs_root
              << " procfs=" << flags.procfs_root << " state=" << (flags.state_dir.empty() ? "none" : flags.state_dir)
-             << " auth=" << (auth.enabled() ? "token" : "none");
+             << " auth=" << (auth.enabled() ? "token" : "none") << " cuda="
+             << (!tandem::agentd::BuildHasCuda() ? std::string("not in this build")
+                 : std::getenv("CUDA_VISIBLE_DEVICES") ? "device 0 of CUDA_VISIBLE_DEVICES=" +
+                                                              std::string(std::getenv("CUDA_VISIBLE_DEVICES"))
+                                                        : std::string("device 0 (CUDA_VISIBLE_DEVICES unset)"));
   std::cout << "tandem-agentd ready node=" << flags.node_name << " grpc=" << HostOf(flags.listen) << ":"
             << grpc_port << " metrics=" << metrics_addr << std::endl;
 

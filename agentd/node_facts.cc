@@ -530,6 +530,10 @@ v1::NodeFacts CollectNodeFacts(const FactsRoots& roots, const std::string& node_
   std::string err;
   for (auto& g : ReadGpuFacts(roots, &err)) *f.add_gpus() = std::move(g);
   f.set_gpus_error(err);
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    f.set_cuda_visible_devices_set(true);
+    f.set_cuda_visible_devices(cvd);
+  }
   err.clear();
   for (auto& d : ReadRdmaDevices(roots, &err)) *f.add_rdma() = std::move(d);
   f.set_rdma_error(err);
