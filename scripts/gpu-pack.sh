@@ -2,24 +2,76 @@
 # Packs what scripts/gpu-check.sh runs on a GPU machine that has no gRPC/Abseil/GoogleTest:
 # the *_cuda_test binaries and cuda_decode_bench from a CUDA build folder (stripped), the
 # non-system shared libraries they link (ldd), and the qwen3moe-tiny test data.
-# Usage: scripts/gpu-pack.sh [BUILD_DIR] [OUT_DIR]   (defaults build-cuda, gpu-out)
+# --with-cluster adds OUT_DIR/cluster.tar.gz (~15 MiB; ~52 MiB unpacked would not fit beside the
+# tests) with what scripts/gpu-tp2.sh runs (issue 7; it unpacks it itself): tandem-agentd,
+# tandemctl and tandem-infer with their libraries (gRPC, Abseil, protobuf, yaml-cpp,
+# prometheus-cpp, Gloo, OpenSSL...), the Qwen3 tokenizer (for a random-weight model with a real
+# tokenizer, made there by `tandem-infer make-model`), the golden prompts as text, and the
+# scripts. The C/C++ runtime, the CUDA driver, cuBLAS and NCCL are on the GPU machine and are not
+# packed. Fails at 64 MiB or more (what the device machine takes).
+# Usage: scripts/gpu-pack.sh [--with-cluster] [BUILD_DIR] [OUT_DIR]   (defaults build-cuda, gpu-out)
 set -euo pipefail
+cluster=0
+if [[ "${1:-}" == "--with-cluster" ]]; then
+  cluster=1
+  shift
+fi
 build=${1:-build-cuda}
 out=${2:-gpu-out}
-testdata=${TANDEM_TESTDATA:-$(cd "$(dirname "$0")/../.." && pwd)/shared/testdata}
+root=$(cd "$(dirname "$0")/.." && pwd)
+testdata=${TANDEM_TESTDATA:-$(cd "$root/.." && pwd)/shared/testdata}
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/testdata"
+
+# pack_binary BINARY [DEST]: copies a binary (stripped) and the libraries the GPU machine lacks.
+pack_binary() {
+  local b=$1 dest=${2:-$out}
+  cp "$b" "$dest/bin/"
+  strip "$dest/bin/$(basename "$b")"
+  ldd "$b" | awk '/=> \// {print $3}' |
+    { grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl|ld-linux[^/]*|libnccl|libcuda|libcublas[^/]*|libcublasLt)\.so' || true; } |
+    while read -r lib; do cp -Lu "$lib" "$dest/lib/"; done || true
+}
+
 bins=$(find "$build/tests/kernels" -maxdepth 1 -type f -name '*cuda*_test' -perm -u+x)
 bins="$bins $build/engine/cuda/cuda_decode_bench"
-for b in $bins; do
-  cp "$b" "$out/bin/"
-  strip "$out/bin/$(basename "$b")"
-  # Libraries the GPU machine lacks; the C/C++ runtime, CUDA driver and NCCL are there. cuBLAS
-  # (dlopen'ed by kernels/gemm.cu, so normally not in ldd's list) is never packed: libcublasLt
-  # alone is 541 MB; gpu-check.sh finds the GPU machine's own.
-  ldd "$b" | awk '/=> \// {print $3}' |
-    { grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl|ld-linux[^/]*|libnccl|libcuda|libcublas|libcublasLt)\.so' || true; } |
-    while read -r lib; do cp -Lu "$lib" "$out/lib/"; done || true
-done
+for b in $bins; do pack_binary "$b"; done
 cp -r "$testdata/qwen3moe-tiny" "$out/testdata/"
+
+if [[ $cluster == 1 ]]; then
+  stage=$(mktemp -d)
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/testdata/qwen3-tokenizer" "$stage/scripts"
+  for b in "$build/agentd/tandem-agentd" "$build/controller/tandemctl" "$build/engine/tandem-infer"; do
+    [[ -x "$b" ]] || { echo "gpu-pack: $b is missing (ninja -C $build tandem-agentd tandemctl tandem-infer)" >&2; exit 1; }
+    pack_binary "$b" "$stage"
+  done
+  # Shared libraries keep their symbol tables for dynamic linking; only debug info goes.
+  find "$stage/lib" -type f -name '*.so*' -exec strip --strip-debug {} + 2>/dev/null || true
+  cp "$testdata/qwen3-tokenizer/tokenizer.json" "$testdata/qwen3-tokenizer/tokenizer_config.json" \
+    "$stage/testdata/qwen3-tokenizer/"
+  # The golden prompts as text ("N ids greedy", comma-separated), read on the GPU machine by bash.
+  python3 - "$testdata/qwen3moe-tiny/golden.safetensors" > "$stage/testdata/golden-prompts.txt" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    data = f.read()
+def ints(name):
+    t = header[name]
+    a, b = t["data_offsets"]
+    return ",".join(str(v) for v in struct.unpack("<%di" % ((b - a) // 4), data[a:b]))
+for i in range(3):
+    print(i, ints("prompt%d.ids" % i), ints("prompt%d.greedy" % i))
+PY
+  cp "$root/scripts/gpu-tp2.sh" "$root/scripts/lib-agents.sh" "$root/scripts/compare-logits.sh" "$stage/scripts/"
+  echo "gpu-pack: cluster bundle unpacked: $(du -sh "$stage" | cut -f1)"
+  tar czf "$out/cluster.tar.gz" -C "$stage" .
+  rm -rf "$stage"
+fi
+
 du -sh "$out"
+size_mib=$(du -sm "$out" | cut -f1)
+if (( size_mib >= 64 )); then
+  echo "gpu-pack: $out is ${size_mib} MiB; the device machine takes < 64 MiB" >&2
+  exit 1
+fi
