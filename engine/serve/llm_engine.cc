@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -48,6 +49,12 @@ int64_t MemAvailableBytes() {
   return 0;
 }
 
+std::string FractionText(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", f);
+  return buf;
+}
+
 // The pool: an explicit token count, else memory_fraction of this machine's MemAvailable (cpu)
 // or of the device's memory (cuda: cuda::KvBlocksFromDeviceMemory, after the weights are on
 // it), capped at what max_num_seqs sequences of max_model_len could ever use (more would only
@@ -67,7 +74,7 @@ absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& mod
     const int64_t tokens = static_cast<int64_t>(fit) * o.block_size;
     TLOG(INFO) << "KV sizing: " << fraction << " of the device's memory minus what is in use = " << tokens
                << " tokens of " << per_token << " bytes; cap " << cap << " (max_num_seqs x max_model_len)";
-    return pool(tokens, false, "device memory (memory_fraction " + std::to_string(fraction) + ")");
+    return pool(tokens, false, "device memory (memory_fraction " + FractionText(fraction) + ")");
 #else
     return absl::FailedPreconditionError("backend cuda: this build has no CUDA (configure with -DTANDEM_CUDA=ON)");
 #endif
@@ -77,7 +84,7 @@ absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& mod
   const int64_t tokens = static_cast<int64_t>(fraction * static_cast<double>(avail)) / per_token;
   TLOG(INFO) << "KV sizing: " << fraction << " x MemAvailable " << (avail >> 20) << " MiB / " << per_token
              << " bytes per token = " << tokens << " tokens; cap " << cap;
-  return pool(tokens, false, "host memory (memory_fraction " + std::to_string(fraction) + ")");
+  return pool(tokens, false, "host memory (memory_fraction " + FractionText(fraction) + ")");
 }
 
 bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }

@@ -25,7 +25,7 @@ namespace tandem::serve {
 namespace {
 
 const char kServeUsage[] =
-    "usage: tandem-infer serve --model DIR [--backend cpu] [--tp N] [--threads N] [--host H] [--port P]\n"
+    "usage: tandem-infer serve --model DIR [--backend cpu|cuda] [--tp N] [--threads N] [--host H] [--port P]\n"
     "           [--served-model-name NAME] [--api-key KEY] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
     "           [--max-model-len N] [--kv-tokens N] [--memory-fraction F] [--max-waiting N]\n"
     "           [--http-threads N] [--shutdown-timeout-s S]\n"

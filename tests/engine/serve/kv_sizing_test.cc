@@ -49,9 +49,9 @@ TEST(KvSizing, PoolFromMemoryIsCappedExplicitIsNot) {
 }
 
 TEST(KvSizing, LogLineNamesTokensGibAndSource) {
-  KvPoolSize p{4096, 65536, int64_t{3} << 29, "device memory (memory_fraction 0.900000)"};
+  KvPoolSize p{4096, 65536, int64_t{3} << 29, "device memory (memory_fraction 0.9)"};
   EXPECT_EQ(DescribeKvPool(p, 16),
-            "KV pool: 65536 tokens (1.50 GiB per rank, 4096 blocks of 16) from device memory (memory_fraction 0.900000)");
+            "KV pool: 65536 tokens (1.50 GiB per rank, 4096 blocks of 16) from device memory (memory_fraction 0.9)");
 }
 
 TEST(KvSizing, ServeFlagMemoryFraction) {
