@@ -1,7 +1,8 @@
 // Two real tandem-agentd processes form a TP=2 group over loopback with qwen3moe-tiny and the
 // failure semantics of orchestration are checked end to end: golden greedy tokens through a
 // probe, an HTTP completion through the head's API, a worker killed mid-stream, the head
-// killed, a stale generation, and (one agent, TP=1) the persisted assignment after a restart.
+// killed, a stale generation, a frozen worker (heartbeat watch), and (one agent, TP=1) the
+// persisted assignment after a restart.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <arpa/inet.h>
@@ -424,6 +425,23 @@ TEST_F(GroupTest, IdleGroupOutlivesTheCollectiveDeadlineAndNoticesADeadWorker) {
   auto health = http.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 503);
+}
+
+TEST_F(GroupTest, FrozenWorkerIsLostByItsSilentHeartbeat) {
+  // A stopped worker keeps its sockets open: Gloo (like NCCL between local GPUs) would wait for
+  // the 30 s collective deadline. The head's heartbeat watch (3 s) fails the group instead.
+  FormGroup(1, 30000);
+  ServeAll();
+  const auto t0 = Clock::now();
+  ::kill(agents_[1].proc.pid(), SIGSTOP);
+  v1::RankStatus s;
+  const double t = WaitForStatus(agents_[0], [](const v1::RankStatus& x) { return x.state() == v1::RANK_STATE_FAILED; },
+                                 8s, &s);
+  ::kill(agents_[1].proc.pid(), SIGKILL);  // a stopped process would not take the fixture's SIGTERM
+  ASSERT_GE(t, 0) << s.ShortDebugString();
+  std::printf("head failed the group %.2f s after SIGSTOP of the worker: %s\n", Since(t0), s.reason().c_str());
+  EXPECT_NE(s.reason().find("rank 1 lost: no heartbeat"), std::string::npos) << s.reason();
+  EXPECT_LT(Since(t0), 5.0);
 }
 
 TEST(AgentAuthTest, WrongOrMissingTokenIsRejected) {
