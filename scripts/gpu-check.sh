@@ -6,6 +6,12 @@
 # Usage: scripts/gpu-check.sh [GPU_OUT_DIR] [--no-bench]
 set -u
 dir=${1:-gpu-out}
+# gpu-pack.sh --with-cluster leaves bin/ and lib/ in tests.tar.gz (64 MiB device limit): unpack.
+if [[ -f "$dir/tests.tar.gz" && ! -d "$dir/bin" ]]; then
+  unpacked=$(mktemp -d /tmp/gpu-check-XXXXXX)
+  tar xzf "$dir/tests.tar.gz" -C "$unpacked" && ln -s "$(cd "$dir" && pwd)/testdata" "$unpacked/testdata"
+  dir=$unpacked
+fi
 bench=1
 [[ "${2:-}" == "--no-bench" ]] && bench=0
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -2,13 +2,15 @@
 # Packs what scripts/gpu-check.sh runs on a GPU machine that has no gRPC/Abseil/GoogleTest:
 # the *_cuda_test binaries and cuda_decode_bench from a CUDA build folder (stripped), the
 # non-system shared libraries they link (ldd), and the qwen3moe-tiny test data.
-# --with-cluster adds OUT_DIR/cluster.tar.gz (~15 MiB; ~52 MiB unpacked would not fit beside the
-# tests) with what scripts/gpu-tp2.sh runs (issue 7; it unpacks it itself): tandem-agentd,
+# --with-cluster adds OUT_DIR/cluster.tar.gz (~16 MiB; ~50 MiB unpacked) with what
+# scripts/gpu-tp2.sh runs (issue 7): tandem-agentd,
 # tandemctl and tandem-infer with their libraries (gRPC, Abseil, protobuf, yaml-cpp,
 # prometheus-cpp, Gloo, OpenSSL...), the Qwen3 tokenizer (for a random-weight model with a real
 # tokenizer, made there by `tandem-infer make-model`), the golden prompts as text, and the
 # scripts. The C/C++ runtime, the CUDA driver, cuBLAS and NCCL are on the GPU machine and are not
-# packed. Fails at 64 MiB or more (what the device machine takes).
+# packed. And it moves bin/ and lib/ into OUT_DIR/tests.tar.gz (~44 MiB unpacked would not fit
+# beside the cluster): gpu-check.sh and gpu-tp2.sh unpack both into a temporary folder themselves.
+# Fails at 64 MiB or more (what the device machine takes).
 # Usage: scripts/gpu-pack.sh [--with-cluster] [BUILD_DIR] [OUT_DIR]   (defaults build-cuda, gpu-out)
 set -euo pipefail
 cluster=0
@@ -67,6 +69,8 @@ PY
   echo "gpu-pack: cluster bundle unpacked: $(du -sh "$stage" | cut -f1)"
   tar czf "$out/cluster.tar.gz" -C "$stage" .
   rm -rf "$stage"
+  tar czf "$out/tests.tar.gz" -C "$out" bin lib
+  rm -rf "$out/bin" "$out/lib"
 fi
 
 du -sh "$out"

@@ -53,12 +53,15 @@ dir=$(cd "$dir" 2>/dev/null && pwd || echo "$dir")
 
 WORK=$(mktemp -d /tmp/gpu-tp2-XXXXXX)
 # gpu-pack.sh --with-cluster leaves the cluster binaries, their libraries, the tokenizer and the
-# golden prompts in cluster.tar.gz (the unpacked folder would not fit the device's 64 MiB).
+# golden prompts in cluster.tar.gz, and the bench in tests.tar.gz (unpacked they would not fit
+# the device's 64 MiB).
 PACK="$WORK/pack"
 mkdir -p "$PACK"
-if [[ -f "$dir/cluster.tar.gz" ]]; then
-  tar xzf "$dir/cluster.tar.gz" -C "$PACK" || { echo "gpu-tp2: cannot unpack $dir/cluster.tar.gz" >&2; exit 1; }
-fi
+for t in tests cluster; do  # tests.tar.gz: bin/ and lib/ of the GPU tests and the bench
+  if [[ -f "$dir/$t.tar.gz" ]]; then
+    tar xzf "$dir/$t.tar.gz" -C "$PACK" || { echo "gpu-tp2: cannot unpack $dir/$t.tar.gz" >&2; exit 1; }
+  fi
+done
 find_bin() {  # NAME -> path: --bin DIR, else the unpacked bundle, else PACKED_DIR/bin
   if [[ -n $bin_dir ]]; then
     find "$bin_dir" -type f -name "$1" -perm -u+x 2>/dev/null | head -1
@@ -101,6 +104,12 @@ run() {
 }
 
 echo "gpu-tp2: backend=$backend steps=$steps packed=$dir work=$WORK logs=$LOG"
+# cuBLAS (prefill GEMMs of >= 64 tokens, dlopen'ed) is the machine's own, as in gpu-check.sh.
+if [[ $backend == cuda && $dry == 0 ]] && ! ldconfig -p 2>/dev/null | grep -q -E 'libcublas\.so\.1[23]'; then
+  cublas=$(find /usr/local /usr/lib /usr/lib64 /opt /root /home -name 'libcublas.so.1[23]' 2>/dev/null | sort -r | head -1)
+  [[ -n $cublas ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
+  echo "cuBLAS: ${cublas:-not found (prefill falls back to the decode kernels)}"
+fi
 [[ $backend == cuda && $dry == 0 ]] && { nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader || true; }
 
 # ---- a. golden prompts: TP=1 vs TP=2 (one process per rank) ----
