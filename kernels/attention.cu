@@ -1,5 +1,6 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda_check.h"
@@ -11,8 +12,14 @@ namespace tandem::kernels {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kPerWarp = 8;  // positions per warp: kWarps * kPerWarp = kAttentionPartition
-static_assert(kWarps * kPerWarp == kAttentionPartition);
+
+// Positions a warp takes per round: its K and V loads for them are all issued at once, and the next
+// round's are issued before this round is used (double buffering), so a warp waits for memory once,
+// not once per position. 6 for bf16, 4 for float32 (about 100 registers: two blocks per SM).
+template <typename KV>
+__host__ __device__ constexpr int PerWarp() {
+  return sizeof(KV) == 2 ? 6 : 4;
+}
 
 // Scratch layout per (t, h, partition): [m, l, acc[head_dim]].
 __device__ __forceinline__ float* Partial(float* scratch, int64_t t, int64_t h, int64_t part, int64_t n_heads,
@@ -20,100 +27,121 @@ __device__ __forceinline__ float* Partial(float* scratch, int64_t t, int64_t h, 
   return scratch + ((t * n_heads + h) * parts + part) * (hd + 2);
 }
 
-// EPL consecutive KV elements as float, with the widest loads the alignment allows.
-template <int EPL>
-__device__ __forceinline__ void LoadKv(const float* p, float out[EPL]) {
-  if constexpr (EPL % 4 == 0) {
-#pragma unroll
-    for (int e = 0; e < EPL; e += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(p + e);
-      out[e] = v.x, out[e + 1] = v.y, out[e + 2] = v.z, out[e + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) out[e] = p[e];
-  }
-}
-template <int EPL>
-__device__ __forceinline__ void LoadKv(const __nv_bfloat16* p, float out[EPL]) {
-  if constexpr (EPL % 4 == 0) {
-#pragma unroll
-    for (int e = 0; e < EPL; e += 4) {
-      const uint2 raw = *reinterpret_cast<const uint2*>(p + e);
-      const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-      const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-      out[e] = a.x, out[e + 1] = a.y, out[e + 2] = b.x, out[e + 3] = b.y;
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) out[e] = __bfloat162float(p[e]);
-  }
+// EPL consecutive KV elements, loaded as one (or two) vector loads.
+template <typename KV, int EPL>
+struct alignas(EPL * sizeof(KV) < 16 ? EPL * sizeof(KV) : 16) KvPack {
+  KV v[EPL];
+};
+__device__ __forceinline__ float ToF(float x) { return x; }
+__device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Positions per partition for a token at n positions: the whole rounds spread over the `parts` blocks.
+// Computed from the token's own position (not the graph's table width), so a graph captured for a
+// wide table still cuts a short context into `parts` busy blocks.
+__device__ __forceinline__ int64_t PartLen(int64_t n, int64_t parts, int64_t round) {
+  const int64_t rounds = (n + round - 1) / round;
+  return (rounds + parts - 1) / parts * round;
 }
 
-// Grid (n_heads * parts, T): block (h, part) of token t covers positions [part*P, part*P + P) of
-// its sequence, P = kAttentionPartition. Warp w takes kPerWarp consecutive positions and issues all
-// their K and V loads at once (decode is latency-bound: one round trip per warp, not one per
-// position), lane l holding dims [l*EPL, (l+1)*EPL). Heads vary fastest in the grid, so the q heads
-// sharing a kv head run side by side and their K/V reads hit L2. The block merges its warps' softmax
-// statistics and writes the partition's (m, l, acc) for the merge kernel.
+// Grid (n_heads * parts, T): block (h, part) of token t covers positions [part*len, part*len + len) of
+// its sequence (len = PartLen(pos + 1, ...), a multiple of kWarps * PerWarp). Each warp walks its share in rounds
+// of PerWarp positions, lane l holding dims [l*EPL, (l+1)*EPL), with an online softmax. Heads vary
+// fastest in the grid, so the q heads that share a kv head run side by side and their K/V reads hit
+// L2. The block merges its warps and writes the partition's (m, l, acc) for the merge kernel.
 template <int EPL, typename KV>
 __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
     float* scratch, const float* q, const KV* kc, const KV* vc, const int32_t* block_tables,
     const int32_t* token_seq, const int32_t* pos, AttentionShape A, int64_t parts, float scale) {
+  constexpr int PW = PerWarp<KV>();
+  using Pack = KvPack<KV, EPL>;
   GridDepLaunchDependents();
   const int64_t h = blockIdx.x % A.n_heads, part = blockIdx.x / A.n_heads, t = blockIdx.y;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t hd = A.head_dim, kvh = h / (A.n_heads / A.n_kv_heads), kv_dim = A.n_kv_heads * hd;
   GridDepWait();
   const int64_t n = static_cast<int64_t>(pos[t]) + 1;
-  const int64_t begin = part * kAttentionPartition, end = min(n, begin + kAttentionPartition);
+  const int64_t part_len = PartLen(n, parts, kWarps * PW);
+  const int64_t begin = part * part_len, end = min(n, begin + part_len);
   if (begin >= end) return;  // beyond this token's position: the merge never reads it
   const int32_t* table = block_tables + static_cast<int64_t>(token_seq[t]) * A.max_blocks;
+  // The partition's block-table entries in shared memory: a position's slot is then one shared load,
+  // not a global round trip in front of every K/V load (which serialised the prefetch of a round).
+  constexpr int64_t kTableCache = 512;
+  __shared__ int32_t sm_table[kTableCache];
+  // Slots in 32-bit arithmetic with a shift for power-of-two block sizes: 64-bit division per
+  // position made this kernel instruction-bound (4+ us per round of 6 positions under ncu).
+  const uint32_t bs = static_cast<uint32_t>(A.block_size);
+  const bool pow2 = (bs & (bs - 1)) == 0;
+  const int shift = __ffs(static_cast<int>(bs)) - 1;
+  const auto block_of = [&](uint32_t j) { return pow2 ? j >> shift : j / bs; };
+  const int64_t b0 = block_of(static_cast<uint32_t>(begin)),
+                nb = block_of(static_cast<uint32_t>(end - 1)) - b0 + 1;
+  const bool cached = nb <= kTableCache;
+  if (cached) {
+    for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) sm_table[i] = table[b0 + i];
+  }
+  __syncthreads();
+  const KV* kbase = kc + kvh * hd + lane * EPL;
+  const KV* vbase = vc + kvh * hd + lane * EPL;
 
   float qv[EPL];
 #pragma unroll
   for (int e = 0; e < EPL; ++e) qv[e] = q[t * A.q_stride + h * hd + lane * EPL + e] * scale;
 
-  const int64_t j0 = begin + warp * kPerWarp;
-  float kr[kPerWarp][EPL], vr[kPerWarp][EPL];
+  auto load = [&](int64_t j0, Pack kr[PW], Pack vr[PW]) {
 #pragma unroll
-  for (int u = 0; u < kPerWarp; ++u) {
-    const int64_t j = j0 + u < end ? j0 + u : begin;  // a valid position; masked below
-    const int64_t off =
-        (static_cast<int64_t>(table[j / A.block_size]) * A.block_size + j % A.block_size) * kv_dim + kvh * hd +
-        lane * EPL;
-    LoadKv<EPL>(kc + off, kr[u]);
-    LoadKv<EPL>(vc + off, vr[u]);
-  }
-  float s[kPerWarp];
-#pragma unroll
-  for (int u = 0; u < kPerWarp; ++u) {
-    float d = 0;
-#pragma unroll
-    for (int e = 0; e < EPL; ++e) d += qv[e] * kr[u][e];
-    s[u] = d;
-  }
-#pragma unroll
-  for (int u = 0; u < kPerWarp; ++u) s[u] = j0 + u < end ? WarpSum(s[u]) : -FLT_MAX;
-  float m = -FLT_MAX;
-#pragma unroll
-  for (int u = 0; u < kPerWarp; ++u) m = fmaxf(m, s[u]);
-  float l = 0, acc[EPL];
+    for (int u = 0; u < PW; ++u) {
+      const uint32_t j = static_cast<uint32_t>(j0 + u < end ? j0 + u : begin);  // valid; masked when used
+      const uint32_t bj = block_of(j);
+      const int64_t blk = cached ? sm_table[bj - b0] : table[bj];
+      const int64_t off = (blk * bs + (j - bj * bs)) * kv_dim;
+      kr[u] = *reinterpret_cast<const Pack*>(kbase + off);
+      vr[u] = *reinterpret_cast<const Pack*>(vbase + off);
+    }
+  };
+
+  float m = -FLT_MAX, l = 0, acc[EPL];
 #pragma unroll
   for (int e = 0; e < EPL; ++e) acc[e] = 0.0f;
-  if (m > -FLT_MAX) {
+  constexpr int64_t kRound = kWarps * PW;
+  Pack kr[PW], vr[PW], kn[PW], vn[PW];
+  int64_t j0 = begin + warp * PW;
+  if (j0 < end) load(j0, kr, vr);
+  for (; j0 < end; j0 += kRound) {
+    if (j0 + kRound < end) load(j0 + kRound, kn, vn);  // next round in flight while this one is used
+    float s[PW];
 #pragma unroll
-    for (int u = 0; u < kPerWarp; ++u) {
+    for (int u = 0; u < PW; ++u) {
+      float d = 0;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) d += qv[e] * ToF(kr[u].v[e]);
+      s[u] = d;
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < PW; ++u) {
+      s[u] = j0 + u < end ? WarpSum(s[u]) : -FLT_MAX;
+      m_new = fmaxf(m_new, s[u]);
+    }
+    const float corr = __expf(m - m_new);
+    l *= corr;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) acc[e] *= corr;
+#pragma unroll
+    for (int u = 0; u < PW; ++u) {
       if (j0 + u < end) {
-        const float p = __expf(s[u] - m);
+        const float p = __expf(s[u] - m_new);
         l += p;
 #pragma unroll
-        for (int e = 0; e < EPL; ++e) acc[e] += p * vr[u][e];
+        for (int e = 0; e < EPL; ++e) acc[e] += p * ToF(vr[u].v[e]);
       }
     }
+    m = m_new;
+#pragma unroll
+    for (int u = 0; u < PW; ++u) kr[u] = kn[u], vr[u] = vn[u];
   }
 
-  // Merge the warps of the block (a warp past `end` has l == 0 and drops out).
+  // Merge the warps of the block (a warp with no position has l == 0 and drops out).
   __shared__ float sm_m[kWarps], sm_l[kWarps];
   __shared__ float sm_acc[kWarps][32 * EPL];
   if (lane == 0) sm_m[warp] = m, sm_l[warp] = l;
@@ -146,11 +174,12 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
 // partitions up to the token's position. The maximum is a block reduction; the sums walk the
 // partitions with independent loads.
 __global__ void AttentionMergeKernel(float* out, const float* scratch, const int32_t* pos, AttentionShape A,
-                                     int64_t parts) {
+                                     int64_t parts, int64_t round) {
   GridDepLaunchDependents();
   const int64_t h = blockIdx.x, t = blockIdx.y, d = threadIdx.x, hd = A.head_dim;
   GridDepWait();
-  const int64_t used = (static_cast<int64_t>(pos[t]) + kAttentionPartition) / kAttentionPartition;
+  const int64_t n = static_cast<int64_t>(pos[t]) + 1, part_len = PartLen(n, parts, round);
+  const int64_t used = (n + part_len - 1) / part_len;
   const float* base = scratch + (t * A.n_heads + h) * parts * (hd + 2);
   float mx = -FLT_MAX;
   for (int64_t p = d; p < used; p += hd) mx = fmaxf(mx, base[p * (hd + 2)]);
@@ -171,14 +200,32 @@ __global__ void AttentionMergeKernel(float* out, const float* scratch, const int
   out[t * A.n_heads * hd + h * hd + d] = a / L;
 }
 
-int64_t Parts(int64_t max_positions) {
-  return (max_positions + kAttentionPartition - 1) / kAttentionPartition;
+int SmCount() {
+  static const int n = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return n;
+}
+
+// Partitions per (token, head): as many as fill the GPU's two blocks per SM (the partition kernels'
+// registers allow two) in one wave, at most one per round of max_positions. Rounding up instead
+// put a few blocks into a second wave.
+int64_t Parts(int64_t T, const AttentionShape& A, int64_t max_positions, int64_t round) {
+  const int64_t rounds = (max_positions + round - 1) / round;
+  const int64_t heads = std::max<int64_t>(T * A.n_heads, 1);
+  const int64_t want = std::max<int64_t>(1, 2 * SmCount() / heads);
+  return std::clamp<int64_t>(want, 1, rounds);
 }
 
 }  // namespace
 
 int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max_positions) {
-  return T * A.n_heads * Parts(max_positions) * (A.head_dim + 2);
+  // The float32 cache's shorter round gives at least as many partitions as bf16's.
+  return T * A.n_heads * Parts(T, A, std::max<int64_t>(max_positions, 1), kWarps * PerWarp<float>()) *
+         (A.head_dim + 2);
 }
 
 template <typename KV>
@@ -191,7 +238,8 @@ void LaunchAttention(float* out, float* scratch, const float* q, const KV* k_cac
   KERNEL_REQUIRE(max_positions >= 1);
   if (T == 0) return;
   KERNEL_REQUIRE(T <= 65535);
-  const int64_t parts = Parts(max_positions);
+  const int64_t round = kWarps * PerWarp<KV>();
+  const int64_t parts = Parts(T, A, max_positions, round);
   const dim3 grid(static_cast<unsigned>(A.n_heads * parts), static_cast<unsigned>(T));
   const dim3 block(kWarps * 32);
   switch (A.head_dim / 32) {
@@ -203,7 +251,7 @@ void LaunchAttention(float* out, float* scratch, const float* q, const KV* k_cac
   }
   KERNEL_CHECK();
   Launch(AttentionMergeKernel, dim3(static_cast<unsigned>(A.n_heads), static_cast<unsigned>(T)),
-         dim3(static_cast<unsigned>(A.head_dim)), 0, stream, out, scratch, pos, A, parts);
+         dim3(static_cast<unsigned>(A.head_dim)), 0, stream, out, scratch, pos, A, parts, round);
   KERNEL_CHECK();
 }
 

@@ -2,9 +2,10 @@
 // per sequence) and prefill (a causal chunk): every query token t of sequence s attends to the
 // positions 0..pos[t] of s, whose K and V are already in the cache (qk_norm_rope.h stored the
 // chunk's own tokens first), so causality is just "up to my position".
-// Split-K (flash-decoding): each (token, head) is cut into partitions of kAttentionPartition positions
-// run as separate blocks, then merged with their softmax statistics, so a long context uses the
-// whole GPU even at batch 1.
+// Split-K (flash-decoding): each (token, head) is cut into partitions run as separate blocks, then
+// merged with their softmax statistics, so a long context uses the whole GPU even at batch 1. The
+// partition length follows from T, the heads and max_positions (about two blocks per SM), so a graph
+// captured for a table width keeps one layout.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +21,6 @@ struct AttentionShape {
   int64_t max_blocks = 0;                             // columns of block_tables
   int64_t q_stride = 0;                               // floats between tokens' q rows
 };
-
-// 64 = 8 warps x 8 positions, each warp issuing its 8 positions' K and V loads at once: one memory
-// round trip per block (the earlier one-position-at-a-time kernel took 34.6 us/layer at ctx 1k on an
-// H200; docs/bench/decode-h200.md has the history).
-inline constexpr int64_t kAttentionPartition = 64;
 
 // Floats of scratch attention() needs for T tokens and partitions up to `max_positions`.
 int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max_positions);

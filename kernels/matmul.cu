@@ -10,58 +10,70 @@ namespace tandem::kernels {
 
 namespace {
 
-constexpr int kWarps = 4;  // rows per block: small blocks spread a short product over every SM
+constexpr int kWarps = 8;
 
-// Grid (ceil(out / kWarps), ceil(T / TT)): warp w of block b computes row b*kWarps+w for the TT
-// tokens of tile blockIdx.y. The row's first chunk is loaded before waiting for the previous kernel
-// (weights never change during a step), so those loads overlap its tail.
-template <int NL, int TT>
+// Grid (ceil(out / (kWarps * R)), ceil(T / TT)): warp w of block b computes rows (b*kWarps+w)*R .. +R
+// for the TT tokens of tile blockIdx.y. The rows' first chunks are loaded before waiting for the
+// previous kernel (weights never change during a step), so those loads overlap its tail.
+// The shape (R, NL) comes from MatvecShape (matvec.cuh).
+template <int R, int NL, int TT>
 __global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const float* x, const uint16_t* w, int64_t T,
                                                             int64_t in, int64_t out) {
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32;
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (o >= out) return;
-  const uint16_t* row = w + o * in;
-  uint4 buf[NL];
-  LoadChunk<NL>(buf, row, 0, in, lane);
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * R;
+  if (o0 >= out) return;
+  const uint16_t* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = w + (o0 + r < out ? o0 + r : o0) * in;  // rows past `out` are dropped
+  uint4 buf[R][NL];
+#pragma unroll
+  for (int r = 0; r < R; ++r) LoadChunk<NL>(buf[r], rows[r], 0, in, lane);
   GridDepWait();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
   const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
   const float* xt = x + t0 * in;
-  float acc[TT];
+  float acc[R][TT];
 #pragma unroll
-  for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = 0.0f;
+  }
   for (int64_t base = 0;;) {
-    UseChunk<NL, TT>(acc, buf, xt, base, in, nt, lane);
+#pragma unroll
+    for (int r = 0; r < R; ++r) UseChunk<NL, TT>(acc[r], buf[r], xt, base, in, nt, lane);
     base += 256 * NL;
     if (base >= in) break;
-    LoadChunk<NL>(buf, row, base, in, lane);
+#pragma unroll
+    for (int r = 0; r < R; ++r) LoadChunk<NL>(buf[r], rows[r], base, in, lane);
   }
 #pragma unroll
-  for (int t = 0; t < TT; ++t) acc[t] = WarpSum(acc[t]);
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = WarpSum(acc[r][t]);
+  }
   if (lane == 0) {
 #pragma unroll
-    for (int t = 0; t < TT; ++t) {
-      if (t < nt) y[(t0 + t) * out + o] = acc[t];
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
+      }
     }
   }
 }
 
+template <int R, int NL, int TT>
+void LaunchShape(float* y, const float* x, const uint16_t* w, int64_t T, int64_t in, int64_t out, cudaStream_t s) {
+  const int64_t rows_per_block = kWarps * R;
+  const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
+                  static_cast<unsigned>((T + TT - 1) / TT));
+  Launch(MatmulKernel<R, NL, TT>, grid, dim3(kWarps * 32), 0, s, y, x, w, T, in, out);
+}
+
 template <int TT>
 void LaunchTile(float* y, const float* x, const uint16_t* w, int64_t T, int64_t in, int64_t out, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>((out + kWarps - 1) / kWarps), static_cast<unsigned>((T + TT - 1) / TT));
-  const dim3 block(kWarps * 32);
-  // Bigger token tiles hold TT accumulators per weight: cap the chunk at 8 loads there.
-  const int nl = TT > 4 && ChunkLoads(in) > 8 ? 8 : ChunkLoads(in);
-  switch (nl) {
-    case 1: Launch(MatmulKernel<1, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
-    case 2: Launch(MatmulKernel<2, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
-    case 3: Launch(MatmulKernel<3, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
-    case 4: Launch(MatmulKernel<4, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
-    case 8: Launch(MatmulKernel<8, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
-    default: Launch(MatmulKernel<16, TT>, grid, block, 0, s, y, x, w, T, in, out); break;
-  }
+  DispatchMatvecShape(MatvecShape(in, TT, out), [&]<int R, int NL>() { LaunchShape<R, NL, TT>(y, x, w, T, in, out, s); });
 }
 
 }  // namespace

@@ -34,8 +34,9 @@ __device__ __forceinline__ void LoadChunk(uint4 buf[NL], const uint16_t* row, in
   }
 }
 
-// acc[t] += dot(chunk in buf, x + t*in) for t < nt (x float32, 16-byte aligned rows).
-template <int NL, int TT>
+// acc[t] += dot(chunk in buf, x + t*in) for t < nt (x float32, 16-byte aligned rows). Global x
+// goes through the read-only cache (kGlobalX); x staged in shared memory takes plain loads.
+template <int NL, int TT, bool kGlobalX = true>
 __device__ __forceinline__ void UseChunk(float acc[TT], const uint4 buf[NL], const float* x, int64_t base, int64_t in,
                                          int nt, int lane) {
 #pragma unroll
@@ -48,7 +49,12 @@ __device__ __forceinline__ void UseChunk(float acc[TT], const uint4 buf[NL], con
       for (int t = 0; t < TT; ++t) {
         if (t < nt) {
           const float4* xp = reinterpret_cast<const float4*>(x + t * in + i);
-          const float4 a = __ldg(xp), b = __ldg(xp + 1);
+          float4 a, b;
+          if constexpr (kGlobalX) {
+            a = __ldg(xp), b = __ldg(xp + 1);
+          } else {
+            a = xp[0], b = xp[1];
+          }
           acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
                     w[7] * b.w;
         }
@@ -86,6 +92,38 @@ inline int ChunkLoads(int64_t in) {
   if (need <= 8) return 8;
   if (need <= 16) return 16;
   return 8;
+}
+
+// The block shape of a dense product (8 warps; R rows per warp, NL loads per lane per row chunk):
+// about 16 loads per lane in flight, short rows several to a warp at batch 1 (tools/matvec_sweep.cu:
+// 4 rows x 4 loads ran a 5120 x 2048 product in 6.8 us where 1 row x 8 loads took 8.2 us), long rows
+// one at a time. Encoded as R * 100 + NL for the launchers' switch.
+inline int MatvecShape(int64_t in, int tt, int64_t out) {
+  const int64_t need = (in + 255) / 256;  // loads per lane for a whole row
+  // A short product (the router: 128 rows) one row per warp, over as many SMs as it can reach.
+  if (tt == 1 && out <= 8 * 4 * 132 && need <= 8) return 100 + static_cast<int>(need <= 4 ? (need < 1 ? 1 : need) : 8);
+  if (tt == 1 && need <= 4) return 400 + static_cast<int>(need < 1 ? 1 : need);
+  if (tt == 1 && need <= 8) return 404;
+  if (tt == 1 && need <= 16) return 116;
+  if (need <= 4) return 100 + static_cast<int>(need < 1 ? 1 : need);
+  return 108;
+}
+
+// Calls F<R, NL>() for the shape code of MatvecShape.
+template <typename F>
+void DispatchMatvecShape(int code, F&& f) {
+  switch (code) {
+    case 401: f.template operator()<4, 1>(); break;
+    case 402: f.template operator()<4, 2>(); break;
+    case 403: f.template operator()<4, 3>(); break;
+    case 404: f.template operator()<4, 4>(); break;
+    case 116: f.template operator()<1, 16>(); break;
+    case 101: f.template operator()<1, 1>(); break;
+    case 102: f.template operator()<1, 2>(); break;
+    case 103: f.template operator()<1, 3>(); break;
+    case 104: f.template operator()<1, 4>(); break;
+    default: f.template operator()<1, 8>(); break;
+  }
 }
 
 }  // namespace tandem::kernels

@@ -24,6 +24,7 @@
 #include "kernels/moe.h"
 #include "kernels/qk_norm_rope.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/norm_matmul.h"
 #include "kernels/router_topk.h"
 #include "kernels/silu_mul.h"
 
@@ -32,6 +33,10 @@ namespace tandem::engine::cuda {
 namespace {
 
 using kernels::bf16_bits;
+
+// Steps of at most this many tokens fuse each RMSNorm into the product that follows it; larger ones
+// (prefill chunks) keep add_rmsnorm + matmul_bf16, whose products switch to cuBLAS from 64 tokens.
+constexpr int64_t kFuseNormMaxTokens = 32;
 
 absl::Status CudaStatus(cudaError_t err, const std::string& what) {
   if (err == cudaSuccess) return absl::OkStatus();
@@ -95,6 +100,7 @@ struct LayerWeights {
 // Activations for up to `tokens` tokens / `rows` logits rows (grown on demand).
 struct Activations {
   DeviceArray<float> x, xn, delta;  // (T, hidden) residual stream, normed input, sublayer output
+  DeviceArray<float> x2;            // (T, hidden) the residual's other half of the ping-pong (fused norms)
   DeviceArray<float> qkv;           // (T, q_dim + 2 kv_dim)
   DeviceArray<float> att;           // (T, q_dim)
   DeviceArray<float> router_logits; // (T, E)
@@ -509,7 +515,7 @@ void CudaModel::Reserve(const MetaLayout& m) {
   bool grew = false;
   if (T > cap_tokens_) {
     cap_tokens_ = T;
-    grew |= a_.x.Reserve(T * H) | a_.xn.Reserve(T * H) | a_.delta.Reserve(T * H);
+    grew |= a_.x.Reserve(T * H) | a_.x2.Reserve(T * H) | a_.xn.Reserve(T * H) | a_.delta.Reserve(T * H);
     grew |= a_.qkv.Reserve(T * L_.row()) | a_.att.Reserve(T * L_.q_dim());
     grew |= a_.router_logits.Reserve(T * E) | a_.expert_ids.Reserve(T * K) | a_.expert_w.Reserve(T * K);
     grew |= a_.act.Reserve(act);
@@ -537,15 +543,27 @@ absl::Status CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, st
   const float scale = 1.0f / std::sqrt(static_cast<float>(L_.head_dim));
 
   kernels::embedding(a_.x.get(), meta + m.tokens(), embed_.get(), T, H, stream_);
+  // Decode-sized steps fold each norm into the product after it (kernels/norm_matmul.h): the
+  // residual then alternates between x and x2, since every block of that product still reads the
+  // old one. Prefill-sized steps keep the separate norm so the products can take the GEMM path.
+  const bool fuse = T <= kFuseNormMaxTokens;
+  float* xa = a_.x.get();   // the residual stream now
+  float* xb = a_.x2.get();  // where a fused norm writes the next one
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerWeights& w = layers_[l];
     const int64_t layer_bytes = l * slots * L_.kv_dim() * kv_spec_.bytes_per_element;
     uint8_t* kc = k_cache_.get() + layer_bytes;
     uint8_t* vc = v_cache_.get() + layer_bytes;
     // Attention: h = x + o_proj(attn(norm(x))). The previous layer's ffn output is added here.
-    kernels::add_rmsnorm(a_.xn.get(), a_.x.get(), l == 0 ? nullptr : a_.delta.get(), w.input_norm.get(), T, H, eps,
-                         stream_);
-    kernels::matmul_bf16(a_.qkv.get(), a_.xn.get(), w.wqkv.get(), T, H, L_.row(), stream_);
+    const float* prev_delta = l == 0 ? nullptr : a_.delta.get();
+    if (fuse) {
+      kernels::add_rmsnorm_matmul(a_.qkv.get(), xb, nullptr, xa, prev_delta, w.input_norm.get(), w.wqkv.get(), T, H,
+                                  L_.row(), eps, stream_);
+      std::swap(xa, xb);
+    } else {
+      kernels::add_rmsnorm(a_.xn.get(), xa, prev_delta, w.input_norm.get(), T, H, eps, stream_);
+      kernels::matmul_bf16(a_.qkv.get(), a_.xn.get(), w.wqkv.get(), T, H, L_.row(), stream_);
+    }
     if (kv_f32_) {
       auto* kf = reinterpret_cast<float*>(kc);
       auto* vf = reinterpret_cast<float*>(vc);
@@ -564,9 +582,15 @@ absl::Status CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, st
     kernels::matmul_bf16(a_.delta.get(), a_.att.get(), w.wo.get(), T, L_.q_dim(), H, stream_);
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #1: o_proj partial sums
     // Ffn: out = h + ffn(norm(h)).
-    kernels::add_rmsnorm(a_.xn.get(), a_.x.get(), a_.delta.get(), w.post_norm.get(), T, H, eps, stream_);
+    if (fuse && w.moe) {  // the router product normalises (and stores xn for the experts)
+      kernels::add_rmsnorm_matmul(a_.router_logits.get(), xb, a_.xn.get(), xa, a_.delta.get(), w.post_norm.get(),
+                                  w.router.get(), T, H, E, eps, stream_);
+      std::swap(xa, xb);
+    } else {
+      kernels::add_rmsnorm(a_.xn.get(), xa, a_.delta.get(), w.post_norm.get(), T, H, eps, stream_);
+      if (w.moe) kernels::matmul_bf16(a_.router_logits.get(), a_.xn.get(), w.router.get(), T, H, E, stream_);
+    }
     if (w.moe) {
-      kernels::matmul_bf16(a_.router_logits.get(), a_.xn.get(), w.router.get(), T, H, E, stream_);
       kernels::router_topk(a_.expert_ids.get(), a_.expert_w.get(), a_.router_logits.get(), T, E, K,
                            cfg_.norm_topk_prob, stream_);
       kernels::moe_gate_up(a_.act.get(), a_.xn.get(), a_.expert_ids.get(), w.gate_up.get(), T, K, H, I, stream_);
@@ -590,7 +614,7 @@ absl::Status CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, st
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #2: expert / MLP partial sums
   }
   // Final norm (adding the last ffn output), then lm_head over the wanted rows only.
-  kernels::add_rmsnorm(a_.xn.get(), a_.x.get(), a_.delta.get(), final_norm_.get(), T, H, eps, stream_);
+  kernels::add_rmsnorm(a_.xn.get(), xa, a_.delta.get(), final_norm_.get(), T, H, eps, stream_);
   kernels::gather_rows(a_.hn.get(), a_.xn.get(), meta + m.rows(), m.R, H, stream_);
   if (world_ == 1) {
     kernels::matmul_bf16(a_.logits.get(), a_.hn.get(), LmHead(lm_head_, embed_), m.R, H, V, stream_);

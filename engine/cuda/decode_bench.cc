@@ -298,6 +298,8 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       ASSIGN_OR_RETURN(std::string v, value());
       ASSIGN_OR_RETURN(auto list, ParseInts(v));
       o.tp = list[0];
+    } else if (f == "--no-kernel-table") {
+      o.kernel_table = false;
     } else if (f == "--runs" || f == "--steps") {
       ASSIGN_OR_RETURN(std::string v, value());
       ASSIGN_OR_RETURN(auto list, ParseInts(v));
@@ -328,8 +330,8 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
     out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
                copy.median, copy.min, copy.max);
 
-    out += "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n| --- | ---: | ---: | ---: | ---: |\n";
-    for (const KernelTiming& k : DecodeKernelTimings(cfg)) {
+    if (o.kernel_table) out += "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n| --- | ---: | ---: | ---: | ---: |\n";
+    for (const KernelTiming& k : o.kernel_table ? DecodeKernelTimings(cfg) : std::vector<KernelTiming>{}) {
       const double gbs = k.bytes / (k.us * 1e-6) / 1e9;
       out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
     }

@@ -27,6 +27,9 @@ struct DecodeBenchOptions {
   // machine has fewer than N GPUs). The report is rank 0's: step times of the whole group, bytes
   // and GB/s of one GPU's shard, and the latency of a 4 KiB NCCL all-reduce measured in the run.
   int tp = 1;
+  // --no-kernel-table: skip the per-kernel timings (e.g. under a profiler, to keep its capture to the
+  // decode steps).
+  bool kernel_table = true;
 };
 
 // The config of a known synthetic model name; NotFound listing the known names.

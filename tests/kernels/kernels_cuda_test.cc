@@ -10,6 +10,7 @@
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
+#include "kernels/norm_matmul.h"
 #include "kernels/qk_norm_rope.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/router_topk.h"
@@ -135,7 +136,8 @@ TEST(kernels_cuda, QkNormRopeStoreKv) {
 TEST(kernels_cuda, MatmulBf16) {
   SKIP_WITHOUT_GPU();
   for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
-           {1, 2048, 4608}, {1, 256, 37}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048}, {1, 2048, 151936}}) {
+           {1, 2048, 4608}, {1, 256, 37}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048},
+           {1, 2048, 151936}, {1, 4096, 2048}, {1, 768, 2050}, {1, 6144, 129}, {1, 64, 40}, {2, 4096, 33}}) {
     auto x = RandomFloats(T * in);
     auto w = RandomBf16(out * in, 0.05f);
     DeviceBuffer<float> d_x(x), d_y(T * out);
@@ -145,6 +147,32 @@ TEST(kernels_cuda, MatmulBf16) {
     std::vector<float> want(T * out);
     ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
     ExpectClose("matmul_bf16 " + Shape({T, in, out}), d_y.Download(), want, kBound);
+  }
+}
+
+// The fused residual add + RMSNorm + product: y, the new residual and the normed rows, with and
+// without a delta, at batch 1 (decode), 3, 8 and 13 (two token tiles), tiny and Qwen3-30B-A3B widths.
+TEST(kernels_cuda, AddRmsnormMatmul) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
+           {1, 2048, 5120}, {1, 2048, 128}, {3, 128, 384}, {8, 2048, 130}, {13, 512, 200}, {1, 4096, 77}}) {
+    for (bool with_delta : {true, false}) {
+      auto x = RandomFloats(T * in), delta = RandomFloats(T * in);
+      auto nw = RandomBf16(in);
+      auto w = RandomBf16(out * in, 0.05f);
+      DeviceBuffer<float> d_x(x), d_delta(delta), d_y(T * out), d_xo(T * in), d_xn(T * in);
+      DeviceBuffer<bf16_bits> d_nw(nw), d_w(w);
+      d_y.Poison(), d_xo.Poison(), d_xn.Poison();
+      add_rmsnorm_matmul(d_y.get(), d_xo.get(), d_xn.get(), d_x.get(), with_delta ? d_delta.get() : nullptr,
+                         d_nw.get(), d_w.get(), T, in, out, 1e-6f, nullptr);
+      std::vector<float> y(T * out), xo(T * in), xn(T * in);
+      ref::add_rmsnorm_matmul(y.data(), xo.data(), xn.data(), x.data(), with_delta ? delta.data() : nullptr,
+                              nw.data(), w.data(), T, in, out, 1e-6f);
+      const std::string tag = std::string(with_delta ? "add_rmsnorm_matmul " : "rmsnorm_matmul ") + Shape({T, in, out});
+      ExpectClose(tag + " y", d_y.Download(), y, kBound);
+      ExpectClose(tag + " residual", d_xo.Download(), xo, kBound);
+      ExpectClose(tag + " normed", d_xn.Download(), xn, kBound);
+    }
   }
 }
 
