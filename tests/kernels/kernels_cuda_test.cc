@@ -14,6 +14,7 @@
 #include "kernels/qk_norm_rope.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/router_topk.h"
+#include "kernels/sample.h"
 #include "kernels/silu_mul.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -311,6 +312,159 @@ TEST(kernels_cuda, Argmax) {
                 static_cast<long long>(V), got[0], got[1], got[2], want[0], want[1], want[2]);
     EXPECT_EQ(got, want);
     EXPECT_EQ(got[1], 17);
+  }
+}
+
+// Sampling (kernels/sample.h) against the reference. The two sum probabilities in different orders
+// (float tree vs double), so where u lands within kSampleTol (relative) of a CDF step, or top_p
+// within kSampleTol of a nucleus boundary, the kernel may pick a neighbouring token: such a row
+// ("ambiguous") must still be consistent with the reference's intervals widened by kSampleTol;
+// every other row must match exactly. The row's threshold and intervals are recomputed here in
+// double from the definitions in sample.h.
+constexpr double kSampleTol = 1e-5;
+
+struct SampleRowView {
+  std::vector<uint32_t> key;
+  std::vector<double> e;
+  std::vector<std::pair<uint32_t, double>> sorted;  // (key, e) ascending: filters only
+};
+
+SampleRowView ViewRow(const float* x, int64_t V, const SampleParams& p) {
+  SampleRowView v;
+  v.key.resize(V), v.e.resize(V);
+  const float m = *std::max_element(x, x + V);
+  for (int64_t i = 0; i < V; ++i) {
+    const float a = (m - x[i]) / p.temperature;
+    uint32_t k;
+    std::memcpy(&k, &a, sizeof(k));
+    v.key[i] = a == 0.0f ? 0u : k;
+    v.e[i] = std::exp(-static_cast<double>(a));
+  }
+  if ((p.top_k > 0 && p.top_k < V) || p.top_p < 1.0f) {
+    v.sorted.resize(V);
+    for (int64_t i = 0; i < V; ++i) v.sorted[i] = {v.key[i], v.e[i]};
+    std::sort(v.sorted.begin(), v.sorted.end());
+  }
+  return v;
+}
+
+// The kept set's key threshold with top_p replaced by `top_p` (sample.h: K = min(K_k, K_p)).
+uint32_t Threshold(const SampleRowView& v, int32_t top_k, double top_p) {
+  const int64_t V = static_cast<int64_t>(v.key.size());
+  uint32_t k_max = 0xffffffffu;
+  if (top_k > 0 && top_k < V) k_max = v.sorted[top_k - 1].first;
+  if (top_p < 1.0) {
+    double z = 0, mass = 0;
+    for (double e : v.e) z += e;
+    for (int64_t i = 0; i < V; ++i) {
+      mass += v.sorted[i].second;
+      if ((i + 1 == V || v.sorted[i + 1].first != v.sorted[i].first) && mass >= top_p * z) {
+        k_max = std::min(k_max, v.sorted[i].first);
+        break;
+      }
+    }
+  }
+  return k_max;
+}
+
+// Whether token g fits u under threshold k_max with the CDF interval widened by kSampleTol; `near`
+// says whether u lies within kSampleTol of g's interval ends.
+bool FitsCdf(const SampleRowView& v, uint32_t k_max, float u, int32_t g, bool* near) {
+  double zs = 0, before = -1, through = -1;
+  for (size_t i = 0; i < v.key.size(); ++i) {
+    if (v.key[i] > k_max) continue;
+    if (static_cast<int64_t>(i) == g) before = zs;
+    zs += v.e[i];
+    if (static_cast<int64_t>(i) == g) through = zs;
+  }
+  if (before < 0 || !(v.e[g] > 0)) return false;  // g not kept, or of probability 0
+  const double t = static_cast<double>(u) * zs, tol = kSampleTol * zs;
+  if (near != nullptr) *near = std::abs(t - before) < tol || std::abs(t - through) < tol;
+  return before - tol <= t && t < through + tol;
+}
+
+TEST(kernels_cuda, Sample) {
+  SKIP_WITHOUT_GPU();
+  constexpr float kAlmostOne = 0.99999994f;
+  struct Case {
+    int64_t R, V;
+    float scale, temperature;
+    int32_t top_k;
+    float top_p;
+    const char* what;  // "", "argmax" (must equal argmax), "-inf" (rows mostly -inf / -1e30)
+  };
+  const std::vector<Case> cases = {
+      {64, 151936, 8, 1, 0, 1, ""},          {64, 151936, 8, 0.7f, 50, 0.9f, ""},
+      {64, 262144, 4, 1, 0, 0.95f, ""},      {1, 262144, 8, 1, 40, 1, ""},
+      {64, 4097, 2, 1, 0, 0.8f, ""},         {64, 1000, 1, 1, 10, 1, ""},
+      {64, 151936, 1, 0.01f, 0, 1, ""},      {64, 32000, 1, 100, 0, 1, ""},
+      {64, 151936, 8, 1, 1000, 0.5f, ""},    {64, 151936, 1, 1, 1, 1, "argmax"},
+      {64, 151936, 1, 1, 0, 1e-6f, "argmax"}, {64, 151936, 4, 1, 0, 1, "-inf"},
+      {64, 65536, 4, 1, 20, 0.9f, "-inf"},
+  };
+  for (const Case& c : cases) {
+    const int64_t R = c.R, V = c.V;
+    auto x = RandomFloats(R * V, c.scale);
+    const bool neg = std::string(c.what) == "-inf";
+    if (neg) {
+      // Row r: two tokens of three at -inf (even rows) or -1e30 (odd rows): probability 0.
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t i = 0; i < V; ++i) {
+          if (i % 3 != 1) x[r * V + i] = r % 2 == 0 ? -INFINITY : -1e30f;
+        }
+      }
+    }
+    std::vector<SampleParams> params(R);
+    std::uniform_real_distribution<float> unif(0.0f, 1.0f);
+    for (int64_t r = 0; r < R; ++r) {
+      params[r].temperature = c.temperature, params[r].top_k = c.top_k, params[r].top_p = c.top_p;
+      params[r].u = r == 0 ? 0.0f : r == 1 ? kAlmostOne : std::min(unif(Rng()), kAlmostOne);
+    }
+    DeviceBuffer<float> d_x(x);
+    DeviceBuffer<int32_t> d_out(R);
+    d_out.Poison();
+    sample(d_out.get(), d_x.get(), params.data(), R, V, nullptr);
+    const auto got = d_out.Download();
+    std::vector<int32_t> want(R), amax(R);
+    ref::sample(want.data(), x.data(), params.data(), R, V);
+    ref::argmax(amax.data(), x.data(), R, V);
+    int exact = 0, ambiguous = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      const SampleParams& p = params[r];
+      const SampleRowView v = ViewRow(x.data() + r * V, V, p);
+      ASSERT_GE(got[r], 0) << "row " << r;
+      ASSERT_LT(got[r], V) << "row " << r;
+      // Near a top_p boundary the kept set itself may differ: any of the three sets will do.
+      const uint32_t k_ref = Threshold(v, p.top_k, p.top_p);
+      std::vector<uint32_t> ks = {k_ref};
+      if (p.top_p < 1.0f) {
+        ks.push_back(Threshold(v, p.top_k, p.top_p * (1 - kSampleTol)));
+        ks.push_back(Threshold(v, p.top_k, std::min(1.0, p.top_p * (1 + kSampleTol))));
+      }
+      bool near = false;
+      EXPECT_TRUE(FitsCdf(v, k_ref, p.u, want[r], &near)) << "the reference's own choice, row " << r;
+      const bool row_ambiguous = near || std::any_of(ks.begin(), ks.end(), [&](uint32_t k) { return k != k_ref; });
+      bool fits = false;
+      for (uint32_t k : ks) fits = fits || FitsCdf(v, k, p.u, got[r], nullptr);
+      EXPECT_TRUE(fits) << c.V << " row " << r << ": got " << got[r] << ", ref " << want[r] << " (u " << p.u << ")";
+      if (got[r] == want[r]) {
+        ++exact;
+      } else {
+        EXPECT_TRUE(row_ambiguous) << c.V << " row " << r << ": got " << got[r] << ", ref " << want[r]
+                                   << " with u " << p.u << " away from every boundary";
+      }
+      ambiguous += row_ambiguous ? 1 : 0;
+      if (std::string(c.what) == "argmax") {
+        EXPECT_EQ(got[r], amax[r]) << "row " << r;
+      }
+      if (neg) {
+        EXPECT_EQ(got[r] % 3, 1) << "row " << r << " chose a token of probability 0";
+      }
+    }
+    std::printf("sample %-14s T %-5g top_k %-4d top_p %-6g %-6s: %d/%lld exact, %d ambiguous; got %d %d %d, ref %d %d %d\n",
+                Shape({R, V}).c_str(), c.temperature, c.top_k, c.top_p, c.what, exact, static_cast<long long>(R),
+                ambiguous, got[0], R > 1 ? got[1] : -1, R > 2 ? got[2] : -1, want[0], R > 1 ? want[1] : -1,
+                R > 2 ? want[2] : -1);
   }
 }
 
