@@ -26,15 +26,9 @@ using testing::ExpectClose;
 using testing::RandomBf16;
 using testing::RandomFloats;
 using testing::Rng;
+using testing::Shape;
 
 constexpr double kBound = 1e-2;
-
-std::string Shape(std::initializer_list<int64_t> dims) {
-  std::string s = "(";
-  for (int64_t d : dims) s += std::to_string(d) + ",";
-  s.back() = ')';
-  return s;
-}
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +33,14 @@ inline std::string NoGpuReason() {
     const std::string _why = ::tandem::kernels::testing::NoGpuReason(); \
     if (!_why.empty()) GTEST_SKIP() << _why;                    \
   } while (0)
+
+// "(a,b,c)": the shape in a test's printed comparison lines.
+inline std::string Shape(std::initializer_list<int64_t> dims) {
+  std::string s = "(";
+  for (int64_t d : dims) s += std::to_string(d) + ",";
+  s.back() = ')';
+  return s;
+}
 
 template <typename T>
 class DeviceBuffer {
