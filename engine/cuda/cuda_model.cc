@@ -144,9 +144,11 @@ class CudaModel final : public Model {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
       // Host-staged collectives synchronize the stream: such a step cannot be captured.
       if (!coll_->capturable()) use_graphs_ = false;
+      // The comm's own device collectives (NCCL) or ones staged through host memory (owned here);
+      // an agent's NCCL group is the former but not capturable (a rejoin replaces the communicator).
       TLOG(INFO) << "cuda model: rank " << rank_ << " of " << world_ << " on device " << device_ << ", "
-                 << (coll_->capturable() ? "NCCL device" : "host-staged") << " collectives (comm "
-                 << comm->transport() << ")";
+                 << (owned_coll_ == nullptr ? "device" : "host-staged") << " collectives, graphs "
+                 << (use_graphs_ ? "on" : "off") << " (comm " << comm->transport() << ")";
     }
     L_.n_heads = shard_.n_heads;
     L_.n_kv_heads = shard_.n_kv_heads;

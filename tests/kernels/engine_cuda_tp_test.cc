@@ -17,30 +17,11 @@
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/step_driver.h"
-#include "tests/engine/cpu/golden.h"
+#include "tests/engine/cpu/golden_check.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace tandem::engine {
 namespace {
-
-// Loads the cuda model on every rank (all on device 0); rank 0 runs `check(driver)`, the others
-// serve steps.
-absl::Status RunOnRanks(int tp, const std::function<absl::Status(StepDriver&)>& check) {
-  return RunRanksAsThreads(tp, [&](Comm& comm) -> absl::Status {
-    if (cudaSetDevice(0) != cudaSuccess) return absl::InternalError("cudaSetDevice(0)");
-    ModelLoadOptions opt;
-    opt.backend = "cuda";
-    opt.rank = comm.rank();
-    opt.world = comm.world_size();
-    opt.comm = &comm;
-    ASSIGN_OR_RETURN(auto model, Model::Load(testing::TinyModelDir(), opt));
-    if (comm.rank() != 0) return RunWorkerLoop(*model, comm);
-    StepDriver driver(model.get(), &comm);
-    absl::Status st = check(driver);
-    absl::Status stop = driver.Stop();
-    return st.ok() ? stop : st;
-  });
-}
 
 class engine_cuda_tp : public ::testing::TestWithParam<int> {};
 
@@ -49,27 +30,13 @@ TEST_P(engine_cuda_tp, LogitsAndGreedyMatchTransformers) {
   const int tp = GetParam();
   auto golden = testing::LoadGolden(testing::TinyModelDir());
   ASSERT_TRUE(golden.ok()) << golden.status();
-  absl::Status st = RunOnRanks(tp, [&](StepDriver& driver) -> absl::Status {
-    for (size_t i = 0; i < golden->size(); ++i) {
-      const testing::GoldenPrompt& g = (*golden)[i];
-      ASSIGN_OR_RETURN(Logits logits, PromptLogits(driver, g.ids));
-      EXPECT_EQ(logits.rows(), static_cast<int64_t>(g.ids.size()));
-      EXPECT_EQ(logits.vocab, static_cast<int64_t>(g.logits.size() / g.ids.size()));
-      const double rel = testing::RelativeError(logits.data, g.logits);
-      std::printf("cuda tp=%d prompt%zu (%zu tokens): max abs diff / max abs logit = %.3g; logits[0][0..2] = "
-                  "%.5f %.5f %.5f vs golden %.5f %.5f %.5f\n",
-                  tp, i, g.ids.size(), rel, logits.data[0], logits.data[1], logits.data[2], g.logits[0],
-                  g.logits[1], g.logits[2]);
-      EXPECT_LT(rel, 1e-2) << "prompt" << i;
-
-      GenerateOptions gen;
-      gen.max_tokens = static_cast<int>(g.greedy.size());
-      ASSIGN_OR_RETURN(GenerateResult r, Generate(driver, g.ids, gen));
-      EXPECT_EQ(r.token_ids, g.greedy) << "prompt" << i;
-      std::printf("cuda tp=%d prompt%zu greedy: %zu tokens, %s\n", tp, i, r.token_ids.size(),
-                  r.token_ids == g.greedy ? "identical to golden" : "DIFFERENT from golden");
-    }
-    return absl::OkStatus();
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
+    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
+  };
+  absl::Status st = testing::RunOnRanks(tp, opt, on_device0, [&](StepDriver& driver) {
+    return testing::CheckGoldenPrompts(driver, *golden, "cuda tp=" + std::to_string(tp), 1e-2);
   });
   ASSERT_TRUE(st.ok()) << st;
 }

@@ -10,29 +10,10 @@
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/step_driver.h"
-#include "tests/engine/cpu/golden.h"
+#include "tests/engine/cpu/golden_check.h"
 
 namespace tandem::engine {
 namespace {
-
-using testing::GoldenPrompt;
-
-// Loads the model on every rank; rank 0 runs `check(driver)`, the others serve steps.
-absl::Status RunOnRanks(int tp, const std::function<absl::Status(StepDriver&)>& check) {
-  return RunRanksAsThreads(tp, [&](Comm& comm) -> absl::Status {
-    ModelLoadOptions opt;
-    opt.rank = comm.rank();
-    opt.world = comm.world_size();
-    opt.comm = &comm;
-    opt.threads = 1;
-    ASSIGN_OR_RETURN(auto model, Model::Load(testing::TinyModelDir(), opt));
-    if (comm.rank() != 0) return RunWorkerLoop(*model, comm);
-    StepDriver driver(model.get(), &comm);
-    absl::Status st = check(driver);
-    absl::Status stop = driver.Stop();
-    return st.ok() ? stop : st;
-  });
-}
 
 class GoldenTest : public ::testing::TestWithParam<int> {};
 
@@ -40,26 +21,10 @@ TEST_P(GoldenTest, LogitsAndGreedyMatchTransformers) {
   const int tp = GetParam();
   auto golden = testing::LoadGolden(testing::TinyModelDir());
   ASSERT_TRUE(golden.ok()) << golden.status();
-  absl::Status st = RunOnRanks(tp, [&](StepDriver& driver) -> absl::Status {
-    for (size_t i = 0; i < golden->size(); ++i) {
-      const GoldenPrompt& g = (*golden)[i];
-      ASSIGN_OR_RETURN(Logits logits, PromptLogits(driver, g.ids));
-      EXPECT_EQ(logits.rows(), static_cast<int64_t>(g.ids.size()));
-      const double rel = testing::RelativeError(logits.data, g.logits);
-      std::printf("tp=%d prompt%zu (%zu tokens): max abs diff / max abs logit = %.3g; logits[0][0..3] = "
-                  "%.5f %.5f %.5f vs golden %.5f %.5f %.5f\n",
-                  tp, i, g.ids.size(), rel, logits.data[0], logits.data[1], logits.data[2], g.logits[0],
-                  g.logits[1], g.logits[2]);
-      EXPECT_LT(rel, 1e-4) << "prompt" << i;
-
-      GenerateOptions gen;
-      gen.max_tokens = static_cast<int>(g.greedy.size());
-      ASSIGN_OR_RETURN(GenerateResult r, Generate(driver, g.ids, gen));
-      EXPECT_EQ(r.token_ids, g.greedy) << "prompt" << i;
-      std::printf("tp=%d prompt%zu greedy: %zu tokens, %s\n", tp, i, r.token_ids.size(),
-                  r.token_ids == g.greedy ? "identical to golden" : "DIFFERENT from golden");
-    }
-    return absl::OkStatus();
+  ModelLoadOptions opt;
+  opt.threads = 1;
+  absl::Status st = testing::RunOnRanks(tp, opt, nullptr, [&](StepDriver& driver) {
+    return testing::CheckGoldenPrompts(driver, *golden, "tp=" + std::to_string(tp), 1e-4);
   });
   ASSERT_TRUE(st.ok()) << st;
 }

@@ -1,0 +1,29 @@
+// The golden comparison every backend's test makes (cpu at TP 1/2/4, cuda at TP 2/4): the model
+// loaded on `tp` ranks as threads, rank 0 driving; each golden prompt's logits at every position
+// within a relative bound and its greedy continuation identical, both printed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/model.h"
+#include "engine/step_driver.h"
+#include "tests/engine/cpu/golden.h"
+
+namespace tandem::engine::testing {
+
+// Loads the tiny model with `opt` (rank, world and comm filled in) on `tp` ranks as threads;
+// `on_rank` (may be empty) runs first on each rank's thread (e.g. cudaSetDevice). Rank 0 runs
+// `check(driver)`, the others serve steps.
+absl::Status RunOnRanks(int tp, ModelLoadOptions opt, const std::function<absl::Status()>& on_rank,
+                        const std::function<absl::Status(StepDriver&)>& check);
+
+// For every prompt: PromptLogits vs the golden logits (max |diff| / max |logit| < bound) and
+// Generate's greedy tokens vs the golden continuation, as gtest expectations; prints each
+// comparison as "<tag> promptN ...".
+absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenPrompt>& golden, const std::string& tag,
+                                double bound);
+
+}  // namespace tandem::engine::testing
