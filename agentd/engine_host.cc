@@ -19,6 +19,7 @@
 #include "engine/step_driver.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "proto/rank_state.h"
 
 namespace tandem::agentd {
 namespace {
@@ -88,19 +89,6 @@ uint64_t FolderBytes(const std::string& dir) {
 }
 
 }  // namespace
-
-const char* RankStateName(v1::RankState state) {
-  switch (state) {
-    case v1::RANK_STATE_IDLE: return "idle";
-    case v1::RANK_STATE_LOADING: return "loading";
-    case v1::RANK_STATE_LOADED: return "loaded";
-    case v1::RANK_STATE_JOINING: return "joining";
-    case v1::RANK_STATE_READY: return "ready";
-    case v1::RANK_STATE_SERVING: return "serving";
-    case v1::RANK_STATE_FAILED: return "failed";
-    default: return "unspecified";
-  }
-}
 
 struct EngineHost::Loaded {
   v1::LoadModelRequest request;

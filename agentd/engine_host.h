@@ -128,6 +128,4 @@ class EngineHost {
   uint64_t next_probe_id_ = 0;
 };
 
-const char* RankStateName(v1::RankState state);
-
 }  // namespace tandem::agentd

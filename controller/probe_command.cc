@@ -6,6 +6,7 @@
 #include "controller/cluster_ops.h"
 #include "controller/preflight_command.h"
 #include "controller/status_command.h"
+#include "proto/rank_state.h"
 
 namespace tandem::controller {
 
@@ -23,7 +24,7 @@ int RunProbeCommand(const ProbeCommandOptions& options) {
     return kExitChecksFailed;
   }
   if (head.state != v1::RANK_STATE_READY && head.state != v1::RANK_STATE_SERVING) {
-    std::printf("probe FAILED: head %s is not in a group (state %s%s)\n", head.name.c_str(), RankStateName(head.state),
+    std::printf("probe FAILED: head %s is not in a group (state %s%s)\n", head.name.c_str(), RankStateName(head.state, "unknown"),
                 head.reason.empty() ? "" : (": " + head.reason).c_str());
     return kExitChecksFailed;
   }

@@ -8,21 +8,9 @@
 #include "common/status.h"
 #include "controller/cluster_ops.h"
 #include "controller/preflight_command.h"
+#include "proto/rank_state.h"
 
 namespace tandem::controller {
-
-const char* RankStateName(v1::RankState s) {
-  switch (s) {
-    case v1::RANK_STATE_IDLE: return "idle";
-    case v1::RANK_STATE_LOADING: return "loading";
-    case v1::RANK_STATE_LOADED: return "loaded";
-    case v1::RANK_STATE_JOINING: return "joining";
-    case v1::RANK_STATE_READY: return "ready";
-    case v1::RANK_STATE_SERVING: return "serving";
-    case v1::RANK_STATE_FAILED: return "failed";
-    default: return "unknown";
-  }
-}
 
 std::string FormatStatusJson(const std::vector<std::string>& agents, const ObservedState& observed,
                              const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe) {
@@ -36,7 +24,7 @@ std::string FormatStatusJson(const std::vector<std::string>& agents, const Obser
     e["name"] = n.name;
     e["agent"] = i < agents.size() ? agents[i] : "";
     e["reachable"] = n.reachable;
-    e["state"] = n.reachable ? RankStateName(n.state) : "unreachable";
+    e["state"] = n.reachable ? RankStateName(n.state, "unknown") : "unreachable";
     e["reason"] = n.reachable ? n.reason : n.error;
     e["rank"] = n.rank;
     e["generation"] = n.generation;
@@ -66,7 +54,7 @@ std::string FormatStatusTable(const std::vector<std::string>& agents, const Obse
   for (size_t i = 0; i < observed.nodes.size(); ++i) {
     const ObservedRank& n = observed.nodes[i];
     absl::StrAppendFormat(&out, "%-14s %-22s %-12s %4d %5d %10d %10d %5d  %s\n", n.name,
-                          i < agents.size() ? agents[i] : "", n.reachable ? RankStateName(n.state) : "unreachable",
+                          i < agents.size() ? agents[i] : "", n.reachable ? RankStateName(n.state, "unknown") : "unreachable",
                           n.rank, n.generation, n.kv_tokens, n.iterations, n.queue_depth,
                           n.reachable ? n.reason : n.error);
   }

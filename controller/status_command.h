@@ -20,9 +20,6 @@ struct StatusCommandOptions {
 
 int RunStatus(const StatusCommandOptions& options);
 
-// "idle", "loading", ... "failed" ("unknown" for unspecified).
-const char* RankStateName(v1::RankState s);
-
 // {"state": ..., "detail": ..., "nodes": [{"name", "agent", "state", "reason", "rank", "generation",
 //  "reachable", "kv_tokens", "iterations", "queue_depth", "transport", "api_endpoint", "last_probe"}]}.
 // last_probe (the head's entry only; null elsewhere): {"ok", "generation", "at_unix_ms", "latency_s", "detail"}.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/flag_args.h"
 #include "common/status.h"
 #include "engine/infer.h"
 #include "engine/make_model.h"
@@ -59,21 +60,12 @@ int main(int argc, char** argv) {
   bool ranks_given = false;
   for (int i = 1; i < argc; ++i) o.argv.push_back(argv[i]);
 
-  for (int i = 2; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    bool has_inline = false;
-    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_inline = true;
-    }
+  for (tandem::FlagArgs a({argv + 2, argv + argc}); a.Next();) {
+    const std::string flag = a.name();
     auto next = [&](std::string* out) -> bool {
-      if (has_inline) {
-        *out = value;
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
+      auto v = a.Value();
+      if (!v.ok()) return false;
+      *out = *std::move(v);
       return true;
     };
     auto number = [&](auto* out) -> bool {

@@ -22,9 +22,8 @@ __device__ __forceinline__ float Bf16At(const uint16_t* p, int64_t i) {
   return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
 }
 
-// Eight bf16 (one 16-byte load) widened to float. `p` must be 16-byte aligned.
-__device__ __forceinline__ void Load8Bf16(const uint16_t* p, float out[8]) {
-  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+// Eight bf16 weights as float from a raw 16-byte load.
+__device__ __forceinline__ void Widen8(const uint4& raw, float out[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -34,16 +33,9 @@ __device__ __forceinline__ void Load8Bf16(const uint16_t* p, float out[8]) {
   }
 }
 
-// Same, but streaming (weights read once per step: keep them out of L1).
-__device__ __forceinline__ void Load8Bf16Stream(const uint16_t* p, float out[8]) {
-  uint4 raw = __ldcs(reinterpret_cast<const uint4*>(p));
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 f = __bfloat1622float2(h[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
+// Eight bf16 (one 16-byte load) widened to float. `p` must be 16-byte aligned.
+__device__ __forceinline__ void Load8Bf16(const uint16_t* p, float out[8]) {
+  Widen8(__ldg(reinterpret_cast<const uint4*>(p)), out);
 }
 
 // KV cache elements: bf16 (half the bytes) or float32 (exact), one kernel template for both.

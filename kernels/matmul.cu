@@ -32,35 +32,7 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const floa
   GridDepWait();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
   const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
-  const float* xt = x + t0 * in;
-  float acc[R][TT];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int t = 0; t < TT; ++t) acc[r][t] = 0.0f;
-  }
-  for (int64_t base = 0;;) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) UseChunk<NL, TT>(acc[r], buf[r], xt, base, in, nt, lane);
-    base += 256 * NL;
-    if (base >= in) break;
-#pragma unroll
-    for (int r = 0; r < R; ++r) LoadChunk<NL>(buf[r], rows[r], base, in, lane);
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int t = 0; t < TT; ++t) acc[r][t] = WarpSum(acc[r][t]);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int t = 0; t < TT; ++t) {
-        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
-      }
-    }
-  }
+  RowsProduct<R, NL, TT, true>(y, x + t0 * in, buf, rows, in, out, o0, t0, nt, lane);
 }
 
 template <int R, int NL, int TT>

@@ -12,17 +12,6 @@
 
 namespace tandem::kernels {
 
-// Eight bf16 weights as float from a raw 16-byte load.
-__device__ __forceinline__ void Widen8(const uint4& raw, float out[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 f = __bfloat1622float2(h[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
-
 // Issues the NL loads of chunk `base` (element offset, a multiple of 256*NL) of `row` (length `in`,
 // a multiple of 8); loads past the end are skipped (their registers stay unused).
 template <int NL>
@@ -58,6 +47,43 @@ __device__ __forceinline__ void UseChunk(float acc[TT], const uint4 buf[NL], con
           acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
                     w[7] * b.w;
         }
+      }
+    }
+  }
+}
+
+// y[(t0 + t) * out + o0 + r] = dot(rows[r], x + t * in) for t < nt, r < R (rows past `out`
+// dropped): the tail every dense product kernel shares, its rows' first chunk already in buf
+// (loaded before the kernel waited on its predecessor). x is global (kGlobalX) or shared memory.
+template <int R, int NL, int TT, bool kGlobalX>
+__device__ __forceinline__ void RowsProduct(float* y, const float* x, uint4 (&buf)[R][NL],
+                                            const uint16_t* const (&rows)[R], int64_t in, int64_t out, int64_t o0,
+                                            int64_t t0, int nt, int lane) {
+  float acc[R][TT];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = 0.0f;
+  }
+  for (int64_t base = 0;;) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) UseChunk<NL, TT, kGlobalX>(acc[r], buf[r], x, base, in, nt, lane);
+    base += 256 * NL;
+    if (base >= in) break;
+#pragma unroll
+    for (int r = 0; r < R; ++r) LoadChunk<NL>(buf[r], rows[r], base, in, lane);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = WarpSum(acc[r][t]);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
       }
     }
   }

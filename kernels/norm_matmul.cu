@@ -79,35 +79,7 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     __syncthreads();  // red[] is reused by the next token; srow complete before the products
   }
   if (!active) return;
-
-  float acc[R][TT];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int t = 0; t < TT; ++t) acc[r][t] = 0.0f;
-  }
-  for (int64_t base = 0;;) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) UseChunk<NL, TT, false>(acc[r], buf[r], sx, base, in, nt, lane);
-    base += 256 * NL;
-    if (base >= in) break;
-#pragma unroll
-    for (int r = 0; r < R; ++r) LoadChunk<NL>(buf[r], rows[r], base, in, lane);
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int t = 0; t < TT; ++t) acc[r][t] = WarpSum(acc[r][t]);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int t = 0; t < TT; ++t) {
-        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
-      }
-    }
-  }
+  RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
 }
 
 template <int R, int NL, int TT>

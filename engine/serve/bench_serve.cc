@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/flag_args.h"
 #include "common/status.h"
 #include "engine/serve/serve_command.h"
 #include "httplib.h"
@@ -151,19 +152,9 @@ Percentiles ComputePercentiles(std::vector<double> v) {
 
 absl::StatusOr<BenchServeOptions> ParseBenchServeFlags(const std::vector<std::string>& args) {
   BenchServeOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool inline_value = false;
-    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      inline_value = true;
-    }
-    auto text = [&]() -> absl::StatusOr<std::string> {
-      if (inline_value) return value;
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + flag + " needs a value");
-      return args[++i];
-    };
+  for (FlagArgs a(args); a.Next();) {
+    const std::string flag = a.name();
+    auto text = [&] { return a.Value(); };
     auto positive = [&]() -> absl::StatusOr<int> {
       ASSIGN_OR_RETURN(std::string v, text());
       char* end = nullptr;

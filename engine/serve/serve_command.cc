@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/flag_args.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/comm/rank_threads.h"
@@ -122,19 +123,9 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, ServeM
 
 absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& args) {
   ServeOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool inline_value = false;
-    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      inline_value = true;
-    }
-    auto text = [&]() -> absl::StatusOr<std::string> {
-      if (inline_value) return value;
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + flag + " needs a value");
-      return args[++i];
-    };
+  for (FlagArgs a(args); a.Next();) {
+    const std::string flag = a.name();
+    auto text = [&] { return a.Value(); };
     auto integer = [&](int64_t lo) -> absl::StatusOr<int64_t> {
       ASSIGN_OR_RETURN(std::string v, text());
       char* end = nullptr;

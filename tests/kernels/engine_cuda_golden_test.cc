@@ -11,7 +11,7 @@
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/step_driver.h"
-#include "tests/engine/cpu/golden.h"
+#include "tests/engine/cpu/golden_check.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace tandem::engine {
@@ -80,40 +80,10 @@ TEST(engine_cuda, BatchedDecodeMatchesSingle) {
   opt.backend = "cuda";
   auto model = Model::Load(testing::TinyModelDir(), opt);
   ASSERT_TRUE(model.ok()) << model.status();
-  Model& m = **model;
-  ASSERT_TRUE(m.AllocateKvCache(64, 16).ok());
-  const int32_t next_token = 42;
-  std::vector<std::vector<float>> single(3);
-  StepBatch all;
-  for (int s = 0; s < 3; ++s) {
-    const auto& ids = (*golden)[s].ids;
-    SeqChunk c;
-    c.seq_id = s;
-    c.tokens = ids;
-    for (int b = 0; b < 4; ++b) c.block_table.push_back(s * 4 + b);
-    StepBatch pre;
-    pre.seqs.push_back(c);
-    ASSERT_TRUE(m.Forward(pre).ok());
-    SeqChunk d = c;
-    d.tokens = {next_token};
-    d.start_pos = static_cast<int32_t>(ids.size());
-    d.want_logits = true;
-    StepBatch one;
-    one.seqs.push_back(d);
-    auto l = m.Forward(one);
-    ASSERT_TRUE(l.ok()) << l.status();
-    single[s] = l->data;
-    all.seqs.push_back(d);
-  }
-  auto l = m.Forward(all);  // rewrites the same KV slots with the same values
-  ASSERT_TRUE(l.ok()) << l.status();
-  ASSERT_EQ(l->rows(), 3);
-  for (int s = 0; s < 3; ++s) {
-    std::vector<float> row(l->row(s), l->row(s) + l->vocab);
-    const double rel = testing::RelativeError(row, single[s]);
-    std::printf("cuda batched decode row %d vs alone: max abs diff / max abs logit = %.3g\n", s, rel);
-    EXPECT_LT(rel, 1e-5);
-  }
+  auto r = testing::DecodeBatchedAndAlone(**model, *golden);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->batched.rows(), 3);
+  testing::ExpectBatchedRowsMatchAlone(*r, "cuda batched decode");
 }
 
 TEST(engine_cuda, KvBlocksFromDeviceMemory) {

@@ -58,41 +58,13 @@ TEST(engine_cuda_tp_batch, BatchedDecodeMatchesSingleAtTp2) {
     opt.world = 2;
     opt.comm = &comm;
     ASSIGN_OR_RETURN(auto model, Model::Load(testing::TinyModelDir(), opt));
-    Model& m = *model;
-    RETURN_IF_ERROR(m.AllocateKvCache(64, 16));
-    std::vector<std::vector<float>> single(3);
-    StepBatch all;
-    for (int s = 0; s < 3; ++s) {
-      const auto& ids = (*golden)[s].ids;
-      SeqChunk c;
-      c.seq_id = s;
-      c.tokens = ids;
-      for (int b = 0; b < 4; ++b) c.block_table.push_back(s * 4 + b);
-      StepBatch pre;
-      pre.seqs.push_back(c);
-      RETURN_IF_ERROR(m.Forward(pre).status());
-      SeqChunk d = c;
-      d.tokens = {42};
-      d.start_pos = static_cast<int32_t>(ids.size());
-      d.want_logits = true;
-      StepBatch one;
-      one.seqs.push_back(d);
-      ASSIGN_OR_RETURN(Logits l, m.Forward(one));
-      single[s] = l.data;
-      all.seqs.push_back(d);
-    }
-    ASSIGN_OR_RETURN(Logits l, m.Forward(all));
+    ASSIGN_OR_RETURN(testing::BatchedAndAlone r, testing::DecodeBatchedAndAlone(*model, *golden));
     if (comm.rank() != 0) {
-      EXPECT_EQ(l.rows(), 0) << "only rank 0 returns logits";
+      EXPECT_EQ(r.batched.rows(), 0) << "only rank 0 returns logits";
       return absl::OkStatus();
     }
-    EXPECT_EQ(l.rows(), 3);
-    for (int s = 0; s < 3 && l.rows() == 3; ++s) {
-      std::vector<float> row(l.row(s), l.row(s) + l.vocab);
-      const double rel = testing::RelativeError(row, single[s]);
-      std::printf("cuda tp=2 batched decode row %d vs alone: max abs diff / max abs logit = %.3g\n", s, rel);
-      EXPECT_LT(rel, 1e-5);
-    }
+    EXPECT_EQ(r.batched.rows(), 3);
+    testing::ExpectBatchedRowsMatchAlone(r, "cuda tp=2 batched decode");
     return absl::OkStatus();
   });
   ASSERT_TRUE(st.ok()) << st;

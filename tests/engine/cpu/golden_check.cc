@@ -51,4 +51,41 @@ absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenProm
   return absl::OkStatus();
 }
 
+absl::StatusOr<BatchedAndAlone> DecodeBatchedAndAlone(Model& m, const std::vector<GoldenPrompt>& golden) {
+  RETURN_IF_ERROR(m.AllocateKvCache(64, 16));
+  BatchedAndAlone r;
+  r.alone.resize(3);
+  StepBatch all;
+  for (int s = 0; s < 3; ++s) {
+    const auto& ids = golden[s].ids;
+    SeqChunk c;
+    c.seq_id = s;
+    c.tokens = ids;
+    for (int b = 0; b < 4; ++b) c.block_table.push_back(s * 4 + b);
+    StepBatch pre;
+    pre.seqs.push_back(c);
+    RETURN_IF_ERROR(m.Forward(pre).status());
+    SeqChunk d = c;
+    d.tokens = {42};
+    d.start_pos = static_cast<int32_t>(ids.size());
+    d.want_logits = true;
+    StepBatch one;
+    one.seqs.push_back(d);
+    ASSIGN_OR_RETURN(Logits l, m.Forward(one));
+    r.alone[s] = l.data;
+    all.seqs.push_back(d);
+  }
+  ASSIGN_OR_RETURN(r.batched, m.Forward(all));
+  return r;
+}
+
+void ExpectBatchedRowsMatchAlone(const BatchedAndAlone& r, const std::string& tag) {
+  for (int s = 0; s < 3 && r.batched.rows() == 3; ++s) {
+    std::vector<float> row(r.batched.row(s), r.batched.row(s) + r.batched.vocab);
+    const double rel = RelativeError(row, r.alone[s]);
+    std::printf("%s row %d vs alone: max abs diff / max abs logit = %.3g\n", tag.c_str(), s, rel);
+    EXPECT_LT(rel, 1e-5);
+  }
+}
+
 }  // namespace tandem::engine::testing

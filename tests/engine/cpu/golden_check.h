@@ -26,4 +26,17 @@ absl::Status RunOnRanks(int tp, ModelLoadOptions opt, const std::function<absl::
 absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenPrompt>& golden, const std::string& tag,
                                 double bound);
 
+// The batching invariant: the first three golden prompts prefilled one at a time, then token 42
+// decoded for each sequence alone and for all three in one step (which rewrites the same KV slots
+// with the same values). `batched` holds rank 0's rows (none on other ranks).
+struct BatchedAndAlone {
+  std::vector<std::vector<float>> alone;  // (3, vocab)
+  Logits batched;
+};
+absl::StatusOr<BatchedAndAlone> DecodeBatchedAndAlone(Model& model, const std::vector<GoldenPrompt>& golden);
+
+// Each batched row within 1e-5 (relative) of the same sequence decoded alone, as gtest
+// expectations; prints "<tag> row N vs alone ...".
+void ExpectBatchedRowsMatchAlone(const BatchedAndAlone& r, const std::string& tag);
+
 }  // namespace tandem::engine::testing
