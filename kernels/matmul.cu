@@ -45,7 +45,7 @@ void LaunchShape(float* y, const float* x, const uint16_t* w, int64_t T, int64_t
 
 template <int TT>
 void LaunchTile(float* y, const float* x, const uint16_t* w, int64_t T, int64_t in, int64_t out, cudaStream_t s) {
-  DispatchMatvecShape(MatvecShape(in, TT, out), [&]<int R, int NL>() { LaunchShape<R, NL, TT>(y, x, w, T, in, out, s); });
+  DispatchMatvecShape<TT>(MatvecShape(in, TT, out), [&]<int R, int NL>() { LaunchShape<R, NL, TT>(y, x, w, T, in, out, s); });
 }
 
 }  // namespace

@@ -135,15 +135,27 @@ inline int MatvecShape(int64_t in, int tt, int64_t out) {
   return 108;
 }
 
-// Calls F<R, NL>() for the shape code of MatvecShape.
-template <typename F>
+// Calls F<R, NL>() for the shape code of MatvecShape at token tile TT. Only the shapes MatvecShape
+// gives TT are instantiated (several rows per warp only at TT = 1), and only one-row shapes where
+// the caller knows its products are short (kOneRow): each instantiation costs build time.
+template <int TT, bool kOneRow = false, typename F>
 void DispatchMatvecShape(int code, F&& f) {
+  if constexpr (TT == 1 && !kOneRow) {
+    switch (code) {
+      case 401: f.template operator()<4, 1>(); return;
+      case 402: f.template operator()<4, 2>(); return;
+      case 403: f.template operator()<4, 3>(); return;
+      case 404: f.template operator()<4, 4>(); return;
+      default: break;
+    }
+  }
+  if constexpr (TT == 1) {
+    if (code == 116) {
+      f.template operator()<1, 16>();
+      return;
+    }
+  }
   switch (code) {
-    case 401: f.template operator()<4, 1>(); break;
-    case 402: f.template operator()<4, 2>(); break;
-    case 403: f.template operator()<4, 3>(); break;
-    case 404: f.template operator()<4, 4>(); break;
-    case 116: f.template operator()<1, 16>(); break;
     case 101: f.template operator()<1, 1>(); break;
     case 102: f.template operator()<1, 2>(); break;
     case 103: f.template operator()<1, 3>(); break;

@@ -102,7 +102,7 @@ void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const
 template <int TT>
 void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, cudaStream_t s) {
-  DispatchMatvecShape(MatvecShape(in, TT, out), [&]<int R, int NL>() {
+  DispatchMatvecShape<TT>(MatvecShape(in, TT, out), [&]<int R, int NL>() {
     LaunchShape<R, NL, TT>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, s);
   });
 }
