@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
@@ -43,15 +45,49 @@ __device__ __forceinline__ int64_t PartLen(int64_t n, int64_t parts, int64_t rou
   return (rounds + parts - 1) / parts * round;
 }
 
+// Partitions that hold positions of a token at n positions: those from here on are empty.
+__device__ __forceinline__ int64_t UsedParts(int64_t n, int64_t part_len) { return (n + part_len - 1) / part_len; }
+
+// out (head_dim) = sum_p acc_p e^(m_p - M) / sum_p l_p e^(m_p - M) over the `used` partials from
+// `base`, by a block of at least head_dim threads (a multiple of 32). The maximum is a block
+// reduction; each thread's sums walk the partitions in order with independent loads, so the fused
+// and the separate merge give the same bits. The loads bypass L1: in the fused path other blocks
+// wrote the partials during this kernel.
+__device__ __forceinline__ void MergePartials(float* out, const float* base, int64_t used, int64_t hd) {
+  const int64_t d = threadIdx.x;
+  float mx = -FLT_MAX;
+  for (int64_t p = d; p < used; p += blockDim.x) mx = fmaxf(mx, __ldcg(base + p * (hd + 2)));
+  __shared__ float red[32];
+  mx = WarpMax(mx);
+  if (d % 32 == 0) red[d / 32] = mx;
+  __syncthreads();
+  float M = -FLT_MAX;
+  for (int i = 0; i < static_cast<int>(blockDim.x / 32); ++i) M = fmaxf(M, red[i]);
+  if (d < hd) {
+    float L = 0, a = 0;
+#pragma unroll 8
+    for (int64_t p = 0; p < used; ++p) {
+      const float* part = base + p * (hd + 2);
+      const float w = __expf(__ldcg(part) - M);
+      L += __ldcg(part + 1) * w;
+      a += __ldcg(part + 2 + d) * w;
+    }
+    out[d] = a / L;
+  }
+}
+
 // Grid (n_heads * parts, T): block (h, part) of token t covers positions [part*len, part*len + len) of
 // its sequence (len = PartLen(pos + 1, ...), a multiple of kWarps * PerWarp). Each warp walks its share in rounds
 // of PerWarp positions, lane l holding dims [l*EPL, (l+1)*EPL), with an online softmax. Heads vary
 // fastest in the grid, so the q heads that share a kv head run side by side and their K/V reads hit
-// L2. The block merges its warps and writes the partition's (m, l, acc) for the merge kernel.
+// L2. The block merges its warps and writes the partition's (m, l, acc). With `counters` (one per
+// (t, h), 0 at launch) the last of a token's used partitions to finish merges them into `out` and
+// sets the counter back to 0; without, AttentionMergeKernel does that as a second launch.
 template <int EPL, typename KV>
 __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
-    float* scratch, const float* q, const KV* kc, const KV* vc, const int32_t* block_tables,
-    const int32_t* token_seq, const int32_t* pos, AttentionShape A, int64_t parts, float scale) {
+    float* out, float* scratch, uint32_t* counters, const float* q, const KV* kc, const KV* vc,
+    const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, AttentionShape A, int64_t parts,
+    float scale) {
   constexpr int PW = PerWarp<KV>();
   using Pack = KvPack<KV, EPL>;
   GridDepLaunchDependents();
@@ -62,7 +98,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
   const int64_t n = static_cast<int64_t>(pos[t]) + 1;
   const int64_t part_len = PartLen(n, parts, kWarps * PW);
   const int64_t begin = part * part_len, end = min(n, begin + part_len);
-  if (begin >= end) return;  // beyond this token's position: the merge never reads it
+  if (begin >= end) return;  // beyond this token's position: neither counted nor read by the merge
   const int32_t* table = block_tables + static_cast<int64_t>(token_seq[t]) * A.max_blocks;
   // The partition's block-table entries in shared memory: a position's slot is then one shared load,
   // not a global round trip in front of every K/V load (which serialised the prefetch of a round).
@@ -168,36 +204,45 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
     dst[0] = M;
     dst[1] = L;
   }
+  if (counters == nullptr) return;
+
+  // Fused merge (the "last block" pattern): each used partition counts itself once its partial is
+  // visible device-wide; the one that brings the count to `used` merges them all.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  const int64_t used = UsedParts(n, part_len);
+  uint32_t* counter = counters + t * A.n_heads + h;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == static_cast<uint32_t>(used - 1);
+    if (last) *counter = 0;  // every used partition has counted: ready for the next launch and graph replay
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  MergePartials(out + (t * A.n_heads + h) * hd, Partial(scratch, t, h, 0, A.n_heads, parts, hd), used, hd);
 }
 
-// Grid (n_heads, T), head_dim threads: out = sum_p acc_p e^(m_p - M) / sum_p l_p e^(m_p - M) over the
-// partitions up to the token's position. The maximum is a block reduction; the sums walk the
-// partitions with independent loads.
+// Grid (n_heads, T), head_dim threads: the merge of the partitions up to the token's position, as a
+// separate launch (TANDEM_ATTN_MERGE=separate, or no counters).
 __global__ void AttentionMergeKernel(float* out, const float* scratch, const int32_t* pos, AttentionShape A,
                                      int64_t parts, int64_t round) {
   GridDepLaunchDependents();
-  const int64_t h = blockIdx.x, t = blockIdx.y, d = threadIdx.x, hd = A.head_dim;
+  const int64_t h = blockIdx.x, t = blockIdx.y, hd = A.head_dim;
   GridDepWait();
-  const int64_t n = static_cast<int64_t>(pos[t]) + 1, part_len = PartLen(n, parts, round);
-  const int64_t used = (n + part_len - 1) / part_len;
-  const float* base = scratch + (t * A.n_heads + h) * parts * (hd + 2);
-  float mx = -FLT_MAX;
-  for (int64_t p = d; p < used; p += hd) mx = fmaxf(mx, base[p * (hd + 2)]);
-  __shared__ float red[32];
-  mx = WarpMax(mx);
-  if (d % 32 == 0) red[d / 32] = mx;
-  __syncthreads();
-  float M = -FLT_MAX;
-  for (int i = 0; i < static_cast<int>(hd / 32); ++i) M = fmaxf(M, red[i]);
-  float L = 0, a = 0;
-#pragma unroll 8
-  for (int64_t p = 0; p < used; ++p) {
-    const float* part = base + p * (hd + 2);
-    const float w = __expf(part[0] - M);
-    L += part[1] * w;
-    a += part[2 + d] * w;
-  }
-  out[t * A.n_heads * hd + h * hd + d] = a / L;
+  const int64_t n = static_cast<int64_t>(pos[t]) + 1;
+  MergePartials(out + (t * A.n_heads + h) * hd, scratch + (t * A.n_heads + h) * parts * (hd + 2),
+                UsedParts(n, PartLen(n, parts, round)), hd);
+}
+
+// TANDEM_ATTN_MERGE=separate: the merge as its own kernel after the partitions (read once; for A/B
+// runs against the fused merge).
+bool SeparateMerge() {
+  static const bool separate = [] {
+    const char* env = std::getenv("TANDEM_ATTN_MERGE");
+    return env != nullptr && std::strcmp(env, "separate") == 0;
+  }();
+  return separate;
 }
 
 int SmCount() {
@@ -228,46 +273,52 @@ int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max
          (A.head_dim + 2);
 }
 
+int64_t attention_counter_count(int64_t T, const AttentionShape& A) { return T * A.n_heads; }
+
 template <typename KV>
-void LaunchAttention(float* out, float* scratch, const float* q, const KV* k_cache,
+void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache,
                      const KV* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
                      float scale, cudaStream_t stream) {
   KERNEL_REQUIRE(A.n_kv_heads > 0 && A.n_heads % A.n_kv_heads == 0);
+  // head_dim <= the partition block's kWarps * 32 threads, which the fused merge needs.
   KERNEL_REQUIRE(A.head_dim % 32 == 0 && A.head_dim >= 32 && A.head_dim <= 256);
   KERNEL_REQUIRE(max_positions >= 1);
   if (T == 0) return;
   KERNEL_REQUIRE(T <= 65535);
+  if (SeparateMerge()) counters = nullptr;
   const int64_t round = kWarps * PerWarp<KV>();
   const int64_t parts = Parts(T, A, max_positions, round);
   const dim3 grid(static_cast<unsigned>(A.n_heads * parts), static_cast<unsigned>(T));
   const dim3 block(kWarps * 32);
   switch (A.head_dim / 32) {
-    case 1: Launch(AttentionPartitionKernel<1, KV>, grid, block, 0, stream, scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 2: Launch(AttentionPartitionKernel<2, KV>, grid, block, 0, stream, scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 4: Launch(AttentionPartitionKernel<4, KV>, grid, block, 0, stream, scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 8: Launch(AttentionPartitionKernel<8, KV>, grid, block, 0, stream, scratch, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 1: Launch(AttentionPartitionKernel<1, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 2: Launch(AttentionPartitionKernel<2, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 4: Launch(AttentionPartitionKernel<4, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 8: Launch(AttentionPartitionKernel<8, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
     default: KERNEL_REQUIRE(false && "head_dim must be 32, 64, 128 or 256");
   }
   KERNEL_CHECK();
+  if (counters != nullptr) return;  // the partitions merged themselves
   Launch(AttentionMergeKernel, dim3(static_cast<unsigned>(A.n_heads), static_cast<unsigned>(T)),
          dim3(static_cast<unsigned>(A.head_dim)), 0, stream, out, scratch, pos, A, parts, round);
   KERNEL_CHECK();
 }
 
-void paged_attention(float* out, float* scratch, const float* q, const bf16_bits* k_cache,
+void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
                      float scale, cudaStream_t stream) {
-  LaunchAttention(out, scratch, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
+  LaunchAttention(out, scratch, counters, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
                   reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, token_seq, pos, T, A, max_positions,
                   scale, stream);
 }
 
-void paged_attention(float* out, float* scratch, const float* q, const float* k_cache, const float* v_cache,
-                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
-                     const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream) {
-  LaunchAttention(out, scratch, q, k_cache, v_cache, block_tables, token_seq, pos, T, A, max_positions, scale, stream);
+void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const float* k_cache,
+                     const float* v_cache, const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos,
+                     int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream) {
+  LaunchAttention(out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, T, A, max_positions,
+                  scale, stream);
 }
 
 }  // namespace tandem::kernels

@@ -3,7 +3,8 @@
 // positions 0..pos[t] of s, whose K and V are already in the cache (qk_norm_rope.h stored the
 // chunk's own tokens first), so causality is just "up to my position".
 // Split-K (flash-decoding): each (token, head) is cut into partitions run as separate blocks, then
-// merged with their softmax statistics, so a long context uses the whole GPU even at batch 1. The
+// merged with their softmax statistics, so a long context uses the whole GPU even at batch 1 (by the
+// last partition block of each (token, head) to finish, or by a second kernel). The
 // partition length follows from T, the heads and max_positions (about two blocks per SM), so a graph
 // captured for a table width keeps one layout.
 #pragma once
@@ -24,20 +25,25 @@ struct AttentionShape {
 
 // Floats of scratch attention() needs for T tokens and partitions up to `max_positions`.
 int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max_positions);
+// uint32 counters paged_attention() needs for T tokens (one per token and head).
+int64_t attention_counter_count(int64_t T, const AttentionShape& A);
 
 // out (T, n_heads * head_dim) = softmax(q k^T * scale) v per head, over positions 0..pos[t] of
 // sequence token_seq[t]. q (T, q_stride) float; k_cache, v_cache (num_slots, n_kv_heads, head_dim)
 // bf16 with slot = block_tables[s * max_blocks + p / block_size] * block_size + p % block_size.
 // `max_positions` bounds pos[t] + 1 for every t (it sets the number of partitions; a graph
 // captured with a larger bound stays valid as positions grow up to it). head_dim in {32..256}.
-void paged_attention(float* out, float* scratch, const float* q, const bf16_bits* k_cache,
+// `counters` (attention_counter_count entries) must be 0 before the call and are 0 after it: the
+// partition blocks count themselves there and the last one merges. Null counters, or
+// TANDEM_ATTN_MERGE=separate (read once), merge in a second kernel instead.
+void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
                      float scale, cudaStream_t stream);
 // The same over a float32 KV cache.
-void paged_attention(float* out, float* scratch, const float* q, const float* k_cache, const float* v_cache,
-                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
-                     const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream);
+void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const float* k_cache,
+                     const float* v_cache, const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos,
+                     int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream);
 
 namespace ref {
 void paged_attention(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,

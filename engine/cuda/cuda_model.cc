@@ -108,6 +108,7 @@ struct Activations {
   DeviceArray<float> expert_w;      // (T, K)
   DeviceArray<float> act;           // (T*K, I) or dense (T, 2I) + (T, I)
   DeviceArray<float> attn_scratch;
+  DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
   DeviceArray<float> hn;            // (R, hidden) final-normed rows whose logits are wanted
   DeviceArray<float> logits;        // (R, vocab)
   DeviceArray<float> logits_local;  // TP: (R, vocab_per_rank) this rank's lm_head rows
@@ -512,8 +513,8 @@ void CudaModel::Reserve(const MetaLayout& m) {
   const int64_t H = cfg_.hidden_size, T = m.T, K = std::max<int64_t>(cfg_.num_experts_per_tok, 1);
   const int64_t E = std::max<int64_t>(cfg_.num_experts, 1);
   const int64_t act = std::max(T * K * shard_.moe_inter, 3 * T * shard_.inter);
-  const int64_t scratch = kernels::attention_scratch_floats(
-      T, {L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()}, m.max_blocks * block_size_);
+  const kernels::AttentionShape attn{L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
+  const int64_t scratch = kernels::attention_scratch_floats(T, attn, m.max_blocks * block_size_);
   bool grew = false;
   if (T > cap_tokens_) {
     cap_tokens_ = T;
@@ -532,6 +533,11 @@ void CudaModel::Reserve(const MetaLayout& m) {
   }
   grew |= a_.meta.Reserve(m.total());
   grew |= a_.attn_scratch.Reserve(scratch);
+  const int64_t counters = kernels::attention_counter_count(T, attn);
+  if (a_.attn_counters.Reserve(counters)) {  // on stream_: ordered before the step's kernels
+    CUDA_CHECK(cudaMemsetAsync(a_.attn_counters.get(), 0, counters * sizeof(uint32_t), stream_));
+    grew = true;
+  }
   if (grew) ClearGraphs();  // captured graphs hold the old addresses
 }
 
@@ -571,15 +577,17 @@ absl::Status CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, st
       auto* vf = reinterpret_cast<float*>(vc);
       kernels::qk_norm_rope_store_kv(a_.qkv.get(), kf, vf, w.q_norm.get(), w.k_norm.get(), inv_freq_.get(),
                                      meta + m.pos(), meta + m.slot(), T, L_, eps, stream_);
-      kernels::paged_attention(a_.att.get(), a_.attn_scratch.get(), a_.qkv.get(), kf, vf, meta + m.tables(),
-                               meta + m.token_seq(), meta + m.pos(), T, A, max_positions, scale, stream_);
+      kernels::paged_attention(a_.att.get(), a_.attn_scratch.get(), a_.attn_counters.get(), a_.qkv.get(), kf, vf,
+                               meta + m.tables(), meta + m.token_seq(), meta + m.pos(), T, A, max_positions, scale,
+                               stream_);
     } else {
       auto* kb = reinterpret_cast<bf16_bits*>(kc);
       auto* vb = reinterpret_cast<bf16_bits*>(vc);
       kernels::qk_norm_rope_store_kv(a_.qkv.get(), kb, vb, w.q_norm.get(), w.k_norm.get(), inv_freq_.get(),
                                      meta + m.pos(), meta + m.slot(), T, L_, eps, stream_);
-      kernels::paged_attention(a_.att.get(), a_.attn_scratch.get(), a_.qkv.get(), kb, vb, meta + m.tables(),
-                               meta + m.token_seq(), meta + m.pos(), T, A, max_positions, scale, stream_);
+      kernels::paged_attention(a_.att.get(), a_.attn_scratch.get(), a_.attn_counters.get(), a_.qkv.get(), kb, vb,
+                               meta + m.tables(), meta + m.token_seq(), meta + m.pos(), T, A, max_positions, scale,
+                               stream_);
     }
     kernels::matmul_bf16(a_.delta.get(), a_.att.get(), w.wo.get(), T, L_.q_dim(), H, stream_);
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #1: o_proj partial sums

@@ -198,15 +198,19 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
     CUDA_CHECK(cudaMemcpy(meta, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     float* scratch = nullptr;
     CUDA_CHECK(cudaMalloc(&scratch, kernels::attention_scratch_floats(1, A, ctx) * sizeof(float)));
+    uint32_t* counters = nullptr;
+    CUDA_CHECK(cudaMalloc(&counters, kernels::attention_counter_count(1, A) * sizeof(uint32_t)));
+    CUDA_CHECK(cudaMemset(counters, 0, kernels::attention_counter_count(1, A) * sizeof(uint32_t)));
     out.push_back(TimeKernel("paged_attention bf16 kv, ctx " + std::to_string(ctx), 2.0 * 2 * ctx * kvd, copies,
                              [&](int i) {
       const kernels::bf16_bits* k = kv + 2LL * i * ctx * kvd;
-      kernels::paged_attention(y, scratch, x, k, k + ctx * kvd, meta, meta + ctx / 16, meta + ctx / 16 + 1, 1, A,
-                               ctx, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), nullptr);
+      kernels::paged_attention(y, scratch, counters, x, k, k + ctx * kvd, meta, meta + ctx / 16, meta + ctx / 16 + 1,
+                               1, A, ctx, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), nullptr);
     }));
     cudaFree(kv);
     cudaFree(meta);
     cudaFree(scratch);
+    cudaFree(counters);
   }
   cudaFree(x);
   cudaFree(y);

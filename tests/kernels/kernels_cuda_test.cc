@@ -242,16 +242,24 @@ TEST(kernels_cuda, SiluMul) {
 }
 
 // Decode (one token per sequence at the end of its context) and prefill (a causal chunk of each
-// sequence), over shuffled block tables.
+// sequence), over shuffled block tables. Sequence s has ctx - s * step positions, and `wide` (when
+// set) is the max_positions bound, as for a graph captured for a wider table: the partitions past a
+// short context are then empty. Each case runs the fused merge twice on the same counters (the
+// first must leave them 0; the summation order is fixed, so both give the same bits), then the
+// separate merge kernel (the same summation: the same bits again).
 TEST(kernels_cuda, PagedAttention) {
   SKIP_WITHOUT_GPU();
-  struct Case { const char* kind; int64_t nh, nkv, hd, bs, seqs, ctx, chunk; };
+  struct Case { const char* kind; int64_t nh, nkv, hd, bs, seqs, ctx, chunk, step = 0, wide = 0; };
   for (const Case& c : {Case{"decode", 8, 4, 32, 16, 3, 40, 1}, Case{"decode", 32, 4, 128, 16, 4, 1000, 1},
                         Case{"decode", 32, 4, 128, 16, 1, 4100, 1}, Case{"prefill", 8, 4, 32, 16, 2, 33, 33},
-                        Case{"prefill", 32, 4, 128, 16, 2, 300, 200}, Case{"decode", 16, 16, 64, 32, 2, 77, 1}}) {
+                        Case{"prefill", 32, 4, 128, 16, 2, 300, 200}, Case{"decode", 16, 16, 64, 32, 2, 77, 1},
+                        Case{"decode", 8, 4, 32, 16, 1, 20, 1, 0, 4096},
+                        Case{"decode", 32, 4, 128, 16, 3, 2000, 1, 990, 2048},
+                        Case{"prefill", 4, 2, 64, 16, 1, 300, 8, 0, 1024}}) {
+    const int64_t wide = std::max(c.wide, c.ctx);
     AttentionShape A;
     A.n_heads = c.nh, A.n_kv_heads = c.nkv, A.head_dim = c.hd, A.block_size = c.bs;
-    A.max_blocks = (c.ctx + c.bs - 1) / c.bs;
+    A.max_blocks = (wide + c.bs - 1) / c.bs;
     A.q_stride = c.nh * c.hd + 2 * c.nkv * c.hd;  // q rows inside the fused qkv buffer
     const int64_t num_blocks = c.seqs * A.max_blocks + 3, kv_dim = c.nkv * c.hd;
     std::vector<int32_t> perm(num_blocks);
@@ -260,39 +268,52 @@ TEST(kernels_cuda, PagedAttention) {
     std::vector<int32_t> tables(perm.begin(), perm.begin() + c.seqs * A.max_blocks);
     std::vector<int32_t> token_seq, pos;
     for (int64_t s = 0; s < c.seqs; ++s) {
+      const int64_t ctx = c.ctx - s * c.step;
       for (int64_t i = 0; i < c.chunk; ++i) {
         token_seq.push_back(static_cast<int32_t>(s));
-        pos.push_back(static_cast<int32_t>(c.ctx - c.chunk + i));
+        pos.push_back(static_cast<int32_t>(ctx - c.chunk + i));
       }
     }
-    const int64_t T = static_cast<int64_t>(pos.size());
+    const int64_t T = static_cast<int64_t>(pos.size()), n_counters = attention_counter_count(T, A);
     auto q = RandomFloats(T * A.q_stride);
     auto kc = RandomBf16(num_blocks * c.bs * kv_dim), vc = RandomBf16(num_blocks * c.bs * kv_dim);
-    DeviceBuffer<float> d_q(q), d_out(T * c.nh * c.hd), d_scratch(attention_scratch_floats(T, A, c.ctx));
+    DeviceBuffer<float> d_q(q), d_out(T * c.nh * c.hd), d_scratch(attention_scratch_floats(T, A, wide));
+    DeviceBuffer<uint32_t> d_counters(n_counters);
+    CUDA_CHECK(cudaMemset(d_counters.get(), 0, n_counters * sizeof(uint32_t)));
     DeviceBuffer<bf16_bits> d_kc(kc), d_vc(vc);
     DeviceBuffer<int32_t> d_tables(tables), d_seq(token_seq), d_pos(pos);
-    d_out.Poison();
-    d_scratch.Poison();
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-    paged_attention(d_out.get(), d_scratch.get(), d_q.get(), d_kc.get(), d_vc.get(), d_tables.get(), d_seq.get(),
-                    d_pos.get(), T, A, c.ctx, scale, nullptr);
+    const std::string tag = std::string("paged_attention ") + c.kind + " " +
+                            Shape({c.nh, c.nkv, c.hd, c.bs, c.seqs, c.ctx, c.chunk, c.step, wide});
+    auto check = [&](const std::string& what, const auto* d_k, const auto* d_v, const std::vector<float>& want) {
+      std::vector<float> first;
+      for (int run = 0; run < 3; ++run) {
+        d_out.Poison();
+        d_scratch.Poison();
+        paged_attention(d_out.get(), d_scratch.get(), run < 2 ? d_counters.get() : nullptr, d_q.get(), d_k, d_v,
+                        d_tables.get(), d_seq.get(), d_pos.get(), T, A, wide, scale, nullptr);
+        const std::vector<float> got = d_out.Download();
+        const std::string name = what + (run == 0 ? " fused" : run == 1 ? " fused again" : " separate");
+        ExpectClose(name, got, want, kBound);
+        if (run == 0) {
+          first = got;
+        } else {
+          EXPECT_TRUE(got == first) << name << ": not the bits of the first fused launch";
+        }
+      }
+      EXPECT_EQ(d_counters.Download(), std::vector<uint32_t>(n_counters, 0u)) << what << ": counters not left at 0";
+    };
     std::vector<float> want(T * c.nh * c.hd);
     ref::paged_attention(want.data(), q.data(), kc.data(), vc.data(), tables.data(), token_seq.data(), pos.data(), T,
                          A, scale);
-    const std::string tag = std::string("paged_attention ") + c.kind + " " +
-                            Shape({c.nh, c.nkv, c.hd, c.bs, c.seqs, c.ctx, c.chunk});
-    ExpectClose(tag, d_out.Download(), want, kBound);
+    check(tag, d_kc.get(), d_vc.get(), want);
     // The same over a float32 cache (the engine's default KV dtype).
     auto kf = testing::Bf16ToFloats(kc), vf = testing::Bf16ToFloats(vc);
     for (auto& v : vf) v += 1e-3f;  // values bf16 cannot hold
     DeviceBuffer<float> d_kf(kf), d_vf(vf);
-    d_out.Poison();
-    d_scratch.Poison();
-    paged_attention(d_out.get(), d_scratch.get(), d_q.get(), d_kf.get(), d_vf.get(), d_tables.get(), d_seq.get(),
-                    d_pos.get(), T, A, c.ctx, scale, nullptr);
     ref::paged_attention(want.data(), q.data(), kf.data(), vf.data(), tables.data(), token_seq.data(), pos.data(), T,
                          A, scale);
-    ExpectClose(tag + " f32 kv", d_out.Download(), want, kBound);
+    check(tag + " f32 kv", d_kf.get(), d_vf.get(), want);
   }
 }
 
