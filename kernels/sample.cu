@@ -13,6 +13,9 @@ constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 // Rows per launch: their parameters travel by value (64 * 16 bytes, well inside the 4 KiB limit).
 constexpr int kRowsPerLaunch = 64;
+// The top_k set is gathered into shared memory (key and probability, 32 KiB) for the nucleus
+// search when it has at most this many tokens (top_k <= kGather and few ties at K_k).
+constexpr int kGather = 4 * kThreads;
 
 struct SampleBatch {
   SampleParams p[kRowsPerLaunch];
@@ -49,11 +52,50 @@ __device__ __forceinline__ T BlockAll(T v, Op op, T* red) {
   return r;
 }
 
+// Exclusive scan of v across the block in thread order (warp scan, then the warp totals in order);
+// *total = the sum over every thread. Fixed order, like BlockAll. `red` holds kWarps values.
+template <typename T>
+__device__ __forceinline__ T BlockExclusiveScan(T v, T* red, T* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  T incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  T excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (lane == 0) excl = T(0);
+  __syncthreads();  // red's last readers are done
+  if (lane == 31) red[warp] = incl;
+  __syncthreads();
+  T offset = T(0), sum = T(0);
+  for (int w = 0; w < kWarps; ++w) {
+    if (w == warp) offset = sum;
+    sum += red[w];
+  }
+  *total = sum;
+  return offset + excl;
+}
+
+// The smallest K in [lo, hi] with reached(K), for reached monotone in K and true at hi (never
+// evaluated there). Uniform: every thread holds the same bounds, so reached may sync the block.
+template <typename F>
+__device__ __forceinline__ uint32_t Bisect(uint32_t lo, uint32_t hi, F reached) {
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (reached(mid)) hi = mid; else lo = mid + 1;
+  }
+  return hi;
+}
+
 // The key of a = (m - x) / temperature (sample.h): non-negative floats order like their bits.
 __device__ __forceinline__ uint32_t Key(float a) { return a == 0.0f ? 0u : __float_as_uint(a); }
 
-// One block per row. Passes over the row (it stays in L2): the max, the total mass, up to 32
-// bisection rounds on the key for top_k (counts) and top_p (masses) together, then the kept mass in
+// One block per row. Passes over the row (it stays in L2): the max; with top_k, up to 32 bisection
+// rounds on the key counting tokens (K_k); with top_p, the nucleus of {key <= K_k}: when that set
+// has at most kGather tokens, two passes gather it into shared memory (in vocabulary order, so its
+// sums are as deterministic as the row's) and the bisection on its mass reads only those; else
+// one pass for its mass and up to 32 bisection rounds over the row. Then the kept mass in
 // contiguous per-thread chunks, a scan across threads, and a walk of each chunk in index order.
 __global__ void __launch_bounds__(kThreads) SampleKernel(int32_t* out, const float* logits, SampleBatch batch,
                                                          int64_t V) {
@@ -61,53 +103,69 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(int32_t* out, const flo
   GridDepWait();  // the logits come from the previous kernel
   __shared__ float redf[kWarps];
   __shared__ int redi[kWarps];
+  __shared__ uint32_t gathered_key[kGather];
+  __shared__ float gathered_e[kGather];
   const SampleParams sp = batch.p[blockIdx.x];
   const float* x = logits + static_cast<int64_t>(blockIdx.x) * V;
   const float t = sp.temperature;
+  // Thread j's contiguous chunk of the row: [j * chunk, (j + 1) * chunk).
+  const int64_t chunk = (V + kThreads - 1) / kThreads;
+  const int64_t begin = min(V, threadIdx.x * chunk), end = min(V, begin + chunk);
 
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < V; i += kThreads) m = fmaxf(m, x[i]);
   m = BlockAll(m, MaxF(), redf);
 
-  // Bisection: the smallest K with f(K) true, f monotone, f(0xffffffff) true (never evaluated).
-  // An unused search starts finished at 0xffffffff (keeps everything).
+  uint32_t kmax = 0xffffffffu;  // keep key <= kmax
   const bool use_k = sp.top_k > 0 && sp.top_k < V;
-  const bool use_p = sp.top_p < 1.0f;
-  uint32_t lo_k = 0xffffffffu, hi_k = 0xffffffffu, lo_p = 0xffffffffu, hi_p = 0xffffffffu;
-  float target_p = 0.0f;
-  if (use_k) lo_k = 0;
-  if (use_p) {
-    float z = 0.0f;
-    for (int64_t i = threadIdx.x; i < V; i += kThreads) z += expf(-((m - x[i]) / t));
-    z = BlockAll(z, SumF(), redf);
-    target_p = sp.top_p * z;
-    lo_p = 0;
+  if (use_k) {
+    kmax = Bisect(0u, 0xffffffffu, [&](uint32_t mid) {
+      int count = 0;
+      for (int64_t i = threadIdx.x; i < V; i += kThreads) count += Key((m - x[i]) / t) <= mid ? 1 : 0;
+      return BlockAll(count, SumI(), redi) >= sp.top_k;
+    });
   }
-  while (lo_k < hi_k || lo_p < hi_p) {  // uniform: every thread holds the same bounds
-    const uint32_t mid_k = lo_k + (hi_k - lo_k) / 2;
-    const uint32_t mid_p = lo_p + (hi_p - lo_p) / 2;
-    int count = 0;
-    float mass = 0.0f;
-    for (int64_t i = threadIdx.x; i < V; i += kThreads) {
-      const float a = (m - x[i]) / t;
-      const uint32_t k = Key(a);
-      count += k <= mid_k ? 1 : 0;
-      if (k <= mid_p) mass += expf(-a);
+  if (sp.top_p < 1.0f) {
+    int n = kGather + 1;  // the size of {key <= kmax} when counted; more than fits otherwise
+    if (use_k && sp.top_k <= kGather) {
+      int mine = 0;
+      for (int64_t i = begin; i < end; ++i) mine += Key((m - x[i]) / t) <= kmax ? 1 : 0;
+      int pos = BlockExclusiveScan(mine, redi, &n);
+      if (n <= kGather) {
+        for (int64_t i = begin; i < end; ++i) {
+          const float a = (m - x[i]) / t;
+          const uint32_t k = Key(a);
+          if (k <= kmax) {
+            gathered_key[pos] = k;
+            gathered_e[pos] = expf(-a);
+            ++pos;
+          }
+        }
+        __syncthreads();
+      }
     }
-    if (lo_k < hi_k) {
-      count = BlockAll(count, SumI(), redi);
-      if (count >= sp.top_k) hi_k = mid_k; else lo_k = mid_k + 1;
-    }
-    if (lo_p < hi_p) {
-      mass = BlockAll(mass, SumF(), redf);
-      if (mass >= target_p) hi_p = mid_p; else lo_p = mid_p + 1;
-    }
+    // The mass of {key <= k}, for k <= kmax; one fixed summation order per row, so monotone in k.
+    const auto mass_upto = [&](uint32_t k) {
+      float mass = 0.0f;
+      if (n <= kGather) {
+        for (int j = threadIdx.x; j < n; j += kThreads) {
+          if (gathered_key[j] <= k) mass += gathered_e[j];
+        }
+      } else {
+        for (int64_t i = threadIdx.x; i < V; i += kThreads) {
+          const float a = (m - x[i]) / t;
+          if (Key(a) <= k) mass += expf(-a);
+        }
+      }
+      return BlockAll(mass, SumF(), redf);
+    };
+    // top_p of the top_k set's mass (of the whole row without top_k): at most the mass at kmax,
+    // which mass_upto(kmax) sums in the same order, so kmax itself always qualifies.
+    const float target = sp.top_p * mass_upto(kmax);
+    kmax = Bisect(0u, kmax, [&](uint32_t mid) { return mass_upto(mid) >= target; });
   }
-  const uint32_t kmax = min(hi_k, hi_p);
 
-  // Inverse CDF over S = {key <= kmax} in index order: thread j owns [j * chunk, (j + 1) * chunk).
-  const int64_t chunk = (V + kThreads - 1) / kThreads;
-  const int64_t begin = min(V, threadIdx.x * chunk), end = min(V, begin + chunk);
+  // Inverse CDF over S = {key <= kmax} in index order, over the threads' chunks.
   float s = 0.0f;
   int last = -1;
   for (int64_t i = begin; i < end; ++i) {
@@ -118,25 +176,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(int32_t* out, const flo
       if (e > 0.0f) last = static_cast<int>(i);
     }
   }
-  // Exclusive scan of s across the threads (warp scan, then the warp totals in order).
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float incl = s;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const float y = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += y;
-  }
-  float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-  if (lane == 0) excl = 0.0f;
-  __syncthreads();  // redf's last readers are done
-  if (lane == 31) redf[warp] = incl;
-  __syncthreads();
-  float offset = 0.0f, zs = 0.0f;
-  for (int w = 0; w < kWarps; ++w) {
-    if (w == warp) offset = zs;
-    zs += redf[w];
-  }
-  offset += excl;
+  float zs;
+  const float offset = BlockExclusiveScan(s, redf, &zs);
   const float target = sp.u * zs;
   // The first index whose running mass passes the target; the lowest over the threads (their
   // offsets and own sums round apart, so more than one, or none, may claim it).

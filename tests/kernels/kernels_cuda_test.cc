@@ -369,18 +369,20 @@ SampleRowView ViewRow(const float* x, int64_t V, const SampleParams& p) {
   return v;
 }
 
-// The kept set's key threshold with top_p replaced by `top_p` (sample.h: K = min(K_k, K_p)).
+// The kept set's key threshold with top_p replaced by `top_p` (sample.h: K_k, then K_p of the
+// top_k set's mass).
 uint32_t Threshold(const SampleRowView& v, int32_t top_k, double top_p) {
   const int64_t V = static_cast<int64_t>(v.key.size());
   uint32_t k_max = 0xffffffffu;
   if (top_k > 0 && top_k < V) k_max = v.sorted[top_k - 1].first;
   if (top_p < 1.0) {
-    double z = 0, mass = 0;
-    for (double e : v.e) z += e;
-    for (int64_t i = 0; i < V; ++i) {
+    int64_t n = 0;  // {key <= K_k} is sorted[0, n)
+    double mass_k = 0, mass = 0;
+    while (n < V && v.sorted[n].first <= k_max) mass_k += v.sorted[n++].second;
+    for (int64_t i = 0; i < n; ++i) {
       mass += v.sorted[i].second;
-      if ((i + 1 == V || v.sorted[i + 1].first != v.sorted[i].first) && mass >= top_p * z) {
-        k_max = std::min(k_max, v.sorted[i].first);
+      if ((i + 1 == n || v.sorted[i + 1].first != v.sorted[i].first) && mass >= top_p * mass_k) {
+        k_max = v.sorted[i].first;
         break;
       }
     }
@@ -412,8 +414,12 @@ TEST(kernels_cuda, Sample) {
     float scale, temperature;
     int32_t top_k;
     float top_p;
-    const char* what;  // "", "argmax" (must equal argmax), "-inf" (rows mostly -inf / -1e30)
+    const char* what;  // "", "argmax" (must equal argmax), "-inf" (rows mostly -inf / -1e30),
+                       // "ties" (logits rounded to integers: long runs of equal keys)
   };
+  // top_p is taken of the top_k set: with both, the kernel gathers that set into shared memory
+  // when it has at most 4096 tokens (kGather in sample.cu), else searches over the row: the cases
+  // marked * take the second path (top_k > 4096; 4700 tokens tie at the top_k-th key).
   const std::vector<Case> cases = {
       {64, 151936, 8, 1, 0, 1, ""},          {64, 151936, 8, 0.7f, 50, 0.9f, ""},
       {64, 262144, 4, 1, 0, 0.95f, ""},      {1, 262144, 8, 1, 40, 1, ""},
@@ -421,12 +427,18 @@ TEST(kernels_cuda, Sample) {
       {64, 151936, 1, 0.01f, 0, 1, ""},      {64, 32000, 1, 100, 0, 1, ""},
       {64, 151936, 8, 1, 1000, 0.5f, ""},    {64, 151936, 1, 1, 1, 1, "argmax"},
       {64, 151936, 1, 1, 0, 1e-6f, "argmax"}, {64, 151936, 4, 1, 0, 1, "-inf"},
-      {64, 65536, 4, 1, 20, 0.9f, "-inf"},
+      {64, 65536, 4, 1, 20, 0.9f, "-inf"},   {64, 151936, 2, 1, 4096, 0.95f, ""},
+      {16, 151936, 2, 1, 5000, 0.9f, ""} /* * */, {64, 151936, 2, 0.5f, 200, 0.3f, ""},
+      {64, 1000, 2, 1, 100, 0.6f, ""},       {64, 151936, 40, 10, 2000, 0.5f, "ties"},
+      {64, 151936, 4, 1, 4000, 0.9f, "ties"} /* * */,
   };
   for (const Case& c : cases) {
     const int64_t R = c.R, V = c.V;
     auto x = RandomFloats(R * V, c.scale);
     const bool neg = std::string(c.what) == "-inf";
+    if (std::string(c.what) == "ties") {
+      for (float& v : x) v = std::round(v);
+    }
     if (neg) {
       // Row r: two tokens of three at -inf (even rows) or -1e30 (odd rows): probability 0.
       for (int64_t r = 0; r < R; ++r) {

@@ -1,5 +1,5 @@
 // The CPU reference of the sampling kernel (kernels/sample.h) on small hand-computed rows: ties at
-// the threshold, top_k and top_p together, u at the ends, extreme temperatures, -inf logits. Every
+// the threshold, top_p taken of the top_k set, u at the ends, extreme temperatures, -inf logits. Every
 // u sits well away from a CDF step, so the answers do not depend on rounding. Runs without a GPU.
 #include <cmath>
 #include <vector>
@@ -62,20 +62,27 @@ TEST(sample_ref, TopPKeepsTiesAtTheThreshold) {
   EXPECT_EQ(Sample(x, 1, 0, 1e-6f, 0.0f), 1);
 }
 
-TEST(sample_ref, TopKAndTopPTogetherTakeTheTighterThreshold) {
+TEST(sample_ref, TopPIsTakenOfTheTopKSet) {
   // p = {0.1, 0.4, 0.2, 0.3}; by likelihood 1 (0.4), 3 (0.3), 2 (0.2), 0 (0.1).
   const std::vector<float> x = {std::log(0.1f), std::log(0.4f), std::log(0.2f), std::log(0.3f)};
-  // top_p 0.5 -> {1, 3} (0.7); top_k 3 -> {1, 3, 2}: the tighter is {1, 3}, mass 0.7.
+  // top_k 3 -> {1, 3, 2}, mass 0.9; top_p 0.5 of it is 0.45 -> {1, 3} (0.7).
   EXPECT_EQ(Sample(x, 1, 3, 0.5f, 0.5f), 1);  // 0.35: index 1 (0.4)
   EXPECT_EQ(Sample(x, 1, 3, 0.5f, 0.6f), 3);  // 0.42: index 3 (0.7)
   EXPECT_EQ(Sample(x, 1, 3, 0.5f, kAlmostOne), 3);
-  // top_p 0.8 -> {1, 3, 2} (0.9); top_k 2 -> {1, 3}: again {1, 3}; index 2 is never drawn.
+  // top_k 2 -> {1, 3}, mass 0.7; top_p 0.5 of it is 0.35 -> {1} alone (over the whole
+  // distribution, 0.5 would have kept {1, 3}).
+  for (float u : {0.0f, 0.5f, 0.6f, kAlmostOne}) EXPECT_EQ(Sample(x, 1, 2, 0.5f, u), 1) << "u " << u;
+  // top_k 3 -> {1, 3, 2}; top_p 0.75 of 0.9 is 0.675 -> {1, 3} (0.7): index 2 is never drawn
+  // (over the whole distribution, 0.75 would have kept it).
   for (float u : {0.0f, 0.3f, 0.55f, 0.65f, 0.9f, kAlmostOne}) {
-    const int32_t id = Sample(x, 1, 2, 0.8f, u);
+    const int32_t id = Sample(x, 1, 3, 0.75f, u);
     EXPECT_TRUE(id == 1 || id == 3) << "u " << u << " id " << id;
   }
-  EXPECT_EQ(Sample(x, 1, 2, 0.8f, 0.55f), 1);  // 0.385 < 0.4
-  EXPECT_EQ(Sample(x, 1, 2, 0.8f, 0.6f), 3);   // 0.42 > 0.4
+  EXPECT_EQ(Sample(x, 1, 3, 0.75f, 0.55f), 1);  // 0.385 < 0.4
+  EXPECT_EQ(Sample(x, 1, 3, 0.75f, 0.6f), 3);   // 0.42 > 0.4
+  // top_k 2, top_p 0.8 of 0.7 is 0.56 -> {1, 3}.
+  EXPECT_EQ(Sample(x, 1, 2, 0.8f, 0.55f), 1);
+  EXPECT_EQ(Sample(x, 1, 2, 0.8f, 0.6f), 3);
   // top_p 0.35 -> {1} alone, whatever top_k.
   EXPECT_EQ(Sample(x, 1, 3, 0.35f, kAlmostOne), 1);
   // Without the filters index 2 is reachable: mass before it 0.5, through it 0.7.
