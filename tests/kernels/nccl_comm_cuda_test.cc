@@ -49,7 +49,9 @@ TEST(nccl_comm_cuda, WorldOfOneCollectivesAndAbort) {
   EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("nccl after Abort: \"%s\" in %.1f ms\n", std::string(st.message()).c_str(), ms);
-  EXPECT_LT(ms, 1000);
+  // ncclCommAbort itself takes about a second (998.6, 999.5 and 1001.8 ms on the H200, 2026-12-02):
+  // the bound is that with margin; what it guards against is a hang.
+  EXPECT_LT(ms, 2500);
 }
 
 }  // namespace
