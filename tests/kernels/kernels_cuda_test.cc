@@ -488,7 +488,14 @@ TEST(kernels_cuda, Sample) {
       }
       ambiguous += row_ambiguous ? 1 : 0;
       if (std::string(c.what) == "argmax") {
-        EXPECT_EQ(got[r], amax[r]) << "row " << r;
+        // The argmax when the maximum is unique; with equal maxima (RandomFloats has 2^24 values, so
+        // about one row in 100 of 151936 ties) every one is kept and u picks: any of them.
+        const float* row = x.data() + r * V;
+        if (std::count(row, row + V, row[amax[r]]) == 1) {
+          EXPECT_EQ(got[r], amax[r]) << "row " << r;
+        } else {
+          EXPECT_EQ(row[got[r]], row[amax[r]]) << "row " << r << ": not one of the equal maxima";
+        }
       }
       if (neg) {
         EXPECT_EQ(got[r] % 3, 1) << "row " << r << " chose a token of probability 0";
