@@ -110,6 +110,29 @@ __device__ __forceinline__ void RowsDot(float acc[NR], const uint16_t* const row
   for (int r = 0; r < NR; ++r) acc[r] = WarpSum(acc[r]);
 }
 
+// acc[r] (on every lane) = dot(rows[r], x) over `in` elements, the rows' first chunk already in buf
+// (loaded before the kernel waited on its predecessor), the later chunks loaded here.
+template <int NR, int NL>
+__device__ __forceinline__ void RowsDotLoaded(float acc[NR], uint4 (&buf)[NR][NL], const uint16_t* const (&rows)[NR],
+                                              const float* x, int64_t in, int lane) {
+#pragma unroll
+  for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
+  for (int64_t base = 0;;) {
+#pragma unroll
+    for (int r = 0; r < NR; ++r) {
+      float a[1] = {acc[r]};
+      UseChunk<NL, 1>(a, buf[r], x, base, in, 1, lane);
+      acc[r] = a[0];
+    }
+    base += 256 * NL;
+    if (base >= in) break;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) LoadChunk<NL>(buf[r], rows[r], base, in, lane);
+  }
+#pragma unroll
+  for (int r = 0; r < NR; ++r) acc[r] = WarpSum(acc[r]);
+}
+
 // Loads per lane per chunk for rows of `in` elements: the whole row when it is at most 16 loads
 // (4096 bf16), else chunks of 8. One of 1, 2, 3, 4, 8, 16.
 inline int ChunkLoads(int64_t in) {

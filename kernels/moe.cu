@@ -1,5 +1,8 @@
 #include "kernels/moe.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
@@ -17,17 +20,18 @@ constexpr int kDownRows = 4;       // output rows per block in moe_down
 
 // Grid (ceil(I / kGateUpWarps), T*K): warp computes row i of gate and of up for pair blockIdx.y,
 // both rows' chunks in flight together. The expert id comes from the router kernel, so nothing
-// can be loaded before GridDepWait.
+// can be loaded before GridDepWait. The kernel lets moe_down launch only after that wait: moe_down
+// then knows the router has finished and loads its experts' weights while this kernel streams.
 template <int NL>
 __global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act, const float* x, const int32_t* ids,
                                                                      const uint16_t* gate_up, int64_t K, int64_t H,
                                                                      int64_t I) {
-  GridDepLaunchDependents();
   const int lane = threadIdx.x % 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32;
   const int64_t p = blockIdx.y;
   if (i >= I) return;
   GridDepWait();
+  GridDepLaunchDependents();
   const uint16_t* we = gate_up + static_cast<int64_t>(ids[p]) * 2 * I * H;
   const float* xt = x + (p / K) * H;
   const uint16_t* rows[2] = {we + i * H, we + (I + i) * H};  // gate row i, up row i
@@ -39,28 +43,35 @@ __global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act,
 
 // Grid (ceil(H / kDownRows), T): warp k of the block computes rows h0..h0+kDownRows of expert slots
 // k, k+8, ... of token t (weighted), the block sums the slots in a fixed order (deterministic).
+// With `early` (this launch directly follows moe_gate_up's decode kernel, which lets it launch only
+// after its own wait, so the router's ids are complete when it starts) each warp issues the first
+// chunk of its first slot's rows before waiting for the activations, overlapping moe_gate_up.
 template <int NL>
 __global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, const float* act, const int32_t* ids,
                                                                  const float* weights, const uint16_t* down, int64_t K,
-                                                                 int64_t H, int64_t I) {
+                                                                 int64_t H, int64_t I, bool early) {
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
   __shared__ float partial[kDownWarps][kDownRows];
+  const uint16_t* rows[kDownRows];
+  uint4 buf[kDownRows][NL];
+  const auto load_slot = [&](int64_t k) {  // rows past H recompute row h0 and are dropped
+    const uint16_t* base = down + (static_cast<int64_t>(__ldcg(ids + t * K + k)) * H + h0) * I;
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) {
+      rows[r] = base + (h0 + r < H ? r : 0) * I;
+      LoadChunk<NL>(buf[r], rows[r], 0, I, lane);
+    }
+  };
+  if (early && warp < K) load_slot(warp);
   GridDepWait();
   float sum[kDownRows] = {};
   for (int64_t k = warp; k < K; k += kDownWarps) {
+    if (k != warp || !early) load_slot(k);
     const int64_t p = t * K + k;
-    const uint16_t* base = down + (static_cast<int64_t>(ids[p]) * H + h0) * I;
-    const uint16_t* rows[kDownRows];
-    const float* xs[kDownRows];
-#pragma unroll
-    for (int r = 0; r < kDownRows; ++r) {
-      rows[r] = base + (h0 + r < H ? r : 0) * I;  // rows past H recompute row h0 and are dropped
-      xs[r] = act + p * I;
-    }
     float d[kDownRows];
-    RowsDot<kDownRows, NL>(d, rows, xs, I, lane);
+    RowsDotLoaded<kDownRows, NL>(d, buf, rows, act + p * I, I, lane);
     const float wk = weights[p];
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r];
@@ -99,18 +110,26 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
 }
 
 void moe_down(float* out, const float* act, const int32_t* ids, const float* weights, const bf16_bits* down,
-              int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+              int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream, bool follows_gate_up) {
   KERNEL_REQUIRE(I % 8 == 0);
   if (T == 0) return;
-  if (UseGemmPath(T, stream) && moe_down_grouped(out, act, ids, weights, down, T, K, H, I, stream)) return;
+  const bool gemm = UseGemmPath(T, stream);
+  if (gemm && moe_down_grouped(out, act, ids, weights, down, T, K, H, I, stream)) return;
+  // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late).
+  // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off (A/B).
+  static const bool allowed = [] {
+    const char* env = std::getenv("TANDEM_MOE_DOWN_EARLY");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  const bool early = allowed && follows_gate_up && !gemm;
   const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
   const dim3 block(kDownWarps * 32);
   switch (ChunkLoads(I)) {
-    case 1: Launch(MoeDownKernel<1>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
-    case 2: Launch(MoeDownKernel<2>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
-    case 3: Launch(MoeDownKernel<3>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
-    case 4: Launch(MoeDownKernel<4>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
-    default: Launch(MoeDownKernel<8>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I); break;
+    case 1: Launch(MoeDownKernel<1>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
+    case 2: Launch(MoeDownKernel<2>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
+    case 3: Launch(MoeDownKernel<3>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
+    case 4: Launch(MoeDownKernel<4>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
+    default: Launch(MoeDownKernel<8>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
   }
   KERNEL_CHECK();
 }

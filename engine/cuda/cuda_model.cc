@@ -605,7 +605,7 @@ absl::Status CudaModel::RunLayers(const MetaLayout& m, int64_t max_positions, st
                            cfg_.norm_topk_prob, stream_);
       kernels::moe_gate_up(a_.act.get(), a_.xn.get(), a_.expert_ids.get(), w.gate_up.get(), T, K, H, I, stream_);
       kernels::moe_down(a_.delta.get(), a_.act.get(), a_.expert_ids.get(), a_.expert_w.get(), w.down.get(), T, K, H,
-                        I, stream_);
+                        I, stream_, /*follows_gate_up=*/true);
       if (ids_per_layer != nullptr) {
         std::vector<int32_t> ids(T * K);
         CUDA_CHECK(cudaMemcpyAsync(ids.data(), a_.expert_ids.get(), T * K * sizeof(int32_t), cudaMemcpyDeviceToHost,
