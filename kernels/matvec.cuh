@@ -133,16 +133,6 @@ __device__ __forceinline__ void RowsDotLoaded(float acc[NR], uint4 (&buf)[NR][NL
   for (int r = 0; r < NR; ++r) acc[r] = WarpSum(acc[r]);
 }
 
-// Loads per lane per chunk for rows of `in` elements: the whole row when it is at most 16 loads
-// (4096 bf16), else chunks of 8. One of 1, 2, 3, 4, 8, 16.
-inline int ChunkLoads(int64_t in) {
-  const int64_t need = (in + 255) / 256;
-  if (need <= 4) return static_cast<int>(need < 1 ? 1 : need);
-  if (need <= 8) return 8;
-  if (need <= 16) return 16;
-  return 8;
-}
-
 // The block shape of a dense product (8 warps; R rows per warp, NL loads per lane per row chunk):
 // about 16 loads per lane in flight, short rows several to a warp at batch 1 (tools/matvec_sweep.cu:
 // 4 rows x 4 loads ran a 5120 x 2048 product in 6.8 us where 1 row x 8 loads took 8.2 us), long rows
@@ -152,6 +142,10 @@ inline int MatvecShape(int64_t in, int tt, int64_t out) {
   // A short product (the router: 128 rows) one row per warp, over as many SMs as it can reach.
   if (tt == 1 && out <= 8 * 4 * 132 && need <= 8) return 100 + static_cast<int>(need <= 4 ? (need < 1 ? 1 : need) : 8);
   if (tt == 1 && need <= 4) return 400 + static_cast<int>(need < 1 ? 1 : need);
+  // Rows of 1-2K at batch 1: in the decode graph the q/k/v product (5120 x 2048) ran its step at
+  // 3.033 ms with one row x 4 loads vs 3.099 with 4 rows x 4 (H200, 2026-12-02), unlike in the
+  // isolated sweep; the lm_head (151936 rows) keeps 4 x 4.
+  if (tt == 1 && need <= 8 && out <= 16384) return 104;
   if (tt == 1 && need <= 8) return 404;
   if (tt == 1 && need <= 16) return 116;
   if (need <= 4) return 100 + static_cast<int>(need < 1 ? 1 : need);

@@ -17,12 +17,18 @@ namespace {
 constexpr int kGateUpWarps = 4;
 constexpr int kDownWarps = 8;      // one warp per expert slot k (k, k+8, ... when K > 8)
 constexpr int kDownRows = 4;       // output rows per block in moe_down
+// Loads per lane per row chunk in both expert kernels: one (a warp reads 512 bytes of each of its
+// rows per round). Unlike the dense products, more blocks beat more loads per warp here: with one
+// load the kernels need 37 (gate_up) and 64 (down) registers, so every block of a batch-1 layer is
+// resident at once and starts loading as soon as its wait ends. Measured on the H200, batch 1 /
+// 8 / 32 at ctx 1k, per step: 3.406 / 18.04 / 65.9 ms with the whole row in flight (8 and 3
+// loads), 3.092 / 15.94 / 56.6 ms with one (docs/bench/decode-h200.md).
+constexpr int kMoeLoads = 1;
 
 // Grid (ceil(I / kGateUpWarps), T*K): warp computes row i of gate and of up for pair blockIdx.y,
 // both rows' chunks in flight together. The expert id comes from the router kernel, so nothing
 // can be loaded before GridDepWait. The kernel lets moe_down launch only after that wait: moe_down
 // then knows the router has finished and loads its experts' weights while this kernel streams.
-template <int NL>
 __global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act, const float* x, const int32_t* ids,
                                                                      const uint16_t* gate_up, int64_t K, int64_t H,
                                                                      int64_t I) {
@@ -37,7 +43,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act,
   const uint16_t* rows[2] = {we + i * H, we + (I + i) * H};  // gate row i, up row i
   const float* xs[2] = {xt, xt};
   float gu[2];
-  RowsDot<2, NL>(gu, rows, xs, H, lane);
+  RowsDot<2, kMoeLoads>(gu, rows, xs, H, lane);
   if (lane == 0) act[p * I + i] = SiluF(gu[0]) * gu[1];
 }
 
@@ -46,7 +52,6 @@ __global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act,
 // With `early` (this launch directly follows moe_gate_up's decode kernel, which lets it launch only
 // after its own wait, so the router's ids are complete when it starts) each warp issues the first
 // chunk of its first slot's rows before waiting for the activations, overlapping moe_gate_up.
-template <int NL>
 __global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, const float* act, const int32_t* ids,
                                                                  const float* weights, const uint16_t* down, int64_t K,
                                                                  int64_t H, int64_t I, bool early) {
@@ -55,13 +60,13 @@ __global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, con
   const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
   __shared__ float partial[kDownWarps][kDownRows];
   const uint16_t* rows[kDownRows];
-  uint4 buf[kDownRows][NL];
+  uint4 buf[kDownRows][kMoeLoads];
   const auto load_slot = [&](int64_t k) {  // rows past H recompute row h0 and are dropped
     const uint16_t* base = down + (static_cast<int64_t>(__ldcg(ids + t * K + k)) * H + h0) * I;
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) {
       rows[r] = base + (h0 + r < H ? r : 0) * I;
-      LoadChunk<NL>(buf[r], rows[r], 0, I, lane);
+      LoadChunk<kMoeLoads>(buf[r], rows[r], 0, I, lane);
     }
   };
   if (early && warp < K) load_slot(warp);
@@ -71,7 +76,7 @@ __global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, con
     if (k != warp || !early) load_slot(k);
     const int64_t p = t * K + k;
     float d[kDownRows];
-    RowsDotLoaded<kDownRows, NL>(d, buf, rows, act + p * I, I, lane);
+    RowsDotLoaded<kDownRows, kMoeLoads>(d, buf, rows, act + p * I, I, lane);
     const float wk = weights[p];
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r];
@@ -99,13 +104,7 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
   if (UseGemmPath(T, stream) && moe_gate_up_grouped(act, x, ids, gate_up, T, K, H, I, stream)) return;
   const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
   const dim3 block(kGateUpWarps * 32);
-  switch (ChunkLoads(H)) {
-    case 1: Launch(MoeGateUpKernel<1>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
-    case 2: Launch(MoeGateUpKernel<2>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
-    case 3: Launch(MoeGateUpKernel<3>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
-    case 4: Launch(MoeGateUpKernel<4>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
-    default: Launch(MoeGateUpKernel<8>, grid, block, 0, stream, act, x, ids, gate_up, K, H, I); break;
-  }
+  Launch(MoeGateUpKernel, grid, block, 0, stream, act, x, ids, gate_up, K, H, I);
   KERNEL_CHECK();
 }
 
@@ -124,13 +123,7 @@ void moe_down(float* out, const float* act, const int32_t* ids, const float* wei
   const bool early = allowed && follows_gate_up && !gemm;
   const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
   const dim3 block(kDownWarps * 32);
-  switch (ChunkLoads(I)) {
-    case 1: Launch(MoeDownKernel<1>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
-    case 2: Launch(MoeDownKernel<2>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
-    case 3: Launch(MoeDownKernel<3>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
-    case 4: Launch(MoeDownKernel<4>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
-    default: Launch(MoeDownKernel<8>, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early); break;
-  }
+  Launch(MoeDownKernel, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early);
   KERNEL_CHECK();
 }
 
