@@ -18,6 +18,32 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// Exclusive scan of v across the block in thread order (warp scan, then the warp totals in order);
+// *total = the sum over every thread. A fixed order, so float sums round the same way every time.
+// `red` holds blockDim.x / 32 values (blockDim.x a multiple of 32); consecutive calls may share it.
+template <typename T>
+__device__ __forceinline__ T BlockExclusiveScan(T v, T* red, T* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  T incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  T excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (lane == 0) excl = T(0);
+  __syncthreads();  // red's last readers are done
+  if (lane == 31) red[warp] = incl;
+  __syncthreads();
+  T offset = T(0), sum = T(0);
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
+    if (w == warp) offset = sum;
+    sum += red[w];
+  }
+  *total = sum;
+  return offset + excl;
+}
+
 __device__ __forceinline__ float Bf16At(const uint16_t* p, int64_t i) {
   return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
 }

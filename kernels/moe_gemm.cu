@@ -29,33 +29,6 @@ constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
 
 enum class MoeOp { kGateUp, kDown };
 
-// Exclusive prefix of one int per thread over a block of kSortThreads; *total gets the sum.
-__device__ int BlockExclusiveScan(int v, int* warp_sums, int* total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int inc = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += n;
-  }
-  if (lane == 31) warp_sums[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    int s = warp_sums[lane];
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int n = __shfl_up_sync(0xffffffffu, s, o);
-      if (lane >= o) s += n;
-    }
-    warp_sums[lane] = s;  // inclusive over warps
-  }
-  __syncthreads();
-  const int prefix = (warp > 0 ? warp_sums[warp - 1] : 0) + inc - v;
-  *total = warp_sums[31];
-  __syncthreads();  // warp_sums is reused by the next scan
-  return prefix;
-}
-
 // One block: pairs sorted by expert (order within an expert is arbitrary: each pair's row of the
 // product does not depend on its neighbours in the tile) and the tile table
 // tiles[j] = (expert, first sorted slot, rows, 0); entries past the last tile get expert -1.

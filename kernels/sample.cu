@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 
 namespace tandem::kernels {
@@ -50,31 +51,6 @@ __device__ __forceinline__ T BlockAll(T v, Op op, T* red) {
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) r = op(r, red[w]);
   return r;
-}
-
-// Exclusive scan of v across the block in thread order (warp scan, then the warp totals in order);
-// *total = the sum over every thread. Fixed order, like BlockAll. `red` holds kWarps values.
-template <typename T>
-__device__ __forceinline__ T BlockExclusiveScan(T v, T* red, T* total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  T incl = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const T y = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += y;
-  }
-  T excl = __shfl_up_sync(0xffffffffu, incl, 1);
-  if (lane == 0) excl = T(0);
-  __syncthreads();  // red's last readers are done
-  if (lane == 31) red[warp] = incl;
-  __syncthreads();
-  T offset = T(0), sum = T(0);
-  for (int w = 0; w < kWarps; ++w) {
-    if (w == warp) offset = sum;
-    sum += red[w];
-  }
-  *total = sum;
-  return offset + excl;
 }
 
 // The smallest K in [lo, hi] with reached(K), for reached monotone in K and true at hi (never
