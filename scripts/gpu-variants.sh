@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of decode settings on the GPU machine: runs the batch-1 decode bench once per variant (each
-# variant a space-separated list of VAR=value settings, e.g. "TANDEM_L2_PREFETCH=0") on the packed
+# variant a space-separated list of VAR=value settings, e.g. "TANDEM_PDL=0") on the packed
 # folder of scripts/gpu-pack.sh, and prints one row per variant: the bench's batch-1 rows.
 # Usage: scripts/gpu-variants.sh GPU_OUT_DIR [--bench-args "ARGS"] VARIANT...
 #   default bench args: --synthetic qwen3-30b-a3b --batches 1 --contexts 1024 --prefill 64 --runs 3
