@@ -25,6 +25,11 @@ absl::Status FromGrpc(const grpc::Status& st, const std::string& what) {
   }
 }
 
+// Worth another try: the store's agent was unreachable or did not answer in time.
+bool Retryable(const grpc::Status& st) {
+  return st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
 }  // namespace
 
 GrpcStore::GrpcStore(std::string endpoint, std::string token, std::chrono::milliseconds slice)
@@ -36,36 +41,35 @@ GrpcStore::GrpcStore(std::string endpoint, std::string token, std::chrono::milli
   stub_ = v1::AgentControl::NewStub(grpc::CreateCustomChannel(endpoint_, grpc::InsecureChannelCredentials(), args));
 }
 
+void GrpcStore::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds rpc_deadline) const {
+  TokenAuth::AddTo(ctx, token_);
+  ctx->set_deadline(std::chrono::system_clock::now() + rpc_deadline);
+}
+
+grpc::Status GrpcStore::SetRpc(const std::string& key, const std::string& value,
+                              std::chrono::milliseconds rpc_deadline) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, rpc_deadline);
+  v1::StoreSetRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  v1::StoreSetResponse resp;
+  return stub_->StoreSet(&ctx, req, &resp);
+}
+
 absl::Status GrpcStore::Set(const std::string& key, const std::string& value) {
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   for (;;) {
-    grpc::ClientContext ctx;
-    TokenAuth::AddTo(&ctx, token_);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    v1::StoreSetRequest req;
-    req.set_key(key);
-    req.set_value(value);
-    v1::StoreSetResponse resp;
-    const grpc::Status st = stub_->StoreSet(&ctx, req, &resp);
+    const grpc::Status st = SetRpc(key, value, std::chrono::seconds(2));
     if (st.ok()) return absl::OkStatus();
-    const bool retry = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                       st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!retry || Clock::now() >= deadline) return FromGrpc(st, "setting '" + key + "' in " + Describe());
+    if (!Retryable(st) || Clock::now() >= deadline) return FromGrpc(st, "setting '" + key + "' in " + Describe());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
 absl::Status GrpcStore::SetOnce(const std::string& key, const std::string& value,
                                 std::chrono::milliseconds rpc_deadline) {
-  grpc::ClientContext ctx;
-  TokenAuth::AddTo(&ctx, token_);
-  ctx.set_deadline(std::chrono::system_clock::now() + rpc_deadline);
-  v1::StoreSetRequest req;
-  req.set_key(key);
-  req.set_value(value);
-  v1::StoreSetResponse resp;
-  const grpc::Status st = stub_->StoreSet(&ctx, req, &resp);
-  return st.ok() ? absl::OkStatus() : FromGrpc(st, "setting '" + key + "' in " + Describe());
+  return FromGrpc(SetRpc(key, value, rpc_deadline), "setting '" + key + "' in " + Describe());
 }
 
 absl::StatusOr<std::string> GrpcStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -75,18 +79,14 @@ absl::StatusOr<std::string> GrpcStore::Get(const std::string& key, std::chrono::
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     const auto wait = std::max(std::chrono::milliseconds(0), std::min(left, slice_));
     grpc::ClientContext ctx;
-    TokenAuth::AddTo(&ctx, token_);
-    // The server waits `wait`; the RPC may take that plus a network round trip.
-    ctx.set_deadline(std::chrono::system_clock::now() + wait + std::chrono::seconds(2));
+    Prepare(&ctx, wait + std::chrono::seconds(2));  // the server waits `wait`, plus a round trip
     v1::StoreGetRequest req;
     req.set_key(key);
     req.set_timeout_ms(static_cast<uint32_t>(wait.count()));
     v1::StoreGetResponse resp;
     const grpc::Status st = stub_->StoreGet(&ctx, req, &resp);
     if (st.ok()) return resp.value();
-    const bool retry = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                       st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!retry) return FromGrpc(st, "reading '" + key + "' from " + Describe());
+    if (!Retryable(st)) return FromGrpc(st, "reading '" + key + "' from " + Describe());
     if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
       last = FromGrpc(st, Describe() + " unreachable");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -103,8 +103,7 @@ absl::StatusOr<std::string> GrpcStore::Get(const std::string& key, std::chrono::
 absl::StatusOr<std::optional<std::string>> GrpcStore::Probe(const std::string& key,
                                                             std::chrono::milliseconds rpc_deadline) {
   grpc::ClientContext ctx;
-  TokenAuth::AddTo(&ctx, token_);
-  ctx.set_deadline(std::chrono::system_clock::now() + rpc_deadline);
+  Prepare(&ctx, rpc_deadline);
   v1::StoreGetRequest req;
   req.set_key(key);
   req.set_timeout_ms(0);

@@ -34,6 +34,11 @@ class GrpcStore final : public engine::Store {
                                                    std::chrono::milliseconds rpc_deadline);
 
  private:
+  // The token and a deadline `rpc_deadline` from now, on a call's context.
+  void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds rpc_deadline) const;
+  // One StoreSet RPC within `rpc_deadline`.
+  grpc::Status SetRpc(const std::string& key, const std::string& value, std::chrono::milliseconds rpc_deadline);
+
   const std::string endpoint_;
   const std::string token_;
   const std::chrono::milliseconds slice_;

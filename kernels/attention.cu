@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cfloat>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
@@ -238,10 +236,7 @@ __global__ void AttentionMergeKernel(float* out, const float* scratch, const int
 // TANDEM_ATTN_MERGE=separate: the merge as its own kernel after the partitions (read once; for A/B
 // runs against the fused merge).
 bool SeparateMerge() {
-  static const bool separate = [] {
-    const char* env = std::getenv("TANDEM_ATTN_MERGE");
-    return env != nullptr && std::strcmp(env, "separate") == 0;
-  }();
+  static const bool separate = EnvEquals("TANDEM_ATTN_MERGE", "separate");
   return separate;
 }
 

@@ -5,10 +5,14 @@
 
 namespace tandem::kernels {
 
+bool EnvEquals(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::strcmp(env, value) == 0;
+}
+
 bool PdlEnabled() {
   static const bool enabled = [] {
-    const char* env = std::getenv("TANDEM_PDL");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    if (EnvEquals("TANDEM_PDL", "0")) return false;
     int device = 0, major = 0;
     if (cudaGetDevice(&device) != cudaSuccess) return false;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;

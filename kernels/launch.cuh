@@ -30,6 +30,9 @@ __device__ __forceinline__ void GridDepLaunchDependents() {
 #endif
 }
 
+// Whether environment variable `name` is set to exactly `value` (the kernels' A/B switches).
+bool EnvEquals(const char* name, const char* value);
+
 // Whether launches use PDL: the current device is sm_90+ and TANDEM_PDL is not "0" (read once).
 bool PdlEnabled();
 

@@ -52,14 +52,13 @@ __device__ __forceinline__ void UseChunk(float acc[TT], const uint4 buf[NL], con
   }
 }
 
-// y[(t0 + t) * out + o0 + r] = dot(rows[r], x + t * in) for t < nt, r < R (rows past `out`
-// dropped): the tail every dense product kernel shares, its rows' first chunk already in buf
-// (loaded before the kernel waited on its predecessor). x is global (kGlobalX) or shared memory.
+// acc[r][t] (on every lane) = dot(rows[r], x + t * in) for t < nt, r < R, the rows' first chunk
+// already in buf (loaded before the kernel waited on its predecessor), the later chunks loaded
+// here. x is global (kGlobalX) or staged in shared memory.
 template <int R, int NL, int TT, bool kGlobalX>
-__device__ __forceinline__ void RowsProduct(float* y, const float* x, uint4 (&buf)[R][NL],
-                                            const uint16_t* const (&rows)[R], int64_t in, int64_t out, int64_t o0,
-                                            int64_t t0, int nt, int lane) {
-  float acc[R][TT];
+__device__ __forceinline__ void RowsDotLoaded(float (&acc)[R][TT], uint4 (&buf)[R][NL],
+                                              const uint16_t* const (&rows)[R], const float* x, int64_t in, int nt,
+                                              int lane) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -78,18 +77,11 @@ __device__ __forceinline__ void RowsProduct(float* y, const float* x, uint4 (&bu
 #pragma unroll
     for (int t = 0; t < TT; ++t) acc[r][t] = WarpSum(acc[r][t]);
   }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int t = 0; t < TT; ++t) {
-        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
-      }
-    }
-  }
 }
 
-// acc[r] (on every lane) = dot(rows[r], xs[r]) over `in` elements, NR rows' chunks in flight together.
+// acc[r] (on every lane) = dot(rows[r], xs[r]) over `in` elements, NR rows' chunks in flight
+// together, each chunk loaded in the iteration that uses it (moe_gate_up, which can load nothing
+// before its wait; the form measured there).
 template <int NR, int NL>
 __device__ __forceinline__ void RowsDot(float acc[NR], const uint16_t* const rows[NR], const float* const xs[NR],
                                         int64_t in, int lane) {
@@ -110,27 +102,23 @@ __device__ __forceinline__ void RowsDot(float acc[NR], const uint16_t* const row
   for (int r = 0; r < NR; ++r) acc[r] = WarpSum(acc[r]);
 }
 
-// acc[r] (on every lane) = dot(rows[r], x) over `in` elements, the rows' first chunk already in buf
-// (loaded before the kernel waited on its predecessor), the later chunks loaded here.
-template <int NR, int NL>
-__device__ __forceinline__ void RowsDotLoaded(float acc[NR], uint4 (&buf)[NR][NL], const uint16_t* const (&rows)[NR],
-                                              const float* x, int64_t in, int lane) {
+// y[(t0 + t) * out + o0 + r] = dot(rows[r], x + t * in) for t < nt, r < R (rows past `out`
+// dropped): the tail every dense product kernel shares (RowsDotLoaded, then the store).
+template <int R, int NL, int TT, bool kGlobalX>
+__device__ __forceinline__ void RowsProduct(float* y, const float* x, uint4 (&buf)[R][NL],
+                                            const uint16_t* const (&rows)[R], int64_t in, int64_t out, int64_t o0,
+                                            int64_t t0, int nt, int lane) {
+  float acc[R][TT];
+  RowsDotLoaded<R, NL, TT, kGlobalX>(acc, buf, rows, x, in, nt, lane);
+  if (lane == 0) {
 #pragma unroll
-  for (int r = 0; r < NR; ++r) acc[r] = 0.0f;
-  for (int64_t base = 0;;) {
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      float a[1] = {acc[r]};
-      UseChunk<NL, 1>(a, buf[r], x, base, in, 1, lane);
-      acc[r] = a[0];
+      for (int t = 0; t < TT; ++t) {
+        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
+      }
     }
-    base += 256 * NL;
-    if (base >= in) break;
-#pragma unroll
-    for (int r = 0; r < NR; ++r) LoadChunk<NL>(buf[r], rows[r], base, in, lane);
   }
-#pragma unroll
-  for (int r = 0; r < NR; ++r) acc[r] = WarpSum(acc[r]);
 }
 
 // The block shape of a dense product (8 warps; R rows per warp, NL loads per lane per row chunk):

@@ -1,8 +1,5 @@
 #include "kernels/moe.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
@@ -75,11 +72,11 @@ __global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, con
   for (int64_t k = warp; k < K; k += kDownWarps) {
     if (k != warp || !early) load_slot(k);
     const int64_t p = t * K + k;
-    float d[kDownRows];
-    RowsDotLoaded<kDownRows, kMoeLoads>(d, buf, rows, act + p * I, I, lane);
+    float d[kDownRows][1];
+    RowsDotLoaded<kDownRows, kMoeLoads, 1, true>(d, buf, rows, act + p * I, I, 1, lane);
     const float wk = weights[p];
 #pragma unroll
-    for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r];
+    for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r][0];
   }
   if (lane == 0) {
 #pragma unroll
@@ -116,10 +113,7 @@ void moe_down(float* out, const float* act, const int32_t* ids, const float* wei
   if (gemm && moe_down_grouped(out, act, ids, weights, down, T, K, H, I, stream)) return;
   // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late).
   // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off (A/B).
-  static const bool allowed = [] {
-    const char* env = std::getenv("TANDEM_MOE_DOWN_EARLY");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
   const bool early = allowed && follows_gate_up && !gemm;
   const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
   const dim3 block(kDownWarps * 32);
