@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "rpc/grpc_status.h"
 
 namespace tandem::agentd {
 
@@ -13,7 +14,19 @@ grpc::Status AgentService::GetFacts(grpc::ServerContext* context, const v1::GetF
   if (config_.auth != nullptr) {
     if (grpc::Status st = config_.auth->Check(*context, "Agent.GetFacts"); !st.ok()) return st;
   }
-  *response = CollectNodeFacts(config_.roots, config_.node_name, request->model_path());
+  // The model folder fact only for a path inside the roots; otherwise the fact says why not
+  // (the other facts stay useful for preflight).
+  absl::StatusOr<std::string> model = request->model_path().empty() ? absl::StatusOr<std::string>("")
+                                                                    : config_.model_roots.Resolve(request->model_path());
+  *response = CollectNodeFacts(config_.roots, config_.node_name, model.ok() ? *model : "");
+  if (!model.ok()) {
+    v1::ModelFolderFact* f = response->mutable_model();
+    f->set_path(request->model_path());
+    f->set_error(std::string(absl::StatusCodeToString(model.status().code())) + ": " + StatusText(model.status()));
+  } else if (!model->empty()) {
+    response->mutable_model()->set_path(request->model_path());
+  }
+  *response->mutable_security() = config_.security;
   return grpc::Status::OK;
 }
 
@@ -25,10 +38,20 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
   if (request->model_path().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_path is empty");
   }
-  TLOG(INFO) << "hashing " << request->model_path() << " (threads " << request->threads() << ")";
+  absl::StatusOr<std::string> folder = config_.model_roots.Resolve(request->model_path());
+  if (folder.ok()) {
+    if (absl::Status tree = config_.model_roots.CheckTree(*folder); !tree.ok()) folder = tree;
+  }
+  if (!folder.ok() && folder.status().code() == absl::StatusCode::kPermissionDenied) {
+    TLOG(WARN) << "refused to hash for " << context->peer() << ": " << StatusText(folder.status());
+    return rpc::ToGrpcStatus(folder.status());
+  }
+  TLOG(INFO) << "hashing " << request->model_path() << " (threads " << request->threads()
+             << (request->ignore_cache() ? ", cache ignored" : "") << ")";
   bool stream_broken = false;
   HashOptions opts;
   opts.threads = request->threads();
+  opts.use_cache = !request->ignore_cache();
   opts.cancelled = [&] { return stream_broken || context->IsCancelled(); };
   opts.on_progress = [&](const v1::HashProgress& p) {
     if (metrics_) metrics_->SetHashProgress(p.files_done(), p.bytes_done(), p.bytes_total());
@@ -36,6 +59,7 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
     *ev.mutable_progress() = p;
     if (!stream_broken && !writer->Write(ev)) stream_broken = true;
   };
+  // A path inside a root that does not exist reaches the hasher, which reports it in the manifest.
   auto manifest = hasher_.Hash(request->model_path(), opts);
   if (!manifest.ok()) {
     if (manifest.status().code() == absl::StatusCode::kCancelled) {

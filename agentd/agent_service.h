@@ -7,6 +7,7 @@
 
 #include "agentd/auth.h"
 #include "agentd/metrics.h"
+#include "agentd/model_roots.h"
 #include "agentd/node_facts.h"
 #include "agentd/weights_manifest.h"
 #include "tandem/v1/agent.grpc.pb.h"
@@ -18,6 +19,8 @@ struct AgentConfig {
   FactsRoots roots;
   std::string state_dir;  // hash cache lives here; "" = no cache
   const TokenAuth* auth = nullptr;  // cluster token check; null = none (not owned)
+  ModelRoots model_roots;           // model paths are confined to these (none: all refused)
+  v1::SecurityFact security;        // reported in every GetFacts
 };
 
 class AgentService final : public v1::Agent::Service {
@@ -29,7 +32,9 @@ class AgentService final : public v1::Agent::Service {
                         v1::NodeFacts* response) override;
 
   // A model folder that does not exist is not an RPC failure: the stream ends with a manifest
-  // whose `error` says so (like every other fact). Cancelled by the client: CANCELLED.
+  // whose `error` says so (like every other fact). A path outside the model roots (symlinks
+  // inside the folder included) is PERMISSION_DENIED before anything is read. Cancelled by the
+  // client: CANCELLED.
   grpc::Status HashWeights(grpc::ServerContext* context, const v1::HashWeightsRequest* request,
                            grpc::ServerWriter<v1::HashWeightsEvent>* writer) override;
 

@@ -1,26 +1,11 @@
 #include "agentd/auth.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "common/log.h"
+#include "common/secret_file.h"
 
 namespace tandem::agentd {
 
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::FailedPreconditionError("cannot read the token file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::FailedPreconditionError("cannot read the token file " + path);
-  std::string token = ss.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' ||
-                            token.back() == '\t')) {
-    token.pop_back();
-  }
-  if (token.empty()) return absl::FailedPreconditionError("the token file " + path + " is empty");
-  return token;
-}
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) { return ReadSecretFile(path, "the token file"); }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   // Compare over the longer length so that a short guess costs as long as a long one.

@@ -12,8 +12,8 @@
 
 namespace tandem::agentd {
 
-// Reads the token file; trailing whitespace (the newline an editor adds) is stripped.
-// FailedPrecondition naming the file when it cannot be read or holds no token.
+// Reads the token file (common/secret_file.h): trailing whitespace is stripped; FailedPrecondition
+// naming the file when it cannot be read, is readable by group/others, or holds < 16 bytes.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // True when a == b; the time taken depends only on the lengths, not on where they differ.

@@ -4,13 +4,11 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "rpc/grpc_status.h"
 
 namespace tandem::agentd {
 
-grpc::Status ToGrpc(const absl::Status& st) {
-  if (st.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(st.code())), std::string(st.message()));
-}
+using rpc::ToGrpcStatus;
 
 ControlService::ControlService(EngineHost* host, RendezvousStore* store, const TokenAuth* auth)
     : host_(host), store_(store), auth_(auth) {}
@@ -29,14 +27,14 @@ grpc::Status ControlService::LoadModel(grpc::ServerContext* context, const v1::L
     // A client that went away stops the events, not the load (the controller sees the state).
     if (!broken && !context->IsCancelled() && !writer->Write(ev)) broken = true;
   });
-  return ToGrpc(st);
+  return ToGrpcStatus(st);
 }
 
 grpc::Status ControlService::JoinGroup(grpc::ServerContext* context, const v1::JoinGroupRequest* request,
                                        v1::JoinGroupResponse* response) {
   TANDEM_CHECK_AUTH("JoinGroup");
   auto r = host_->JoinGroup(*request);
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) return ToGrpcStatus(r.status());
   *response = std::move(*r);
   return grpc::Status::OK;
 }
@@ -44,20 +42,20 @@ grpc::Status ControlService::JoinGroup(grpc::ServerContext* context, const v1::J
 grpc::Status ControlService::LeaveGroup(grpc::ServerContext* context, const v1::LeaveGroupRequest* request,
                                         v1::LeaveGroupResponse* response) {
   TANDEM_CHECK_AUTH("LeaveGroup");
-  return ToGrpc(host_->LeaveGroup(request->unload(), request->reason()));
+  return ToGrpcStatus(host_->LeaveGroup(request->unload(), request->reason()));
 }
 
 grpc::Status ControlService::SetServing(grpc::ServerContext* context, const v1::SetServingRequest* request,
                                         v1::SetServingResponse* response) {
   TANDEM_CHECK_AUTH("SetServing");
-  return ToGrpc(host_->SetServing(request->serving()));
+  return ToGrpcStatus(host_->SetServing(request->serving()));
 }
 
 grpc::Status ControlService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                       v1::GenerateResponse* response) {
   TANDEM_CHECK_AUTH("Generate");
   auto r = host_->Generate(*request);
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) return ToGrpcStatus(r.status());
   *response = std::move(*r);
   return grpc::Status::OK;
 }
@@ -94,7 +92,7 @@ grpc::Status ControlService::StoreSet(grpc::ServerContext* context, const v1::St
                                       v1::StoreSetResponse* response) {
   TANDEM_CHECK_AUTH("StoreSet");
   if (request->key().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty key");
-  return ToGrpc(store_->Set(request->key(), request->value()));
+  return ToGrpcStatus(store_->Set(request->key(), request->value()));
 }
 
 grpc::Status ControlService::StoreGet(grpc::ServerContext* context, const v1::StoreGetRequest* request,
@@ -103,7 +101,7 @@ grpc::Status ControlService::StoreGet(grpc::ServerContext* context, const v1::St
   // A gRPC thread is held while waiting: cap the wait (clients loop in slices anyway).
   const auto timeout = std::chrono::milliseconds(std::min<uint32_t>(request->timeout_ms(), 10000));
   auto v = store_->Get(request->key(), timeout);
-  if (!v.ok()) return ToGrpc(v.status());
+  if (!v.ok()) return ToGrpcStatus(v.status());
   response->set_value(std::move(*v));
   return grpc::Status::OK;
 }

@@ -42,7 +42,4 @@ class ControlService final : public v1::AgentControl::Service {
   const TokenAuth* auth_;
 };
 
-// absl::Status -> grpc::Status with the same code and message.
-grpc::Status ToGrpc(const absl::Status& st);
-
 }  // namespace tandem::agentd

@@ -237,6 +237,11 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     return absl::InvalidArgumentError("rank " + std::to_string(req.rank()) + " outside a group of " +
                                       std::to_string(world));
   }
+  // Confinement before anything is opened: the folder and every symlink in it stay in the roots.
+  static const ModelRoots kNoRoots;
+  const ModelRoots& roots = options_.model_roots ? *options_.model_roots : kNoRoots;
+  ASSIGN_OR_RETURN(const std::string folder, roots.Resolve(req.model_path()));
+  RETURN_IF_ERROR(roots.CheckTree(folder));
   std::unique_lock<std::timed_mutex> op(op_mu_, std::defer_lock);
   if (!op.try_lock_for(std::chrono::seconds(2))) {
     return absl::FailedPreconditionError("another load, join or leave is in progress");
@@ -250,8 +255,8 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
   }
   RETURN_IF_ERROR(LeaveLocked(true, "reloading"));  // remnants of a failed group, old weights
 
-  const std::string path = req.model_path();
-  const uint64_t total = FolderBytes(path);
+  const std::string path = req.model_path();  // as asked (reports); `folder` is what is opened
+  const uint64_t total = FolderBytes(folder);
   {
     std::lock_guard<std::mutex> l(mu_);
     model_path_ = path;
@@ -288,9 +293,9 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     // cuda: device 0 of CUDA_VISIBLE_DEVICES (agentd/group_transport.h), made current here.
     ASSIGN_OR_RETURN(const std::string device, PrepareRankDevice(lo.backend));
     if (!device.empty()) TLOG(INFO) << "rank " << req.rank() << " of " << world << " on " << device;
-    ASSIGN_OR_RETURN(loaded->model, engine::Model::Load(path, lo));
-    if (req.rank() == 0 && std::filesystem::exists(std::filesystem::path(path) / "tokenizer.json")) {
-      auto tok = tokenizer::Tokenizer::LoadFromDir(path);
+    ASSIGN_OR_RETURN(loaded->model, engine::Model::Load(folder, lo));
+    if (req.rank() == 0 && std::filesystem::exists(std::filesystem::path(folder) / "tokenizer.json")) {
+      auto tok = tokenizer::Tokenizer::LoadFromDir(folder);
       if (tok.ok()) {
         loaded->tokenizer = std::move(*tok);
       } else {
@@ -397,7 +402,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
     RETURN_IF_ERROR(options_.local_store->Set(kGenerationKey, std::to_string(req.generation())));
     options_.local_store->DropGenerationsBefore(req.generation());
   } else {
-    g->remote = std::make_unique<GrpcStore>(req.store_endpoint(), options_.token);
+    g->remote = std::make_unique<GrpcStore>(req.store_endpoint(), options_.token, options_.store_credentials);
     base = g->remote.get();
   }
   g->cancellable = std::make_unique<CancellableStore>(*base);

@@ -31,9 +31,12 @@
 #include <mutex>
 #include <string>
 
+#include <grpcpp/security/credentials.h>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agentd/group_comm.h"
+#include "agentd/model_roots.h"
 #include "agentd/rendezvous_store.h"
 #include "tandem/v1/agent.pb.h"
 
@@ -43,6 +46,9 @@ struct EngineHostOptions {
   std::string node_name;
   std::string state_dir;                   // assignment.json lives here; "" = not persisted
   std::string token;                       // cluster token for the GrpcStore to the head
+  // How the GrpcStore reaches the head agent (its TLS client certificate); null = plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> store_credentials;
+  const ModelRoots* model_roots = nullptr;  // LoadModel paths must lie in these; null = none (all refused)
   RendezvousStore* local_store = nullptr;  // this agent's store (served by AgentControl); required
   std::chrono::milliseconds generation_poll{1000};
   std::chrono::milliseconds head_lost_after{3000};

@@ -32,13 +32,15 @@ bool Retryable(const grpc::Status& st) {
 
 }  // namespace
 
-GrpcStore::GrpcStore(std::string endpoint, std::string token, std::chrono::milliseconds slice)
+GrpcStore::GrpcStore(std::string endpoint, std::string token, std::shared_ptr<grpc::ChannelCredentials> credentials,
+                     std::chrono::milliseconds slice)
     : endpoint_(std::move(endpoint)), token_(std::move(token)), slice_(slice) {
   grpc::ChannelArguments args;
   // Reconnect quickly: a head agent that restarts should be found again within a poll or two.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  stub_ = v1::AgentControl::NewStub(grpc::CreateCustomChannel(endpoint_, grpc::InsecureChannelCredentials(), args));
+  if (!credentials) credentials = grpc::InsecureChannelCredentials();
+  stub_ = v1::AgentControl::NewStub(grpc::CreateCustomChannel(endpoint_, credentials, args));
 }
 
 void GrpcStore::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds rpc_deadline) const {

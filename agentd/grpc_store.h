@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include <grpcpp/security/credentials.h>
+
 #include "engine/comm/store.h"
 #include "tandem/v1/agent.grpc.pb.h"
 
@@ -17,8 +19,9 @@ namespace tandem::agentd {
 
 class GrpcStore final : public engine::Store {
  public:
-  // `endpoint` "host:port" of the agent that hosts the store; `token` "" = none.
-  GrpcStore(std::string endpoint, std::string token,
+  // `endpoint` "host:port" of the agent that hosts the store; `token` "" = none; `credentials`
+  // the channel's (rpc::ChannelCredentials: mutual TLS), null = plaintext.
+  GrpcStore(std::string endpoint, std::string token, std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
             std::chrono::milliseconds slice = std::chrono::milliseconds(1000));
 
   // Retries an unreachable store for up to 5 s.

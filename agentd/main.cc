@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -17,34 +18,47 @@
 #include "agentd/control_service.h"
 #include "agentd/engine_host.h"
 #include "agentd/group_transport.h"
+#include "agentd/listen_policy.h"
 #include "agentd/rendezvous_store.h"
 #include "agentd/metrics.h"
+#include "agentd/model_roots.h"
 #include "agentd/weights_manifest.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/version.h"
+#include "rpc/tls.h"
 
 namespace {
 
 constexpr const char* kUsage = R"(usage: tandem-agentd [flags]
-  --listen HOST:PORT          gRPC address (port 0: any free port)       [0.0.0.0:50051]
+  --listen HOST:PORT          gRPC address (port 0: any free port)       [0.0.0.0:50051, or
+                              127.0.0.1:50051 when no authentication is configured]
   --node-name NAME            name reported in facts and metrics         [hostname]
+  --model-root DIR            model folders must lie under DIR (repeatable); without one every
+                              model path is refused (PERMISSION_DENIED)  [none]
+  --token-file PATH           cluster token (mode 0600, >= 16 bytes); every RPC then needs
+                              "authorization: Bearer <token>"            [none]
+  --tls-cert PATH             this node's certificate (PEM), with --tls-key and --tls-ca: the gRPC
+  --tls-key PATH              port speaks TLS and requires a client certificate signed by the CA
+  --tls-ca PATH               (mutual TLS; `tandemctl certs` makes them)  [none]
+  --insecure                  allow a non-loopback --listen without --token-file or TLS (anyone
+                              who reaches the port controls the agent; preflight fails it)
   --sysfs-root DIR            where sysfs is mounted                     [/sys]
   --procfs-root DIR           where procfs is mounted                    [/proc]
   --state-dir DIR             hash cache and persistent state            [none: no cache]
                               (assignment.json: the group this rank was last told to join)
-  --token-file PATH           cluster token; every RPC then needs "authorization: Bearer <token>"
-                                                                         [none: no auth]
   --metrics-listen HOST:PORT  Prometheus /metrics (port 0: any free)     [none: off]
   --hash-once DIR             hash DIR once, print a summary, exit (benchmark)
   --threads N                 hashing threads for --hash-once            [cores]
   --version, --help
+Without --token-file and TLS the agent authenticates nobody, so it listens on loopback only:
+a non-loopback --listen is refused unless --insecure is given.
 On start it prints one line to stdout:
   tandem-agentd ready node=NAME grpc=HOST:PORT metrics=HOST:PORT|off
 )";
 
 struct Flags {
-  std::string listen = "0.0.0.0:50051";
+  std::string listen;  // "" = agentd/listen_policy.h decides
   std::string node_name;
   std::string sysfs_root = "/sys";
   std::string procfs_root = "/proc";
@@ -52,6 +66,9 @@ struct Flags {
   std::string metrics_listen;
   std::string hash_once;
   std::string token_file;
+  std::vector<std::string> model_roots;
+  tandem::rpc::TlsFiles tls;
+  bool insecure = false;
   unsigned threads = 0;
 };
 
@@ -61,7 +78,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       {"--listen", &f->listen},         {"--node-name", &f->node_name},
       {"--sysfs-root", &f->sysfs_root}, {"--procfs-root", &f->procfs_root},
       {"--state-dir", &f->state_dir},   {"--metrics-listen", &f->metrics_listen},
-      {"--hash-once", &f->hash_once},   {"--token-file", &f->token_file}};
+      {"--hash-once", &f->hash_once},   {"--token-file", &f->token_file},
+      {"--tls-cert", &f->tls.cert},     {"--tls-key", &f->tls.key},
+      {"--tls-ca", &f->tls.ca}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
     bool has_value = false;
@@ -78,7 +97,15 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       std::cout << "tandem-agentd " << tandem::Version() << "\n";
       std::exit(0);
     }
-    bool known = strings.count(arg) || arg == "--threads";
+    if (arg == "--insecure") {
+      if (has_value) {
+        std::cerr << "tandem-agentd: --insecure takes no value\n";
+        return false;
+      }
+      f->insecure = true;
+      continue;
+    }
+    bool known = strings.count(arg) || arg == "--threads" || arg == "--model-root";
     if (!known) {
       std::cerr << "tandem-agentd: unknown flag " << arg << "\n" << kUsage;
       return false;
@@ -90,7 +117,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       }
       value = argv[++i];
     }
-    if (arg == "--threads") {
+    if (arg == "--model-root") {
+      f->model_roots.push_back(value);
+    } else if (arg == "--threads") {
       char* end = nullptr;
       long n = std::strtol(value.c_str(), &end, 10);
       if (*end != '\0' || n < 0 || n > 1024) {
@@ -138,7 +167,7 @@ int HashOnce(const Flags& flags) {
 int main(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) return 2;
-  if (!flags.hash_once.empty()) return HashOnce(flags);
+  if (!flags.hash_once.empty()) return HashOnce(flags);  // a local command: no server, no roots
   if (flags.node_name.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
@@ -171,14 +200,53 @@ int main(int argc, char** argv) {
     auto t = tandem::agentd::ReadTokenFile(flags.token_file);
     if (!t.ok()) {
       TLOG(ERROR) << tandem::StatusText(t.status()) << ": refusing to start without the cluster token";
-      return 1;
+      return 2;
     }
     token = std::move(*t);
   }
+  auto tls = tandem::rpc::LoadTls(flags.tls, "--tls-cert/--tls-key/--tls-ca");
+  if (!tls.ok()) {
+    TLOG(ERROR) << tandem::StatusText(tls.status());
+    return 2;
+  }
+  auto listen = tandem::agentd::DecideListen(flags.listen, !token.empty() || tls->has_value(), flags.insecure);
+  if (!listen.ok()) {
+    TLOG(ERROR) << tandem::StatusText(listen.status());
+    return 2;
+  }
+  flags.listen = listen->address;
+  auto model_roots = tandem::agentd::ModelRoots::Create(flags.model_roots);
+  if (!model_roots.ok()) {
+    TLOG(ERROR) << tandem::StatusText(model_roots.status());
+    return 2;
+  }
   const tandem::agentd::TokenAuth auth(token);
+
+  tandem::v1::SecurityFact security;
+  security.set_token_auth(!token.empty());
+  security.set_tls(tls->has_value());
+  security.set_client_cert_required(tls->has_value());
+  security.set_listen(flags.listen);
+  security.set_loopback_only(tandem::rpc::IsLoopbackHost(flags.listen));
+  security.set_insecure(listen->insecure);
+  for (const auto& r : model_roots->roots()) security.add_model_roots(r);
+  if (tls->has_value()) {
+    security.set_tls_subject((*tls)->subject);
+    security.set_tls_not_after_unix((*tls)->not_after_unix);
+  }
+  if (security.insecure()) {
+    TLOG(WARN) << "INSECURE: listening on " << flags.listen
+               << " with neither a cluster token nor TLS (--insecure): anyone who reaches this port controls "
+                  "this agent. Preflight reports it as a failed check.";
+  }
+  if (model_roots->empty()) {
+    TLOG(WARN) << "no --model-root: every model path will be refused (give the folder that holds the models)";
+  }
 
   tandem::agentd::AgentConfig agent_config{flags.node_name, roots, flags.state_dir};
   agent_config.auth = &auth;
+  agent_config.model_roots = *model_roots;
+  agent_config.security = security;
   tandem::agentd::AgentService service(agent_config, &metrics);
 
   tandem::agentd::RendezvousStore store;
@@ -186,14 +254,18 @@ int main(int argc, char** argv) {
   host_options.node_name = flags.node_name;
   host_options.state_dir = flags.state_dir;
   host_options.token = token;
+  host_options.store_credentials = tandem::rpc::ChannelCredentials(*tls);
+  host_options.model_roots = &agent_config.model_roots;
   host_options.local_store = &store;
   tandem::agentd::EngineHost host(host_options);
   metrics.SetRankStatusSource([&host] { return host.Status(); });
   tandem::agentd::ControlService control(&host, &store, &auth);
 
   grpc::ServerBuilder builder;
+  // Two agents must not share a port (gRPC sets SO_REUSEPORT by default: both would say ready).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int grpc_port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(flags.listen, tandem::rpc::ServerCredentials(*tls), &grpc_port);
   builder.RegisterService(&service);
   builder.RegisterService(&control);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -203,7 +275,9 @@ int main(int argc, char** argv) {
   }
   TLOG(INFO) << "tandem-agentd " << tandem::Version() << " sysfs=" << flags.sysfs_root
              << " procfs=" << flags.procfs_root << " state=" << (flags.state_dir.empty() ? "none" : flags.state_dir)
-             << " auth=" << (auth.enabled() ? "token" : "none") << " cuda="
+             << " auth=" << (auth.enabled() ? "token" : "none") << " tls="
+             << (tls->has_value() ? "mutual (" + (*tls)->subject + ")" : std::string("off"))
+             << " model_roots=" << model_roots->roots().size() << " cuda="
              << (!tandem::agentd::BuildHasCuda() ? std::string("not in this build")
                  : std::getenv("CUDA_VISIBLE_DEVICES") ? "device 0 of CUDA_VISIBLE_DEVICES=" +
                                                               std::string(std::getenv("CUDA_VISIBLE_DEVICES"))

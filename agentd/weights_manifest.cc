@@ -27,12 +27,26 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kCacheFormat = 1;
+// 2: the key holds device, inode and ctime besides size and mtime. A format-1 file (size + mtime
+// only) is ignored: a byte flipped with the mtime set back would have matched it.
+constexpr int kCacheFormat = 2;
 constexpr const char* kCacheFileName = "weights-cache.json";
 
-struct CachedDigest {
+// What must be unchanged for a cached digest to stand for the file. ctime is the one a writer
+// cannot choose: utime()/touch set mtime back, but every write and every utime() moves ctime to
+// "now" (only changing the system clock, which needs root, could forge it). Device and inode catch
+// a file replaced by another of the same size and times (rename over it, restore from a copy).
+struct FileIdentity {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+struct CachedDigest {
+  FileIdentity id;
   std::string sha256;
 };
 using DigestCache = std::map<std::string, CachedDigest>;  // key: absolute path of the data
@@ -42,8 +56,7 @@ struct Job {
   std::string rel;            // '/'-separated, relative to the model folder
   std::string data_path;      // absolute, symlinks resolved: what is read and cached
   std::string symlink_target; // set when the entry itself is a symlink
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
+  FileIdentity id;  // as stat saw it at the walk
   std::string sha256;
   std::string error;
   bool cached = false;
@@ -57,8 +70,14 @@ DigestCache LoadCache(const std::string& path) {
     nlohmann::json j = nlohmann::json::parse(in);
     if (j.value("format", 0) != kCacheFormat) return cache;
     for (auto& [key, v] : j.at("files").items()) {
-      cache[key] = CachedDigest{v.at("size").get<uint64_t>(), v.at("mtime_ns").get<int64_t>(),
-                                v.at("sha256").get<std::string>()};
+      CachedDigest d;
+      d.id.dev = v.at("dev").get<uint64_t>();
+      d.id.ino = v.at("ino").get<uint64_t>();
+      d.id.size = v.at("size").get<uint64_t>();
+      d.id.mtime_ns = v.at("mtime_ns").get<int64_t>();
+      d.id.ctime_ns = v.at("ctime_ns").get<int64_t>();
+      d.sha256 = v.at("sha256").get<std::string>();
+      cache[key] = std::move(d);
     }
   } catch (const std::exception& e) {
     // A damaged cache only costs a re-hash; never trust part of it.
@@ -73,11 +92,13 @@ DigestCache LoadCache(const std::string& path) {
 absl::Status SaveCacheAtomically(const std::string& dir, const std::string& path, const DigestCache& cache) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& [key, d] : cache) {
-    files[key] = {{"size", d.size}, {"mtime_ns", d.mtime_ns}, {"sha256", d.sha256}};
+    files[key] = {{"dev", d.id.dev},           {"ino", d.id.ino},
+                  {"size", d.id.size},         {"mtime_ns", d.id.mtime_ns},
+                  {"ctime_ns", d.id.ctime_ns}, {"sha256", d.sha256}};
   }
   const std::string text = nlohmann::json{{"format", kCacheFormat}, {"files", files}}.dump(1);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return absl::InternalError("create " + tmp + ": " + std::strerror(errno));
   size_t off = 0;
   while (off < text.size()) {
@@ -112,9 +133,19 @@ bool StatData(const std::string& path, Job* job) {
     job->error = "stat " + path + ": " + std::strerror(errno);
     return false;
   }
-  job->size = static_cast<uint64_t>(st.st_size);
-  job->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  job->id.dev = static_cast<uint64_t>(st.st_dev);
+  job->id.ino = static_cast<uint64_t>(st.st_ino);
+  job->id.size = static_cast<uint64_t>(st.st_size);
+  job->id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  job->id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
   return true;
+}
+
+// The file still has the identity it had at the walk (a write during hashing moves ctime): only
+// then is its digest worth remembering.
+bool Unchanged(const Job& j) {
+  Job now;
+  return StatData(j.data_path, &now) && now.id == j.id;
 }
 
 // Depth-first walk. Directory symlinks are followed; (device, inode) of every directory entered
@@ -189,9 +220,10 @@ absl::StatusOr<v1::WeightsManifest> WeightsHasher::Hash(const std::string& model
   Walk(root, "", &seen, &jobs, &walk_error);
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.rel < b.rel; });
 
-  // Cache hits first: a hit needs the same data path, size and mtime.
+  // Cache hits first: a hit needs the same data path and FileIdentity. opts.use_cache = false
+  // (preflight --rehash, verify: full) reads every byte and refreshes the cache.
   DigestCache cache;
-  if (!state_dir_.empty()) {
+  if (!state_dir_.empty() && opts.use_cache) {
     std::lock_guard<std::mutex> lock(cache_mu_);
     cache = LoadCache(cache_path());
   }
@@ -201,19 +233,19 @@ absl::StatusOr<v1::WeightsManifest> WeightsHasher::Hash(const std::string& model
   for (size_t i = 0; i < jobs.size(); ++i) {
     Job& j = jobs[i];
     if (!j.error.empty()) continue;
-    bytes_total += j.size;
+    bytes_total += j.id.size;
     auto it = cache.find(j.data_path);
-    if (it != cache.end() && it->second.size == j.size && it->second.mtime_ns == j.mtime_ns) {
+    if (it != cache.end() && it->second.id == j.id) {
       j.sha256 = it->second.sha256;
       j.cached = true;
-      cached_bytes += j.size;
+      cached_bytes += j.id.size;
       ++cached_files;
     } else {
       todo.push_back(i);
     }
   }
   // Largest files first, so one big file does not start last and leave the other threads idle.
-  std::sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return jobs[a].size > jobs[b].size; });
+  std::sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return jobs[a].id.size > jobs[b].id.size; });
 
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   // A request may ask for anything; more threads than files or than 64 only add overhead.
@@ -245,8 +277,10 @@ absl::StatusOr<v1::WeightsManifest> WeightsHasher::Hash(const std::string& model
         }, &cancel);
         if (sha.ok()) {
           j.sha256 = *sha;
-          // The file may have changed size between stat and read; report what was hashed.
-          j.size = n;
+          // The file may have changed between stat and read: report what was hashed, and do not
+          // cache a digest whose identity is not the one stat saw (checked below).
+          if (n != j.id.size) j.error = "changed while it was hashed (size " + std::to_string(j.id.size) + " -> " +
+                                        std::to_string(n) + ")";
         } else if (sha.status().code() != absl::StatusCode::kCancelled) {
           j.error = StatusText(sha.status());
         }
@@ -290,7 +324,7 @@ absl::StatusOr<v1::WeightsManifest> WeightsHasher::Hash(const std::string& model
     DigestCache merged = LoadCache(cache_path());
     for (size_t i : todo) {
       const Job& j = jobs[i];
-      if (j.error.empty() && !j.sha256.empty()) merged[j.data_path] = CachedDigest{j.size, j.mtime_ns, j.sha256};
+      if (j.error.empty() && !j.sha256.empty() && Unchanged(j)) merged[j.data_path] = CachedDigest{j.id, j.sha256};
     }
     fs::create_directories(state_dir_, ec);
     absl::Status st = SaveCacheAtomically(state_dir_, cache_path(), merged);
@@ -303,12 +337,12 @@ absl::StatusOr<v1::WeightsManifest> WeightsHasher::Hash(const std::string& model
   for (const Job& j : jobs) {
     v1::FileDigest* f = m.add_files();
     f->set_path(j.rel);
-    f->set_size(j.size);
+    f->set_size(j.id.size);
     f->set_sha256(j.sha256);
     f->set_symlink_target(j.symlink_target);
     f->set_cached(j.cached);
     f->set_error(j.error);
-    if (j.error.empty()) total += j.size;
+    if (j.error.empty()) total += j.id.size;
   }
   m.set_total_bytes(total);
   m.set_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -1,6 +1,7 @@
 // The weights manifest: sha256 of every regular file under a model folder, so the controller
 // can prove every node holds byte-identical weights. Hashing a 60 GB model takes minutes, so
-// digests are cached in the state dir by (absolute path, size, mtime) and a repeat is near-free.
+// digests are cached in the state dir by absolute path and (device, inode, size, mtime, ctime) —
+// ctime because utime() can set mtime back but not ctime — and a repeat is near-free.
 #pragma once
 
 #include <atomic>
@@ -22,6 +23,8 @@ struct HashOptions {
   std::chrono::milliseconds progress_interval{200};
   // Polled with the progress; returning true stops the workers (result: kCancelled).
   std::function<bool()> cancelled;
+  // false: ignore the cache and read every byte (the new digests still refresh it).
+  bool use_cache = true;
 };
 
 // One per process: it owns the cache file in `state_dir` ("" = no cache) and serialises its

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -22,6 +24,22 @@ namespace tandem::testing {
 inline std::string AgentBinaryPath() {
   if (const char* p = std::getenv("TANDEM_AGENTD")) return p;
   return TANDEM_AGENTD_BINARY;
+}
+
+// The folder tests load models from: the reference data (TANDEM_TESTDATA). Agents under test get
+// it as their --model-root.
+inline std::string TestModelRoot() {
+  const char* td = std::getenv("TANDEM_TESTDATA");
+  std::error_code ec;
+  auto p = std::filesystem::canonical(td ? td : "../shared/testdata", ec);
+  return ec ? std::string(td ? td : "") : p.string();
+}
+
+// Writes a cluster token file the agent accepts (mode 0600, >= 16 bytes).
+inline std::string WriteTokenFile(const std::string& path, const std::string& token) {
+  std::ofstream(path) << token << "\n";
+  ::chmod(path.c_str(), 0600);
+  return path;
 }
 
 inline std::string SlurpFile(const std::string& path) {
@@ -48,7 +66,7 @@ struct AgentProcess {
     std::filesystem::create_directories(dir);
     SubprocessOptions so;
     so.argv = {AgentBinaryPath(), "--listen", "127.0.0.1:0", "--node-name", node, "--state-dir", dir + "/state",
-               "--metrics-listen", "127.0.0.1:0"};
+               "--metrics-listen", "127.0.0.1:0", "--model-root", TestModelRoot()};
     if (!token_file.empty()) {
       so.argv.push_back("--token-file");
       so.argv.push_back(token_file);

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "agentd/sha256.h"
@@ -22,6 +23,10 @@ class AgentServiceTest : public ::testing::Test {
   void SetUp() override {
     auto [sys, proc] = WriteFakeNode(tmp_ / "node", FakeNodeOptions{});
     AgentConfig cfg{"spark-a", FactsRoots{sys, proc}, tmp_ / "state"};
+    std::filesystem::create_directories(tmp_ / "models");
+    cfg.model_roots = *ModelRoots::Create({tmp_ / "models"});
+    cfg.security.set_token_auth(true);
+    cfg.security.add_model_roots(cfg.model_roots.roots()[0]);
     metrics_ = std::make_unique<AgentMetrics>(cfg.roots, cfg.node_name);
     service_ = std::make_unique<AgentService>(cfg, metrics_.get());
     grpc::ServerBuilder b;
@@ -47,11 +52,11 @@ class AgentServiceTest : public ::testing::Test {
 };
 
 TEST_F(AgentServiceTest, GetFacts) {
-  WriteTextFile(tmp_ / "model/config.json", "{}");
+  WriteTextFile(tmp_ / "models/m/config.json", "{}");
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 10);
   v1::GetFactsRequest req;
-  req.set_model_path(tmp_ / "model");
+  req.set_model_path(tmp_ / "models/m");
   v1::NodeFacts facts;
   grpc::Status st = stub_->GetFacts(&ctx, req, &facts);
   ASSERT_TRUE(st.ok()) << st.error_message();
@@ -63,22 +68,25 @@ TEST_F(AgentServiceTest, GetFacts) {
   EXPECT_EQ(facts.rdma(0).ports(0).gids(3).ipv4(), "192.168.100.1");
   EXPECT_TRUE(facts.model().exists());
   EXPECT_TRUE(facts.model().has_config());
+  EXPECT_EQ(facts.model().path(), tmp_ / "models/m");
+  EXPECT_TRUE(facts.security().token_auth());
+  ASSERT_EQ(facts.security().model_roots_size(), 1);
 }
 
 TEST_F(AgentServiceTest, HashWeightsStreamsProgressThenManifest) {
   // Enough data that hashing spans several 200 ms progress ticks on a slow machine is not
   // guaranteed, so only require at least one progress event (the final one is always sent).
   const std::string big(48u << 20, 'q');
-  WriteTextFile(tmp_ / "model/model-00001-of-00002.safetensors", big);
-  WriteTextFile(tmp_ / "model/model-00002-of-00002.safetensors", big);
-  WriteTextFile(tmp_ / "model/config.json", "abc");
+  WriteTextFile(tmp_ / "models/m/model-00001-of-00002.safetensors", big);
+  WriteTextFile(tmp_ / "models/m/model-00002-of-00002.safetensors", big);
+  WriteTextFile(tmp_ / "models/m/config.json", "abc");
   const std::string big_sha = Sha256Hex(big);
 
   for (int round = 0; round < 2; ++round) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx, 60);
     v1::HashWeightsRequest req;
-    req.set_model_path(tmp_ / "model");
+    req.set_model_path(tmp_ / "models/m");
     req.set_threads(2);
     auto reader = stub_->HashWeights(&ctx, req);
     v1::HashWeightsEvent ev;
@@ -120,7 +128,7 @@ TEST_F(AgentServiceTest, HashWeightsMissingFolderEndsWithAnErrorManifest) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 10);
   v1::HashWeightsRequest req;
-  req.set_model_path(tmp_ / "no-such-model");
+  req.set_model_path(tmp_ / "models/no-such-model");
   auto reader = stub_->HashWeights(&ctx, req);
   v1::HashWeightsEvent ev;
   std::vector<v1::HashWeightsEvent> events;
@@ -130,6 +138,72 @@ TEST_F(AgentServiceTest, HashWeightsMissingFolderEndsWithAnErrorManifest) {
   ASSERT_TRUE(events[0].has_manifest());
   std::cout << "error: " << events[0].manifest().error() << "\n";
   EXPECT_NE(events[0].manifest().error().find("does not exist"), std::string::npos);
+}
+
+// The reproduction of issue 12: an unauthenticated HashWeights of /etc returned the sha256 of
+// /etc/shadow. Now every path outside the model roots is refused before anything is read.
+TEST_F(AgentServiceTest, HashWeightsOutsideTheRootsIsPermissionDenied) {
+  WriteTextFile(tmp_ / "outside/secret.bin", "not a weight");
+  WriteTextFile(tmp_ / "models/m/config.json", "{}");
+  std::filesystem::create_symlink(tmp_ / "outside/secret.bin", tmp_ / "models/m/leak.safetensors");
+  WriteTextFile(tmp_ / "models/dirlink-model/config.json", "{}");
+  std::filesystem::create_directory_symlink(tmp_ / "outside", tmp_ / "models/dirlink-model/sub");
+  std::filesystem::create_directory_symlink(tmp_ / "outside", tmp_ / "models/escape");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/etc", "/etc"},
+      {tmp_ / "models/../outside", "outside"},
+      {tmp_ / "models/m", "leak.safetensors"},
+      {tmp_ / "models/dirlink-model", "sub"},
+      {tmp_ / "models/escape", "escape"},
+  };
+  for (const auto& [path, named] : cases) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 10);
+    v1::HashWeightsRequest req;
+    req.set_model_path(path);
+    auto reader = stub_->HashWeights(&ctx, req);
+    v1::HashWeightsEvent ev;
+    int events = 0;
+    while (reader->Read(&ev)) ++events;
+    const grpc::Status st = reader->Finish();
+    std::cout << path << ": " << st.error_code() << " " << st.error_message() << "\n";
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << path;
+    EXPECT_NE(st.error_message().find(named), std::string::npos) << st.error_message();
+    EXPECT_EQ(events, 0) << "nothing may be streamed for " << path;
+  }
+}
+
+TEST_F(AgentServiceTest, GetFactsOutsideTheRootsReportsTheRefusal) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 10);
+  v1::GetFactsRequest req;
+  req.set_model_path("/etc");
+  v1::NodeFacts facts;
+  ASSERT_TRUE(stub_->GetFacts(&ctx, req, &facts).ok());
+  EXPECT_FALSE(facts.model().exists());
+  EXPECT_EQ(facts.model().total_bytes(), 0u);
+  EXPECT_NE(facts.model().error().find("PERMISSION_DENIED"), std::string::npos) << facts.model().error();
+  EXPECT_NE(facts.model().error().find("/etc"), std::string::npos);
+}
+
+TEST_F(AgentServiceTest, IgnoreCacheReadsEveryByte) {
+  WriteTextFile(tmp_ / "models/m/config.json", "abc");
+  for (bool ignore : {false, false, true}) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 10);
+    v1::HashWeightsRequest req;
+    req.set_model_path(tmp_ / "models/m");
+    req.set_ignore_cache(ignore);
+    auto reader = stub_->HashWeights(&ctx, req);
+    v1::HashWeightsEvent ev;
+    v1::WeightsManifest m;
+    while (reader->Read(&ev)) {
+      if (ev.has_manifest()) m = ev.manifest();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    ASSERT_EQ(m.files_size(), 1);
+    if (ignore) EXPECT_FALSE(m.files(0).cached());
+  }
 }
 
 TEST_F(AgentServiceTest, HashWeightsEmptyPathIsInvalid) {

@@ -131,6 +131,54 @@ TEST(AgentdProcessTest, ServesFactsAndMetricsAndStopsOnSigterm) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
 }
 
+// Issue 12: an agent started with default flags listened on 0.0.0.0:50051 without auth. Now a
+// network address without authentication is refused unless --insecure, which is reported.
+TEST(AgentdProcessTest, RefusesTheNetworkWithoutAuthenticationUnlessInsecure) {
+  TempDir tmp;
+  {
+    Subprocess agent;
+    SubprocessOptions so;
+    so.argv = {AgentBinary(), "--listen", "0.0.0.0:0", "--node-name", "open"};
+    so.stdout_path = tmp / "refused.out";
+    so.stderr_path = tmp / "refused.err";
+    std::string err;
+    ASSERT_TRUE(agent.Start(so, &err)) << err;
+    auto status = agent.Wait(std::chrono::milliseconds(5000));
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << DescribeWaitStatus(*status);
+    const std::string log = ReadFile(tmp / "refused.err");
+    std::cout << "no auth on 0.0.0.0: " << log;
+    EXPECT_NE(log.find("refusing to listen on 0.0.0.0:0 without authentication"), std::string::npos) << log;
+    EXPECT_EQ(ReadFile(tmp / "refused.out").find("ready"), std::string::npos);
+  }
+  Subprocess agent;
+  SubprocessOptions so;
+  so.argv = {AgentBinary(), "--listen", "0.0.0.0:0", "--node-name", "open", "--insecure", "--metrics-listen", "127.0.0.1:0"};
+  so.stdout_path = tmp / "insecure.out";
+  so.stderr_path = tmp / "insecure.err";
+  std::string err;
+  ASSERT_TRUE(agent.Start(so, &err)) << err;
+  ReadyLine ready;
+  ASSERT_TRUE(WaitForReady(&agent, so.stdout_path, &ready, std::chrono::seconds(15))) << ReadFile(so.stderr_path);
+  EXPECT_NE(ReadFile(so.stderr_path).find("INSECURE"), std::string::npos) << "--insecure is logged loudly";
+  auto stub = v1::Agent::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(ready.grpc_port),
+                                                     grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetFactsRequest req;
+  req.set_model_path("/etc");
+  v1::NodeFacts facts;
+  ASSERT_TRUE(stub->GetFacts(&ctx, req, &facts).ok());
+  std::cout << "security: " << facts.security().ShortDebugString() << "\nmodel: " << facts.model().ShortDebugString()
+            << "\n";
+  EXPECT_TRUE(facts.security().insecure());
+  EXPECT_FALSE(facts.security().token_auth());
+  EXPECT_FALSE(facts.security().loopback_only());
+  EXPECT_NE(facts.model().error().find("--model-root"), std::string::npos) << "no roots: every path refused";
+  agent.Signal(SIGTERM);
+  ASSERT_TRUE(agent.Wait(std::chrono::milliseconds(10000)).has_value());
+}
+
 TEST(AgentdProcessTest, BadFlagExitsWithUsage) {
   TempDir tmp;
   Subprocess agent;

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <fstream>
@@ -81,11 +82,18 @@ TEST(AuthTest, ConstantTimeEqualsAndTokenFile) {
   EXPECT_FALSE(ConstantTimeEquals("abc", "abcd"));
   EXPECT_FALSE(ConstantTimeEquals("", "a"));
   TempDir tmp;
-  std::ofstream(tmp / "t") << "tok-123 \n\n";
+  std::ofstream(tmp / "t") << "tok-0123456789abcdef \n\n";
+  chmod((tmp / "t").c_str(), 0600);
   auto t = ReadTokenFile(tmp / "t");
-  ASSERT_TRUE(t.ok());
-  EXPECT_EQ(*t, "tok-123");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, "tok-0123456789abcdef");
+  chmod((tmp / "t").c_str(), 0644);
+  EXPECT_FALSE(ReadTokenFile(tmp / "t").ok()) << "a world-readable token file must be refused";
+  std::ofstream(tmp / "short") << "x\n";
+  chmod((tmp / "short").c_str(), 0600);
+  EXPECT_FALSE(ReadTokenFile(tmp / "short").ok()) << "a 1-byte token must be refused";
   std::ofstream(tmp / "empty") << "\n";
+  chmod((tmp / "empty").c_str(), 0600);
   EXPECT_FALSE(ReadTokenFile(tmp / "empty").ok());
   EXPECT_FALSE(ReadTokenFile(tmp / "missing").ok());
 }
@@ -146,7 +154,7 @@ class GrpcStoreTest : public ::testing::Test {
 };
 
 TEST_F(GrpcStoreTest, SetGetProbeThroughTheHead) {
-  GrpcStore remote(endpoint(), "t0k", 200ms);
+  GrpcStore remote(endpoint(), "t0k", nullptr, 200ms);
   ASSERT_TRUE(remote.Set("gen3/0", "rank0-addr").ok());
   EXPECT_EQ(*store_.TryGet("gen3/0"), "rank0-addr");
   auto later = std::async(std::launch::async, [&] { return remote.Get("gen3/1", 5000ms); });
@@ -166,7 +174,7 @@ TEST_F(GrpcStoreTest, SetGetProbeThroughTheHead) {
   probe = remote.Probe("gen3/0", 1000ms);
   ASSERT_TRUE(probe.ok() && probe->has_value());
 
-  GrpcStore wrong(endpoint(), "nope", 200ms);
+  GrpcStore wrong(endpoint(), "nope", nullptr, 200ms);
   EXPECT_TRUE(absl::IsUnauthenticated(wrong.Set("k", "v"))) << wrong.Set("k", "v");
   EXPECT_TRUE(absl::IsUnauthenticated(wrong.Probe("k", 1000ms).status()));
 }
@@ -185,7 +193,7 @@ TEST(GrpcStoreUnreachableTest, ProbeFailsWithinItsDeadline) {
     port = ntohs(addr.sin_port);
     ::close(fd);
   }
-  GrpcStore remote("127.0.0.1:" + std::to_string(port), "", 200ms);
+  GrpcStore remote("127.0.0.1:" + std::to_string(port), "", nullptr, 200ms);
   const auto t0 = Clock::now();
   auto probe = remote.Probe("group/generation", 500ms);
   EXPECT_FALSE(probe.ok());
@@ -210,14 +218,44 @@ TEST(EngineHostTest, StatesWithoutAModel) {
   EXPECT_TRUE(absl::IsFailedPrecondition(host.SetServing(true)));
   EXPECT_TRUE(absl::IsFailedPrecondition(host.Generate(v1::GenerateRequest{}).status()));
   EXPECT_TRUE(host.LeaveGroup(true, "").ok());
+  // No model roots: every path is refused before anything is opened; the rank stays idle.
   v1::LoadModelRequest l;
   l.set_model_path("/nonexistent/model");
+  int events = 0;
+  const absl::Status refused = host.LoadModel(l, [&](const v1::LoadModelEvent&) { ++events; });
+  EXPECT_TRUE(absl::IsPermissionDenied(refused)) << refused;
+  EXPECT_NE(refused.message().find("--model-root"), absl::string_view::npos) << refused;
+  EXPECT_EQ(events, 0);
+  EXPECT_EQ(host.Status().state(), v1::RANK_STATE_IDLE);
+}
+
+TEST(EngineHostTest, LoadModelIsConfinedToTheRoots) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp / "models/broken");
+  std::ofstream(tmp / "models/broken/config.json") << "{ not json";
+  auto roots = ModelRoots::Create({tmp / "models"});
+  ASSERT_TRUE(roots.ok());
+  RendezvousStore store;
+  EngineHostOptions o;
+  o.node_name = "unit";
+  o.local_store = &store;
+  o.model_roots = &*roots;
+  EngineHost host(o);
+  v1::LoadModelRequest l;
+  l.set_model_path("/etc");
+  absl::Status st = host.LoadModel(l, nullptr);
+  EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
+  l.set_model_path(tmp / "models/missing");
+  st = host.LoadModel(l, nullptr);
+  EXPECT_TRUE(absl::IsNotFound(st)) << st;
+  // Inside the roots the load runs, and its failure travels in the final event as before.
+  l.set_model_path(tmp / "models/broken");
   v1::LoadModelEvent last;
   ASSERT_TRUE(host.LoadModel(l, [&](const v1::LoadModelEvent& e) { last = e; }).ok());
   EXPECT_TRUE(last.done());
   EXPECT_NE(last.error(), "");
   EXPECT_EQ(host.Status().state(), v1::RANK_STATE_FAILED);
-  std::printf("load of a missing folder: %s\n", last.error().c_str());
+  std::printf("load of a broken folder: %s\n", last.error().c_str());
 }
 
 }  // namespace

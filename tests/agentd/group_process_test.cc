@@ -10,6 +10,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,11 +38,7 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 const char* kToken = "s3cret-cluster-token";
 
-std::string WriteToken(const TempDir& tmp) {
-  const std::string path = tmp / "token";
-  std::ofstream(path) << kToken << "\n";
-  return path;
-}
+std::string WriteToken(const TempDir& tmp) { return tandem::testing::WriteTokenFile(tmp / "token", kToken); }
 
 // Streams LoadModel to the end; returns the final event's error ("" = loaded).
 std::string Load(const AgentProcess& a, int rank, int world) {
@@ -479,17 +477,31 @@ TEST(AgentAuthTest, WrongOrMissingTokenIsRejected) {
   EXPECT_NE(log.find("rejected AgentControl.GetStatus from"), std::string::npos) << log;
   EXPECT_EQ(log.find(kToken), std::string::npos) << "the token must never be logged";
 
-  // An empty token file: the agent refuses to start.
-  const std::string empty = tmp / "empty-token";
-  std::ofstream(empty) << "  \n";
-  AgentProcess b;
-  const std::string err = b.Start("emptytoken", tmp / "b", empty);
-  EXPECT_NE(err, "");
-  auto status = b.proc.Wait(5s);
-  ASSERT_TRUE(status.has_value());
-  EXPECT_NE(*status, 0);
-  EXPECT_NE(b.log().find("is empty"), std::string::npos) << b.log();
-  std::printf("empty token file: %s", b.log().c_str());
+  // Token files the agent refuses to start with (issue 12: a 1-character token with mode 0644
+  // was accepted): empty, too short, readable by others.
+  struct BadToken {
+    const char* name;
+    const char* text;
+    mode_t mode;
+    const char* says;
+  };
+  for (const BadToken& bad : {BadToken{"empty", "  \n", 0600, "is empty"},
+                              BadToken{"one-char", "x\n", 0644, "chmod 600"},
+                              BadToken{"short", "x\n", 0600, "at least 16"},
+                              BadToken{"world-readable", "a-long-enough-cluster-token\n", 0644, "chmod 600"}}) {
+    const std::string path = tmp / (std::string("token-") + bad.name);
+    std::ofstream(path) << bad.text;
+    ::chmod(path.c_str(), bad.mode);
+    AgentProcess b;
+    const std::string err = b.Start(bad.name, tmp / bad.name, path);
+    EXPECT_NE(err, "") << bad.name;
+    auto status = b.proc.Wait(5s);
+    ASSERT_TRUE(status.has_value()) << bad.name;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << bad.name;
+    EXPECT_NE(b.log().find(bad.says), std::string::npos) << bad.name << ": " << b.log();
+    EXPECT_EQ(b.log().find("a-long-enough"), std::string::npos) << "the token must never be logged";
+    std::printf("token file %s: %s", bad.name, b.log().c_str());
+  }
 }
 
 TEST(AgentRestartTest, ReportsThePersistedAssignment) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <fcntl.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,11 +13,13 @@
 #include "agentd/sha256.h"
 #include "tests/agentd/temp_dir.h"
 #include "tests/common/fake_node.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::agentd {
 namespace {
 namespace fs = std::filesystem;
 using tandem::testing::TempDir;
+using tandem::testing::ReadTextFile;
 using tandem::testing::WriteTextFile;
 
 // Known answers from FIPS 180-2 (appendix B.1) and the empty message.
@@ -140,6 +143,95 @@ TEST(WeightsManifestTest, CacheHitOnRepeatAndInvalidatedByMtime) {
       EXPECT_TRUE(f.cached()) << f.path();
     }
   }
+}
+
+// The attack of issue 12: flip a byte, then set atime and mtime back to what they were. Size and
+// mtime match the cache; ctime does not (utime itself moves it), so the file is hashed again.
+TEST(WeightsManifestTest, ByteFlippedWithMtimeRestoredIsRehashed) {
+  TempDir tmp;
+  MakeModel(tmp);
+  WeightsHasher hasher(tmp / "state");
+  auto first = hasher.Hash(tmp / "model", {});
+  ASSERT_TRUE(first.ok());
+  const std::string target = tmp / "model/config.json";
+  struct stat before {};
+  ASSERT_EQ(stat(target.c_str(), &before), 0);
+  std::string content = ReadTextFile(target);
+  ASSERT_FALSE(content.empty());
+  content[0] ^= 0x01;
+  WriteTextFile(target, content);
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, target.c_str(), times, 0), 0);
+  struct stat after {};
+  ASSERT_EQ(stat(target.c_str(), &after), 0);
+  ASSERT_EQ(after.st_size, before.st_size);
+  ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+
+  auto second = hasher.Hash(tmp / "model", {});
+  ASSERT_TRUE(second.ok());
+  PrintManifest(*second);
+  for (int i = 0; i < second->files_size(); ++i) {
+    const auto& f = second->files(i);
+    if (f.path() == "config.json") {
+      EXPECT_FALSE(f.cached()) << "a byte flip with the mtime restored was served from the cache";
+      EXPECT_EQ(f.sha256(), Sha256Hex(content));
+      EXPECT_NE(f.sha256(), first->files(i).sha256());
+    } else {
+      EXPECT_TRUE(f.cached()) << f.path();
+    }
+  }
+}
+
+// A file replaced by another one (rename over it) with the same size and times is a new inode.
+TEST(WeightsManifestTest, ReplacedFileIsRehashed) {
+  TempDir tmp;
+  MakeModel(tmp);
+  WeightsHasher hasher(tmp / "state");
+  ASSERT_TRUE(hasher.Hash(tmp / "model", {}).ok());
+  const std::string target = tmp / "model/config.json";
+  struct stat before {};
+  ASSERT_EQ(stat(target.c_str(), &before), 0);
+  std::string content = ReadTextFile(target);
+  content[0] ^= 0x02;
+  WriteTextFile(tmp / "replacement", content);
+  ASSERT_EQ(rename((tmp / "replacement").c_str(), target.c_str()), 0);
+  auto m = hasher.Hash(tmp / "model", {});
+  ASSERT_TRUE(m.ok());
+  for (const auto& f : m->files()) {
+    if (f.path() == "config.json") {
+      EXPECT_FALSE(f.cached());
+      EXPECT_EQ(f.sha256(), Sha256Hex(content));
+    }
+  }
+}
+
+TEST(WeightsManifestTest, UseCacheFalseReadsEveryByteAndRefreshesTheCache) {
+  TempDir tmp;
+  MakeModel(tmp);
+  WeightsHasher hasher(tmp / "state");
+  ASSERT_TRUE(hasher.Hash(tmp / "model", {}).ok());
+  HashOptions full;
+  full.use_cache = false;
+  auto m = hasher.Hash(tmp / "model", full);
+  ASSERT_TRUE(m.ok());
+  for (const auto& f : m->files()) EXPECT_FALSE(f.cached()) << f.path();
+  EXPECT_GT(m->hashed_bytes_per_second(), 0.0);
+  auto again = hasher.Hash(tmp / "model", {});
+  ASSERT_TRUE(again.ok());
+  for (const auto& f : again->files()) EXPECT_TRUE(f.cached()) << f.path();
+}
+
+// A cache written by the size + mtime format is not trusted.
+TEST(WeightsManifestTest, OldFormatCacheIsIgnored) {
+  TempDir tmp;
+  MakeModel(tmp);
+  const std::string data = fs::canonical(tmp / "model/config.json").string();
+  WriteTextFile(tmp / "state/weights-cache.json",
+                "{\"format\": 1, \"files\": {\"" + data + "\": {\"size\": 3, \"mtime_ns\": 0, \"sha256\": \"00\"}}}");
+  auto m = WeightsHasher(tmp / "state").Hash(tmp / "model", {});
+  ASSERT_TRUE(m.ok());
+  for (const auto& f : m->files()) EXPECT_FALSE(f.cached()) << f.path();
 }
 
 TEST(WeightsManifestTest, CorruptCacheIsIgnored) {
