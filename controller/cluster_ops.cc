@@ -205,7 +205,9 @@ UpResult BringUp(const ClusterContext& ctx, const UpOptions& options, const Repo
   end_phase("preflight");
   if (!preflight.ok()) {
     res.preflight_table = FormatPreflightTable(preflight, res.phases.back().seconds);
-    return fail("preflight", absl::StrCat(preflight.Count(CheckStatus::kFail), " preflight check(s) failed"), false);
+    return fail("preflight", absl::StrCat(preflight.Count(CheckStatus::kFail), " preflight check(s) failed: ",
+                                          SummarizeFailedChecks(preflight)),
+                false);
   }
 
   // 2. Plan: what is running now decides the generation (and whether there is anything to do).

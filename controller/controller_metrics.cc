@@ -28,10 +28,35 @@ ControllerMetrics::ControllerMetrics() : registry_(std::make_shared<prometheus::
                      .Add({});
   auto& restarts = prometheus::BuildCounter()
                        .Name("tandem_controller_restarts_total")
-                       .Help("Whole-group restarts (teardown + up) by outcome")
+                       .Help("Whole-group restart attempts counted against the budget (teardown + up after a "
+                             "passing preflight), by outcome")
                        .Register(*registry_);
   restarts_ok_ = &restarts.Add({{"result", "ok"}});
   restarts_failed_ = &restarts.Add({{"result", "failed"}});
+  preflight_failures_ = &prometheus::BuildCounter()
+                             .Name("tandem_controller_preflight_failures_total")
+                             .Help("Preflights before a restart that failed; not counted against the restart budget")
+                             .Register(*registry_)
+                             .Add({});
+  auto& waiting = prometheus::BuildGauge()
+                      .Name("tandem_controller_waiting")
+                      .Help("1 for why a group that needs a restart is not being restarted now "
+                            "(agent_unreachable, preflight_failed, backoff, budget_exhausted); all 0 when not waiting")
+                      .Register(*registry_);
+  for (WaitReason r : {WaitReason::kAgentUnreachable, WaitReason::kPreflightFailed, WaitReason::kBackoff,
+                       WaitReason::kBudgetExhausted}) {
+    waiting_[static_cast<int>(r)] = &waiting.Add({{"reason", WaitReasonName(r)}});
+  }
+  attempts_in_window_ = &prometheus::BuildGauge()
+                             .Name("tandem_controller_restart_attempts_in_window")
+                             .Help("Restart attempts counted against the budget in its current window")
+                             .Register(*registry_)
+                             .Add({});
+  budget_ = &prometheus::BuildGauge()
+                 .Name("tandem_controller_restart_budget")
+                 .Help("Restart attempts allowed per window (serve.restart_budget)")
+                 .Register(*registry_)
+                 .Add({});
   auto& probes =
       prometheus::BuildCounter().Name("tandem_controller_probes_total").Help("Inference probes by outcome").Register(*registry_);
   probes_ok_ = &probes.Add({{"result", "ok"}});
@@ -71,6 +96,14 @@ void ControllerMetrics::SetClusterState(ClusterState state, bool operator_needed
   operator_needed_->Set(operator_needed ? 1 : 0);
   generation_->Set(static_cast<double>(generation));
 }
+
+void ControllerMetrics::SetRecovery(WaitReason waiting, int attempts_in_window, int budget) {
+  for (int i = 1; i < 5; ++i) waiting_[i]->Set(i == static_cast<int>(waiting) ? 1 : 0);
+  attempts_in_window_->Set(attempts_in_window);
+  budget_->Set(budget);
+}
+
+void ControllerMetrics::RecordPreflightFailure() { preflight_failures_->Increment(); }
 
 void ControllerMetrics::RecordRestart(bool ok) { (ok ? restarts_ok_ : restarts_failed_)->Increment(); }
 

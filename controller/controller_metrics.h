@@ -29,7 +29,11 @@ class ControllerMetrics {
 
   // One gauge per state name, 1 for the current one; operator_needed separately.
   void SetClusterState(ClusterState state, bool operator_needed, uint64_t generation);
+  // Why serve is not restarting a group that needs it (one gauge per WaitReason, 1 for the
+  // current one, all 0 when not waiting) and the budget: attempts counted in the window / allowed.
+  void SetRecovery(WaitReason waiting, int attempts_in_window, int budget);
   void RecordRestart(bool ok);
+  void RecordPreflightFailure();  // a preflight before a restart failed (not a counted attempt)
   void RecordProbe(bool ok, double latency_s);
   void RecordReconcile(double seconds);
 
@@ -43,6 +47,10 @@ class ControllerMetrics {
   prometheus::Gauge* generation_ = nullptr;
   prometheus::Counter* restarts_ok_ = nullptr;
   prometheus::Counter* restarts_failed_ = nullptr;
+  prometheus::Counter* preflight_failures_ = nullptr;
+  prometheus::Gauge* waiting_[5] = {};  // by WaitReason; [kNone] unused
+  prometheus::Gauge* attempts_in_window_ = nullptr;
+  prometheus::Gauge* budget_ = nullptr;
   prometheus::Counter* probes_ok_ = nullptr;
   prometheus::Counter* probes_failed_ = nullptr;
   prometheus::Gauge* probe_success_ = nullptr;

@@ -47,6 +47,23 @@ absl::StatusOr<ControllerState> LoadControllerState(const std::string& dir, cons
       r.detail = p.value("detail", std::string());
       st.last_probe = r;
     }
+    if (j.contains("serve") && j["serve"].is_object()) {
+      const auto& v = j["serve"];
+      ServeRecord r;
+      for (const auto& a : v.value("restarts", nlohmann::json::array())) {
+        r.restarts.push_back({a.value("at_unix_ms", int64_t{0}), a.value("ok", false), a.value("detail", std::string())});
+      }
+      r.consecutive_failures = v.value("consecutive_failures", 0);
+      r.next_restart_unix_ms = v.value("next_restart_unix_ms", int64_t{0});
+      r.preflight_failures = v.value("preflight_failures", 0);
+      r.next_preflight_unix_ms = v.value("next_preflight_unix_ms", int64_t{0});
+      r.last_preflight_error = v.value("last_preflight_error", std::string());
+      r.operator_needed = v.value("operator_needed", false);
+      r.waiting = v.value("waiting", std::string("none"));
+      r.waiting_detail = v.value("waiting_detail", std::string());
+      r.waiting_since_unix_ms = v.value("waiting_since_unix_ms", int64_t{0});
+      st.serve = std::move(r);
+    }
   } catch (const nlohmann::json::exception& e) {
     return absl::DataLossError(absl::StrCat(path, ": corrupt controller state (", e.what(), "); delete it to start over"));
   }
@@ -68,6 +85,21 @@ absl::Status SaveControllerState(const std::string& dir, const std::string& clus
                        {"at_unix_ms", p.at_unix_ms},
                        {"latency_s", p.latency_s},
                        {"detail", p.detail}};
+  }
+  if (state.serve) {
+    const ServeRecord& r = *state.serve;
+    nlohmann::json restarts = nlohmann::json::array();
+    for (const auto& a : r.restarts) restarts.push_back({{"at_unix_ms", a.at_unix_ms}, {"ok", a.ok}, {"detail", a.detail}});
+    j["serve"] = {{"restarts", restarts},
+                  {"consecutive_failures", r.consecutive_failures},
+                  {"next_restart_unix_ms", r.next_restart_unix_ms},
+                  {"preflight_failures", r.preflight_failures},
+                  {"next_preflight_unix_ms", r.next_preflight_unix_ms},
+                  {"last_preflight_error", r.last_preflight_error},
+                  {"operator_needed", r.operator_needed},
+                  {"waiting", r.waiting},
+                  {"waiting_detail", r.waiting_detail},
+                  {"waiting_since_unix_ms", r.waiting_since_unix_ms}};
   }
   std::string text = j.dump(2) + "\n";
   std::string path = ControllerStatePath(dir, cluster);

@@ -15,6 +15,15 @@ std::string CheckDetail(const CheckResult& row) {
   return d;
 }
 
+std::string SummarizeFailedChecks(const PreflightReport& report) {
+  std::string out;
+  for (const auto& c : report.checks) {
+    if (c.status != CheckStatus::kFail) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ", ", c.check, " on ", c.node, " (found: ", c.found, ")");
+  }
+  return out;
+}
+
 namespace {
 int CountNodes(const PreflightReport& report) {
   std::set<std::string> nodes;

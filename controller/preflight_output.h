@@ -14,6 +14,10 @@ std::string FormatPreflightTable(const PreflightReport& report, double wall_seco
 //  "summary": {"pass","warn","fail"}, "wall_seconds"}. Pretty-printed, newline-terminated.
 std::string FormatPreflightJson(const PreflightReport& report, double wall_seconds);
 
+// One line naming every failed check: "weights-parity on n2 (found: ...), agent-reachable on n1
+// (...)" — what `serve` says it is waiting for when the preflight before a restart fails.
+std::string SummarizeFailedChecks(const PreflightReport& report);
+
 // "found: X; expected: Y; fix: Z" (the "detail" of a row).
 std::string CheckDetail(const CheckResult& row);
 

@@ -100,6 +100,96 @@ std::chrono::milliseconds BackoffFor(const DesiredSpec& desired, int consecutive
   return std::min(b, desired.backoff_max);
 }
 
+namespace {
+
+void SetWaiting(ReconcilerMemory& mem, WaitReason reason, std::string detail, TimePoint now) {
+  if (mem.waiting != reason) mem.waiting_since = now;
+  mem.waiting = reason;
+  mem.waiting_detail = reason == WaitReason::kNone ? std::string() : std::move(detail);
+}
+
+std::string Seconds(std::chrono::steady_clock::duration d) {
+  return absl::StrCat(std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 1000.0, " s");
+}
+
+// The agents that did not answer this turn, with why ("n2 (connection refused)").
+std::string UnreachableAgents(const ObservedState& observed) {
+  std::vector<std::string> names;
+  for (const auto& n : observed.nodes) {
+    if (!n.reachable) names.push_back(n.error.empty() ? n.name : absl::StrCat(n.name, " (", n.error, ")"));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+bool ProbeDue(const DesiredSpec& desired, const ReconcilerMemory& mem, TimePoint now) {
+  return !mem.last_probe_at || now - *mem.last_probe_at >= desired.probe_interval;
+}
+
+// A restart is needed for `restart_reason`. In this order: the budget (spent = operator
+// needed), every agent reachable, the backoff of counted attempts, the backoff of failed
+// preflights; only then a restart. Nothing here counts an attempt: RecordRestart does.
+void DecideRestart(const DesiredSpec& desired, const ObservedState& observed, const std::string& restart_reason,
+                   bool serving, TimePoint now, Actions& out) {
+  ReconcilerMemory& mem = out.memory;
+  if (mem.operator_needed || static_cast<int>(mem.restarts.size()) >= desired.restart_budget) {
+    mem.operator_needed = true;
+    out.state = ClusterState::kFailed;
+    out.state_detail = "failed: operator needed";
+    out.actions.push_back(ActionKind::kOperatorNeeded);
+    // Probes change nothing, and a passing one is how a fix by hand is noticed.
+    if (serving && ProbeDue(desired, mem, now)) out.actions.push_back(ActionKind::kProbe);
+    std::string budget = absl::StrCat("restart budget of ", desired.restart_budget, " per ",
+                                      std::chrono::duration_cast<std::chrono::seconds>(desired.restart_window).count(),
+                                      " s exhausted");
+    out.reason = absl::StrCat(restart_reason, " (", budget, ")");
+    SetWaiting(mem, WaitReason::kBudgetExhausted, budget, now);
+    return;
+  }
+  if (std::string lost = UnreachableAgents(observed); !lost.empty()) {
+    out.reason = absl::StrCat(restart_reason, " (waiting for ", lost, " to answer; not counted as a restart)");
+    SetWaiting(mem, WaitReason::kAgentUnreachable, absl::StrCat("unreachable: ", lost), now);
+    return;
+  }
+  if (now < mem.next_restart_at) {
+    out.backoff_until = mem.next_restart_at;
+    out.reason = absl::StrCat(restart_reason, " (backing off ", Seconds(mem.next_restart_at - now), ")");
+    SetWaiting(mem, WaitReason::kBackoff,
+               absl::StrCat(mem.consecutive_failures, " restart(s) since the last passing probe"), now);
+    return;
+  }
+  if (now < mem.next_preflight_at) {
+    out.backoff_until = mem.next_preflight_at;
+    out.reason = absl::StrCat(restart_reason, " (preflight failed: ", mem.last_preflight_error, "; retrying in ",
+                              Seconds(mem.next_preflight_at - now), ")");
+    SetWaiting(mem, WaitReason::kPreflightFailed, mem.last_preflight_error, now);
+    return;
+  }
+  out.actions.push_back(ActionKind::kRestart);
+  out.reason = restart_reason;
+  SetWaiting(mem, WaitReason::kNone, "", now);
+}
+
+}  // namespace
+
+const char* WaitReasonName(WaitReason r) {
+  switch (r) {
+    case WaitReason::kNone: return "none";
+    case WaitReason::kAgentUnreachable: return "agent_unreachable";
+    case WaitReason::kPreflightFailed: return "preflight_failed";
+    case WaitReason::kBackoff: return "backoff";
+    case WaitReason::kBudgetExhausted: return "budget_exhausted";
+  }
+  return "none";
+}
+
+WaitReason ParseWaitReason(const std::string& name) {
+  for (WaitReason r : {WaitReason::kAgentUnreachable, WaitReason::kPreflightFailed, WaitReason::kBackoff,
+                       WaitReason::kBudgetExhausted}) {
+    if (name == WaitReasonName(r)) return r;
+  }
+  return WaitReason::kNone;
+}
+
 Actions Reconcile(const DesiredSpec& desired, const ObservedState& observed, const ReconcilerMemory& memory,
                   TimePoint now) {
   Actions out;
@@ -107,8 +197,11 @@ Actions Reconcile(const DesiredSpec& desired, const ObservedState& observed, con
   ReconcilerMemory& mem = out.memory;
   out.state = ClassifyCluster(observed);
   out.state_detail = ClusterStateName(out.state);
+  // Attempts older than the window no longer count against the budget.
+  while (!mem.restarts.empty() && now - mem.restarts.front().at >= desired.restart_window) mem.restarts.pop_front();
 
   if (!desired.serving) {
+    SetWaiting(mem, WaitReason::kNone, "", now);
     bool anything_up = std::any_of(observed.nodes.begin(), observed.nodes.end(),
                                    [](const ObservedRank& n) { return n.reachable && Loaded(n.state); });
     if (anything_up) {
@@ -118,17 +211,10 @@ Actions Reconcile(const DesiredSpec& desired, const ObservedState& observed, con
     return out;
   }
 
-  if (mem.operator_needed) {
-    out.state = ClusterState::kFailed;
-    out.state_detail = "failed: operator needed";
-    out.actions.push_back(ActionKind::kOperatorNeeded);
-    out.reason = absl::StrCat("restart budget of ", desired.restart_budget, " exhausted");
-    return out;
-  }
-
   // Why the group must be rebuilt, if it must.
   std::string restart_reason;
-  if (out.state == ClusterState::kServing) {
+  const bool serving = out.state == ClusterState::kServing;
+  if (serving) {
     mem.not_serving_since.reset();
     const ObservedRank& head = observed.nodes[0];
     // Liveness by progress: stuck only when work is queued and the counter is flat.
@@ -144,13 +230,19 @@ Actions Reconcile(const DesiredSpec& desired, const ObservedState& observed, con
                                     std::chrono::duration_cast<std::chrono::seconds>(now - mem.last_progress).count(),
                                     " s");
     }
-    if (restart_reason.empty() && mem.last_probe_failed) {
+    if (restart_reason.empty() && mem.last_probe_failed && mem.last_probe_generation == head.generation) {
       restart_reason = absl::StrCat("probe failed: ", mem.last_probe_error);
     }
     if (restart_reason.empty()) {
+      // Seen serving: whatever went wrong before is over, an operator's fix included.
+      mem.operator_needed = false;
+      mem.preflight_failures = 0;
+      mem.next_preflight_at = TimePoint{};
+      mem.last_preflight_error.clear();
+      SetWaiting(mem, WaitReason::kNone, "", now);
       // The agent schedules probes with priority, so a due probe never waits for a busy queue
       // and never counts against a busy healthy engine.
-      if (!mem.last_probe_at || now - *mem.last_probe_at >= desired.probe_interval) {
+      if (ProbeDue(desired, mem, now)) {
         out.actions.push_back(ActionKind::kProbe);
         out.reason = "probe due";
       }
@@ -161,6 +253,7 @@ Actions Reconcile(const DesiredSpec& desired, const ObservedState& observed, con
     if (!mem.not_serving_since) mem.not_serving_since = now;
     if (now - *mem.not_serving_since < desired.start_grace) {
       out.reason = "starting";
+      SetWaiting(mem, WaitReason::kNone, "", now);
       return out;
     }
     restart_reason = "starting for too long";
@@ -169,40 +262,39 @@ Actions Reconcile(const DesiredSpec& desired, const ObservedState& observed, con
     std::string why = DescribeCluster(observed);
     restart_reason = absl::StrCat(out.state_detail, why.empty() ? "" : ": " + why);
   }
-
-  // A restart is needed: budget first, then backoff.
-  while (!mem.restarts.empty() && now - mem.restarts.front() >= desired.restart_window) mem.restarts.pop_front();
-  if (static_cast<int>(mem.restarts.size()) >= desired.restart_budget) {
-    mem.operator_needed = true;
-    out.state = ClusterState::kFailed;
-    out.state_detail = "failed: operator needed";
-    out.actions.push_back(ActionKind::kOperatorNeeded);
-    out.reason = absl::StrCat(restart_reason, " (restart budget of ", desired.restart_budget, " per ",
-                              std::chrono::duration_cast<std::chrono::seconds>(desired.restart_window).count(),
-                              " s exhausted)");
-    return out;
-  }
-  if (now < mem.next_restart_at) {
-    out.backoff_until = mem.next_restart_at;
-    out.reason = absl::StrCat(restart_reason, " (backing off)");
-    return out;
-  }
-  mem.restarts.push_back(now);
-  ++mem.consecutive_failures;
-  out.actions.push_back(ActionKind::kRestart);
-  out.reason = restart_reason;
+  DecideRestart(desired, observed, restart_reason, serving, now, out);
   return out;
 }
 
-ReconcilerMemory RecordProbe(ReconcilerMemory memory, bool ok, const std::string& error, TimePoint now) {
+ReconcilerMemory RecordProbe(ReconcilerMemory memory, uint64_t generation, bool ok, const std::string& error,
+                             TimePoint now) {
   memory.last_probe_at = now;
   memory.last_probe_failed = !ok;
+  memory.last_probe_generation = generation;
   memory.last_probe_error = ok ? "" : error;
   if (ok) memory.consecutive_failures = 0;  // healthy: the next failure starts a fresh backoff
   return memory;
 }
 
-ReconcilerMemory RecordRestart(const DesiredSpec& desired, ReconcilerMemory memory, bool ok, TimePoint now) {
+ReconcilerMemory RecordPreflight(const DesiredSpec& desired, ReconcilerMemory memory, bool ok,
+                                 const std::string& error, TimePoint now) {
+  if (ok) {
+    memory.preflight_failures = 0;
+    memory.next_preflight_at = TimePoint{};
+    memory.last_preflight_error.clear();
+    return memory;
+  }
+  ++memory.preflight_failures;
+  memory.next_preflight_at = now + BackoffFor(desired, memory.preflight_failures);
+  memory.last_preflight_error = error;
+  SetWaiting(memory, WaitReason::kPreflightFailed, error, now);
+  return memory;
+}
+
+ReconcilerMemory RecordRestart(const DesiredSpec& desired, ReconcilerMemory memory, bool ok,
+                               const std::string& detail, TimePoint started, TimePoint now) {
+  memory.restarts.push_back(RestartAttempt{started, ok, detail});
+  ++memory.consecutive_failures;
   // The next restart waits by the number of attempts since the last passing probe, whether
   // this one came up or not: a group that comes up and falls over again backs off too.
   memory.next_restart_at = now + BackoffFor(desired, memory.consecutive_failures);

@@ -3,14 +3,97 @@
 #include <cstdio>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "controller/cluster_ops.h"
 #include "controller/controller_metrics.h"
 #include "controller/preflight_command.h"
+#include "controller/serve_memory.h"
 
 namespace tandem::controller {
+namespace {
+
+int64_t UnixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The pair of clock readings every conversion of this process uses. Reading both clocks anew
+// for each write would move every stored time by a millisecond or so, and rewrite the file
+// every turn for nothing.
+struct ClockPair {
+  TimePoint steady = ReconcileClock::now();
+  int64_t unix_ms = UnixNowMs();
+};
+
+// Writes serve's part of the state file when it changed since the last write (the rest of
+// the file, golden ids and last probe, belongs to RunProbe and BringUp: read, replace, write).
+class ServeRecordWriter {
+ public:
+  ServeRecordWriter(const ClusterContext& ctx, ClockPair clocks, ServeRecord loaded)
+      : ctx_(ctx), clocks_(clocks), last_(std::move(loaded)) {}
+
+  void Save(const ReconcilerMemory& memory) {
+    ServeRecord record = ToServeRecord(memory, clocks_.steady, clocks_.unix_ms);
+    if (record == last_) return;
+    absl::StatusOr<ControllerState> st = LoadControllerState(ctx_.state_dir, ctx_.spec.name);
+    absl::Status saved = st.status();
+    if (st.ok()) {
+      st->serve = record;
+      saved = SaveControllerState(ctx_.state_dir, ctx_.spec.name, *st);
+    }
+    if (!saved.ok()) {
+      // Keep serving; say it once per failure, not every turn.
+      if (!warned_) TLOG(WARN) << "cannot save the restart budget: " << saved.message();
+      warned_ = true;
+      return;
+    }
+    warned_ = false;
+    last_ = std::move(record);
+  }
+
+ private:
+  const ClusterContext& ctx_;
+  const ClockPair clocks_;
+  ServeRecord last_;
+  bool warned_ = false;
+};
+
+// The preflight, then (only when it passed) a counted attempt: see RecordPreflight/RecordRestart.
+ReconcilerMemory Restart(const ClusterContext& ctx, const DesiredSpec& desired, const UpOptions& up,
+                         const std::string& why, ReconcilerMemory memory, ControllerMetrics& metrics) {
+  TLOG(WARN) << "restarting the whole group: " << why;
+  const TimePoint started = ReconcileClock::now();
+  UpResult r = BringUp(ctx, up, [](const std::string& l) { TLOG(INFO) << "  up: " << l; });
+  const TimePoint done = ReconcileClock::now();
+  if (!r.ok && r.failed_phase == "preflight") {
+    // BringUp stops at a failed preflight before it touches any agent: not an attempt.
+    metrics.RecordPreflightFailure();
+    memory = RecordPreflight(desired, memory, false, r.error, done);
+    if (!r.preflight_table.empty()) TLOG(WARN) << "preflight:\n" << r.preflight_table;
+    TLOG(WARN) << "preflight failed (not counted against the restart budget): " << r.error << "; next preflight in "
+               << BackoffFor(desired, memory.preflight_failures).count() / 1000.0 << " s";
+    return memory;
+  }
+  memory = RecordPreflight(desired, memory, true, "", done);
+  std::string detail = r.ok ? absl::StrCat("serving generation ", r.generation)
+                            : absl::StrCat("failed in ", r.failed_phase, ": ", r.error);
+  memory = RecordRestart(desired, memory, r.ok, detail, started, done);
+  metrics.RecordRestart(r.ok);
+  TLOG(INFO) << "restart attempt " << memory.restarts.size() << " of " << desired.restart_budget << " in the window: "
+             << detail;
+  if (r.ok) {
+    TLOG(INFO) << "serving again: generation " << r.generation << " in " << r.total_seconds << " s";
+  } else {
+    TLOG(WARN) << "restart failed in " << r.failed_phase << ": " << r.error << "; next attempt not before "
+               << BackoffFor(desired, memory.consecutive_failures).count() / 1000.0 << " s";
+  }
+  return memory;
+}
+
+}  // namespace
 
 int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) {
   absl::StatusOr<ClusterContext> ctx = LoadClusterContext(options.cluster_file, options.state_dir);
@@ -19,6 +102,12 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
     return kExitBadConfig;
   }
   const ClusterSpec& spec = ctx->spec;
+  // The budget and its history outlive this process: a corrupt file is not silently a fresh budget.
+  absl::StatusOr<ControllerState> state = LoadControllerState(ctx->state_dir, spec.name);
+  if (!state.ok()) {
+    std::fprintf(stderr, "tandemctl: %s\n", StatusText(state.status()).c_str());
+    return kExitBadConfig;
+  }
   ControllerMetrics metrics;
   std::string listen = options.metrics_listen.empty() ? spec.serve.metrics_listen : options.metrics_listen;
   if (!listen.empty()) {
@@ -42,13 +131,23 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
   desired.restart_window = spec.serve.restart_window;
   desired.start_grace = spec.timeouts.join + spec.timeouts.probe;
   ReconcilerMemory memory;
+  const ClockPair clocks;
+  ServeRecord loaded = state->serve.value_or(ServeRecord{});
+  if (state->serve) {
+    memory = FromServeRecord(loaded, clocks.steady, clocks.unix_ms);
+    TLOG(INFO) << "restart budget from " << ControllerStatePath(ctx->state_dir, spec.name) << ": "
+               << memory.restarts.size() << " attempt(s) recorded, " << desired.restart_budget << " allowed per "
+               << std::chrono::duration_cast<std::chrono::seconds>(desired.restart_window).count() << " s"
+               << (memory.operator_needed ? "; operator needed" : "");
+  }
+  ServeRecordWriter writer(*ctx, clocks, loaded);
   std::string last_line;
   UpOptions up;
   up.hash_weights = options.hash_weights;
   up.accept_serving = false;
 
   while (!stop->load()) {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = ReconcileClock::now();
     ObservedState observed = ObserveCluster(*ctx, spec.timeouts.status);
     Actions actions = Reconcile(desired, observed, memory, t0);
     memory = actions.memory;
@@ -60,31 +159,24 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
     }
     for (ActionKind a : actions.actions) {
       if (a == ActionKind::kProbe) {
-        ProbeResult r = RunProbe(*ctx, observed.nodes[0].generation);
+        uint64_t generation = observed.nodes[0].generation;
+        ProbeResult r = RunProbe(*ctx, generation);
         metrics.RecordProbe(r.ok, r.latency_s);
-        memory = RecordProbe(memory, r.ok, r.detail, std::chrono::steady_clock::now());
+        memory = RecordProbe(memory, generation, r.ok, r.detail, ReconcileClock::now());
         if (!r.ok) TLOG(WARN) << "probe failed: " << r.detail;
       } else if (a == ActionKind::kRestart) {
-        TLOG(WARN) << "restarting the whole group: " << actions.reason;
-        UpResult r = BringUp(*ctx, up, [](const std::string& l) { TLOG(INFO) << "  up: " << l; });
-        metrics.RecordRestart(r.ok);
-        memory = RecordRestart(desired, memory, r.ok, std::chrono::steady_clock::now());
-        if (r.ok) {
-          TLOG(INFO) << "serving again: generation " << r.generation << " in " << r.total_seconds << " s";
-        } else {
-          if (!r.preflight_table.empty()) TLOG(WARN) << "preflight:\n" << r.preflight_table;
-          TLOG(WARN) << "restart failed in " << r.failed_phase << ": " << r.error << "; next attempt not before "
-                     << BackoffFor(desired, memory.consecutive_failures).count() / 1000.0 << " s";
-        }
+        memory = Restart(*ctx, desired, up, actions.reason, memory, metrics);
       } else if (a == ActionKind::kLeave) {
         TearDown(*ctx, true, "desired down", true);
       }
     }
+    writer.Save(memory);
     metrics.SetClusterState(actions.state, memory.operator_needed, observed.nodes[0].generation);
-    metrics.RecordReconcile(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    metrics.SetRecovery(memory.waiting, static_cast<int>(memory.restarts.size()), desired.restart_budget);
+    metrics.RecordReconcile(std::chrono::duration<double>(ReconcileClock::now() - t0).count());
     // Sleep in slices so SIGTERM ends the loop within ~100 ms.
     auto wake = t0 + options.loop_interval;
-    while (!stop->load() && std::chrono::steady_clock::now() < wake) {
+    while (!stop->load() && ReconcileClock::now() < wake) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }

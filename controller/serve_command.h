@@ -1,6 +1,9 @@
 // `tandemctl serve`: the long-running controller. Every turn (~1 s): observe every agent
 // (GetStatus, short deadline) -> Reconcile (pure) -> execute (probe, restart the whole group
-// workers first, leave). SIGTERM/SIGINT end it cleanly and leave the cluster as it is.
+// workers first, leave). A restart is counted against the budget only after its preflight
+// passed; the budget and its history live in the controller state file, so a restart of
+// `serve` continues where the last one stopped. SIGTERM/SIGINT end it cleanly and leave the
+// cluster as it is.
 #pragma once
 
 #include <atomic>

@@ -12,8 +12,26 @@
 
 namespace tandem::controller {
 
+std::optional<ServeSummary> SummarizeServe(const std::optional<ServeRecord>& record, const ServeSpec& budget,
+                                           int64_t now_unix_ms) {
+  if (!record) return std::nullopt;
+  ServeSummary s;
+  s.restart_budget = budget.restart_budget;
+  s.restart_window_s = std::chrono::duration_cast<std::chrono::seconds>(budget.restart_window).count();
+  const int64_t window_ms = std::chrono::duration_cast<std::chrono::milliseconds>(budget.restart_window).count();
+  for (const RestartRecord& a : record->restarts) {
+    if (now_unix_ms - a.at_unix_ms < window_ms) s.attempts.push_back(a);
+  }
+  s.operator_needed = record->operator_needed;
+  s.waiting = record->waiting;
+  s.waiting_detail = record->waiting_detail;
+  s.waiting_since_unix_ms = record->waiting_since_unix_ms;
+  return s;
+}
+
 std::string FormatStatusJson(const std::vector<std::string>& agents, const ObservedState& observed,
-                             const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe) {
+                             const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe,
+                             const std::optional<ServeSummary>& serve) {
   nlohmann::json j;
   j["state"] = ClusterStateName(ClassifyCluster(observed));
   j["detail"] = DescribeCluster(observed);
@@ -44,11 +62,27 @@ std::string FormatStatusJson(const std::vector<std::string>& agents, const Obser
     }
     j["nodes"].push_back(e);
   }
+  j["serve"] = nullptr;
+  if (serve) {
+    nlohmann::json attempts = nlohmann::json::array();
+    for (const auto& a : serve->attempts) {
+      attempts.push_back({{"at_unix_ms", a.at_unix_ms}, {"ok", a.ok}, {"detail", a.detail}});
+    }
+    j["serve"] = {{"restart_budget", serve->restart_budget},
+                  {"restart_window_s", serve->restart_window_s},
+                  {"attempts_in_window", serve->attempts.size()},
+                  {"attempts", attempts},
+                  {"operator_needed", serve->operator_needed},
+                  {"waiting", serve->waiting},
+                  {"waiting_detail", serve->waiting_detail},
+                  {"waiting_since_unix_ms", serve->waiting_since_unix_ms}};
+  }
   return j.dump(2) + "\n";
 }
 
 std::string FormatStatusTable(const std::vector<std::string>& agents, const ObservedState& observed,
-                              const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe) {
+                              const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe,
+                              const std::optional<ServeSummary>& serve) {
   std::string out = absl::StrFormat("%-14s %-22s %-12s %4s %5s %10s %10s %5s  %s\n", "NODE", "AGENT", "STATE", "RANK",
                                     "GEN", "KV_TOKENS", "ITERS", "QUEUE", "REASON");
   for (size_t i = 0; i < observed.nodes.size(); ++i) {
@@ -66,6 +100,16 @@ std::string FormatStatusTable(const std::vector<std::string>& agents, const Obse
     absl::StrAppendFormat(&out, "last probe: %s, generation %d, %.2f s, %s\n", last_probe->ok ? "ok" : "FAILED",
                           last_probe->generation, last_probe->latency_s, last_probe->detail);
   }
+  if (serve) {
+    absl::StrAppendFormat(&out, "serve: restart budget %d of %d used in the last %d s%s", serve->attempts.size(),
+                          serve->restart_budget, serve->restart_window_s,
+                          serve->operator_needed ? "; failed: operator needed" : "");
+    if (serve->waiting != "none") {
+      absl::StrAppend(&out, "; waiting: ", serve->waiting,
+                      serve->waiting_detail.empty() ? "" : " (" + serve->waiting_detail + ")");
+    }
+    absl::StrAppend(&out, "\n");
+  }
   return out;
 }
 
@@ -78,11 +122,18 @@ int RunStatus(const StatusCommandOptions& options) {
   std::vector<v1::RankStatus> raw;
   ObservedState observed = ObserveCluster(*ctx, ctx->spec.timeouts.status, &raw);
   std::optional<ProbeRecord> last_probe;
-  if (auto st = LoadControllerState(ctx->state_dir, ctx->spec.name); st.ok()) last_probe = st->last_probe;
+  std::optional<ServeSummary> serve;
+  if (auto st = LoadControllerState(ctx->state_dir, ctx->spec.name); st.ok()) {
+    last_probe = st->last_probe;
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    serve = SummarizeServe(st->serve, ctx->spec.serve, now_ms);
+  }
   std::vector<std::string> agents;
   for (const auto& n : ctx->spec.nodes) agents.push_back(n.agent);
-  std::string text = options.json ? FormatStatusJson(agents, observed, raw, last_probe)
-                                  : FormatStatusTable(agents, observed, raw, last_probe);
+  std::string text = options.json ? FormatStatusJson(agents, observed, raw, last_probe, serve)
+                                  : FormatStatusTable(agents, observed, raw, last_probe, serve);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return ClassifyCluster(observed) == ClusterState::kServing ? kExitOk : kExitChecksFailed;
 }

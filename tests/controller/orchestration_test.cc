@@ -211,28 +211,32 @@ TEST(StatusJson, ExactShape) {
   EXPECT_EQ(j["nodes"][1]["state"], "unreachable");
 }
 
-TEST(ControllerState, RoundTripAndCorruption) {
-  std::string dir = ::testing::TempDir() + "/ctlstate-" + std::to_string(getpid());
-  ControllerState st;
-  st.last_generation = 9;
-  st.golden_generation = 9;
-  st.golden_ids = {1, 2, 3};
-  st.last_probe = ProbeRecord{true, 9, 123, 0.5, "fine"};
-  ASSERT_TRUE(SaveControllerState(dir, "c", st).ok());
-  auto back = LoadControllerState(dir, "c");
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->golden_ids, st.golden_ids);
-  EXPECT_EQ(back->last_generation, 9u);
-  ASSERT_TRUE(back->last_probe.has_value());
-  EXPECT_EQ(back->last_probe->detail, "fine");
-  auto missing = LoadControllerState(dir, "other");
-  ASSERT_TRUE(missing.ok());
-  EXPECT_EQ(missing->last_generation, 0u);
-  FILE* f = std::fopen(ControllerStatePath(dir, "c").c_str(), "w");
-  std::fputs("{not json", f);
-  std::fclose(f);
-  EXPECT_EQ(LoadControllerState(dir, "c").status().code(), absl::StatusCode::kDataLoss);
-  std::filesystem::remove_all(dir);
+// `status` shows serve's budget from the state file, counting only attempts inside the window.
+TEST(StatusJson, ServeBudgetAndWaitingReason) {
+  ServeRecord record;
+  const int64_t now = 1'700'000'000'000;
+  record.restarts = {{now - 700'000, false, "failed in join"}, {now - 20'000, true, "serving generation 7"}};
+  record.waiting = "agent_unreachable";
+  record.waiting_detail = "unreachable: local2 (connection refused)";
+  record.waiting_since_unix_ms = now - 3'000;
+  ServeSpec budget;  // 3 per 10m
+  std::optional<ServeSummary> serve = SummarizeServe(record, budget, now);
+  ASSERT_TRUE(serve.has_value());
+  ObservedState obs;
+  obs.nodes.resize(2);
+  nlohmann::json j = nlohmann::json::parse(FormatStatusJson({}, obs, {}, std::nullopt, serve));
+  std::printf("%s\n", j["serve"].dump().c_str());
+  EXPECT_EQ(j["serve"]["attempts_in_window"], 1);
+  EXPECT_EQ(j["serve"]["restart_budget"], 3);
+  EXPECT_EQ(j["serve"]["restart_window_s"], 600);
+  EXPECT_EQ(j["serve"]["waiting"], "agent_unreachable");
+  EXPECT_EQ(j["serve"]["attempts"][0]["detail"], "serving generation 7");
+  std::string table = FormatStatusTable({}, obs, {}, std::nullopt, serve);
+  std::printf("%s", table.c_str());
+  EXPECT_NE(table.find("serve: restart budget 1 of 3 used in the last 600 s; waiting: agent_unreachable"),
+            std::string::npos);
+  EXPECT_FALSE(SummarizeServe(std::nullopt, budget, now).has_value());
+  EXPECT_TRUE(nlohmann::json::parse(FormatStatusJson({}, obs, {}, std::nullopt))["serve"].is_null());
 }
 
 }  // namespace
