@@ -20,7 +20,7 @@ absl::Status FromGrpc(const grpc::Status& st, const std::string& address, const 
       return absl::DeadlineExceededError(
           absl::StrFormat("no answer to %s within %.1f s (agent down, firewalled or busy?)", what, timeout.count() / 1000.0));
     case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat("unreachable: ", st.error_message()));
+      return absl::UnavailableError(absl::StrCat("unreachable: ", st.error_message(), TlsHint(st.error_message())));
     case grpc::StatusCode::UNAUTHENTICATED:
       return absl::UnauthenticatedError(absl::StrCat(what, ": rejected by the agent: ", st.error_message(),
                                                      " (check auth.token_file against the agent's --token-file)"));
@@ -37,8 +37,10 @@ std::mutex& ProgressMutex() {
 
 }  // namespace
 
-AgentClient::AgentClient(const std::string& address, const std::string& token)
-    : address_(address), token_(token), stub_(v1::Agent::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+AgentClient::AgentClient(const std::string& address, const AgentCredentials& credentials)
+    : address_(address),
+      token_(credentials.token),
+      stub_(v1::Agent::NewStub(grpc::CreateChannel(address, credentials.Channel()))) {}
 
 void AgentClient::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
@@ -58,11 +60,12 @@ absl::StatusOr<v1::NodeFacts> AgentClient::GetFacts(const std::string& model_pat
 
 absl::StatusOr<v1::WeightsManifest> AgentClient::HashWeights(
     const std::string& model_path, std::chrono::milliseconds timeout,
-    const std::function<void(const v1::HashProgress&)>& on_progress) {
+    const std::function<void(const v1::HashProgress&)>& on_progress, bool ignore_cache) {
   grpc::ClientContext ctx;
   Prepare(&ctx, timeout);
   v1::HashWeightsRequest req;
   req.set_model_path(model_path);
+  req.set_ignore_cache(ignore_cache);
   std::unique_ptr<grpc::ClientReader<v1::HashWeightsEvent>> reader = stub_->HashWeights(&ctx, req);
   v1::HashWeightsEvent ev;
   std::optional<v1::WeightsManifest> manifest;
@@ -82,7 +85,7 @@ std::vector<NodeObservation> ObserveNodes(const ClusterSpec& spec, const Observe
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
     threads.emplace_back([&, i] {
       const NodeSpec& node = spec.nodes[i];
-      AgentClient client(node.agent, options.token);
+      AgentClient client(node.agent, options.credentials);
       NodeObservation& obs = out[i];
       obs.facts = client.GetFacts(node.model_path, options.facts_timeout);
       if (!obs.facts.ok()) return;
@@ -112,7 +115,7 @@ std::vector<NodeObservation> ObserveNodes(const ClusterSpec& spec, const Observe
                      static_cast<unsigned long long>(p.files_done()), static_cast<unsigned long long>(p.files_total()),
                      p.bytes_done() / unit, p.bytes_total() / unit, gb ? "GB" : "MB");
       };
-      obs.manifest = client.HashWeights(node.model_path, options.hash_timeout, progress);
+      obs.manifest = client.HashWeights(node.model_path, options.hash_timeout, progress, options.rehash);
     });
   }
   for (auto& t : threads) t.join();

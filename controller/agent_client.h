@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/agent_credentials.h"
 #include "controller/cluster_spec.h"
 #include "controller/preflight.h"
 #include "tandem/v1/agent.grpc.pb.h"
@@ -16,8 +17,8 @@ namespace tandem::controller {
 
 class AgentClient {
  public:
-  // `token`: the cluster token (auth.token_file); "" sends none.
-  explicit AgentClient(const std::string& address, const std::string& token = "");
+  // `credentials`: the cluster token and TLS (default: none, plaintext).
+  explicit AgentClient(const std::string& address, const AgentCredentials& credentials = {});
 
   const std::string& address() const { return address_; }
 
@@ -25,8 +26,10 @@ class AgentClient {
   absl::StatusOr<v1::NodeFacts> GetFacts(const std::string& model_path, std::chrono::milliseconds timeout);
 
   // The weights manifest; `on_progress` sees every progress event (called on this thread).
+  // `ignore_cache`: the agent reads every byte (preflight --rehash, preflight.verify: full).
   absl::StatusOr<v1::WeightsManifest> HashWeights(const std::string& model_path, std::chrono::milliseconds timeout,
-                                                  const std::function<void(const v1::HashProgress&)>& on_progress);
+                                                  const std::function<void(const v1::HashProgress&)>& on_progress,
+                                                  bool ignore_cache = false);
 
  private:
   void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
@@ -40,8 +43,9 @@ struct ObserveOptions {
   std::chrono::milliseconds facts_timeout{5000};
   std::chrono::milliseconds hash_timeout{30 * 60 * 1000};
   bool hash_weights = true;
-  bool show_progress = true;
-  std::string token;  // cluster token sent as "authorization: Bearer <token>" ("" = none)  // "hashing spark1: 12/40 files 3.2/60.1 GB" lines on stderr
+  bool show_progress = true;  // "hashing spark1: 12/40 files 3.2/60.1 GB" lines on stderr
+  bool rehash = false;       // ignore the agents' digest caches
+  AgentCredentials credentials;  // cluster token and TLS
 };
 
 // Contacts every node's agent in parallel (one thread per node): facts, then the weights

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/secret_file.h"
 #include "common/status.h"
 #include "controller/agent_client.h"
 #include "controller/control_client.h"
@@ -35,10 +36,7 @@ void ForEachNode(size_t n, const std::function<void(size_t)>& fn) {
 
 absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
   if (path.empty()) return std::string();
-  // Same format as the token: one line, trailing whitespace dropped.
-  absl::StatusOr<std::string> key = ReadClusterToken(path);
-  if (!key.ok()) return absl::FailedPreconditionError(absl::StrCat(path, ": cannot read api.key_file"));
-  return key;
+  return ReadSecretFile(path, "api.key_file");
 }
 
 std::string FormatBytes(uint64_t done, uint64_t total) {
@@ -52,7 +50,7 @@ std::string FormatBytes(uint64_t done, uint64_t total) {
 absl::StatusOr<ClusterContext> LoadClusterContext(const std::string& cluster_file, const std::string& state_dir) {
   ClusterContext ctx;
   ASSIGN_OR_RETURN(ctx.spec, LoadClusterSpec(cluster_file));
-  ASSIGN_OR_RETURN(ctx.token, ReadClusterToken(ctx.spec.auth_token_file));
+  ASSIGN_OR_RETURN(ctx.credentials, LoadAgentCredentials(ctx.spec));
   ASSIGN_OR_RETURN(ctx.api_key, ReadKeyFile(ctx.spec.api_key_file));
   ctx.state_dir = state_dir.empty() ? DefaultControllerStateDir() : state_dir;
   return ctx;
@@ -66,7 +64,7 @@ ObservedState ObserveCluster(const ClusterContext& ctx, milliseconds timeout, st
   ForEachNode(nodes.size(), [&](size_t i) {
     ObservedRank& r = out.nodes[i];
     r.name = nodes[i].name;
-    ControlClient client(nodes[i].agent, ctx.token);
+    ControlClient client(nodes[i].agent, ctx.credentials);
     absl::StatusOr<v1::RankStatus> st = client.GetStatus(timeout);
     if (!st.ok()) {
       r.reachable = false;
@@ -93,7 +91,7 @@ std::vector<absl::Status> TearDown(const ClusterContext& ctx, bool unload, const
   std::vector<absl::Status> out(nodes.size());
   const milliseconds timeout = ctx.spec.timeouts.leave;
   ForEachNode(nodes.size(), [&](size_t i) {
-    ControlClient client(nodes[i].agent, ctx.token);
+    ControlClient client(nodes[i].agent, ctx.credentials);
     if (stop_serving) {
       // Best effort: an agent that is not serving may refuse; leaving is what matters.
       (void)client.SetServing(false, timeout);
@@ -107,7 +105,7 @@ ProbeResult RunProbe(const ClusterContext& ctx, uint64_t generation) {
   ProbeResult r;
   r.generation = generation;
   const ProbeSpec& p = ctx.spec.probe;
-  ControlClient head(ctx.spec.nodes[0].agent, ctx.token);
+  ControlClient head(ctx.spec.nodes[0].agent, ctx.credentials);
   v1::GenerateRequest req;
   if (!p.prompt_ids.empty()) {
     for (int32_t id : p.prompt_ids) req.add_prompt_ids(id);
@@ -199,7 +197,8 @@ UpResult BringUp(const ClusterContext& ctx, const UpOptions& options, const Repo
   observe.facts_timeout = std::min(spec.timeouts.preflight, spec.timeouts.status * 5);
   observe.hash_timeout = spec.timeouts.preflight;
   observe.hash_weights = options.hash_weights;
-  observe.token = ctx.token;
+  observe.credentials = ctx.credentials;
+  observe.rehash = options.rehash || ctx.spec.preflight_verify_full;
   std::vector<NodeObservation> observations = ObserveNodes(spec, observe);
   PreflightReport preflight = ComparePreflight(spec, observations);
   end_phase("preflight");
@@ -263,7 +262,7 @@ UpResult BringUp(const ClusterContext& ctx, const UpOptions& options, const Repo
   std::vector<std::string> load_errors(n);
   ForEachNode(n, [&](size_t i) {
     const RankPlan& r = plan->ranks[i];
-    ControlClient client(r.agent, ctx.token);
+    ControlClient client(r.agent, ctx.credentials);
     auto last = Steady::now() - std::chrono::seconds(10);
     auto on_event = [&](const v1::LoadModelEvent& ev) {
       if (ev.done() || Steady::now() - last < std::chrono::seconds(1)) return;
@@ -287,14 +286,14 @@ UpResult BringUp(const ClusterContext& ctx, const UpOptions& options, const Repo
   std::vector<std::thread> workers;
   for (size_t i = 1; i < n; ++i) {
     workers.emplace_back([&, i] {
-      ControlClient client(plan->ranks[i].agent, ctx.token);
+      ControlClient client(plan->ranks[i].agent, ctx.credentials);
       joins[i] = client.JoinGroup(plan->ranks[i].join, spec.timeouts.join);
     });
   }
   // Give the workers' calls a moment to reach their agents, so the head really is last.
   if (n > 1) std::this_thread::sleep_for(milliseconds(200));
   {
-    ControlClient head(plan->ranks[0].agent, ctx.token);
+    ControlClient head(plan->ranks[0].agent, ctx.credentials);
     joins[0] = head.JoinGroup(plan->ranks[0].join, spec.timeouts.join);
   }
   for (auto& t : workers) t.join();
@@ -330,7 +329,7 @@ UpResult BringUp(const ClusterContext& ctx, const UpOptions& options, const Repo
   // 6. Open the gate: the head's API (and /health) answer from now on.
   std::vector<absl::Status> opened(n);
   ForEachNode(n, [&](size_t i) {
-    ControlClient client(spec.nodes[i].agent, ctx.token);
+    ControlClient client(spec.nodes[i].agent, ctx.credentials);
     opened[i] = client.SetServing(true, spec.timeouts.status);
   });
   for (size_t i = 0; i < n; ++i) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "controller/agent_credentials.h"
 #include "controller/cluster_plan.h"
 #include "controller/cluster_spec.h"
 #include "controller/controller_state.h"
@@ -18,10 +19,10 @@
 
 namespace tandem::controller {
 
-// The spec plus what it points to (token, API key) and where the controller keeps its state.
+// The spec plus what it points to (token, TLS files, API key) and where the controller keeps its state.
 struct ClusterContext {
   ClusterSpec spec;
-  std::string token;    // auth.token_file contents ("" = none)
+  AgentCredentials credentials;  // auth.token_file and tls:
   std::string api_key;  // api.key_file contents ("" = open API)
   std::string state_dir;
 };
@@ -58,6 +59,7 @@ struct UpResult {
 
 struct UpOptions {
   bool hash_weights = true;
+  bool rehash = false;  // ignore the agents' digest caches (also when cluster.yaml says preflight.verify: full)
   bool accept_serving = true;  // a cluster already serving is success (else it is torn down first)
 };
 

@@ -40,6 +40,12 @@ constexpr KnownKey kKnownKeys[] = {
     {"api.key_file", KeyKind::kScalar},
     {"auth", KeyKind::kMap},
     {"auth.token_file", KeyKind::kScalar},
+    {"tls", KeyKind::kMap},
+    {"tls.ca", KeyKind::kScalar},
+    {"tls.cert", KeyKind::kScalar},
+    {"tls.key", KeyKind::kScalar},
+    {"preflight", KeyKind::kMap},
+    {"preflight.verify", KeyKind::kScalar},
     {"probe", KeyKind::kMap},
     {"probe.prompt", KeyKind::kScalar},
     {"probe.expect", KeyKind::kScalar},
@@ -330,6 +336,18 @@ class SpecParser {
     }
     if (YAML::Node auth = root["auth"]; auth.IsDefined()) {
       ASSIGN_OR_RETURN(spec.auth_token_file, String(auth, "token_file", "auth.token_file", false));
+    }
+    if (YAML::Node tls = root["tls"]; tls.IsDefined()) {
+      ASSIGN_OR_RETURN(spec.tls_ca, String(tls, "ca", "tls.ca", true));
+      ASSIGN_OR_RETURN(spec.tls_cert, String(tls, "cert", "tls.cert", true));
+      ASSIGN_OR_RETURN(spec.tls_key, String(tls, "key", "tls.key", true));
+    }
+    if (YAML::Node pf = root["preflight"]; pf.IsDefined()) {
+      ASSIGN_OR_RETURN(std::string verify, String(pf, "verify", "preflight.verify", false));
+      if (!verify.empty() && verify != "cache" && verify != "full") {
+        return Error(pf["verify"], "preflight.verify", absl::StrCat("expected cache or full, got \"", verify, "\""));
+      }
+      spec.preflight_verify_full = verify == "full";
     }
     if (YAML::Node probe = root["probe"]; probe.IsDefined()) {
       if (probe["prompt"].IsDefined()) {

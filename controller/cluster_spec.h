@@ -74,6 +74,14 @@ struct ClusterSpec {
   std::string api_listen;           // api.listen: HOST:PORT of the OpenAI API on the head (nodes[0])
   std::string api_key_file;         // api.key_file: clients must send this key ("" = open)
   std::string auth_token_file;      // auth.token_file: cluster token for every agent RPC
+  // tls: the controller's client certificate, its key and the cluster CA (mutual TLS to every
+  // agent). All three or none.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  // preflight.verify: "cache" (the agents may answer from their digest cache, keyed on device,
+  // inode, size, mtime and ctime) or "full" (every byte is read again on every preflight/up).
+  bool preflight_verify_full = false;
   ProbeSpec probe;
   ServeSpec serve;
   TimeoutSpec timeouts;

@@ -11,26 +11,12 @@
 
 namespace tandem::controller {
 
-absl::StatusOr<std::string> ReadClusterToken(const std::string& path) {
-  if (path.empty()) return std::string();
-  std::ifstream in(path);
-  if (!in) return absl::FailedPreconditionError(absl::StrCat(path, ": cannot read the cluster token (auth.token_file)"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string token = ss.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) {
-    token.pop_back();
-  }
-  if (token.empty()) return absl::FailedPreconditionError(absl::StrCat(path, ": the cluster token file is empty"));
-  return token;
-}
-
 absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
   switch (st.error_code()) {
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return absl::DeadlineExceededError(absl::StrFormat("%s: no answer within %.1f s", what, timeout.count() / 1000.0));
     case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat(what, ": unreachable: ", st.error_message()));
+      return absl::UnavailableError(absl::StrCat(what, ": unreachable: ", st.error_message(), TlsHint(st.error_message())));
     case grpc::StatusCode::UNAUTHENTICATED:
       return absl::UnauthenticatedError(absl::StrCat(
           what, ": rejected by the agent: ", st.error_message(),
@@ -43,10 +29,10 @@ absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chro
   }
 }
 
-ControlClient::ControlClient(const std::string& address, const std::string& token)
+ControlClient::ControlClient(const std::string& address, const AgentCredentials& credentials)
     : address_(address),
-      token_(token),
-      stub_(v1::AgentControl::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+      token_(credentials.token),
+      stub_(v1::AgentControl::NewStub(grpc::CreateChannel(address, credentials.Channel()))) {}
 
 void ControlClient::Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);

@@ -8,13 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "controller/agent_credentials.h"
 #include "tandem/v1/agent.grpc.pb.h"
 
 namespace tandem::controller {
-
-// Reads auth.token_file; trailing whitespace is stripped. "" path = no token (returns "").
-// FailedPrecondition naming the file when it cannot be read or is empty.
-absl::StatusOr<std::string> ReadClusterToken(const std::string& path);
 
 // Turns a failed RPC into a Status whose message says what to do (unreachable, deadline,
 // wrong token). `what` names the call ("JoinGroup").
@@ -22,7 +19,7 @@ absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chro
 
 class ControlClient {
  public:
-  ControlClient(const std::string& address, const std::string& token);
+  ControlClient(const std::string& address, const AgentCredentials& credentials);
 
   const std::string& address() const { return address_; }
 

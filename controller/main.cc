@@ -39,7 +39,7 @@ constexpr char kUsage[] =
     "docs/cluster-yaml.md; the preflight checks and their fixes in docs/preflight.md.\n";
 
 constexpr char kPreflightUsage[] =
-    "usage: tandemctl preflight [-f cluster.yaml] [--json] [--skip-weights]\n"
+    "usage: tandemctl preflight [-f cluster.yaml] [--json] [--skip-weights] [--rehash]\n"
     "                           [--facts-timeout SECONDS] [--hash-timeout SECONDS]\n"
     "\n"
     "Contacts every agent named in cluster.yaml in parallel, gathers its facts and the sha256\n"
@@ -51,6 +51,8 @@ constexpr char kPreflightUsage[] =
     "  -f, --file PATH          cluster file (default: cluster.yaml)\n"
     "  --json                   machine-readable output on stdout\n"
     "  --skip-weights           do not hash the model folders (weights parity becomes a warning)\n"
+    "  --rehash                 the agents read every byte instead of trusting their digest cache\n"
+    "                           (also the default with `preflight: {verify: full}` in cluster.yaml)\n"
     "  --facts-timeout SECONDS  deadline for each agent's facts (default 5)\n"
     "  --hash-timeout SECONDS   deadline for hashing one node's model folder (default 1800)\n"
     "\n"
@@ -91,6 +93,8 @@ int Preflight(const std::vector<std::string>& args) {
       opts.json = true;
     } else if (a == "--skip-weights") {
       opts.hash_weights = false;
+    } else if (a == "--rehash") {
+      opts.rehash = true;
     } else if (a == "--facts-timeout" || a == "--hash-timeout") {
       const char* v = value(a.c_str());
       auto* target = a == "--facts-timeout" ? &opts.facts_timeout : &opts.hash_timeout;
@@ -103,7 +107,7 @@ int Preflight(const std::vector<std::string>& args) {
 }
 
 constexpr char kOrchestrationUsage[] =
-    "usage: tandemctl up     -f cluster.yaml [--state-dir DIR] [--skip-weights]\n"
+    "usage: tandemctl up     -f cluster.yaml [--state-dir DIR] [--skip-weights] [--rehash]\n"
     "       tandemctl down   -f cluster.yaml\n"
     "       tandemctl status -f cluster.yaml [--json] [--state-dir DIR]\n"
     "       tandemctl probe  -f cluster.yaml [--state-dir DIR]\n"
@@ -113,6 +117,7 @@ constexpr char kOrchestrationUsage[] =
     "up: config -> preflight -> plan -> load (parallel) -> join (workers first, head last) ->\n"
     "    probe through the head -> serving; prints each phase's duration and the API URL.\n"
     "    Any failure: every agent leaves the group; exit 1. Exit 0 only when serving.\n"
+    "    --rehash: the weights check reads every byte (preflight.verify: full does it always).\n"
     "down: SetServing(false) + LeaveGroup(unload) everywhere; exit 1 names unreachable agents.\n"
     "status: per node state, rank, generation, KV tokens, iterations, queue depth, last probe;\n"
     "    cluster state serving|degraded|starting|down|failed. Exit 0 only when serving.\n"
@@ -134,6 +139,7 @@ struct OrchestrationFlags {
   std::string metrics_listen;
   bool json = false;
   bool skip_weights = false;
+  bool rehash = false;
   std::chrono::milliseconds interval{1000};
 };
 
@@ -160,6 +166,7 @@ int ParseOrchestrationFlags(const std::string& cmd, const std::vector<std::strin
     if (!ok(a)) return UsageError("unknown flag for " + cmd + ": " + a, kOrchestrationUsage);
     if (a == "--json") { f->json = true; continue; }
     if (a == "--skip-weights") { f->skip_weights = true; continue; }
+    if (a == "--rehash") { f->rehash = true; continue; }
     if (!has_inline) {
       if (i + 1 >= args.size()) return UsageError(a + " needs a value", kOrchestrationUsage);
       v = args[++i];
@@ -180,10 +187,11 @@ int Orchestrate(const std::string& cmd, const std::vector<std::string>& args) {
   std::vector<std::string> allowed = {"--file"};
   if (cmd != "down") allowed.push_back("--state-dir");
   if (cmd == "up" || cmd == "serve") allowed.push_back("--skip-weights");
+  if (cmd == "up") allowed.push_back("--rehash");
   if (cmd == "status") allowed.push_back("--json");
   if (cmd == "serve") allowed.insert(allowed.end(), {"--metrics-listen", "--interval"});
   if (int rc = ParseOrchestrationFlags(cmd, args, allowed, &f); rc >= 0) return rc;
-  if (cmd == "up") return RunUp({f.file, f.state_dir, !f.skip_weights});
+  if (cmd == "up") return RunUp({f.file, f.state_dir, !f.skip_weights, f.rehash});
   if (cmd == "down") return RunDown({f.file});
   if (cmd == "status") return RunStatus({f.file, f.state_dir, f.json});
   if (cmd == "probe") return RunProbeCommand({f.file, f.state_dir});

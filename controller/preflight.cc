@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "controller/preflight_security.h"
 
 namespace tandem::controller {
 
@@ -492,7 +494,9 @@ std::vector<std::string> SelectHcas(const NcclSpec& nccl, const v1::NodeFacts& f
   return out;
 }
 
-PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<NodeObservation>& observations) {
+PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<NodeObservation>& observations,
+                                 int64_t now_unix) {
+  if (now_unix == 0) now_unix = static_cast<int64_t>(std::time(nullptr));
   PreflightReport report;
   std::vector<CheckResult>& rows = report.checks;
   const size_t n = std::min(spec.nodes.size(), observations.size());
@@ -518,7 +522,9 @@ PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<Node
       row.fix = "check that nodes[].agent points at the right machine, or fix the agent's --node-name";
     }
     rows.push_back(row);
+    rows.push_back(CheckAgentSecurity(node, *facts, now_unix));
   }
+  if (!spec.nodes.empty()) rows.push_back(CheckApiAuth(spec));
 
   // Parity across the nodes we could reach.
   std::vector<ParityMember> driver, kernel, build;
@@ -606,7 +612,7 @@ PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<Node
     if (gid.hcas.empty()) env["NCCL_IB_DISABLE"] = "1";  // no HCA: say so rather than let NCCL probe
   }
   // Group rows by check (stable: nodes stay in spec order) so the table reads check by check.
-  static const char* const kOrder[] = {kCheckAgentReachable, kCheckDriverParity, kCheckKernelParity, kCheckBuildParity,
+  static const char* const kOrder[] = {kCheckAgentReachable, kCheckAgentSecurity, kCheckApiAuth, kCheckDriverParity, kCheckKernelParity, kCheckBuildParity,
                                        kCheckModelPresent,   kCheckWeightsParity, kCheckRoceGid,     kCheckHcaNetdevs,
                                        kCheckSocketIfname,   kCheckMemory,        kCheckSwap};
   auto rank = [](const std::string& c) {

@@ -37,6 +37,8 @@ inline constexpr char kCheckHcaNetdevs[] = "hca-netdevs";
 inline constexpr char kCheckSocketIfname[] = "socket-ifname";
 inline constexpr char kCheckMemory[] = "memory-admission";
 inline constexpr char kCheckSwap[] = "swap";
+inline constexpr char kCheckAgentSecurity[] = "agent-security";
+inline constexpr char kCheckApiAuth[] = "api-auth";
 
 struct CheckResult {
   std::string check;
@@ -56,8 +58,10 @@ struct PreflightReport {
   int Count(CheckStatus s) const;
 };
 
-// `observations[i]` belongs to `spec.nodes[i]`.
-PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<NodeObservation>& observations);
+// `observations[i]` belongs to `spec.nodes[i]`. `now_unix` (seconds) judges certificate expiry;
+// 0 = the current time.
+PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<NodeObservation>& observations,
+                                 int64_t now_unix = 0);
 
 // --- Named pieces, exposed for tests ---
 

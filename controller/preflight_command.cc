@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "controller/agent_client.h"
+#include "controller/agent_credentials.h"
 #include "controller/cluster_spec.h"
 #include "controller/control_client.h"
 #include "controller/preflight.h"
@@ -18,13 +19,14 @@ int RunPreflight(const PreflightCommandOptions& options) {
     std::fprintf(stderr, "tandemctl: %s\n", StatusText(spec.status()).c_str());
     return kExitBadConfig;
   }
-  absl::StatusOr<std::string> token = ReadClusterToken(spec->auth_token_file);
-  if (!token.ok()) {
-    std::fprintf(stderr, "tandemctl: %s\n", StatusText(token.status()).c_str());
+  absl::StatusOr<AgentCredentials> credentials = LoadAgentCredentials(*spec);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "tandemctl: %s\n", StatusText(credentials.status()).c_str());
     return kExitBadConfig;
   }
   ObserveOptions observe;
-  observe.token = *token;
+  observe.credentials = *credentials;
+  observe.rehash = options.rehash || spec->preflight_verify_full;
   observe.facts_timeout = options.facts_timeout;
   observe.hash_timeout = options.hash_timeout;
   observe.hash_weights = options.hash_weights;

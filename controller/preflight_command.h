@@ -10,6 +10,7 @@ struct PreflightCommandOptions {
   std::string cluster_file = "cluster.yaml";
   bool json = false;
   bool hash_weights = true;
+  bool rehash = false;  // ignore the agents' digest caches (also when cluster.yaml says preflight.verify: full)
   std::chrono::milliseconds facts_timeout{5000};
   std::chrono::milliseconds hash_timeout{30 * 60 * 1000};
 };

@@ -17,6 +17,7 @@ int RunUp(const UpCommandOptions& options) {
   }
   UpOptions up;
   up.hash_weights = options.hash_weights;
+  up.rehash = options.rehash;
   UpResult r = BringUp(*ctx, up, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);

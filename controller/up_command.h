@@ -11,6 +11,7 @@ struct UpCommandOptions {
   std::string cluster_file = "cluster.yaml";
   std::string state_dir;  // "" = DefaultControllerStateDir()
   bool hash_weights = true;
+  bool rehash = false;  // --rehash: the agents read every byte (as with preflight.verify: full)
 };
 
 int RunUp(const UpCommandOptions& options);

@@ -191,3 +191,26 @@ TEST(ClusterSpec, SplitHostPort) {
 
 }  // namespace
 }  // namespace tandem::controller
+
+namespace tandem::controller {
+namespace {
+
+TEST(ClusterSpec, TlsAndPreflightVerify) {
+  const std::string base = "cluster: c\nmodel:\n  path: /m\nnodes:\n  - {name: a, agent: '10.0.0.1:9300'}\n";
+  auto spec = ParseClusterSpec(base + "tls:\n  ca: /etc/tandem/tls/ca.pem\n  cert: /etc/tandem/tls/controller.pem\n"
+                                      "  key: /etc/tandem/tls/controller.key\npreflight:\n  verify: full\n",
+                               "cluster.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->tls_ca, "/etc/tandem/tls/ca.pem");
+  EXPECT_EQ(spec->tls_cert, "/etc/tandem/tls/controller.pem");
+  EXPECT_EQ(spec->tls_key, "/etc/tandem/tls/controller.key");
+  EXPECT_TRUE(spec->preflight_verify_full);
+  auto cache = ParseClusterSpec(base + "preflight:\n  verify: cache\n", "cluster.yaml");
+  ASSERT_TRUE(cache.ok());
+  EXPECT_FALSE(cache->preflight_verify_full);
+  ExpectError(base + "preflight:\n  verify: sometimes\n", "cluster.yaml:7: preflight.verify: expected cache or full");
+  ExpectError(base + "tls:\n  ca: /ca.pem\n  cert: /c.pem\n", "cluster.yaml:7: tls.key: required key is missing");
+}
+
+}  // namespace
+}  // namespace tandem::controller

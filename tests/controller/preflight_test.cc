@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "controller/cluster_spec.h"
@@ -54,6 +56,8 @@ void AddHca(v1::NodeFacts* f, const std::string& name, const std::string& netdev
   if (layout != Layout::kNoIpv4) n->add_ipv4(ipv4 + "/24");
 }
 
+constexpr int64_t kNow = 1800000000;  // a fixed "now" for certificate expiry
+
 v1::NodeFacts SparkFacts(const std::string& name, Layout layout0 = Layout::kDgxSpark, Layout layout1 = Layout::kDgxSpark) {
   v1::NodeFacts f;
   f.set_node_name(name);
@@ -75,6 +79,14 @@ v1::NodeFacts SparkFacts(const std::string& name, Layout layout0 = Layout::kDgxS
   f.mutable_model()->set_has_config(true);
   f.mutable_model()->set_file_count(2);
   f.mutable_model()->set_total_bytes(1000);
+  v1::SecurityFact* sec = f.mutable_security();
+  sec->set_token_auth(true);
+  sec->set_tls(true);
+  sec->set_client_cert_required(true);
+  sec->set_listen("0.0.0.0:9300");
+  sec->set_tls_subject("/CN=" + name);
+  sec->set_tls_not_after_unix(kNow + int64_t{100} * 365 * 86400);  // valid whatever the clock says
+  sec->add_model_roots("/models");
   return f;
 }
 
@@ -93,7 +105,9 @@ v1::WeightsManifest Manifest(const std::vector<std::pair<std::string, std::strin
 const std::vector<std::pair<std::string, std::string>> kFiles = {
     {"config.json", "11"}, {"model-00001.safetensors", "22"}, {"model-00002.safetensors", "33"}};
 
-ClusterSpec Spec(const std::string& nccl = "nccl:\n  hca: [rocep1s0f0, rocep1s0f1]\n  socket_ifname: enP7s7\n",
+constexpr char kDefaultNccl[] = "nccl:\n  hca: [rocep1s0f0, rocep1s0f1]\n  socket_ifname: enP7s7\n";
+
+ClusterSpec Spec(const std::string& nccl = kDefaultNccl,
                  const std::string& extra = "") {
   std::string yaml = absl::StrCat("cluster: t\nmodel:\n  path: /models/q\n", nccl, extra,
                                   "nodes:\n  - {name: spark1, agent: '10.0.0.1:9300'}\n  - {name: spark2, agent: '10.0.0.2:9300'}\n");
@@ -123,15 +137,73 @@ const CheckResult& Row(const PreflightReport& r, const std::string& check, const
 void Print(const PreflightReport& r) { std::printf("%s", FormatPreflightTable(r, 0.0).c_str()); }
 
 TEST(Preflight, IdenticalNodesPass) {
-  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), SparkFacts("spark2")));
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), SparkFacts("spark2")), kNow);
   Print(r);
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(r.Count(CheckStatus::kWarn), 0);
-  EXPECT_EQ(r.checks.size(), 2u * 11u);  // eleven checks, two nodes
+  EXPECT_EQ(r.checks.size(), 2u * 12u + 1u);  // twelve checks per node, api-auth once
   EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_HCA"], "rocep1s0f0,rocep1s0f1");
   EXPECT_EQ(r.nccl_env["spark1"]["NCCL_IB_GID_INDEX"], "3");
   EXPECT_EQ(r.nccl_env["spark2"]["NCCL_SOCKET_IFNAME"], "enP7s7");
   EXPECT_EQ(r.nccl_env["spark2"]["GLOO_SOCKET_IFNAME"], "enP7s7");
+}
+
+// Issue 12: "preflight passes agents that run without auth, silently".
+TEST(Preflight, AgentSecurityRows) {
+  struct Case {
+    const char* what;
+    std::function<void(v1::SecurityFact*)> edit;
+    CheckStatus want;
+    const char* found;
+  };
+  const std::vector<Case> cases = {
+      {"token + mutual TLS", [](v1::SecurityFact*) {}, CheckStatus::kPass, "mutual TLS"},
+      {"--insecure", [](v1::SecurityFact* s) { s->Clear(); s->set_insecure(true); s->set_listen("0.0.0.0:9300"); },
+       CheckStatus::kFail, "--insecure"},
+      {"no auth on loopback", [](v1::SecurityFact* s) { s->Clear(); s->set_listen("127.0.0.1:9300"); s->set_loopback_only(true); },
+       CheckStatus::kFail, "no authentication"},
+      {"token in clear on the network", [](v1::SecurityFact* s) { s->set_tls(false); s->set_client_cert_required(false); },
+       CheckStatus::kFail, "in clear"},
+      {"token on loopback without TLS", [](v1::SecurityFact* s) {
+         s->set_tls(false); s->set_client_cert_required(false); s->set_loopback_only(true); s->set_listen("127.0.0.1:9300"); },
+       CheckStatus::kPass, "token"},
+      {"mutual TLS without token", [](v1::SecurityFact* s) { s->set_token_auth(false); }, CheckStatus::kPass, "mutual TLS"},
+      {"certificate expires in 10 days", [](v1::SecurityFact* s) { s->set_tls_not_after_unix(kNow + 10 * 86400); },
+       CheckStatus::kWarn, "expires in 10 days"},
+      {"certificate expired", [](v1::SecurityFact* s) { s->set_tls_not_after_unix(kNow - 1); }, CheckStatus::kFail, "expired"},
+  };
+  for (const Case& c : cases) {
+    v1::NodeFacts b = SparkFacts("spark2");
+    c.edit(b.mutable_security());
+    PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), b), kNow);
+    const CheckResult& row = Row(r, kCheckAgentSecurity, "spark2");
+    std::printf("%-32s %s  %s | %s\n", c.what, CheckStatusName(row.status), row.found.c_str(), row.fix.c_str());
+    EXPECT_EQ(row.status, c.want) << c.what;
+    EXPECT_TRUE(absl::StrContains(row.found, c.found)) << c.what << ": " << row.found;
+    if (c.want == CheckStatus::kFail) {
+      EXPECT_FALSE(r.ok()) << c.what;
+      EXPECT_FALSE(row.fix.empty()) << c.what;
+    }
+    EXPECT_EQ(Row(r, kCheckAgentSecurity, "spark1").status, CheckStatus::kPass);
+  }
+  // An agent too old to report its security: a warning, not silence.
+  v1::NodeFacts old = SparkFacts("spark2");
+  old.clear_security();
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), old), kNow);
+  EXPECT_EQ(Row(r, kCheckAgentSecurity, "spark2").status, CheckStatus::kWarn);
+}
+
+TEST(Preflight, ApiOnTheNetworkNeedsAKey) {
+  auto api_row = [](const std::string& api) {
+    PreflightReport r = ComparePreflight(Spec(kDefaultNccl, api), Observe(SparkFacts("spark1"), SparkFacts("spark2")), kNow);
+    const CheckResult& row = Row(r, kCheckApiAuth, "spark1");
+    std::printf("%-60s %s  %s\n", api.c_str(), CheckStatusName(row.status), row.found.c_str());
+    return row.status;
+  };
+  EXPECT_EQ(api_row(""), CheckStatus::kPass);
+  EXPECT_EQ(api_row("api:\n  listen: 127.0.0.1:8000\n"), CheckStatus::kPass);
+  EXPECT_EQ(api_row("api:\n  listen: 0.0.0.0:8000\n"), CheckStatus::kFail);
+  EXPECT_EQ(api_row("api:\n  listen: 0.0.0.0:8000\n  key_file: /etc/tandem/api-key\n"), CheckStatus::kWarn);
 }
 
 TEST(Preflight, DifferentDriverFailsNamingBothNodes) {
