@@ -430,7 +430,13 @@ CheckResult CheckModelPresent(const NodeSpec& node, const v1::ModelFolderFact& m
   CheckResult row{kCheckModelPresent, node.name, CheckStatus::kPass, "", "", ""};
   row.expected = absl::StrCat(node.model_path, "/config.json present (each node needs the whole model)");
   std::string path = model.path().empty() ? node.model_path : model.path();
-  if (!model.exists()) {
+  if (absl::StartsWith(model.error(), "PERMISSION_DENIED")) {
+    // The agent did not look: the path lies outside its --model-root folders.
+    row.status = CheckStatus::kFail;
+    row.found = absl::StrCat("refused by the agent: ", model.error());
+    row.fix = absl::StrCat("keep the model under the agent's --model-root on ", node.name,
+                           " (or add that folder with --model-root and restart the agent)");
+  } else if (!model.exists()) {
     row.status = CheckStatus::kFail;
     row.found = absl::StrCat(path, " does not exist", model.error().empty() ? "" : absl::StrCat(" (", model.error(), ")"));
     row.fix = absl::StrCat("copy the model folder to ", path, " on ", node.name, " (or set nodes[].model_path)");

@@ -193,6 +193,18 @@ TEST(Preflight, AgentSecurityRows) {
   EXPECT_EQ(Row(r, kCheckAgentSecurity, "spark2").status, CheckStatus::kWarn);
 }
 
+TEST(Preflight, ModelOutsideTheAgentsRootsSaysSo) {
+  v1::NodeFacts b = SparkFacts("spark2");
+  b.mutable_model()->set_exists(false);
+  b.mutable_model()->set_has_config(false);
+  b.mutable_model()->set_error("PERMISSION_DENIED: /models/q is outside the model roots (this agent's model roots: /srv)");
+  PreflightReport r = ComparePreflight(Spec(), Observe(SparkFacts("spark1"), b), kNow);
+  const CheckResult& row = Row(r, kCheckModelPresent, "spark2");
+  EXPECT_EQ(row.status, CheckStatus::kFail);
+  EXPECT_TRUE(absl::StartsWith(row.found, "refused by the agent: PERMISSION_DENIED")) << row.found;
+  EXPECT_TRUE(absl::StrContains(row.fix, "--model-root")) << row.fix;
+}
+
 TEST(Preflight, ApiOnTheNetworkNeedsAKey) {
   auto api_row = [](const std::string& api) {
     PreflightReport r = ComparePreflight(Spec(kDefaultNccl, api), Observe(SparkFacts("spark1"), SparkFacts("spark2")), kNow);
