@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/version.h"
+#include "controller/certs_command.h"
 #include "controller/down_command.h"
 #include "controller/preflight_command.h"
 #include "controller/probe_command.h"
@@ -31,6 +32,7 @@ constexpr char kUsage[] =
     "  status      show every node's state and the cluster's (exit 0 only when serving)\n"
     "  probe       run one inference probe through the head\n"
     "  serve       keep the cluster serving (reconciler, restart budget, /metrics)\n"
+    "  certs       make a cluster CA and per-node certificates for mutual TLS\n"
     "  bench       load-test the serving cluster              (not implemented yet: no issue yet)\n"
     "  linktest    measure the fabric between the nodes       (not implemented yet: no issue yet)\n"
     "  version     print the version\n"
@@ -222,6 +224,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "preflight") return Preflight(rest);
+  if (cmd == "certs") return tandem::controller::RunCertsCommand(rest);
   if (cmd == "up" || cmd == "down" || cmd == "status" || cmd == "probe" || cmd == "serve") return Orchestrate(cmd, rest);
   struct Planned {
     const char* name;
