@@ -1,8 +1,12 @@
 // `tandemctl preflight` against two real tandem-agentd processes on loopback, each reading its
-// own fake sysfs/procfs tree (tests/common/fake_node.h) and its own copy of a small model.
+// own fake sysfs/procfs tree (tests/common/fake_node.h) and its own copy of a small model. The
+// agents run as an operator should run them: cluster token, mutual TLS (certificates from
+// `tandemctl certs`), model root.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +53,15 @@ class PreflightIntegration : public ::testing::Test {
     char tmpl[] = "/tmp/tandem-preflight-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    WriteFile(dir_ / "token", "preflight-integration-token\n");
+    fs::permissions(dir_ / "token", fs::perms::owner_read | fs::perms::owner_write);
+    fs::create_directories(dir_ / "models");
+    // Certificates for the node names the tests use; the hosts are all 127.0.0.1 (ports do not
+    // matter to a certificate).
+    WriteFile(dir_ / "certs.yaml",
+              "model: {path: /m}\nnodes:\n  - {name: spark1, agent: '127.0.0.1:1'}\n  - {name: spark2, agent: '127.0.0.1:2'}\n");
+    CtlResult certs = RunCtl({"certs", "-f", (dir_ / "certs.yaml").string(), "--out", (dir_ / "tls").string()});
+    ASSERT_EQ(certs.exit_code, 0) << certs.out << certs.err;
   }
   void TearDown() override {
     for (auto& a : agents_) a.proc.Stop(std::chrono::milliseconds(2000));
@@ -59,7 +72,7 @@ class PreflightIntegration : public ::testing::Test {
 
   // A small model folder: config.json plus a few "weight" files with distinct contents.
   fs::path WriteModel(const std::string& name) {
-    fs::path m = dir_ / name;
+    fs::path m = dir_ / "models" / name;
     WriteFile(m / "config.json", R"({"model_type": "qwen3_moe", "num_hidden_layers": 2})");
     WriteFile(m / "tokenizer.json", R"({"model": {"type": "BPE"}})");
     for (int i = 1; i <= 3; ++i) {
@@ -80,9 +93,11 @@ class PreflightIntegration : public ::testing::Test {
     a.name = name;
     fs::path out = dir_ / (name + ".out");
     SubprocessOptions so;
+    const std::string tls = (dir_ / "tls").string() + "/";
     so.argv = {TANDEM_AGENTD_BIN, "--listen", "127.0.0.1:0", "--node-name", name, "--sysfs-root", sysfs,
                "--procfs-root", procfs, "--state-dir", (dir_ / ("state-" + name)).string(), "--metrics-listen",
-               "127.0.0.1:0"};
+               "127.0.0.1:0", "--token-file", (dir_ / "token").string(), "--model-root", (dir_ / "models").string(),
+               "--tls-cert", tls + name + ".pem", "--tls-key", tls + name + ".key", "--tls-ca", tls + "ca.pem"};
     so.stdout_path = out.string();
     so.stderr_path = (dir_ / (name + ".err")).string();
     std::string error;
@@ -106,8 +121,11 @@ class PreflightIntegration : public ::testing::Test {
   // cluster.yaml naming the nodes; `models[i]` is node i's model folder.
   fs::path WriteCluster(const std::vector<std::pair<std::string, std::string>>& nodes,
                         const std::vector<fs::path>& models) {
+    const std::string tls = (dir_ / "tls").string() + "/";
     std::string y = "cluster: it\nmodel:\n  path: " + models[0].string() +
-                    "\nengine:\n  memory_fraction: 0.70\nnccl:\n  hca: [rocep1s0f0, rocep1s0f1]\n  socket_ifname: enP7s7\nnodes:\n";
+                    "\nengine:\n  memory_fraction: 0.70\nnccl:\n  hca: [rocep1s0f0, rocep1s0f1]\n  socket_ifname: enP7s7\n"
+                    "auth:\n  token_file: " + (dir_ / "token").string() + "\ntls:\n  ca: " + tls + "ca.pem\n  cert: " + tls +
+                    "controller.pem\n  key: " + tls + "controller.key\nnodes:\n";
     for (size_t i = 0; i < nodes.size(); ++i) {
       y += "  - name: " + nodes[i].first + "\n    agent: \"" + nodes[i].second + "\"\n";
       y += "    model_path: " + models[i].string() + "\n";
@@ -117,10 +135,19 @@ class PreflightIntegration : public ::testing::Test {
     return p;
   }
 
-  CtlResult RunPreflight(const fs::path& cluster) {
+  CtlResult RunPreflight(const fs::path& cluster, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"preflight", "-f", cluster.string(), "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CtlResult r = RunCtl(args);
+    if (!r.out.empty()) r.json = nlohmann::json::parse(r.out, nullptr, false);
+    return r;
+  }
+
+  CtlResult RunCtl(const std::vector<std::string>& args) {
     CtlResult r;
     SubprocessOptions so;
-    so.argv = {TANDEMCTL_BIN, "preflight", "-f", cluster.string(), "--json"};
+    so.argv = {TANDEMCTL_BIN};
+    so.argv.insert(so.argv.end(), args.begin(), args.end());
     so.stdout_path = (dir_ / "ctl.out").string();
     so.stderr_path = (dir_ / "ctl.err").string();
     fs::remove(so.stdout_path);
@@ -135,7 +162,6 @@ class PreflightIntegration : public ::testing::Test {
     if (st && WIFEXITED(*st)) r.exit_code = WEXITSTATUS(*st);
     r.out = ReadFile(so.stdout_path);
     r.err = ReadFile(so.stderr_path);
-    if (!r.out.empty()) r.json = nlohmann::json::parse(r.out, nullptr, false);
     return r;
   }
 
@@ -188,7 +214,8 @@ TEST_F(PreflightIntegration, IdenticalNodesPass) {
               r.json.value("wall_seconds", -1.0));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.json["ok"], true);
-  EXPECT_EQ(r.json["checks"].size(), 22u);
+  EXPECT_EQ(r.json["checks"].size(), 25u);  // 12 checks per node, api-auth once
+  EXPECT_EQ(Rows(r, "agent-security", "pass").size(), 2u);
   EXPECT_EQ(Rows(r, "weights-parity", "pass").size(), 2u);
   EXPECT_EQ(r.json["nccl_env"]["spark1"]["NCCL_IB_HCA"], "rocep1s0f0,rocep1s0f1");
   EXPECT_EQ(r.json["nccl_env"]["spark1"]["NCCL_IB_GID_INDEX"], "3");
@@ -214,7 +241,7 @@ TEST_F(PreflightIntegration, ChangedDriverFailsThenPassesOnceFixed) {
   EXPECT_NE(fails[1]["detail"].get<std::string>().find("575.57.08"), std::string::npos);
   EXPECT_NE(fails[1]["detail"].get<std::string>().find("580.95.05 as on spark1"), std::string::npos);
   // The operator fixes the node; facts are read fresh, so no agent restart is needed.
-  fs::path root = dir_ / "node-spark2";
+  fs::path root = dir_ / "node-spark2";  // the fake node tree
   testing::WriteTextFile((root / "sys/module/nvidia/version").string(), "580.95.05\n");
   std::string proc = ReadFile(root / "proc/driver/nvidia/version");
   size_t at = proc.find("575.57.08");
@@ -243,6 +270,44 @@ TEST_F(PreflightIntegration, CorruptedWeightFileFailsNamingTheFile) {
     EXPECT_NE(f["detail"].get<std::string>().find("differs: model-00002-of-00003.safetensors"), std::string::npos) << f;
   }
   EXPECT_EQ(Rows(r, "driver-parity", "pass").size(), 2u);
+}
+
+// Issue 12, row 3: the hash cache was keyed on size + mtime, so a byte flipped with the mtime set
+// back passed preflight on a warm cache. ctime cannot be set back: the file is hashed again.
+TEST_F(PreflightIntegration, ByteFlippedWithMtimeRestoredFailsOnAWarmCache) {
+  StartAgent("spark1", Spark("10.0.0.1"));
+  StartAgent("spark2", Spark("10.0.0.2"));
+  fs::path m1 = WriteModel("model1"), m2 = WriteModel("model2");
+  fs::path cluster = WriteCluster(Nodes(), {m1, m2});
+  CtlResult warm = RunPreflight(cluster);
+  ASSERT_EQ(warm.exit_code, 0) << warm.out << warm.err;
+  const fs::path target = m2 / "model-00003-of-00003.safetensors";
+  struct stat before {};
+  ASSERT_EQ(stat(target.c_str(), &before), 0);
+  {
+    std::fstream f(target, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(123457);
+    f.put('\x01');
+  }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, target.c_str(), times, 0), 0);
+  struct stat after {};
+  ASSERT_EQ(stat(target.c_str(), &after), 0);
+  ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  ASSERT_EQ(after.st_size, before.st_size);
+  CtlResult r = RunPreflight(cluster);
+  PrintFailures(r);
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto fails = Rows(r, "weights-parity", "fail");
+  ASSERT_EQ(fails.size(), 2u);
+  EXPECT_NE(fails[0]["detail"].get<std::string>().find("differs: model-00003-of-00003.safetensors"), std::string::npos)
+      << fails[0];
+  // --rehash reads every byte (same verdict), and so does preflight.verify: full.
+  CtlResult full = RunPreflight(cluster, {"--rehash"});
+  EXPECT_EQ(full.exit_code, 1);
+  EXPECT_EQ(Rows(full, "weights-parity", "fail").size(), 2u);
+  std::printf("warm-cache preflight %.3f s, --rehash %.3f s\n", r.seconds, full.seconds);
 }
 
 TEST_F(PreflightIntegration, UnreachableAgentFailsFastNamingNodeAndAddress) {
