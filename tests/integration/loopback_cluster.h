@@ -1,0 +1,238 @@
+// Two real tandem-agentd processes on loopback (TP=2, cpu backend, Gloo over 127.0.0.1) with
+// the cluster token, model folders = temp copies of testdata/qwen3moe-tiny under the agents'
+// --model-root, and tandemctl run against them: the fixture of the integration tests that drive
+// the controller (orchestration_integration_test, serve_recovery_integration_test).
+// The test target defines TANDEM_AGENTD_BIN and TANDEMCTL_BIN.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/subprocess.h"
+#include "tests/common/fake_node.h"
+#include "tests/common/test_util.h"
+
+namespace tandem::testing {
+
+// One HTTP/1.1 request over a plain socket (Connection: close); returns the status code (0 when
+// the connection failed) and the whole response (headers and body) in *response.
+inline int HttpRequest(int port, const std::string& method, const std::string& path, const std::string& body,
+                       std::string* response) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{10, 0};  // every blocking read and write has a deadline
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return 0;
+  }
+  std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  if (!body.empty()) {
+    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  req += "\r\n" + body;
+  (void)!write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  close(fd);
+  *response = out;
+  if (out.rfind("HTTP/1.", 0) != 0 || out.size() < 12) return 0;
+  return std::atoi(out.c_str() + 9);
+}
+
+// `promtool check metrics` on a /metrics text: "" when it passes, else its findings; nullopt
+// when promtool is not installed (scripts/setup-debian.sh installs it).
+inline std::optional<std::string> PromtoolFindings(const std::string& metrics_text, const std::string& scratch_dir) {
+  const char* promtool = "/usr/bin/promtool";
+  if (access(promtool, X_OK) != 0) return std::nullopt;
+  std::string in = scratch_dir + "/metrics.txt", out = scratch_dir + "/promtool.out";
+  WriteTextFile(in, metrics_text);
+  SubprocessOptions so;
+  so.argv = {"/bin/sh", "-c", std::string(promtool) + " check metrics < " + in};
+  so.stdout_path = out;
+  so.stderr_path = out;
+  std::filesystem::remove(out);
+  Subprocess p;
+  std::string error;
+  if (!p.Start(so, &error)) return "cannot run promtool: " + error;
+  std::optional<int> rc = p.Wait(std::chrono::seconds(30));
+  std::string findings = ReadTextFile(out);
+  if (!rc || !WIFEXITED(*rc) || WEXITSTATUS(*rc) != 0) {
+    return "promtool failed (" + (rc ? DescribeWaitStatus(*rc) : std::string("timeout")) + "): " + findings;
+  }
+  return findings;
+}
+
+struct CtlResult {
+  int exit_code = -1;
+  std::string out;
+  nlohmann::json json;  // the first JSON object in the output (status --json), else discarded
+};
+
+class LoopbackCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tandem-orch-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    const char* td = std::getenv("TANDEM_TESTDATA");
+    std::filesystem::path tiny = std::filesystem::path(td ? td : "/work/shared/testdata") / "qwen3moe-tiny";
+    ASSERT_TRUE(std::filesystem::exists(tiny / "model.safetensors")) << tiny;
+    for (const char* m : {"model1", "model2"}) {
+      std::filesystem::create_directories(dir_ / m);
+      std::filesystem::copy_file(tiny / "config.json", dir_ / m / "config.json");
+      std::filesystem::copy_file(tiny / "model.safetensors", dir_ / m / "model.safetensors");
+    }
+    // Secret files: owner-only and at least 16 bytes, or agent and controller refuse them.
+    WriteSecret("token", "integration-token\n");
+    WriteSecret("badtoken", "not-the-cluster-token\n");
+    ports_ = {UnusedLoopbackPort(), UnusedLoopbackPort()};
+  }
+  void TearDown() override {
+    if (serve_.pid() > 0) serve_.Stop(std::chrono::milliseconds(2000));
+    for (auto& a : agents_) a.Stop(std::chrono::milliseconds(2000));
+    std::error_code ec;
+    if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ec);
+    else std::printf("kept %s for inspection\n", dir_.c_str());
+  }
+
+  std::string Read(const std::filesystem::path& p) const { return ReadTextFile(p.string()); }
+
+  void WriteSecret(const std::string& name, const std::string& text) {
+    WriteTextFile((dir_ / name).string(), text);
+    ::chmod((dir_ / name).c_str(), 0600);
+  }
+
+  // Agent i (n1 = head, n2 = worker) on its fixed port, confined to the test's folder; waits for
+  // its ready line. Called again after a kill, it restarts the agent on the same port.
+  void StartAgent(int i) {
+    std::string name = "n" + std::to_string(i + 1);
+    SubprocessOptions so;
+    so.argv = {TANDEM_AGENTD_BIN, "--listen", "127.0.0.1:" + std::to_string(ports_[i]), "--node-name", name,
+               "--state-dir", (dir_ / ("state-" + name)).string(), "--token-file", (dir_ / "token").string(),
+               "--model-root", dir_.string()};
+    std::filesystem::path out = dir_ / (name + ".out");
+    so.stdout_path = out.string();
+    so.stderr_path = (dir_ / (name + ".err")).string();
+    std::filesystem::remove(out);
+    Subprocess p;
+    std::string error;
+    ASSERT_TRUE(p.Start(so, &error)) << error;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (Read(out).find("tandem-agentd ready") == std::string::npos) {
+      ASSERT_TRUE(p.running()) << "agent exited: " << Read(so.stderr_path);
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no ready line from " << name;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (static_cast<size_t>(i) < agents_.size()) agents_[i] = std::move(p);
+    else agents_.push_back(std::move(p));
+  }
+
+  // kill -9 agent i and reap it.
+  void KillAgent(int i) {
+    agents_[i].Signal(SIGKILL);
+    ASSERT_TRUE(agents_[i].Wait(std::chrono::seconds(5)).has_value());
+  }
+
+  // `serve_yaml`: the serve: block (restart budget etc.).
+  std::filesystem::path WriteCluster(const std::string& token_file, const std::string& name = "cluster.yaml",
+                                     const std::string& serve_yaml = "serve:\n  restart_budget: 5 per 10m\n") {
+    std::string y = "cluster: it\nmodel:\n  served_name: tiny\nengine:\n  backend: cpu\n  memory_fraction: 0.01\n"
+                    "  kv_tokens: 2048\n  max_num_seqs: 4\napi:\n  listen: 127.0.0.1:0\nauth:\n  token_file: " +
+                    (dir_ / token_file).string() +
+                    "\nprobe:\n  prompt_ids: [1, 2, 3, 4]\n  max_tokens: 6\n  interval: 2s\n" + serve_yaml +
+                    "timeouts:\n  load: 60s\n  join: 30s\n  leave: 5s\nnodes:\n";
+    for (int i = 0; i < 2; ++i) {
+      y += "  - name: n" + std::to_string(i + 1) + "\n    agent: 127.0.0.1:" + std::to_string(ports_[i]) +
+           "\n    model_path: " + (dir_ / ("model" + std::to_string(i + 1))).string() + "\n";
+    }
+    WriteTextFile((dir_ / name).string(), y);
+    return dir_ / name;
+  }
+
+  std::string StateDir() const { return (dir_ / "ctl").string(); }
+
+  CtlResult Ctl(std::vector<std::string> args, int timeout_s = 120) {
+    CtlResult r;
+    SubprocessOptions so;
+    so.argv = {TANDEMCTL_BIN};
+    so.argv.insert(so.argv.end(), args.begin(), args.end());
+    if (args[0] != "down") so.argv.insert(so.argv.end(), {"--state-dir", StateDir()});
+    so.stdout_path = (dir_ / "ctl.out").string();
+    so.stderr_path = so.stdout_path;
+    std::filesystem::remove(so.stdout_path);
+    Subprocess p;
+    std::string error;
+    EXPECT_TRUE(p.Start(so, &error)) << error;
+    std::optional<int> st = p.Wait(std::chrono::seconds(timeout_s));
+    EXPECT_TRUE(st.has_value()) << "tandemctl " << args[0] << " did not finish";
+    if (st && WIFEXITED(*st)) r.exit_code = WEXITSTATUS(*st);
+    r.out = Read(so.stdout_path);
+    size_t brace = r.out.find("{\n");
+    if (brace != std::string::npos) r.json = nlohmann::json::parse(r.out.substr(brace), nullptr, false);
+    return r;
+  }
+
+  // `tandemctl serve` in the background (log in serve.out, appended across restarts), /metrics
+  // on a free loopback port; returns that port (0 after a failed assertion).
+  int StartServe(const std::filesystem::path& cluster, const std::string& interval_s = "0.5") {
+    SubprocessOptions so;
+    so.argv = {TANDEMCTL_BIN, "serve",      "-f", cluster.string(), "--state-dir", StateDir(), "--interval", interval_s,
+               "--metrics-listen", "127.0.0.1:0"};
+    std::filesystem::path out = dir_ / ("serve-" + std::to_string(++serve_runs_) + ".out");
+    so.stdout_path = out.string();
+    so.stderr_path = so.stdout_path;
+    std::string error;
+    EXPECT_TRUE(serve_.Start(so, &error)) << error;
+    static const std::regex kMetrics(R"(tandemctl serve: metrics=\S+:(\d+))");
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::smatch m;
+      std::string text = Read(out);
+      if (std::regex_search(text, m, kMetrics)) return std::stoi(m[1]);
+      if (!serve_.running()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "tandemctl serve did not start:\n" << Read(out);
+    return 0;
+  }
+  std::string ServeLog() const { return Read(dir_ / ("serve-" + std::to_string(serve_runs_) + ".out")); }
+
+  // SIGTERM: serve must stop cleanly (exit 0) and leave the cluster as it is.
+  void StopServe() {
+    serve_.Signal(SIGTERM);
+    std::optional<int> rc = serve_.Wait(std::chrono::seconds(10));
+    ASSERT_TRUE(rc.has_value()) << "serve did not stop on SIGTERM";
+    EXPECT_TRUE(WIFEXITED(*rc) && WEXITSTATUS(*rc) == 0) << DescribeWaitStatus(*rc);
+  }
+
+  std::filesystem::path dir_;
+  std::vector<int> ports_;
+  std::vector<Subprocess> agents_;
+  Subprocess serve_;
+  int serve_runs_ = 0;
+};
+
+}  // namespace tandem::testing
