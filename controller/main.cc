@@ -126,10 +126,12 @@ constexpr char kOrchestrationUsage[] =
     "probe: one probe now (probe.expect substring, or the generation's recorded greedy ids).\n"
     "serve: observe -> reconcile -> act every --interval (default 1 s); restarts a broken group\n"
     "    whole with backoff within serve.restart_budget, then reports failed: operator needed.\n"
+    "    It waits, without spending the budget, while an agent is unreachable or the preflight\n"
+    "    fails; the budget lives in the state file; operator needed clears once the group serves.\n"
     "    SIGTERM stops it and leaves the cluster as it is.\n"
     "\n"
-    "--state-dir: where the controller keeps probe references (default ~/.local/state/tandem,\n"
-    "    /var/lib/tandem-ctl as root). Details: docs/orchestration.md.\n";
+    "--state-dir: where the controller keeps probe references and serve's restart budget\n"
+    "    (default ~/.local/state/tandem, /var/lib/tandem-ctl as root). Details: docs/orchestration.md.\n";
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
