@@ -1,5 +1,6 @@
 #include "engine/tokenizer/bpe_model.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "common/status.h"
@@ -52,6 +53,8 @@ absl::Status BpeModel::Finish() {
     // all 256; tiny test vocabularies need not.
     byte_ids_[b] = FindToken(std::string(1, static_cast<char>(b)));
   }
+  all_bytes_ = std::all_of(byte_ids_.begin(), byte_ids_.end(), [](int32_t id) { return id >= 0; });
+  for (const std::string& t : id_to_bytes_) max_token_bytes_ = std::max(max_token_bytes_, t.size());
   return absl::OkStatus();
 }
 

@@ -43,6 +43,10 @@ class BpeModel {
   }
   // The id of a byte string, or -1.
   int32_t FindToken(std::string_view bytes) const;
+  // Every word is at least ceil(bytes / max_token_bytes()) tokens when every single byte is a
+  // token (all_bytes()): the bound that lets a bounded encode refuse a huge word unmerged.
+  size_t max_token_bytes() const { return max_token_bytes_; }
+  bool all_bytes() const { return all_bytes_; }
   size_t size() const { return token_to_id_.size(); }
   size_t merge_count() const { return merges_.size(); }
   int32_t max_id() const { return static_cast<int32_t>(id_to_bytes_.size()) - 1; }
@@ -63,6 +67,8 @@ class BpeModel {
   absl::flat_hash_map<uint64_t, Merge> merges_;
   std::array<int32_t, 256> byte_ids_{};
   bool ignore_merges_ = false;
+  size_t max_token_bytes_ = 1;
+  bool all_bytes_ = false;
 
   // Results per word. Text repeats words heavily, so most words skip merging. Bounded: the
   // whole cache is dropped when it reaches kCacheCapacity entries (cheap, and rare).

@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <optional>
+
 #include "absl/status/status.h"
 
 namespace tandem::tokenizer {
@@ -88,88 +90,90 @@ bool PreTokenizer::has_byte_level() const {
 
 namespace {
 
-struct Span {
-  size_t start, end;
-  bool is_match;
-};
-
-// Cuts one piece by a regex according to `behavior`, appending the results to `out`. Merged
-// pieces are always adjacent in `piece`, so every result is a view into it.
-void SplitPiece(std::string_view piece, const Regex& regex, SplitBehavior behavior, bool invert,
-                std::vector<std::string_view>* out) {
-  std::vector<Span> spans;
-  size_t last = 0;
-  regex.ForEachMatch(piece, [&](size_t s, size_t e) {
-    if (s > last) spans.push_back({last, s, false});
-    spans.push_back({s, e, true});
-    last = e;
-  });
-  if (last < piece.size()) spans.push_back({last, piece.size(), false});
-  if (invert) {
-    for (auto& sp : spans) sp.is_match = !sp.is_match;
-  }
-  const size_t first = out->size();
-  bool pending = false;  // the last piece is open for the next span (MergedWithNext, Contiguous)
-  auto extend_last = [&](const Span& sp) {
-    std::string_view& b = out->back();
-    b = std::string_view(b.data(), piece.data() + sp.end - b.data());
+// Cuts one piece by a regex according to `behavior`, passing the results to `emit` in order
+// (false from emit stops the cut). A result can still grow while the next span is looked at
+// (the merged behaviours extend the last piece), so the last one is held until that is known.
+// Merged pieces are always adjacent in `piece`, so every result is a view into it.
+bool SplitPiece(std::string_view piece, const Regex& regex, SplitBehavior behavior, bool invert,
+                absl::FunctionRef<bool(std::string_view)> emit) {
+  std::optional<std::string_view> open;  // the last result, not yet passed on
+  bool pending = false;  // the open piece accepts the next span (MergedWithNext, Contiguous)
+  auto push = [&](std::string_view text) {
+    if (open && !emit(*open)) return false;
+    open = text;
+    return true;
   };
-  for (const Span& sp : spans) {
-    const std::string_view text = piece.substr(sp.start, sp.end - sp.start);
-    const bool have_last = out->size() > first;
+  auto on_span = [&](size_t start, size_t end, bool is_match) {
+    if (invert) is_match = !is_match;
+    const std::string_view text = piece.substr(start, end - start);
+    auto extend = [&] { open = std::string_view(open->data(), piece.data() + end - open->data()); };
     switch (behavior) {
       case SplitBehavior::kRemoved:
-        if (!sp.is_match) out->push_back(text);
-        break;
+        return is_match || push(text);
       case SplitBehavior::kIsolated:
-        out->push_back(text);
-        break;
+        return push(text);
       case SplitBehavior::kMergedWithPrevious:
-        if (sp.is_match && have_last) extend_last(sp);
-        else out->push_back(text);
-        break;
+        if (is_match && open) {
+          extend();
+          return true;
+        }
+        return push(text);
       case SplitBehavior::kMergedWithNext:
-        if (pending && have_last) extend_last(sp);
-        else out->push_back(text);
-        pending = sp.is_match;
-        break;
-      case SplitBehavior::kContiguous:
-        if (sp.is_match && pending && have_last) extend_last(sp);
-        else out->push_back(text);
-        pending = sp.is_match;
-        break;
+      case SplitBehavior::kContiguous: {
+        const bool joins = behavior == SplitBehavior::kMergedWithNext ? pending : is_match && pending;
+        if (joins && open) {
+          extend();
+        } else if (!push(text)) {
+          return false;
+        }
+        pending = is_match;
+        return true;
+      }
     }
-  }
+    return true;
+  };
+  size_t last = 0;
+  const bool whole = regex.ForEachMatch(piece, [&](size_t s, size_t e) {
+    if (s > last && !on_span(last, s, false)) return false;
+    last = e;
+    return on_span(s, e, true);
+  });
+  if (!whole) return false;
+  if (last < piece.size() && !on_span(last, piece.size(), false)) return false;
+  return !open || emit(*open);
 }
 
 }  // namespace
 
 void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* words,
                          std::deque<std::string>* storage) const {
-  std::vector<std::string_view> pieces{text};
-  std::vector<std::string_view> next;
-  for (const auto& step : steps_) {
-    next.clear();
-    for (std::string_view piece : pieces) {
-      if (step.kind == PreTokenizerStep::Kind::kSplit) {
-        SplitPiece(piece, *step.regex, step.behavior, step.invert, &next);
-        continue;
-      }
-      if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
-        storage->push_back(" " + std::string(piece));
-        piece = storage->back();
-      }
-      if (step.byte_level_regex) {
-        SplitPiece(piece, *step.byte_level_regex, SplitBehavior::kIsolated, false, &next);
-      } else {
-        next.push_back(piece);
-      }
-    }
-    pieces.swap(next);
+  ForEachWord(text, storage, [words](std::string_view w) {
+    words->push_back(w);
+    return true;
+  });
+}
+
+bool PreTokenizer::ForEachWord(std::string_view text, std::deque<std::string>* storage,
+                               absl::FunctionRef<bool(std::string_view)> on_word) const {
+  return ForEachWordFrom(0, text, storage, on_word);
+}
+
+// Steps apply to each piece independently, so taking one piece through every step before the
+// next (depth first) gives the words in the same order as applying each step to all pieces.
+bool PreTokenizer::ForEachWordFrom(size_t step_index, std::string_view piece, std::deque<std::string>* storage,
+                                   absl::FunctionRef<bool(std::string_view)> on_word) const {
+  if (step_index == steps_.size()) return piece.empty() || on_word(piece);
+  const PreTokenizerStep& step = steps_[step_index];
+  auto next = [&](std::string_view p) { return ForEachWordFrom(step_index + 1, p, storage, on_word); };
+  if (step.kind == PreTokenizerStep::Kind::kSplit) {
+    return SplitPiece(piece, *step.regex, step.behavior, step.invert, next);
   }
-  for (std::string_view p : pieces) {
-    if (!p.empty()) words->push_back(p);
+  if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
+    storage->push_back(" " + std::string(piece));
+    piece = storage->back();
   }
+  if (step.byte_level_regex) return SplitPiece(piece, *step.byte_level_regex, SplitBehavior::kIsolated, false, next);
+  return next(piece);
 }
 
 }  // namespace tandem::tokenizer

@@ -7,8 +7,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -34,9 +36,10 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
   // `literal`: the pattern is a plain string (tokenizers' {"String": ...} form).
   static absl::StatusOr<std::unique_ptr<Regex>> Compile(std::string_view pattern, bool literal);
-  // Calls on_match(start, end) for every non-empty match, left to right.
+  // Calls on_match(start, end) for every non-empty match, left to right. When on_match returns
+  // bool, false stops the search (and ForEachMatch returns false).
   template <typename F>
-  void ForEachMatch(std::string_view text, F&& on_match) const;
+  bool ForEachMatch(std::string_view text, F&& on_match) const;
 
  private:
   Regex() = default;
@@ -49,16 +52,21 @@ class Regex {
 };
 
 template <typename F>
-void Regex::ForEachMatch(std::string_view text, F&& on_match) const {
+bool Regex::ForEachMatch(std::string_view text, F&& on_match) const {
   void* md = NewMatchData();
   size_t pos = 0, start = 0, end = 0;
-  bool first = true;
-  while (pos <= text.size() && Next(text, pos, md, first, &start, &end)) {
+  bool first = true, go_on = true;
+  while (go_on && pos <= text.size() && Next(text, pos, md, first, &start, &end)) {
     first = false;
-    on_match(start, end);
+    if constexpr (std::is_same_v<decltype(on_match(start, end)), bool>) {
+      go_on = on_match(start, end);
+    } else {
+      on_match(start, end);
+    }
     pos = end;
   }
   FreeMatchData(md);
+  return go_on;
 }
 
 // How a Split step treats the pieces the pattern matches (tokenizers' SplitDelimiterBehavior).
@@ -85,8 +93,16 @@ class PreTokenizer {
   // make new text (a prefix space), into `storage`; both must outlive `words`.
   void Split(std::string_view text, std::vector<std::string_view>* words,
              std::deque<std::string>* storage) const;
+  // The same words, one at a time and in the same order: each piece goes through every step
+  // before the next piece is cut, so a caller that stops early (on_word returns false) has not
+  // paid for the rest of the text. Returns false when stopped.
+  bool ForEachWord(std::string_view text, std::deque<std::string>* storage,
+                   absl::FunctionRef<bool(std::string_view)> on_word) const;
 
  private:
+  bool ForEachWordFrom(size_t step, std::string_view piece, std::deque<std::string>* storage,
+                       absl::FunctionRef<bool(std::string_view)> on_word) const;
+
   std::vector<PreTokenizerStep> steps_;
 };
 

@@ -2,6 +2,7 @@
 #include "engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 
 #include "common/status.h"
@@ -14,40 +15,70 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (IsValidUtf8(text)) {
-    EncodeText(text, &ids);
+    EncodeText(text, SIZE_MAX, &ids);
   } else {
-    EncodeText(ReplaceInvalidUtf8(text), &ids);
+    EncodeText(ReplaceInvalidUtf8(text), SIZE_MAX, &ids);
   }
   return ids;
 }
 
+std::optional<std::vector<int32_t>> Tokenizer::EncodeAtMost(std::string_view text, size_t max_tokens) const {
+  std::vector<int32_t> ids;
+  ids.reserve(std::min(text.size() / 3, max_tokens) + 4);
+  const bool fits = IsValidUtf8(text) ? EncodeText(text, max_tokens, &ids)
+                                      : EncodeText(ReplaceInvalidUtf8(text), max_tokens, &ids);
+  if (!fits) return std::nullopt;
+  return ids;
+}
+
+namespace {
+// ASCII is unchanged by every Unicode normal form: such text needs no normalizer pass.
+bool IsAscii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+}  // namespace
+
 // Raw text: added tokens first (they are never normalized or split), then the rest.
-void Tokenizer::EncodeText(std::string_view text, std::vector<int32_t>* out) const {
+bool Tokenizer::EncodeText(std::string_view text, size_t limit, std::vector<int32_t>* out) const {
   for (const TextSegment& seg : raw_added_.Split(text)) {
     if (seg.token_id >= 0) {
       out->push_back(seg.token_id);
+      if (out->size() > limit) return false;
       continue;
     }
-    const std::string normalized = normalizer_.Apply(seg.text);
+    std::string normalized;
+    std::string_view norm_view = seg.text;
+    if (!normalizer_.empty() && !IsAscii(seg.text)) {
+      normalized = normalizer_.Apply(seg.text);
+      norm_view = normalized;
+    }
     if (normalized_added_.empty()) {
-      EncodeNormalized(normalized, out);
+      if (!EncodeNormalized(norm_view, limit, out)) return false;
       continue;
     }
-    for (const TextSegment& inner : normalized_added_.Split(normalized)) {
+    for (const TextSegment& inner : normalized_added_.Split(norm_view)) {
       if (inner.token_id >= 0) {
         out->push_back(inner.token_id);
-      } else {
-        EncodeNormalized(inner.text, out);
+        if (out->size() > limit) return false;
+      } else if (!EncodeNormalized(inner.text, limit, out)) {
+        return false;
       }
     }
   }
+  return true;
 }
 
-void Tokenizer::EncodeNormalized(std::string_view text, std::vector<int32_t>* out) const {
-  std::vector<std::string_view> words;
+bool Tokenizer::EncodeNormalized(std::string_view text, size_t limit, std::vector<int32_t>* out) const {
   std::deque<std::string> storage;
-  pre_tokenizer_.Split(text, &words, &storage);
-  for (std::string_view w : words) bpe_.EncodeWord(w, out);
+  const size_t max_bytes = bpe_.max_token_bytes();
+  const bool bounded = limit != SIZE_MAX && bpe_.all_bytes();
+  return pre_tokenizer_.ForEachWord(text, &storage, [&](std::string_view word) {
+    // A word of n bytes is at least ceil(n / max_bytes) tokens: refuse one that cannot fit
+    // before merging it (a single 60 MB "word" would otherwise take seconds and gigabytes).
+    if (bounded && (word.size() + max_bytes - 1) / max_bytes > limit - std::min(limit, out->size())) return false;
+    bpe_.EncodeWord(word, out);
+    return out->size() <= limit;
+  });
 }
 
 const std::string* Tokenizer::TokenBytes(int32_t id) const {

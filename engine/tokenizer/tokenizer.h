@@ -35,6 +35,13 @@ class Tokenizer {
       std::string_view tokenizer_json, std::string_view tokenizer_config_json);
 
   std::vector<int32_t> Encode(std::string_view text) const;
+  // Encode for input of any size with a token budget: nullopt as soon as the text is known to
+  // need more than `max_tokens` ids, else exactly Encode(text). Words are encoded one at a time
+  // and a word too long to fit is refused from its length, so an over-long text costs about
+  // max_tokens tokens of BPE work plus one linear pass (UTF-8 check, added tokens,
+  // normalization), not its full encoding. For checking a prompt against the context length
+  // before paying for it.
+  std::optional<std::vector<int32_t>> EncodeAtMost(std::string_view text, size_t max_tokens) const;
   // Ids that are neither vocabulary nor added tokens are skipped.
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
 
@@ -64,8 +71,9 @@ class Tokenizer {
  private:
   friend class TokenizerLoader;
   Tokenizer() = default;
-  void EncodeText(std::string_view text, std::vector<int32_t>* out) const;
-  void EncodeNormalized(std::string_view text, std::vector<int32_t>* out) const;
+  // Append to `out`; false once out has more than `limit` ids (then it is incomplete).
+  bool EncodeText(std::string_view text, size_t limit, std::vector<int32_t>* out) const;
+  bool EncodeNormalized(std::string_view text, size_t limit, std::vector<int32_t>* out) const;
 
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
