@@ -1,6 +1,7 @@
-// Two real tandem-agentd processes on loopback (TP=2, cpu backend, Gloo over 127.0.0.1) with
-// the cluster token, model folders = temp copies of testdata/qwen3moe-tiny under the agents'
-// --model-root, and tandemctl run against them: the fixture of the integration tests that drive
+// Two real tandem-agentd processes on loopback (TP=2, cpu backend, Gloo over 127.0.0.1) run as
+// an operator should run them: the cluster token, mutual TLS (certificates from `tandemctl
+// certs`), model folders = temp copies of testdata/qwen3moe-tiny under the agents'
+// --model-root; and tandemctl run against them: the fixture of the integration tests that drive
 // the controller (orchestration_integration_test, serve_recovery_integration_test).
 // The test target defines TANDEM_AGENTD_BIN and TANDEMCTL_BIN.
 #pragma once
@@ -109,6 +110,11 @@ class LoopbackCluster : public ::testing::Test {
     WriteSecret("token", "integration-token\n");
     WriteSecret("badtoken", "not-the-cluster-token\n");
     ports_ = {UnusedLoopbackPort(), UnusedLoopbackPort()};
+    WriteTextFile((dir_ / "certs.yaml").string(), "model: {path: /m}\nnodes:\n  - {name: n1, agent: '127.0.0.1:" +
+                                                      std::to_string(ports_[0]) + "'}\n  - {name: n2, agent: '127.0.0.1:" +
+                                                      std::to_string(ports_[1]) + "'}\n");
+    CtlResult certs = Ctl({"certs", "-f", (dir_ / "certs.yaml").string(), "--out", (dir_ / "tls").string()});
+    ASSERT_EQ(certs.exit_code, 0) << certs.out;
   }
   void TearDown() override {
     if (serve_.pid() > 0) serve_.Stop(std::chrono::milliseconds(2000));
@@ -119,6 +125,8 @@ class LoopbackCluster : public ::testing::Test {
   }
 
   std::string Read(const std::filesystem::path& p) const { return ReadTextFile(p.string()); }
+
+  std::string Tls(const std::string& file) const { return (dir_ / "tls" / file).string(); }
 
   void WriteSecret(const std::string& name, const std::string& text) {
     WriteTextFile((dir_ / name).string(), text);
@@ -132,7 +140,8 @@ class LoopbackCluster : public ::testing::Test {
     SubprocessOptions so;
     so.argv = {TANDEM_AGENTD_BIN, "--listen", "127.0.0.1:" + std::to_string(ports_[i]), "--node-name", name,
                "--state-dir", (dir_ / ("state-" + name)).string(), "--token-file", (dir_ / "token").string(),
-               "--model-root", dir_.string()};
+               "--model-root", dir_.string(), "--tls-cert", Tls(name + ".pem"), "--tls-key", Tls(name + ".key"),
+               "--tls-ca", Tls("ca.pem")};
     std::filesystem::path out = dir_ / (name + ".out");
     so.stdout_path = out.string();
     so.stderr_path = (dir_ / (name + ".err")).string();
@@ -161,7 +170,8 @@ class LoopbackCluster : public ::testing::Test {
                                      const std::string& serve_yaml = "serve:\n  restart_budget: 5 per 10m\n") {
     std::string y = "cluster: it\nmodel:\n  served_name: tiny\nengine:\n  backend: cpu\n  memory_fraction: 0.01\n"
                     "  kv_tokens: 2048\n  max_num_seqs: 4\napi:\n  listen: 127.0.0.1:0\nauth:\n  token_file: " +
-                    (dir_ / token_file).string() +
+                    (dir_ / token_file).string() + "\ntls:\n  ca: " + Tls("ca.pem") + "\n  cert: " +
+                    Tls("controller.pem") + "\n  key: " + Tls("controller.key") +
                     "\nprobe:\n  prompt_ids: [1, 2, 3, 4]\n  max_tokens: 6\n  interval: 2s\n" + serve_yaml +
                     "timeouts:\n  load: 60s\n  join: 30s\n  leave: 5s\nnodes:\n";
     for (int i = 0; i < 2; ++i) {
@@ -179,7 +189,9 @@ class LoopbackCluster : public ::testing::Test {
     SubprocessOptions so;
     so.argv = {TANDEMCTL_BIN};
     so.argv.insert(so.argv.end(), args.begin(), args.end());
-    if (args[0] != "down") so.argv.insert(so.argv.end(), {"--state-dir", StateDir()});
+    if (args[0] == "up" || args[0] == "status" || args[0] == "probe") {
+      so.argv.insert(so.argv.end(), {"--state-dir", StateDir()});
+    }
     so.stdout_path = (dir_ / "ctl.out").string();
     so.stderr_path = so.stdout_path;
     std::filesystem::remove(so.stdout_path);
