@@ -64,7 +64,8 @@ struct UpOptions {
 };
 
 // The whole bring-up. On any failure after the plan every agent leaves the group (and
-// unloads), so nothing is half-alive.
+// unloads), so nothing is half-alive. A failure in "preflight" has touched no agent: `serve`
+// relies on that and does not count such a restart against its budget.
 UpResult BringUp(const ClusterContext& ctx, const UpOptions& options, const ReportLine& report);
 
 // SetServing(false) (when `stop_serving`) and LeaveGroup(unload) on every agent in parallel.
