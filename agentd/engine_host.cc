@@ -516,7 +516,8 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
   RETURN_IF_ERROR(SplitHostPort(req.api_listen().empty() ? "127.0.0.1:8000" : req.api_listen(), &so.host, &so.port));
   so.served_model_name = name;
   so.api_key = req.api_key();
-  so.http_threads = eo.max_num_seqs + eo.max_waiting + 8;
+  so.max_in_flight = eo.max_num_seqs + eo.max_waiting + 8;
+  if (req.api_max_body_bytes() > 0) so.max_body_bytes = static_cast<size_t>(req.api_max_body_bytes());
   so.max_model_len = eo.max_model_len;
   so.vocab_size = cfg.vocab_size;
   // /health and new requests: only while the cluster is serving (the controller opens it after
@@ -655,6 +656,9 @@ bool EngineHost::Teardown(const std::shared_ptr<Group>& g) {
   }
   bool clean = true;
   if (g->rank == 0 && (g->engine || g->server || g->driver)) {
+    // The API port is released first and at once (never blocks), so a later group can bind it
+    // even if what follows gets stuck.
+    if (g->server) g->server->StopListening();
     // Graceful first: no new requests, the engine aborts what is in flight and releases the
     // workers (Stop); then the HTTP threads end. A stuck collective is cut by aborting the comm.
     BoundedThread stopper;

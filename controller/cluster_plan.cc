@@ -57,6 +57,7 @@ absl::StatusOr<ClusterPlan> MakeClusterPlan(const ClusterSpec& spec, const Prefl
       join.set_max_num_seqs(static_cast<uint32_t>(spec.engine_max_num_seqs));
       join.set_max_model_len(static_cast<uint32_t>(spec.engine_max_model_len));
       join.set_api_key(api_key);
+      join.set_api_max_body_bytes(static_cast<uint64_t>(spec.api_max_body_bytes));
     }
     plan.ranks.push_back(std::move(r));
   }

@@ -38,6 +38,7 @@ constexpr KnownKey kKnownKeys[] = {
     {"api", KeyKind::kMap},
     {"api.listen", KeyKind::kScalar},
     {"api.key_file", KeyKind::kScalar},
+    {"api.max_body_bytes", KeyKind::kScalar},
     {"auth", KeyKind::kMap},
     {"auth.token_file", KeyKind::kScalar},
     {"tls", KeyKind::kMap},
@@ -333,6 +334,7 @@ class SpecParser {
     if (YAML::Node api = root["api"]; api.IsDefined()) {
       RETURN_IF_ERROR(HostPortKey(api, "listen", "api.listen", &spec.api_listen));
       ASSIGN_OR_RETURN(spec.api_key_file, String(api, "key_file", "api.key_file", false));
+      RETURN_IF_ERROR(IntIn(api, "max_body_bytes", "api.max_body_bytes", 0, int64_t{1} << 30, &spec.api_max_body_bytes));
     }
     if (YAML::Node auth = root["auth"]; auth.IsDefined()) {
       ASSIGN_OR_RETURN(spec.auth_token_file, String(auth, "token_file", "auth.token_file", false));

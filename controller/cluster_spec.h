@@ -73,6 +73,7 @@ struct ClusterSpec {
   int engine_max_model_len = 0;     // engine.max_model_len: 0 = the model's own limit
   std::string api_listen;           // api.listen: HOST:PORT of the OpenAI API on the head (nodes[0])
   std::string api_key_file;         // api.key_file: clients must send this key ("" = open)
+  int64_t api_max_body_bytes = 0;   // api.max_body_bytes: larger request bodies get 413 (0 = 4 MiB)
   std::string auth_token_file;      // auth.token_file: cluster token for every agent RPC
   // tls: the controller's client certificate, its key and the cluster CA (mutual TLS to every
   // agent). All three or none.

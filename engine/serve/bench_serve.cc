@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/flag_args.h"
+#include "common/secret_file.h"
 #include "common/status.h"
 #include "engine/serve/serve_command.h"
 #include "httplib.h"
@@ -25,7 +26,7 @@ using Json = nlohmann::json;
 
 const char kBenchUsage[] =
     "usage: tandem-infer bench-serve --url URL [--concurrency 1,8,32] [--requests N] [--max-tokens M]\n"
-    "           [--prompt-len L] [--model NAME] [--api-key KEY] [--json] [--timeout-s S]\n";
+    "           [--prompt-len L] [--model NAME] [--api-key-file PATH] [--json] [--timeout-s S]\n";
 
 struct RequestSample {
   bool ok = false;
@@ -170,7 +171,14 @@ absl::StatusOr<BenchServeOptions> ParseBenchServeFlags(const std::vector<std::st
     else if (flag == "--prompt-len") { ASSIGN_OR_RETURN(o.prompt_len, positive()); }
     else if (flag == "--timeout-s") { ASSIGN_OR_RETURN(o.timeout_s, positive()); }
     else if (flag == "--model") { ASSIGN_OR_RETURN(o.model, text()); }
-    else if (flag == "--api-key") { ASSIGN_OR_RETURN(o.api_key, text()); }
+    else if (flag == "--api-key-file") {
+      ASSIGN_OR_RETURN(std::string path, text());
+      ASSIGN_OR_RETURN(o.api_key, ReadSecretFile(path, "--api-key-file"));
+    }
+    else if (flag == "--api-key") {
+      return absl::InvalidArgumentError("--api-key is gone (the key would be readable in /proc/PID/cmdline): "
+                                        "pass --api-key-file PATH (mode 0600)");
+    }
     else if (flag == "--json") { o.json = true; }
     else if (flag == "--concurrency") {
       ASSIGN_OR_RETURN(std::string v, text());

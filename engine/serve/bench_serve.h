@@ -19,7 +19,7 @@ struct BenchServeOptions {
   int max_tokens = 32;          // per request (ignore_eos, so every request makes this many)
   int prompt_len = 32;          // random token ids (seeded by request index) in [100, 4000)
   std::string model;            // "" = the server's default
-  std::string api_key;
+  std::string api_key;          // read from --api-key-file
   bool json = false;            // one JSON object per level instead of the table
   int timeout_s = 600;          // per request
 };

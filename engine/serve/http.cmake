@@ -1,6 +1,6 @@
 # The OpenAI-compatible HTTP layer (included from engine/serve/CMakeLists.txt).
 #   tandem_serve_http: request parsing and response shapes (openai_protocol), Prometheus metrics
-#                      (serve_metrics), the httplib server over an LLMEngine (openai_server)
+#                      (serve_metrics), the OpenAI server over an LLMEngine on tandem_http (openai_server)
 #   tandem_serve_cli:  `tandem-infer serve` and `tandem-infer bench-serve` as library functions
 add_library(tandem_serve_http STATIC
   ${CMAKE_CURRENT_LIST_DIR}/openai_protocol.cc
@@ -11,7 +11,7 @@ add_library(tandem_serve_http STATIC
 target_link_libraries(tandem_serve_http
   PUBLIC absl::status absl::statusor prometheus-cpp::core tandem_tokenizer tandem_common
          $<TARGET_NAME_IF_EXISTS:tandem_serve_core>
-  PRIVATE PkgConfig::HTTPLIB nlohmann_json::nlohmann_json)
+  PRIVATE tandem_http nlohmann_json::nlohmann_json)
 
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/serve_command.cc)
   add_library(tandem_serve_cli STATIC

@@ -1,20 +1,18 @@
 #include "engine/serve/openai_server.h"
 
-#include <signal.h>
-#include <sys/socket.h>
-
-#include <cerrno>
-
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/log.h"
 #include "engine/serve/openai_protocol.h"
-#include "httplib.h"
+#include "http/server.h"
 
 namespace tandem::serve {
 namespace {
@@ -28,7 +26,7 @@ int64_t UnixNow() {
       .count();
 }
 
-// The engine's events for one request, handed from the engine thread to the HTTP thread.
+// The engine's events for one request, handed from the engine thread to the request's worker.
 struct TimedEvent {
   engine::GenerationEvent event;
   Clock::time_point at;
@@ -38,6 +36,7 @@ struct RequestChannel {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<TimedEvent> events;
+  bool client_gone = false;  // set from the HTTP event loop; wakes the worker
 
   void Push(const engine::GenerationEvent& e) {
     {
@@ -46,13 +45,28 @@ struct RequestChannel {
     }
     cv.notify_one();
   }
-  // Waits up to `timeout` for the next event.
-  std::optional<TimedEvent> Pop(std::chrono::milliseconds timeout) {
+  void MarkClientGone() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      client_gone = true;
+    }
+    cv.notify_one();
+  }
+  // Waits up to `timeout` for the next event; nullopt on timeout or, when `stop_on_gone`, as
+  // soon as the client is gone.
+  std::optional<TimedEvent> Pop(std::chrono::milliseconds timeout, bool stop_on_gone) {
     std::unique_lock<std::mutex> lock(mu);
-    if (!cv.wait_for(lock, timeout, [&] { return !events.empty(); })) return std::nullopt;
+    if (!cv.wait_for(lock, timeout, [&] { return !events.empty() || (stop_on_gone && client_gone); }) ||
+        events.empty()) {
+      return std::nullopt;
+    }
     TimedEvent e = std::move(events.front());
     events.pop_front();
     return e;
+  }
+  bool gone() {
+    std::lock_guard<std::mutex> lock(mu);
+    return client_gone;
   }
 };
 
@@ -95,136 +109,172 @@ ApiError MakeError(int status, std::string type, std::string message, std::strin
   return e;
 }
 
+// The errors the HTTP layer makes itself (framing, limits, deadlines, caps), in OpenAI's shape.
+ApiError HttpError(int status, const std::string& message) {
+  switch (status) {
+    case 404: return MakeError(status, "invalid_request_error", message, "unknown_route");
+    case 405: return MakeError(status, "invalid_request_error", message, "method_not_allowed");
+    case 408: return MakeError(status, "invalid_request_error", message, "request_timeout");
+    case 413: return MakeError(status, "invalid_request_error", message, "request_too_large");
+    case 429: return MakeError(status, "rate_limit_error", message, "server_overloaded");
+    case 431: return MakeError(status, "invalid_request_error", message, "headers_too_large");
+    default:
+      return MakeError(status, status < 500 ? "invalid_request_error" : "server_error", message,
+                       status == 503 ? "server_unavailable" : "");
+  }
+}
+
+// How long a cancelled sequence's final event may take before the handler stops waiting (the
+// engine answers a Cancel at its next step; a wedged engine must not hold the worker forever).
+constexpr std::chrono::seconds kCancelGrace{5};
+
 }  // namespace
 
-// The route handlers; a class so that they share the server's state without a lambda each.
 class OpenAIServer::Handlers {
  public:
-  explicit Handlers(OpenAIServer& s) : s_(s) {}
+  Handlers(engine::LLMEngine* engine, const tokenizer::Tokenizer* tokenizer, ServeMetrics* metrics,
+           const OpenAIServerOptions& options)
+      : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), options_(options) {}
 
-  void SendError(httplib::Response& res, const ApiError& e) {
-    res.status = e.http_status;
+  std::atomic<bool> draining{false};
+  std::atomic<int> active{0};
+
+  http::Response Error(const ApiError& e) {
+    http::Response r;
+    r.status = e.http_status;
     if (e.http_status == 429 || e.http_status == 503) {
-      res.set_header("Retry-After", std::to_string(s_.options_.retry_after_seconds));
+      r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_seconds));
     }
-    if (e.http_status == 401) res.set_header("WWW-Authenticate", "Bearer");
-    res.set_content(ErrorJson(e), "application/json");
-    s_.metrics_->CountRejectedRequest(e.http_status);
+    if (e.http_status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    r.body = ErrorJson(e);
+    metrics_->CountRejectedRequest(e.http_status);
+    return r;
   }
+  http::Response RenderHttpError(int status, const std::string& message) { return Error(HttpError(status, message)); }
 
-  // True when the request may use /v1/*; else the 401 is written.
-  bool Authorize(const httplib::Request& req, httplib::Response& res) {
-    if (s_.options_.api_key.empty()) return true;
-    const std::string want = "Bearer " + s_.options_.api_key;
-    const std::string got = req.get_header_value("Authorization");
+  // nullopt when the request may use /v1/*.
+  std::optional<ApiError> Authorize(const http::Request& req) const {
+    if (options_.api_key.empty()) return std::nullopt;
+    const std::string want = "Bearer " + options_.api_key;
+    const std::string_view got = req.Header("Authorization").value_or("");
     // Compare every byte regardless of where the first difference is.
-    bool same = got.size() == want.size();
+    const bool same = got.size() == want.size();
     unsigned char diff = 0;
     for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(want[i] ^ (i < got.size() ? got[i] : 0));
-    if (same && diff == 0) return true;
-    SendError(res, MakeError(401, "authentication_error",
-                             got.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                                         : "incorrect API key",
-                             "invalid_api_key"));
-    return false;
+    if (same && diff == 0) return std::nullopt;
+    return MakeError(401, "authentication_error",
+                     got.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "incorrect API key",
+                     "invalid_api_key");
   }
 
   bool Ready() const {
-    return !s_.draining_.load() && s_.engine_->healthy() && (!s_.options_.ready || s_.options_.ready());
+    return !draining.load() && engine_->healthy() && (!options_.ready || options_.ready());
   }
 
-  void Health(const httplib::Request&, httplib::Response& res) {
-    if (Ready()) {
-      res.set_content("{\"status\":\"ok\"}", "application/json");
-      return;
-    }
-    res.status = 503;
-    res.set_header("Retry-After", std::to_string(s_.options_.retry_after_seconds));
-    std::string why = s_.draining_.load()         ? "shutting down"
-                      : !s_.engine_->healthy() ? "engine failed: " + std::string(s_.engine_->fatal_error().message())
-                                               : "not ready";
-    res.set_content(ErrorJson(MakeError(503, "server_error", why, "not_ready")), "application/json");
+  // ---- Inline routes (the event loop: quick, never blocking) ----
+
+  http::Response Health(const http::Request&) {
+    if (Ready()) return http::Response{200, {}, "application/json", "{\"status\":\"ok\"}"};
+    const std::string why = draining.load()         ? "shutting down"
+                            : !engine_->healthy() ? "engine failed: " + std::string(engine_->fatal_error().message())
+                                                  : "not ready";
+    http::Response r{503, {}, "application/json", ErrorJson(MakeError(503, "server_error", why, "not_ready"))};
+    r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_seconds));
+    return r;
   }
 
-  void Metrics(const httplib::Request&, httplib::Response& res) {
-    s_.metrics_->UpdateFromStats(s_.engine_->Stats());
-    res.set_content(s_.metrics_->Text(), "text/plain; version=0.0.4; charset=utf-8");
+  http::Response Metrics(const http::Request&) {
+    metrics_->UpdateFromStats(engine_->Stats());
+    return http::Response{200, {}, "text/plain; version=0.0.4; charset=utf-8", metrics_->Text()};
   }
 
-  void Models(const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res)) return;
-    res.set_content(ModelsJson(s_.options_.served_model_name, created_, s_.options_.max_model_len),
-                    "application/json");
+  http::Response Models(const http::Request& req) {
+    if (auto e = Authorize(req)) return Error(*e);
+    return http::Response{200, {}, "application/json",
+                          ModelsJson(options_.served_model_name, created_, options_.max_model_len)};
   }
 
-  void Completions(const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res)) return;
+  // ---- Worker routes ----
+
+  void Completions(http::Exchange& ex) {
+    if (auto e = Authorize(ex.request())) return Reply(ex, *e);
     CompletionRequest r;
-    if (auto e = ParseCompletionRequest(req.body, &r)) return SendError(res, *e);
-    if (auto e = CheckModelAndReady(r.common.model)) return SendError(res, *e);
+    if (auto e = ParseCompletionRequest(ex.request().body, &r)) return Reply(ex, *e);
+    if (auto e = CheckModelAndReady(r.common.model)) return Reply(ex, *e);
     std::vector<int32_t> ids = std::move(r.prompt_ids);
     if (r.prompt_text) {
-      if (s_.tokenizer_ == nullptr) {
-        return SendError(res, InvalidRequest("this model folder has no tokenizer: send the prompt as an array of token ids",
-                                             "prompt"));
+      if (tokenizer_ == nullptr) {
+        return Reply(ex, InvalidRequest("this model folder has no tokenizer: send the prompt as an array of token ids",
+                                        "prompt"));
       }
-      ids = s_.tokenizer_->Encode(*r.prompt_text);
+      std::optional<std::vector<int32_t>> encoded = EncodeWithinContext(*r.prompt_text);
+      if (!encoded) return Reply(ex, PromptTooLong("prompt"));
+      ids = std::move(*encoded);
     }
-    if (auto e = ValidatePrompt(ids, s_.options_.vocab_size, s_.options_.max_model_len, 16, &r.common)) {
-      return SendError(res, *e);
-    }
-    Generate(req, res, /*chat=*/false, std::move(ids), r.common);
+    if (auto e = ValidatePrompt(ids, options_.vocab_size, options_.max_model_len, 16, &r.common)) return Reply(ex, *e);
+    Generate(ex, /*chat=*/false, std::move(ids), r.common);
   }
 
-  void ChatCompletions(const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res)) return;
+  void ChatCompletions(http::Exchange& ex) {
+    if (auto e = Authorize(ex.request())) return Reply(ex, *e);
     ChatRequest r;
-    if (auto e = ParseChatRequest(req.body, &r)) return SendError(res, *e);
-    if (auto e = CheckModelAndReady(r.common.model)) return SendError(res, *e);
-    if (s_.tokenizer_ == nullptr) {
-      return SendError(res, InvalidRequest("this model folder has no tokenizer: chat needs one; use "
-                                           "/v1/completions with token ids",
-                                           "messages"));
+    if (auto e = ParseChatRequest(ex.request().body, &r)) return Reply(ex, *e);
+    if (auto e = CheckModelAndReady(r.common.model)) return Reply(ex, *e);
+    if (tokenizer_ == nullptr) {
+      return Reply(ex, InvalidRequest("this model folder has no tokenizer: chat needs one; use "
+                                      "/v1/completions with token ids",
+                                      "messages"));
     }
     tokenizer::ChatTemplateOptions topts;
     topts.add_generation_prompt = true;
     topts.enable_thinking = r.enable_thinking;
     topts.tools = r.tools;
-    std::vector<int32_t> ids = s_.tokenizer_->Encode(tokenizer::ApplyChatTemplate(r.messages, topts));
+    std::optional<std::vector<int32_t>> ids = EncodeWithinContext(tokenizer::ApplyChatTemplate(r.messages, topts));
+    if (!ids) return Reply(ex, PromptTooLong("messages"));
     // The end of an assistant turn ends generation even when config.json names another eos.
-    if (auto im_end = s_.tokenizer_->TokenId("<|im_end|>")) r.common.params.stop_token_ids.push_back(*im_end);
-    if (auto e = ValidatePrompt(ids, s_.options_.vocab_size, s_.options_.max_model_len, 0, &r.common)) {
-      return SendError(res, *e);
-    }
-    Generate(req, res, /*chat=*/true, std::move(ids), r.common);
+    if (auto im_end = tokenizer_->TokenId("<|im_end|>")) r.common.params.stop_token_ids.push_back(*im_end);
+    if (auto e = ValidatePrompt(*ids, options_.vocab_size, options_.max_model_len, 0, &r.common)) return Reply(ex, *e);
+    Generate(ex, /*chat=*/true, std::move(*ids), r.common);
   }
 
  private:
+  void Reply(http::Exchange& ex, const ApiError& e) { ex.Respond(Error(e)); }
+
+  // A prompt longer than the context is refused after about max_model_len tokens of work, not
+  // after tokenizing all of it (a 4 MiB body of text is ~1M tokens).
+  std::optional<std::vector<int32_t>> EncodeWithinContext(std::string_view text) const {
+    return tokenizer_->EncodeAtMost(text, static_cast<size_t>(std::max<int32_t>(0, options_.max_model_len)));
+  }
+  ApiError PromptTooLong(const std::string& param) const {
+    return InvalidRequest("this model's maximum context length is " + std::to_string(options_.max_model_len) +
+                              " tokens; the prompt alone is longer",
+                          param, "context_length_exceeded");
+  }
+
   std::optional<ApiError> CheckModelAndReady(const std::string& model) {
-    if (!model.empty() && model != s_.options_.served_model_name) {
+    if (!model.empty() && model != options_.served_model_name) {
       ApiError e = MakeError(404, "invalid_request_error",
                              "the model '" + model + "' does not exist; this server serves '" +
-                                 s_.options_.served_model_name + "'",
+                                 options_.served_model_name + "'",
                              "model_not_found");
       e.param = "model";
       return e;
     }
     if (!Ready()) {
-      return MakeError(503, "server_error",
-                       s_.draining_.load() ? "the server is shutting down" : "the engine is not ready",
+      return MakeError(503, "server_error", draining.load() ? "the server is shutting down" : "the engine is not ready",
                        "engine_unavailable");
     }
     return std::nullopt;
   }
 
   // Submits and answers, streaming or not. `common.params.max_tokens` is resolved.
-  void Generate(const httplib::Request& req, httplib::Response& res, bool chat, std::vector<int32_t> prompt_ids,
-                const CommonRequest& common) {
-    const Clock::time_point arrival = Clock::now();
+  void Generate(http::Exchange& ex, bool chat, std::vector<int32_t> prompt_ids, const CommonRequest& common) {
+    RequestTimer timer;
+    timer.arrival = Clock::now();
     ResponseHeader header;
     header.id = (chat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
     header.created = UnixNow();
-    header.model = s_.options_.served_model_name;
+    header.model = options_.served_model_name;
     const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
 
     auto channel = std::make_shared<RequestChannel>();
@@ -232,109 +282,95 @@ class OpenAIServer::Handlers {
     greq.request_id = header.id;
     greq.prompt_ids = std::move(prompt_ids);
     greq.params = common.params;
-    absl::Status st = s_.engine_->Submit(std::move(greq), [channel](const engine::GenerationEvent& e) { channel->Push(e); });
-    if (!st.ok()) return SendError(res, SubmitError(st));
+    absl::Status st = engine_->Submit(std::move(greq), [channel](const engine::GenerationEvent& e) { channel->Push(e); });
+    if (!st.ok()) return Reply(ex, SubmitError(st));
+    active.fetch_add(1);
+    // The HTTP loop sees the client go away (streaming or not): wake this worker to cancel.
+    ex.OnClientGone([channel] { channel->MarkClientGone(); });
 
-    s_.active_requests_.fetch_add(1);
-    auto timer = std::make_shared<RequestTimer>();
-    timer->arrival = arrival;
-    if (!common.stream) {
-      std::string text;
-      std::vector<int32_t> ids;
-      TimedEvent last;
-      // Without a streaming body there is no write that could notice a closed client; the
-      // sequence runs to its end (bounded by max_tokens).
-      for (;;) {
-        std::optional<TimedEvent> e = channel->Pop(std::chrono::milliseconds(500));
-        if (!e) continue;
-        timer->OnEvent(*e, *s_.metrics_);
-        text += e->event.text_delta;
-        ids.insert(ids.end(), e->event.token_ids.begin(), e->event.token_ids.end());
-        if (e->event.finished) {
-          last = std::move(*e);
-          break;
+    const bool usage_null = common.include_usage;
+    std::string text;
+    std::vector<int32_t> ids;
+    bool writing = true;  // streaming: false once a write failed
+    if (common.stream) {
+      writing = ex.BeginStream(200, {{"Cache-Control", "no-cache"}}, "text/event-stream") &&
+                (!chat || ex.Write(SseEvent(ChatChunkJson(header, "assistant", true, "", "", usage_null, nullptr))));
+    }
+    std::optional<TimedEvent> last;
+    bool cancelled = false;
+    Clock::time_point cancel_deadline;
+    for (;;) {
+      if (!cancelled && (!writing || channel->gone())) {
+        // The client went away: free the sequence's KV blocks now, then wait for the engine's
+        // final "abort" so that it is counted like any other finish.
+        TLOG(INFO) << "client of " << header.id << " disconnected; cancelling";
+        engine_->Cancel(header.id);
+        cancelled = true;
+        cancel_deadline = Clock::now() + kCancelGrace;
+      }
+      std::optional<TimedEvent> e = channel->Pop(std::chrono::milliseconds(500), /*stop_on_gone=*/!cancelled);
+      if (!e) {
+        if (cancelled && Clock::now() > cancel_deadline) break;  // counted below as an abort
+        continue;
+      }
+      timer.OnEvent(*e, *metrics_);
+      const engine::GenerationEvent& ev = e->event;
+      if (!common.stream) {
+        text += ev.text_delta;
+        ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+      } else if (writing && !cancelled) {
+        const std::vector<int32_t>* tid = common.return_token_ids ? &ev.token_ids : nullptr;
+        if (!ev.text_delta.empty() || (tid != nullptr && !ev.token_ids.empty())) {
+          const std::string chunk = chat ? ChatChunkJson(header, "", true, ev.text_delta, "", usage_null, tid)
+                                         : CompletionChunkJson(header, ev.text_delta, "", usage_null, tid);
+          writing = ex.Write(SseEvent(chunk));
         }
       }
-      Finish(last, *timer, prompt_len);
-      s_.active_requests_.fetch_sub(1);
-      if (last.event.finish_reason == "error" || last.event.finish_reason == "abort") {
-        return SendError(res, MakeError(503, "server_error",
-                                        last.event.finish_reason == "abort"
-                                            ? "the request was aborted (server shutting down)"
-                                            : "generation failed: " + std::string(last.event.error.message()),
-                                        "engine_unavailable"));
+      if (ev.finished) {
+        last = std::move(e);
+        break;
       }
-      const Usage usage = UsageOf(last, prompt_len, timer->tokens);
+    }
+    if (last) {
+      Finish(*last, timer, prompt_len);
+    } else {
+      metrics_->CountFinishedRequest("abort");  // the engine never confirmed the cancel
+    }
+    active.fetch_sub(1);
+    if (cancelled || !last) return;  // nobody is listening
+
+    const engine::GenerationEvent& fin = last->event;
+    const bool failed = fin.finish_reason == "error" || fin.finish_reason == "abort";
+    const ApiError failure = MakeError(503, "server_error",
+                                       fin.finish_reason == "abort" ? "the request was aborted (server shutting down)"
+                                                                    : "generation failed: " + std::string(fin.error.message()),
+                                       "engine_unavailable");
+    if (!common.stream) {
+      if (failed) return Reply(ex, failure);
+      const Usage usage = UsageOf(*last, prompt_len, timer.tokens);
       const std::vector<int32_t>* tid = common.return_token_ids ? &ids : nullptr;
-      res.set_content(chat ? ChatResponseJson(header, text, last.event.finish_reason, usage, tid)
-                           : CompletionResponseJson(header, text, last.event.finish_reason, usage, tid),
-                      "application/json");
+      ex.Respond(http::Response{200, {}, "application/json",
+                                chat ? ChatResponseJson(header, text, fin.finish_reason, usage, tid)
+                                     : CompletionResponseJson(header, text, fin.finish_reason, usage, tid)});
       return;
     }
-
-    // Streaming: the provider runs on this connection's HTTP thread after the headers are sent.
-    auto done = std::make_shared<bool>(false);
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, channel, timer, done, header, chat, common, prompt_len](size_t, httplib::DataSink& sink) {
-          auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-          const bool usage_null = common.include_usage;
-          if (chat && !write(SseEvent(ChatChunkJson(header, "assistant", true, "", "", usage_null, nullptr)))) {
-            return false;  // the releaser cancels
-          }
-          for (;;) {
-            std::optional<TimedEvent> e = channel->Pop(std::chrono::milliseconds(500));
-            if (!e) continue;
-            timer->OnEvent(*e, *s_.metrics_);
-            const engine::GenerationEvent& ev = e->event;
-            const std::vector<int32_t>* tid = common.return_token_ids ? &ev.token_ids : nullptr;
-            if (!ev.text_delta.empty() || (tid != nullptr && !ev.token_ids.empty())) {
-              const std::string chunk = chat ? ChatChunkJson(header, "", true, ev.text_delta, "", usage_null, tid)
-                                             : CompletionChunkJson(header, ev.text_delta, "", usage_null, tid);
-              if (!write(SseEvent(chunk))) return false;
-            }
-            if (!ev.finished) continue;
-            *done = true;
-            Finish(*e, *timer, prompt_len);
-            if (ev.finish_reason == "error" || ev.finish_reason == "abort") {
-              // Headers are gone already: the error travels as an SSE event (as vLLM does).
-              write(SseEvent(ErrorJson(MakeError(503, "server_error",
-                                                 ev.finish_reason == "abort"
-                                                     ? "the request was aborted (server shutting down)"
-                                                     : "generation failed: " + std::string(ev.error.message()),
-                                                 "engine_unavailable"))));
-            } else {
-              const std::string chunk = chat ? ChatChunkJson(header, "", false, "", ev.finish_reason, usage_null, nullptr)
-                                             : CompletionChunkJson(header, "", ev.finish_reason, usage_null, nullptr);
-              if (!write(SseEvent(chunk))) return false;
-              if (common.include_usage &&
-                  !write(SseEvent(UsageChunkJson(header, chat, UsageOf(*e, prompt_len, timer->tokens))))) {
-                return false;
-              }
-            }
-            write(SseDone());
-            sink.done();
-            return true;
-          }
-        },
-        [this, done, channel, id = header.id](bool) {
-          if (!*done) {
-            // The client went away (a write failed, or the connection broke before the
-            // body started): free the sequence's KV blocks now, and drain its events so the
-            // final "abort" still counts.
-            TLOG(INFO) << "client of " << id << " disconnected; cancelling";
-            s_.engine_->Cancel(id);
-            s_.metrics_->CountFinishedRequest("abort");
-          }
-          s_.active_requests_.fetch_sub(1);
-        });
+    if (failed) {
+      // Headers are gone already: the error travels as an SSE event (as vLLM does).
+      ex.Write(SseEvent(ErrorJson(failure)));
+    } else {
+      const std::string chunk = chat ? ChatChunkJson(header, "", false, "", fin.finish_reason, usage_null, nullptr)
+                                     : CompletionChunkJson(header, "", fin.finish_reason, usage_null, nullptr);
+      ex.Write(SseEvent(chunk));
+      if (common.include_usage) ex.Write(SseEvent(UsageChunkJson(header, chat, UsageOf(*last, prompt_len, timer.tokens))));
+    }
+    ex.Write(SseDone());
+    ex.EndStream();
   }
 
   void Finish(const TimedEvent& last, const RequestTimer& timer, int64_t prompt_len) {
-    s_.metrics_->ObserveEndToEndLatency(Seconds(last.at - timer.arrival));
-    s_.metrics_->AddPromptTokens(last.event.prompt_tokens > 0 ? last.event.prompt_tokens : prompt_len);
-    s_.metrics_->CountFinishedRequest(last.event.finish_reason);
+    metrics_->ObserveEndToEndLatency(Seconds(last.at - timer.arrival));
+    metrics_->AddPromptTokens(last.event.prompt_tokens > 0 ? last.event.prompt_tokens : prompt_len);
+    metrics_->CountFinishedRequest(last.event.finish_reason);
   }
 
   static Usage UsageOf(const TimedEvent& last, int64_t prompt_len, int64_t tokens_seen) {
@@ -344,7 +380,7 @@ class OpenAIServer::Handlers {
     return u;
   }
 
-  ApiError SubmitError(const absl::Status& st) {
+  static ApiError SubmitError(const absl::Status& st) {
     const std::string msg(st.message());
     switch (st.code()) {
       case absl::StatusCode::kInvalidArgument:
@@ -364,106 +400,75 @@ class OpenAIServer::Handlers {
     }
   }
 
-  OpenAIServer& s_;
+  engine::LLMEngine* const engine_;
+  const tokenizer::Tokenizer* const tokenizer_;
+  ServeMetrics* const metrics_;
+  const OpenAIServerOptions options_;
   const int64_t created_ = UnixNow();
 };
 
 OpenAIServer::OpenAIServer(engine::LLMEngine* engine, const tokenizer::Tokenizer* tokenizer, ServeMetrics* metrics,
                            OpenAIServerOptions options)
-    : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), options_(std::move(options)) {}
+    : options_(std::move(options)),
+      handlers_(std::make_unique<Handlers>(engine, tokenizer, metrics, options_)) {}
 
 OpenAIServer::~OpenAIServer() { Stop(); }
 
+int OpenAIServer::active_requests() const { return handlers_ ? handlers_->active.load() : 0; }
+
 absl::Status OpenAIServer::Start() {
   if (http_) return absl::FailedPreconditionError("the server is already started");
-  // A client that closes its socket mid-stream must cost an error code, not the process.
-  signal(SIGPIPE, SIG_IGN);
-  http_ = std::make_unique<httplib::Server>();
-  handlers_ = std::make_unique<Handlers>(*this);
-  const int threads = std::max(2, options_.http_threads);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  // One small write per token: without TCP_NODELAY, Nagle's algorithm holds a chunk until the
-  // client's (delayed) ACK of the previous one, adding up to 40 ms per token on Linux.
-  http_->set_tcp_nodelay(true);
-  http_->set_keep_alive_timeout(2);  // idle keep-alive connections hold a thread; release them soon
-  http_->set_read_timeout(30, 0);
-  http_->set_payload_max_length(64u << 20);
-
+  http::ServerOptions ho;
+  ho.host = options_.host;
+  ho.port = options_.port;
+  ho.limits.max_body_bytes = options_.max_body_bytes;
+  ho.header_timeout = options_.header_timeout;
+  ho.body_timeout = options_.body_timeout;
+  ho.idle_timeout = options_.idle_timeout;
+  ho.write_timeout = options_.write_timeout;
+  ho.max_connections = options_.max_connections;
+  ho.max_in_flight = std::max(2, options_.max_in_flight);
+  ho.retry_after_seconds = options_.retry_after_seconds;
+  http_ = std::make_unique<http::Server>(ho);
   Handlers* h = handlers_.get();
-  http_->Get("/health", [h](const httplib::Request& q, httplib::Response& r) { h->Health(q, r); });
-  http_->Get("/metrics", [h](const httplib::Request& q, httplib::Response& r) { h->Metrics(q, r); });
-  http_->Get("/v1/models", [h](const httplib::Request& q, httplib::Response& r) { h->Models(q, r); });
-  http_->Post("/v1/completions", [h](const httplib::Request& q, httplib::Response& r) { h->Completions(q, r); });
-  http_->Post("/v1/chat/completions",
-              [h](const httplib::Request& q, httplib::Response& r) { h->ChatCompletions(q, r); });
-  // Unknown routes and httplib's own refusals (bad request line, body too large) get an
-  // OpenAI-shaped body too; responses that already have one are left alone.
-  http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& q, httplib::Response& r) {
-    if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e = MakeError(r.status, r.status == 404 ? "invalid_request_error" : "server_error",
-                           r.status == 404 ? "unknown route: " + q.method + " " + q.path
-                                           : "HTTP error " + std::to_string(r.status));
-    if (r.status >= 400 && r.status < 500) e.type = "invalid_request_error";
-    r.set_content(ErrorJson(e), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http_->set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-    }
-    r.status = 500;
-    r.set_content(ErrorJson(MakeError(500, "server_error", "internal error: " + what, "internal_error")),
-                  "application/json");
-  });
-
-  // httplib listens with a backlog of 5 (compiled in): a burst of new connections overflows it,
-  // and the kernel then drops handshakes (1 s SYN retries, or resets after a "connected" client
-  // sent its request). Keep the listening socket and raise its backlog after bind (listen() on
-  // a listening socket only updates the backlog).
-  int listen_fd = -1;
-  http_->set_socket_options([&listen_fd](int sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd = sock;
-  });
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-    if (port_ <= 0) return absl::UnavailableError("cannot bind " + options_.host + " to any port");
-  } else {
-    if (!http_->bind_to_port(options_.host, options_.port)) {
-      return absl::UnavailableError("cannot bind " + options_.host + ":" + std::to_string(options_.port) +
-                                    " (in use, or not an address of this machine)");
-    }
-    port_ = options_.port;
+  http_->HandleInline("GET", "/health", [h](const http::Request& q) { return h->Health(q); });
+  http_->HandleInline("GET", "/metrics", [h](const http::Request& q) { return h->Metrics(q); });
+  http_->HandleInline("GET", "/v1/models", [h](const http::Request& q) { return h->Models(q); });
+  http_->Handle("POST", "/v1/completions", [h](http::Exchange& ex) { h->Completions(ex); });
+  http_->Handle("POST", "/v1/chat/completions", [h](http::Exchange& ex) { h->ChatCompletions(ex); });
+  http_->SetErrorRenderer([h](int status, const std::string& message) { return h->RenderHttpError(status, message); });
+  absl::Status st = http_->Start();
+  if (!st.ok()) {
+    http_.reset();
+    return st;
   }
-  if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0) {
-    TLOG(WARN) << "could not raise the listen backlog: errno " << errno;
-  }
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
-  // listen_after_bind sets is_running before it accepts; wait for it so that callers can connect.
-  for (int i = 0; i < 500 && !http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  port_ = http_->port();
   return absl::OkStatus();
 }
 
 int OpenAIServer::Drain(std::chrono::milliseconds deadline) {
-  draining_ = true;
+  if (!handlers_) return 0;  // stopped, with a handler left behind
+  handlers_->draining = true;
   const Clock::time_point until = Clock::now() + deadline;
-  while (active_requests_.load() > 0 && Clock::now() < until) {
+  while (handlers_->active.load() > 0 && Clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return active_requests_.load();
+  return handlers_->active.load();
 }
 
-void OpenAIServer::Stop() {
-  if (!http_) return;
-  http_->stop();
-  if (listener_.joinable()) listener_.join();
+void OpenAIServer::StopListening() {
+  if (http_) http_->StopListening();
+}
+
+bool OpenAIServer::Stop(std::chrono::milliseconds deadline) {
+  if (!http_) return true;
+  const bool clean = http_->Stop(deadline);
   http_.reset();
-  handlers_.reset();
+  if (!clean) {
+    TLOG(WARN) << "OpenAI server: a request handler did not finish in time; its state is left behind";
+    (void)handlers_.release();  // deliberately leaked: the handler still running uses it
+  }
+  return clean;
 }
 
 }  // namespace tandem::serve

@@ -11,6 +11,7 @@
 
 #include "common/flag_args.h"
 #include "common/log.h"
+#include "common/secret_file.h"
 #include "common/status.h"
 #include "engine/comm/rank_threads.h"
 #include "engine/model.h"
@@ -27,12 +28,17 @@ namespace {
 
 const char kServeUsage[] =
     "usage: tandem-infer serve --model DIR [--backend cpu|cuda] [--tp N] [--threads N] [--host H] [--port P]\n"
-    "           [--served-model-name NAME] [--api-key KEY] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
+    "           [--served-model-name NAME] [--api-key-file PATH] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
     "           [--max-model-len N] [--kv-tokens N] [--memory-fraction F] [--max-waiting N]\n"
-    "           [--http-threads N] [--shutdown-timeout-s S]\n"
+    "           [--max-in-flight N] [--max-connections N] [--max-body-bytes N] [--header-timeout-ms MS]\n"
+    "           [--body-timeout-ms MS] [--idle-timeout-ms MS] [--write-timeout-ms MS] [--shutdown-timeout-s S]\n"
     "  KV pool: --kv-tokens N exactly, else --memory-fraction F in (0, 1] (default: cpu 0.70 of\n"
     "  MemAvailable; cuda 0.90 of the GPU's memory, weights included). --backend cuda uses CUDA\n"
-    "  device 0 of what CUDA_VISIBLE_DEVICES exposes.\n";
+    "  device 0 of what CUDA_VISIBLE_DEVICES exposes.\n"
+    "  --api-key-file PATH: clients must send 'Authorization: Bearer <key>' (the file: mode 0600,\n"
+    "  at least 16 bytes). HTTP limits (docs/http.md): requests in flight (default max-num-seqs +\n"
+    "  max-waiting + 8), connections (1024), body bytes (4 MiB), and the head/body/idle/write deadlines\n"
+    "  (10 s / 60 s / 30 s / 30 s).\n";
 
 // Blocks SIGTERM/SIGINT in this thread (and every thread it starts later), so that the serving
 // thread can take them synchronously with sigtimedwait instead of in a signal handler.
@@ -54,9 +60,9 @@ std::string ServedName(const ServeOptions& o) {
 
 // Rank 0: engine + HTTP server on top of `model` (and the group's comm, already wrapped in a
 // TimedComm feeding tandem_allreduce_seconds), until a stop signal.
-absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, ServeMetrics* metrics,
-                          engine::Model& model, engine::Comm* comm, const sigset_t& stop_signals,
-                          const std::function<bool()>& stop) {
+absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const std::string& api_key,
+                          ServeMetrics* metrics, engine::Model& model, engine::Comm* comm,
+                          const sigset_t& stop_signals, const std::function<bool()>& stop) {
   engine::StepDriver driver(&model, comm);
 
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -85,8 +91,14 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, ServeM
   so.host = o.host;
   so.port = o.port;
   so.served_model_name = name;
-  so.api_key = o.api_key;
-  so.http_threads = o.http_threads > 0 ? o.http_threads : o.max_num_seqs + o.max_waiting + 8;
+  so.api_key = api_key;
+  so.max_in_flight = o.max_in_flight > 0 ? o.max_in_flight : o.max_num_seqs + o.max_waiting + 8;
+  if (o.max_connections > 0) so.max_connections = o.max_connections;
+  if (o.max_body_bytes > 0) so.max_body_bytes = static_cast<size_t>(o.max_body_bytes);
+  if (o.header_timeout.count() > 0) so.header_timeout = o.header_timeout;
+  if (o.body_timeout.count() > 0) so.body_timeout = o.body_timeout;
+  if (o.idle_timeout.count() > 0) so.idle_timeout = o.idle_timeout;
+  if (o.write_timeout.count() > 0) so.write_timeout = o.write_timeout;
   so.max_model_len = eo.max_model_len;
   so.vocab_size = cfg.vocab_size;
   OpenAIServer server(llm.get(), tok.get(), metrics, so);
@@ -111,10 +123,13 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, ServeM
     }
     if (stop && stop()) break;
   }
+  server.StopListening();  // the port is free at once; requests in flight go on draining
   const int left = server.Drain(o.shutdown_deadline);
   if (left > 0) TLOG(WARN) << left << " request(s) still running at the shutdown deadline: aborting them";
   llm->Shutdown();  // aborts what is left, so the streaming handlers end
-  server.Stop();
+  if (!server.Stop()) {
+    (void)llm.release();  // a handler left running may still call it; the process is ending
+  }
   llm.reset();
   return driver.Stop();  // releases the workers
 }
@@ -142,7 +157,12 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
     else if (flag == "--host") { ASSIGN_OR_RETURN(o.host, text()); }
     else if (flag == "--port") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.port = static_cast<int>(v); }
     else if (flag == "--served-model-name") { ASSIGN_OR_RETURN(o.served_model_name, text()); }
-    else if (flag == "--api-key") { ASSIGN_OR_RETURN(o.api_key, text()); }
+    else if (flag == "--api-key") {
+      return absl::InvalidArgumentError(
+          "--api-key is gone: a key on the command line is readable by every user in /proc/PID/cmdline; "
+          "write it to a file (chmod 600) and pass --api-key-file PATH");
+    }
+    else if (flag == "--api-key-file") { ASSIGN_OR_RETURN(o.api_key_file, text()); }
     else if (flag == "--max-num-seqs") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_seqs = static_cast<int32_t>(v); }
     else if (flag == "--max-num-batched-tokens") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_batched_tokens = static_cast<int32_t>(v); }
     else if (flag == "--max-model-len") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_model_len = static_cast<int32_t>(v); }
@@ -156,7 +176,13 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
       o.memory_fraction = f;
     }
     else if (flag == "--max-waiting") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.max_waiting = static_cast<int32_t>(v); }
-    else if (flag == "--http-threads") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.http_threads = static_cast<int>(v); }
+    else if (flag == "--max-in-flight") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_in_flight = static_cast<int>(v); }
+    else if (flag == "--max-connections") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_connections = static_cast<int>(v); }
+    else if (flag == "--max-body-bytes") { ASSIGN_OR_RETURN(o.max_body_bytes, integer(1)); }
+    else if (flag == "--header-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.header_timeout = std::chrono::milliseconds(v); }
+    else if (flag == "--body-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.body_timeout = std::chrono::milliseconds(v); }
+    else if (flag == "--idle-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.idle_timeout = std::chrono::milliseconds(v); }
+    else if (flag == "--write-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.write_timeout = std::chrono::milliseconds(v); }
     else if (flag == "--shutdown-timeout-s") {
       ASSIGN_OR_RETURN(int64_t v, integer(0));
       o.shutdown_deadline = std::chrono::milliseconds(v * 1000);
@@ -169,6 +195,11 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
 }
 
 absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
+  // The key file is checked before the model is loaded: a bad one fails in a second, not after.
+  std::string api_key;
+  if (!o.api_key_file.empty()) {
+    ASSIGN_OR_RETURN(api_key, ReadSecretFile(o.api_key_file, "--api-key-file"));
+  }
   const sigset_t stop_signals = BlockStopSignals();
   const std::string name = ServedName(o);
   ServeMetrics metrics(name);
@@ -177,7 +208,7 @@ absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
     lo.backend = o.backend;
     lo.threads = o.threads;
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
-    return ServeOnRank0(o, name, &metrics, *model, nullptr, stop_signals, stop);
+    return ServeOnRank0(o, name, api_key, &metrics, *model, nullptr, stop_signals, stop);
   }
   // Tensor parallel inside this process: one thread per rank over loopback Gloo. Rank 0 serves;
   // the others run the steps it broadcasts until it stops them. An idle server leaves the
@@ -197,7 +228,7 @@ absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
     lo.threads = o.threads;
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
     if (comm.rank() != 0) return engine::RunWorkerLoop(*model, comm);
-    return ServeOnRank0(o, name, &metrics, *model, rank_comm, stop_signals, stop);
+    return ServeOnRank0(o, name, api_key, &metrics, *model, rank_comm, stop_signals, stop);
   }, ro);
 }
 

@@ -21,14 +21,21 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                   // 0 = any free port
   std::string served_model_name;     // "" = basename of model_dir
-  std::string api_key;               // "" = none
+  std::string api_key_file;          // "" = open API; else the key clients must send (0600 file)
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;         // 0 = min(4096, max_position_embeddings)
   int64_t kv_tokens = 0;             // 0 = sized from memory
   double memory_fraction = 0;        // 0 = the backend's default (cpu 0.70 of MemAvailable, cuda 0.90 of the GPU)
   int32_t max_waiting = 256;
-  int http_threads = 0;              // 0 = max_num_seqs + max_waiting + 8 (see OpenAIServerOptions)
+  // The HTTP front door (OpenAIServerOptions): 0 = its default.
+  int max_in_flight = 0;             // 0 = max_num_seqs + max_waiting + 8
+  int max_connections = 0;
+  int64_t max_body_bytes = 0;        // 0 = 4 MiB
+  std::chrono::milliseconds header_timeout{0};
+  std::chrono::milliseconds body_timeout{0};
+  std::chrono::milliseconds idle_timeout{0};
+  std::chrono::milliseconds write_timeout{0};
   std::chrono::milliseconds shutdown_deadline{10000};  // SIGTERM: let requests finish this long
 };
 

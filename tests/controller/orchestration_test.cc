@@ -26,6 +26,7 @@ engine:
 api:
   listen: 0.0.0.0:8000
   key_file: /etc/tandem/api.key
+  max_body_bytes: 1048576
 auth:
   token_file: /etc/tandem/token
 probe:
@@ -60,6 +61,7 @@ TEST(OrchestrationKeys, ParsesEveryNewKey) {
   EXPECT_EQ(spec->model_served_name, "qwen3");
   EXPECT_EQ(spec->api_listen, "0.0.0.0:8000");
   EXPECT_EQ(spec->api_key_file, "/etc/tandem/api.key");
+  EXPECT_EQ(spec->api_max_body_bytes, 1048576);
   EXPECT_EQ(spec->auth_token_file, "/etc/tandem/token");
   EXPECT_EQ(spec->probe.prompt, "2+2=");
   EXPECT_EQ(spec->probe.expect, "4");
@@ -100,6 +102,7 @@ TEST(OrchestrationKeys, BadValuesNameFileLineKey) {
   ExpectError("engine:\n  kv_tokens: -5\n", "c.yaml:5: engine.kv_tokens: expected 0..");
   ExpectError("engine:\n  max_num_seqs: lots\n", "c.yaml:5: engine.max_num_seqs: expected a whole number");
   ExpectError("api:\n  listen: 8000\n", "c.yaml:5: api.listen: expected HOST:PORT");
+  ExpectError("api:\n  max_body_bytes: -1\n", "c.yaml:5: api.max_body_bytes: expected 0..");
   ExpectError("probe:\n  interval: often\n", "c.yaml:5: probe.interval: expected a duration");
   ExpectError("probe:\n  max_tokens: 0\n", "c.yaml:5: probe.max_tokens: expected 1..4096");
   ExpectError("probe:\n  prompt: \"\"\n", "c.yaml:5: probe.prompt: expected a non-empty prompt");
@@ -153,6 +156,7 @@ TEST(ClusterPlan, RanksGenerationStoreAndCommEnv) {
   EXPECT_EQ(plan->ranks[1].join.comm_env().env().at("NCCL_IB_GID_INDEX"), "3");
   EXPECT_EQ(plan->ranks[0].join.api_listen(), "0.0.0.0:8000");
   EXPECT_EQ(plan->ranks[0].join.api_key(), "sk-test");
+  EXPECT_EQ(plan->ranks[0].join.api_max_body_bytes(), 1048576u);
   EXPECT_EQ(plan->ranks[1].join.api_listen(), "");  // workers serve no API
   EXPECT_EQ(plan->ranks[0].load.backend(), "cuda");
   EXPECT_EQ(plan->ranks[0].load.generation(), 42u);

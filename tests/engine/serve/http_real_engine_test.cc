@@ -97,7 +97,7 @@ class HttpRealEngineTest : public ::testing::Test {
     so.served_model_name = "qwen3moe-tiny";
     so.vocab_size = model_->config().vocab_size;
     so.max_model_len = eo.max_model_len;
-    so.http_threads = 40;
+    so.max_in_flight = 40;
     server_ = std::make_unique<OpenAIServer>(llm_.get(), tokenizer_.get(), metrics_.get(), so);
     ASSERT_TRUE(server_->Start().ok());
   }
@@ -246,6 +246,49 @@ TEST_F(HttpRealEngineTest, DisconnectFreesKvBlocks) {
   EXPECT_EQ(s.kv_blocks_used, 0);
   EXPECT_EQ(s.running, 0);
   EXPECT_LT(s.generation_tokens_total, 1990) << "the sequence ran to its end instead of being cancelled";
+}
+
+// A non-streaming client that goes away: no write would ever fail, but the HTTP loop sees the
+// hang-up and the sequence is cancelled (its KV freed) instead of running to max_tokens.
+TEST_F(HttpRealEngineTest, NonStreamingDisconnectFreesKvBlocks) {
+  Start(engine::testing::TinyModelDir(), SmallEngine(), false);
+  Json body = {{"prompt", {1, 2, 3, 4, 5}}, {"max_tokens", 2000}, {"ignore_eos", true}};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string b = body.dump();
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  for (int i = 0; i < 500 && llm_->Stats().generation_tokens_total < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int64_t used_before_hangup = llm_->Stats().kv_blocks_used;
+  close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  engine::EngineStats s;
+  for (int i = 0; i < 500; ++i) {
+    s = llm_->Stats();
+    if (s.kv_blocks_used == 0 && s.running == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "non-streaming: KV blocks in use before the hang-up " << used_before_hangup << ", " << s.kv_blocks_used
+            << " after " << ms << " ms; " << s.generation_tokens_total << " tokens generated of 2000\n";
+  EXPECT_GT(used_before_hangup, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_LT(ms, 1000);
+  EXPECT_LT(s.generation_tokens_total, 1990) << "the sequence ran to its end instead of being cancelled";
+  for (int i = 0; i < 100 && server_->active_requests() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->active_requests(), 0);
+  auto m = Client()->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("tandem_request_success_total{finished_reason=\"abort\",model_name="), std::string::npos);
 }
 
 TEST_F(HttpRealEngineTest, OverloadIsRefusedFast) {

@@ -59,7 +59,7 @@ class HttpServerTest : public ::testing::Test {
     o.served_model_name = "tiny";
     if (o.vocab_size == 0) o.vocab_size = 4096;
     o.max_model_len = 256;
-    o.http_threads = 16;
+    o.max_in_flight = 16;
     server_ = std::make_unique<OpenAIServer>(engine_.get(), tokenizer_.get(), metrics_.get(), o);
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
@@ -290,6 +290,64 @@ TEST_F(HttpServerTest, DisconnectCancelsTheSequence) {
   }
   EXPECT_EQ(server_->active_requests(), 0);
   std::cout << "cancelled " << engine_->cancelled()[0] << "\n";
+}
+
+// The same hang-up without streaming: nothing is written until the end, so only the HTTP loop
+// can notice; the sequence is cancelled within a few steps and counted as an abort.
+TEST_F(HttpServerTest, NonStreamingDisconnectCancelsTheSequence) {
+  Start({}, std::chrono::milliseconds(20));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string body = R"({"prompt":[1,2],"max_tokens":200})";
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  for (int i = 0; i < 200 && engine_->submitted().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(engine_->submitted().size(), 1u);
+  const auto t0 = std::chrono::steady_clock::now();
+  close(fd);
+  for (int i = 0; i < 200 && engine_->cancelled().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(engine_->cancelled().size(), 1u);
+  EXPECT_EQ(engine_->cancelled()[0], engine_->submitted()[0].request_id);
+  EXPECT_LT(ms, 500);
+  for (int i = 0; i < 100 && server_->active_requests() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->active_requests(), 0);
+  auto m = client_->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("tandem_request_success_total{finished_reason=\"abort\",model_name=\"tiny\"} 1"),
+            std::string::npos);
+  std::cout << "non-streaming hang-up cancelled after " << ms << " ms\n";
+}
+
+// The front door's refusals carry OpenAI-shaped errors: a body over the limit (413, unread), and
+// a text prompt over the context length (400 context_length_exceeded, without tokenizing all of it).
+TEST_F(HttpServerTest, FrontDoorRefusalsAreOpenAIErrors) {
+  OpenAIServerOptions o;
+  o.max_body_bytes = 64 << 10;
+  Start(o);
+  auto r = Post("/v1/completions", R"({"prompt":")" + std::string(100 << 10, 'a') + R"("})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(ErrorOf(r)["code"], "request_too_large");
+  std::cout << "413: " << r->body << "\n";
+  std::string words;
+  while (words.size() < (60 << 10)) words += "tensor parallel experts ";
+  r = Post("/v1/completions", R"({"prompt":")" + words + R"("})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(ErrorOf(r)["code"], "context_length_exceeded");
+  r = Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":")" + words + R"("}]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(ErrorOf(r)["code"], "context_length_exceeded");
+  EXPECT_TRUE(engine_->submitted().empty());
+  std::cout << "context: " << r->body << "\n";
 }
 
 TEST_F(HttpServerTest, MetricsPassPromtool) {
