@@ -54,6 +54,21 @@ int HexValue(char c) {
   return -1;
 }
 
+// The bytes of `data` from `from` up to and including the next LF, or all the rest when there is
+// none (then the line continues in the next read).
+struct LinePiece {
+  size_t size;
+  bool ends_line;
+};
+LinePiece NextLinePiece(std::string_view data, size_t from) {
+  const void* nl = std::memchr(data.data() + from, '\n', data.size() - from);
+  if (nl == nullptr) return {data.size() - from, false};
+  return {static_cast<size_t>(static_cast<const char*>(nl) - data.data()) + 1 - from, true};
+}
+
+// A collected line (LF included) ends in CRLF, as RFC 9112 requires of every line.
+bool EndsInCrlf(const std::string& line) { return line.size() >= 2 && line[line.size() - 2] == '\r'; }
+
 // A chunk-size or trailer line longer than this is malformed (sizes are at most 16 hex digits;
 // extensions are ignored and have no business being long).
 constexpr size_t kMaxChunkLine = 1024;
@@ -102,16 +117,15 @@ size_t RequestParser::FeedHead(std::string_view data) {
     }
   }
   while (i < data.size()) {
-    const char* nl = static_cast<const char*>(std::memchr(data.data() + i, '\n', data.size() - i));
-    const size_t take = nl != nullptr ? static_cast<size_t>(nl - data.data()) + 1 - i : data.size() - i;
-    if (head_.size() + take > limits_.max_header_bytes) {
+    const LinePiece piece = NextLinePiece(data, i);
+    if (head_.size() + piece.size > limits_.max_header_bytes) {
       Fail(431, "the request line and header fields exceed " + std::to_string(limits_.max_header_bytes) + " bytes");
       return i;
     }
-    head_.append(data.substr(i, take));
-    i += take;
-    if (nl == nullptr) break;
-    if (head_.size() < 2 || head_[head_.size() - 2] != '\r') {
+    head_.append(data.substr(i, piece.size));
+    i += piece.size;
+    if (!piece.ends_line) break;
+    if (!EndsInCrlf(head_)) {
       Fail(400, "a header line ends in a bare LF (CRLF is required)");
       return i;
     }
@@ -287,20 +301,20 @@ size_t RequestParser::FeedBody(std::string_view data) {
       case BodyState::kChunkSize:
       case BodyState::kTrailers: {
         // Line-oriented states: collect one line up to LF.
-        const char* nl = static_cast<const char*>(std::memchr(data.data() + i, '\n', data.size() - i));
-        const size_t take = nl != nullptr ? static_cast<size_t>(nl - data.data()) + 1 - i : data.size() - i;
+        const LinePiece piece = NextLinePiece(data, i);
         const size_t limit = body_state_ == BodyState::kTrailers ? limits_.max_header_bytes : kMaxChunkLine;
-        if (line_.size() + take > limit + 2 ||
-            (body_state_ == BodyState::kTrailers && trailer_bytes_ + line_.size() + take > limits_.max_header_bytes)) {
+        if (line_.size() + piece.size > limit + 2 ||
+            (body_state_ == BodyState::kTrailers &&
+             trailer_bytes_ + line_.size() + piece.size > limits_.max_header_bytes)) {
           Fail(body_state_ == BodyState::kTrailers ? 431 : 400,
                body_state_ == BodyState::kTrailers ? "the chunked body's trailer fields are too large"
                                                    : "a chunk size line is too long");
           return i;
         }
-        line_.append(data.substr(i, take));
-        i += take;
-        if (nl == nullptr) break;
-        if (line_.size() < 2 || line_[line_.size() - 2] != '\r') {
+        line_.append(data.substr(i, piece.size));
+        i += piece.size;
+        if (!piece.ends_line) break;
+        if (!EndsInCrlf(line_)) {
           Fail(400, "a line of the chunked body ends in a bare LF (CRLF is required)");
           return i;
         }

@@ -18,6 +18,7 @@
 #include "engine/serve/openai_server.h"
 #include "engine/step_driver.h"
 #include "httplib.h"
+#include "tests/http/raw_client.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/cpu/golden.h"
 
@@ -253,22 +254,13 @@ TEST_F(HttpRealEngineTest, DisconnectFreesKvBlocks) {
 TEST_F(HttpRealEngineTest, NonStreamingDisconnectFreesKvBlocks) {
   Start(engine::testing::TinyModelDir(), SmallEngine(), false);
   Json body = {{"prompt", {1, 2, 3, 4, 5}}, {"max_tokens", 2000}, {"ignore_eos", true}};
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const std::string b = body.dump();
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(b.size()) + "\r\n\r\n" + b;
-  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  http::testing::RawClient raw(server_->port());
+  ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", body.dump())));
   for (int i = 0; i < 500 && llm_->Stats().generation_tokens_total < 5; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const int64_t used_before_hangup = llm_->Stats().kv_blocks_used;
-  close(fd);
+  raw.Close();
   const auto t0 = std::chrono::steady_clock::now();
   engine::EngineStats s;
   for (int i = 0; i < 500; ++i) {

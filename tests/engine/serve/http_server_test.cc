@@ -17,6 +17,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/serve/http_fake_engine.h"
+#include "tests/http/raw_client.h"
 
 namespace tandem::serve {
 namespace {
@@ -296,21 +297,12 @@ TEST_F(HttpServerTest, DisconnectCancelsTheSequence) {
 // can notice; the sequence is cancelled within a few steps and counted as an abort.
 TEST_F(HttpServerTest, NonStreamingDisconnectCancelsTheSequence) {
   Start({}, std::chrono::milliseconds(20));
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const std::string body = R"({"prompt":[1,2],"max_tokens":200})";
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  http::testing::RawClient raw(server_->port());
+  ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", R"({"prompt":[1,2],"max_tokens":200})")));
   for (int i = 0; i < 200 && engine_->submitted().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_EQ(engine_->submitted().size(), 1u);
   const auto t0 = std::chrono::steady_clock::now();
-  close(fd);
+  raw.Close();
   for (int i = 0; i < 200 && engine_->cancelled().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(engine_->cancelled().size(), 1u);

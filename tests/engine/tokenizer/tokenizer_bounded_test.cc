@@ -1,7 +1,6 @@
 // Tokenizer::EncodeAtMost with the real Qwen3 tokenizer: under its budget it equals Encode
 // exactly (every reference text, and a few hundred KB of mixed text), one token over it says no,
 // and an over-long input is refused after a small part of the work a full encoding takes.
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -9,21 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/engine/tokenizer/tokenizer_test_util.h"
 
 namespace tandem::tokenizer {
 namespace {
 
-std::string TestdataDir() {
-  const char* env = std::getenv("TANDEM_TESTDATA");
-  return std::string(env && *env ? env : "/work/shared/testdata") + "/qwen3-tokenizer";
-}
-
-// CPU time of this thread: the comparison is about work done, not about other jobs on the machine.
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
+using testing::ThreadCpuSeconds;
+std::string TestdataDir() { return testing::Qwen3TokenizerDir(); }
 
 class BoundedEncodeTest : public ::testing::Test {
  protected:

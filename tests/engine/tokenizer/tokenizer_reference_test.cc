@@ -13,22 +13,13 @@
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
+#include "tests/engine/tokenizer/tokenizer_test_util.h"
 
 namespace tandem::tokenizer {
 namespace {
 
-std::string TestdataDir() {
-  const char* env = std::getenv("TANDEM_TESTDATA");
-  return std::string(env && *env ? env : "/work/shared/testdata") + "/qwen3-tokenizer";
-}
-
-// CPU time of this thread: the load budget is about our code, not about how many other jobs
-// share the two cores of the build machine.
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
+using testing::ThreadCpuSeconds;
+std::string TestdataDir() { return testing::Qwen3TokenizerDir(); }
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
