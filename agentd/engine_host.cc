@@ -9,6 +9,7 @@
 #include "agentd/assignment.h"
 #include "agentd/group_transport.h"
 #include "agentd/grpc_store.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/model.h"
@@ -101,7 +102,9 @@ struct EngineHost::Group {
   uint64_t generation = 0;
   int rank = 0;
   int world = 1;
-  Loaded* loaded = nullptr;
+  // Shared: a group left behind by a stuck teardown keeps its model alive on its own, so a later
+  // load never frees weights a leaked thread still reads.
+  std::shared_ptr<Loaded> loaded;
   std::unique_ptr<GrpcStore> remote;  // ranks > 0: the head's store
   std::unique_ptr<CancellableStore> cancellable;
   std::unique_ptr<engine::PrefixStore> prefixed;
@@ -276,7 +279,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
   };
   event("config", false, "");
 
-  auto loaded = std::make_unique<Loaded>();
+  auto loaded = std::make_shared<Loaded>();
   loaded->request = req;
   loaded->request.set_world_size(world);
   if (loaded->request.backend().empty()) loaded->request.set_backend("cpu");
@@ -387,7 +390,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   g->generation = req.generation();
   g->rank = static_cast<int>(req.rank());
   g->world = static_cast<int>(world);
-  g->loaded = loaded_.get();
+  g->loaded = loaded_;
   engine::Store* base = options_.local_store;
   if (g->rank == 0) {
     // The head announces the generation before it rendezvouses: ranks of older groups that
@@ -663,6 +666,9 @@ bool EngineHost::Teardown(const std::shared_ptr<Group>& g) {
     // workers (Stop); then the HTTP threads end. A stuck collective is cut by aborting the comm.
     BoundedThread stopper;
     stopper.Start([g] {
+      // Failpoint "engine_shutdown_hang": the shutdown never finishes, as a collective wedged
+      // in a driver would (tests of the stuck path below).
+      while (FailpointEnabled("engine_shutdown_hang")) std::this_thread::sleep_for(std::chrono::seconds(1));
       if (g->server) g->server->Drain(milliseconds(0));
       if (g->engine) g->engine->Shutdown();
       if (g->server) g->server->Stop();
@@ -675,7 +681,8 @@ bool EngineHost::Teardown(const std::shared_ptr<Group>& g) {
       TLOG(WARN) << "engine shutdown did not finish in " << options_.leave_deadline.count() << " ms: aborting the comm";
       g->Abort("leaving the group: shutdown timed out");
       if (!stopper.JoinFor(milliseconds(3000))) {
-        TLOG(ERROR) << "the engine shutdown is stuck; leaving it behind";
+        TLOG(ERROR) << "the engine shutdown is stuck after the comm abort; the API port is released, its threads "
+                       "are left behind";
         new std::shared_ptr<Group>(g);  // deliberately leaked: its threads still use it
         stopper.Detach();
         return false;
@@ -714,12 +721,22 @@ absl::Status EngineHost::LeaveLocked(bool unload, const std::string& reason) {
   transport_.clear();
   if (unload) {
     group_comm_ = nullptr;
-    if (clean) loaded_.reset();  // a leaked group may still use the model
+    loaded_.reset();  // a leaked group holds its own reference
   }
   if (!clean) {
-    SetStateLocked(v1::RANK_STATE_FAILED, "left generation " + std::to_string(g->generation) +
-                                              " but a thread did not stop in time (restart the agent)");
-    return absl::DeadlineExceededError(reason_);
+    // The port is free (Teardown closed it first) and the comm aborted; what cannot be taken back
+    // is the memory the stuck threads hold. A fresh process is the only clean state: say so, and
+    // let on_stuck (the agent: exit so systemd restarts it) act on it.
+    const std::string what = "left generation " + std::to_string(g->generation) +
+                             ", but a thread of it was still stuck after the comm abort: API port released, comm "
+                             "aborted, the stuck threads (and the memory they hold) left behind; " +
+                             (options_.on_stuck ? "the agent exits (status 75) to start clean"
+                                                : "restart the agent to reclaim that memory");
+    SetStateLocked(v1::RANK_STATE_FAILED, what);
+    if (options_.on_stuck) options_.on_stuck(what);
+    // ABORTED, not DEADLINE_EXCEEDED: the caller's own deadline did not pass, and its message
+    // (what was released, what was not) must reach the operator.
+    return absl::AbortedError(what);
   }
   if (g || unload) {
     if (loaded_) {

@@ -17,10 +17,11 @@
 //  - every ~1 s each rank reads "group/generation" from the head's store: a newer generation
 //    (the controller moved on) makes the rank abort itself; an unreachable head store for
 //    `head_lost_after`, or a store that forgot the group (head agent restarted): "head lost".
-//  - LeaveGroup stops the API and the engine, aborts the comm after a grace period if they do
-//    not stop, and joins every thread with a deadline; a thread that is still stuck is left
-//    behind (with its group, deliberately leaked) and the rank reports failed instead of
-//    blocking the RPC.
+//  - LeaveGroup closes the API's listening socket first (the port is free at once), stops the
+//    API and the engine, aborts the comm after a grace period if they do not stop, and joins
+//    every thread with a deadline; a thread that is still stuck is left behind (with its group,
+//    deliberately leaked: it shares the model, which stays alive for it), the rank reports
+//    failed instead of blocking the RPC, and on_stuck runs (the agent then exits, status 75).
 #pragma once
 
 #include <chrono>
@@ -57,6 +58,10 @@ struct EngineHostOptions {
   // one is silent for peer_lost_after (0 = off). See agentd/group_transport.h.
   std::chrono::milliseconds peer_heartbeat{500};
   std::chrono::milliseconds peer_lost_after{3000};
+  // Called (once per occurrence, under the state lock: it must not block) when a teardown left
+  // threads behind even after the comm abort. The agent exits so that systemd starts a clean
+  // process; null = report only.
+  std::function<void(const std::string& what)> on_stuck;
 };
 
 // "group/generation": the generation of the group the head last joined (decimal).
@@ -113,7 +118,7 @@ class EngineHost {
   const EngineHostOptions options_;
 
   std::timed_mutex op_mu_;         // serializes LoadModel / JoinGroup / LeaveGroup
-  std::unique_ptr<Loaded> loaded_;  // under op_mu_ (pointer also published in status fields)
+  std::shared_ptr<Loaded> loaded_;  // under op_mu_ (a leaked group shares it: see Group::loaded)
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;

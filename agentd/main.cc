@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -257,6 +258,17 @@ int main(int argc, char** argv) {
   host_options.store_credentials = tandem::rpc::ChannelCredentials(*tls);
   host_options.model_roots = &agent_config.model_roots;
   host_options.local_store = &store;
+  // A group whose threads stayed stuck after the comm abort holds memory (GPU memory for cuda)
+  // that only a new process gets back. The port is already free; exit a second later (the
+  // LeaveGroup reply and the log lines get out first) and let systemd start a clean agent.
+  host_options.on_stuck = [](const std::string& what) {
+    std::thread([what] {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      TLOG(ERROR) << "exiting with status 75 so that a fresh agent starts: " << what;
+      std::fflush(nullptr);
+      std::_Exit(75);
+    }).detach();
+  };
   tandem::agentd::EngineHost host(host_options);
   metrics.SetRankStatusSource([&host] { return host.Status(); });
   tandem::agentd::ControlService control(&host, &store, &auth);

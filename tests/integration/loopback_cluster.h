@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -134,14 +135,16 @@ class LoopbackCluster : public ::testing::Test {
   }
 
   // Agent i (n1 = head, n2 = worker) on its fixed port, confined to the test's folder; waits for
-  // its ready line. Called again after a kill, it restarts the agent on the same port.
-  void StartAgent(int i) {
+  // its ready line. Called again after a kill, it restarts the agent on the same port. `env` is
+  // added to its environment (e.g. TANDEM_FAILPOINTS).
+  void StartAgent(int i, const std::map<std::string, std::string>& env = {}) {
     std::string name = "n" + std::to_string(i + 1);
     SubprocessOptions so;
     so.argv = {TANDEM_AGENTD_BIN, "--listen", "127.0.0.1:" + std::to_string(ports_[i]), "--node-name", name,
                "--state-dir", (dir_ / ("state-" + name)).string(), "--token-file", (dir_ / "token").string(),
                "--model-root", dir_.string(), "--tls-cert", Tls(name + ".pem"), "--tls-key", Tls(name + ".key"),
                "--tls-ca", Tls("ca.pem")};
+    so.env = env;
     std::filesystem::path out = dir_ / (name + ".out");
     so.stdout_path = out.string();
     so.stderr_path = (dir_ / (name + ".err")).string();

@@ -126,3 +126,68 @@ TEST_F(OrchestrationIntegration, ServeRestartsTheGroupAfterTheWorkerAgentIsKille
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// Issue 12: a LeaveGroup whose engine shutdown got stuck left the head "idle" with the API port
+// still bound, so every later `up` failed "cannot bind" until the head agent was restarted by
+// hand. The failpoint makes the head's engine shutdown hang for good; the port must be free at
+// once, the agent must say what it did and exit (status 75: systemd restarts it), and the next
+// `up` — same API port — must succeed.
+TEST_F(OrchestrationIntegration, StuckTeardownReleasesTheApiPortAndALaterUpSucceeds) {
+  StartAgent(0, {{"TANDEM_FAILPOINTS", "engine_shutdown_hang"}});
+  StartAgent(1);
+  const int api_port = testing::UnusedLoopbackPort();
+  fs::path cluster = WriteCluster("token");
+  {
+    std::string y = Read(cluster);
+    y.replace(y.find("listen: 127.0.0.1:0"), 19, "listen: 127.0.0.1:" + std::to_string(api_port));
+    y.replace(y.find("leave: 5s"), 9, "leave: 20s");  // the agent's own teardown takes ~8 s here
+    testing::WriteTextFile(cluster.string(), y);
+  }
+  CtlResult up = Ctl({"up", "-f", cluster.string()});
+  ASSERT_EQ(up.exit_code, 0) << up.out;
+  std::string resp;
+  ASSERT_EQ(testing::HttpRequest(api_port, "GET", "/health", "", &resp), 200) << resp;
+
+  const auto t0 = Clock::now();
+  CtlResult down;
+  std::thread downer([&] { down = Ctl({"down", "-f", cluster.string()}); });
+  double port_free_after = -1;
+  while (Clock::now() - t0 < std::chrono::seconds(5)) {
+    if (testing::HttpRequest(api_port, "GET", "/health", "", &resp) == 0) {
+      port_free_after = std::chrono::duration<double>(Clock::now() - t0).count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  downer.join();
+  const double down_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("--- tandemctl down (exit %d, %.2f s) ---\n%s", down.exit_code, down_s, down.out.c_str());
+  std::printf("API port refused connections %.3f s after down started\n", port_free_after);
+  ASSERT_GE(port_free_after, 0) << "the API port still answered 5 s into the teardown";
+  EXPECT_LT(port_free_after, 1.0);
+  EXPECT_NE(down.out.find("API port released"), std::string::npos) << down.out;
+
+  // The head agent exits (75) once it has said so; a supervisor (systemd) would restart it.
+  std::optional<int> rc = agents_[0].Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(rc.has_value()) << "the head agent did not exit after its stuck teardown";
+  EXPECT_TRUE(WIFEXITED(*rc) && WEXITSTATUS(*rc) == 75) << DescribeWaitStatus(*rc);
+  const std::string head_log = Read(dir_ / "n1.err");
+  EXPECT_NE(head_log.find("exiting with status 75"), std::string::npos) << head_log;
+
+  StartAgent(0);  // what systemd's Restart=on-failure does
+  CtlResult again = Ctl({"up", "-f", cluster.string()});
+  std::printf("--- tandemctl up after the restart (exit %d) ---\n%s", again.exit_code, again.out.c_str());
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_NE(again.out.find("127.0.0.1:" + std::to_string(api_port)), std::string::npos) << again.out;
+  EXPECT_EQ(testing::HttpRequest(api_port, "POST", "/v1/completions",
+                                 R"({"model":"tiny","prompt":[1,2,3,4],"max_tokens":4,"temperature":0})", &resp),
+            200)
+      << resp;
+  EXPECT_EQ(Ctl({"down", "-f", cluster.string()}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace tandem
