@@ -95,7 +95,8 @@ struct EngineHost::Loaded {
   v1::LoadModelRequest request;
   std::unique_ptr<GroupComm> comm;  // null for a world of one
   std::unique_ptr<engine::Model> model;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the folder has none
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the folder has none (or it did not load)
+  std::string tokenizer_error;                      // why it did not load ("" = none in the folder)
 };
 
 struct EngineHost::Group {
@@ -302,6 +303,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
       if (tok.ok()) {
         loaded->tokenizer = std::move(*tok);
       } else {
+        loaded->tokenizer_error = StatusText(tok.status());
         TLOG(WARN) << "tokenizer of " << path << ": " << tok.status().message() << " (token-id prompts only)";
       }
     }
@@ -820,7 +822,12 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
   if (req.prompt_ids_size() > 0) {
     r.prompt_ids.assign(req.prompt_ids().begin(), req.prompt_ids().end());
   } else if (!req.prompt().empty()) {
-    if (tok == nullptr) return absl::FailedPreconditionError("the model folder has no tokenizer.json: send prompt_ids");
+    if (tok == nullptr) {
+      return absl::FailedPreconditionError(
+          g->loaded->tokenizer_error.empty()
+              ? "the model folder has no tokenizer.json: send prompt_ids"
+              : "the model folder's tokenizer did not load (" + g->loaded->tokenizer_error + "): send prompt_ids");
+    }
     std::string text = req.prompt();
     if (req.chat()) {
       tokenizer::ChatTemplateOptions co;

@@ -191,3 +191,37 @@ TEST_F(OrchestrationIntegration, StuckTeardownReleasesTheApiPortAndALaterUpSucce
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// Issue 12's reproduction of the stuck teardown: `up`/`down` in a loop with a tokenizer that does
+// not load (the text probe fails, every agent leaves). Every round must fail the same way — at the
+// probe, saying why — and never with "cannot bind" (the API port of the failed round still held).
+TEST_F(OrchestrationIntegration, UpDownLoopWithABadTokenizerNeverLeavesThePortBound) {
+  for (const char* m : {"model1", "model2"}) testing::WriteTextFile((dir_ / m / "tokenizer.json").string(), "{ broken");
+  StartAgent(0);
+  StartAgent(1);
+  const int api_port = testing::UnusedLoopbackPort();
+  fs::path cluster = WriteCluster("token");
+  {
+    std::string y = Read(cluster);
+    y.replace(y.find("listen: 127.0.0.1:0"), 19, "listen: 127.0.0.1:" + std::to_string(api_port));
+    y.replace(y.find("prompt_ids: [1, 2, 3, 4]"), 24, "prompt: \"The capital of France is\"");
+    testing::WriteTextFile(cluster.string(), y);
+  }
+  for (int round = 0; round < 4; ++round) {
+    CtlResult up = Ctl({"up", "-f", cluster.string()});
+    std::printf("round %d: up exit %d: %s\n", round, up.exit_code,
+                up.out.substr(up.out.find("probe:")).substr(0, 240).c_str());
+    EXPECT_EQ(up.exit_code, 1);
+    EXPECT_EQ(up.out.find("cannot bind"), std::string::npos) << up.out;
+    EXPECT_NE(up.out.find("tokenizer"), std::string::npos) << up.out;
+    std::string resp;
+    EXPECT_EQ(testing::HttpRequest(api_port, "GET", "/health", "", &resp), 0) << "a failed up left the API up";
+    EXPECT_EQ(Ctl({"down", "-f", cluster.string()}).exit_code, 0);
+  }
+}
+
+}  // namespace
+}  // namespace tandem
