@@ -183,8 +183,15 @@ class OpenAIServer::Handlers {
     return r;
   }
 
+  // Set once the HTTP server exists; read only on its event loop (the /metrics route).
+  const http::Server* http = nullptr;
+
   http::Response Metrics(const http::Request&) {
     metrics_->UpdateFromStats(engine_->Stats());
+    if (http != nullptr) {
+      const http::ServerStats st = http->Stats();
+      metrics_->UpdateFromHttp({st.connections, st.evicted_total, st.timed_out_total, st.client_gone_total});
+    }
     return http::Response{200, {}, "text/plain; version=0.0.4; charset=utf-8", metrics_->Text()};
   }
 
@@ -443,6 +450,7 @@ absl::Status OpenAIServer::Start() {
     return st;
   }
   port_ = http_->port();
+  h->http = http_.get();
   return absl::OkStatus();
 }
 
@@ -462,7 +470,8 @@ void OpenAIServer::StopListening() {
 
 bool OpenAIServer::Stop(std::chrono::milliseconds deadline) {
   if (!http_) return true;
-  const bool clean = http_->Stop(deadline);
+  const bool clean = http_->Stop(deadline);  // the event loop (the only reader of handlers_->http) has ended
+  handlers_->http = nullptr;
   http_.reset();
   if (!clean) {
     TLOG(WARN) << "OpenAI server: a request handler did not finish in time; its state is left behind";

@@ -71,6 +71,13 @@ ServeMetrics::ServeMetrics(const std::string& model_name, std::shared_ptr<promet
   waiting_ = AddGauge(r, labels_, "tandem_num_requests_waiting", "Requests queued for the batch.");
   kv_usage_ = AddGauge(r, labels_, "tandem_kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).");
   kv_tokens_total_ = AddGauge(r, labels_, "tandem_kv_cache_tokens", "Capacity of the KV pool in tokens.");
+  http_connections_ = AddGauge(r, labels_, "tandem_http_connections", "Open connections to the API.");
+  http_evicted_ = AddCounter(r, labels_, "tandem_http_connections_evicted_total",
+                             "Connections closed to admit a newer one at the connection cap.");
+  http_timed_out_ = AddCounter(r, labels_, "tandem_http_timeouts_total",
+                               "Connections closed at a request head, body or response write deadline.");
+  http_clients_gone_ = AddCounter(r, labels_, "tandem_http_clients_gone_total",
+                                  "Clients that went away while their request was in flight.");
 }
 
 void ServeMetrics::CountFinishedRequest(const std::string& finish_reason) {
@@ -98,6 +105,16 @@ void ServeMetrics::UpdateFromStats(const engine::EngineStats& stats) {
   if (preempt_delta > 0) preemptions_->Increment(preempt_delta);
   const double iter_delta = static_cast<double>(stats.iterations) - iterations_->Value();
   if (iter_delta > 0) iterations_->Increment(iter_delta);
+}
+
+void ServeMetrics::UpdateFromHttp(const HttpCounts& c) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  http_connections_->Set(static_cast<double>(c.connections));
+  for (auto [counter, total] : {std::pair{http_evicted_, c.evicted}, std::pair{http_timed_out_, c.timed_out},
+                                std::pair{http_clients_gone_, c.clients_gone}}) {
+    const double delta = static_cast<double>(total) - counter->Value();
+    if (delta > 0) counter->Increment(delta);
+  }
 }
 
 std::string ServeMetrics::Text() const {

@@ -42,6 +42,15 @@ class ServeMetrics {
   // Gauges and engine-side counters from a Stats() snapshot (called before each scrape).
   void UpdateFromStats(const engine::EngineStats& stats);
 
+  // The HTTP front door's totals (http::ServerStats), before each scrape.
+  struct HttpCounts {
+    int64_t connections = 0;     // open now
+    int64_t evicted = 0;         // closed to admit a newer connection at the cap
+    int64_t timed_out = 0;       // closed at a header, body or write deadline
+    int64_t clients_gone = 0;    // went away with a request in flight
+  };
+  void UpdateFromHttp(const HttpCounts& counts);
+
   // The Prometheus text exposition of the whole registry.
   std::string Text() const;
   prometheus::Registry& registry() { return *registry_; }
@@ -64,6 +73,10 @@ class ServeMetrics {
   prometheus::Gauge* waiting_;
   prometheus::Gauge* kv_usage_;
   prometheus::Gauge* kv_tokens_total_;
+  prometheus::Gauge* http_connections_;
+  prometheus::Counter* http_evicted_;
+  prometheus::Counter* http_timed_out_;
+  prometheus::Counter* http_clients_gone_;
   std::mutex stats_mu_;  // UpdateFromStats turns totals into counter increments
 };
 

@@ -124,6 +124,7 @@ test('(a) 62 MB bodies get 413 unread; a 3 MiB prompt is refused without tokeniz
 
 test('(b) 290 trickling connections are closed at the header deadline while /health and completions answer', async () => {
   const head = 'GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ' + 'p'.repeat(200) + '\r\n\r\n';
+  const timeoutsBefore = await metric('tandem_http_timeouts_total');
   const opened = performance.now();
   const connectedAt = new Array(290).fill(null);
   const closedAt = new Array(290).fill(null);  // after its own connect
@@ -168,6 +169,7 @@ test('(b) 290 trickling connections are closed at the header deadline while /hea
               `${first.toFixed(0)} to ${last.toFixed(0)} ms after their connect (deadline ${HEADER_TIMEOUT_MS} ms); /health worst ` +
               `${Math.max(...health).toFixed(1)} ms over ${health.length}, completion worst ${Math.max(...completions).toFixed(1)} ms`);
   assert.equal(closed.length, 290);
+  assert.equal((await metric('tandem_http_timeouts_total')) - timeoutsBefore, 290);
   assert.ok(sent < head.length, 'still trickling at the deadline');
   assert.ok(first >= HEADER_TIMEOUT_MS - 100, `closed early at ${first} ms`);
   assert.ok(last < HEADER_TIMEOUT_MS + 1000, `closed late at ${last} ms`);
@@ -177,6 +179,7 @@ test('(b) 290 trickling connections are closed at the header deadline while /hea
 
 test('(c) a non-streaming client that hangs up after 1 s cancels its sequence', async () => {
   const abortsBefore = await metric('tandem_request_success_total', 'finished_reason="abort"');
+  const goneBefore = await metric('tandem_http_clients_gone_total');
   const tokensBefore = await metric('tandem_generation_tokens_total');
   const body = JSON.stringify({ prompt: [1, 2, 3], max_tokens: 4000, ignore_eos: true });
   const req = http.request({ host: '127.0.0.1', port, path: '/v1/completions', method: 'POST',
@@ -204,6 +207,7 @@ test('(c) a non-streaming client that hangs up after 1 s cancels its sequence', 
               `${generated} of 4000 tokens generated`);
   assert.equal(running, 0);
   assert.equal(aborts, abortsBefore + 1);
+  assert.equal((await metric('tandem_http_clients_gone_total')) - goneBefore, 1);
   assert.ok(ms < 1000, `cancelled after ${ms} ms`);
   assert.ok(generated < 4000, `${generated} tokens: the sequence ran to its end`);
 });

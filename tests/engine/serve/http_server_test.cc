@@ -356,6 +356,8 @@ TEST_F(HttpServerTest, MetricsPassPromtool) {
         "tandem_e2e_request_latency_seconds_sum", "tandem_prompt_tokens_total", "tandem_generation_tokens_total",
         "tandem_num_requests_running", "tandem_num_requests_waiting", "tandem_kv_cache_usage_perc",
         "tandem_num_preemptions_total", "tandem_step_seconds_bucket", "tandem_allreduce_seconds_bucket",
+        "tandem_http_connections{", "tandem_http_connections_evicted_total", "tandem_http_timeouts_total",
+        "tandem_http_clients_gone_total",
         "tandem_iterations_total", "tandem_request_success_total{finished_reason=\"length\"",
         "tandem_request_rejected_total{code=\"400\""}) {
     EXPECT_NE(text.find(name), std::string::npos) << name;
