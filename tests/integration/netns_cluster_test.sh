@@ -8,60 +8,19 @@
 # skips (exit 77) saying why. Args: AGENTD TANDEMCTL MODEL_DIR
 set -euo pipefail
 AGENTD="$1" TANDEMCTL="$2" MODEL="$3"
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "netns test SKIPPED: needs root and iproute2"; exit 77
-fi
-tag="tdm$$"
-A="${tag}a" B="${tag}b"
-if ! ip netns add "$A" 2>/dev/null; then
-  echo "netns test SKIPPED: cannot create network namespaces here"; exit 77
-fi
-WORK="$(mktemp -d /tmp/tandem-netns-XXXXXX)"
-PIDS=()
-cleanup() {
-  local rc=$?
-  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
-    for n in head worker; do echo "--- agent $n log (tail)"; tail -20 "$WORK/$n.err" 2>/dev/null; done
-  fi
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  ip netns del "$A" 2>/dev/null || true
-  ip netns del "$B" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-ip netns add "$B"
-ip link add "v${tag}a" type veth peer name "v${tag}b"
-ip link set "v${tag}a" netns "$A"
-ip link set "v${tag}b" netns "$B"
-ip -n "$A" addr add 10.77.0.1/24 dev "v${tag}a"
-ip -n "$B" addr add 10.77.0.2/24 dev "v${tag}b"
-for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-ip -n "$A" link set "v${tag}a" up
-ip -n "$B" link set "v${tag}b" up
-echo "secret-$tag-0123456789abcdef" > "$WORK/token"
-chmod 600 "$WORK/token"
+. "$(dirname "$0")/lib-netns.sh"
+netns_pair "netns test" 10.77.0
+cluster_secrets head=10.77.0.1:7101 worker=10.77.0.2:7101
 echo "api-key-$tag-0123456789abcdef" > "$WORK/api.key"
 chmod 600 "$WORK/api.key"
 MODEL_ROOT="$(dirname "$(readlink -f "$MODEL")")"
-cat > "$WORK/certs.yaml" <<YAML
-model: {path: $MODEL}
-nodes:
-  - {name: head, agent: '10.77.0.1:7101'}
-  - {name: worker, agent: '10.77.0.2:7101'}
-YAML
-"$TANDEMCTL" certs -f "$WORK/certs.yaml" --out "$WORK/tls" >/dev/null
 
 start_agent() {  # ns ip name
   ip netns exec "$1" "$AGENTD" --listen "$2:7101" --node-name "$3" --state-dir "$WORK/state-$3" \
     --token-file "$WORK/token" --model-root "$MODEL_ROOT" --tls-cert "$WORK/tls/$3.pem" --tls-key "$WORK/tls/$3.key" \
     --tls-ca "$WORK/tls/ca.pem" >"$WORK/$3.out" 2>"$WORK/$3.err" &
   PIDS+=("$!")
-  for _ in $(seq 1 100); do
-    grep -q '^tandem-agentd ready' "$WORK/$3.out" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "agent $3 did not start:"; cat "$WORK/$3.err"; return 1
+  wait_ready "$3" >/dev/null
 }
 start_agent "$A" 10.77.0.1 head
 start_agent "$B" 10.77.0.2 worker
@@ -80,22 +39,16 @@ engine:
 api:
   listen: 10.77.0.1:8011
   key_file: $WORK/api.key
-auth:
-  token_file: $WORK/token
-tls:
-  ca: $WORK/tls/ca.pem
-  cert: $WORK/tls/controller.pem
-  key: $WORK/tls/controller.key
-probe:
+${SECRETS_YAML}probe:
   prompt_ids: [1, 2, 3]
   max_tokens: 4
 nodes:
   - name: head
     agent: 10.77.0.1:7101
-    nccl: {socket_ifname: v${tag}a}
+    nccl: {socket_ifname: $VA}
   - name: worker
     agent: 10.77.0.2:7101
-    nccl: {socket_ifname: v${tag}b}
+    nccl: {socket_ifname: $VB}
 YAML
 ctl() { ip netns exec "$A" timeout 120 "$TANDEMCTL" "$@"; }
 ctl up -f "$WORK/cluster.yaml" --state-dir "$WORK/ctl"
@@ -117,7 +70,7 @@ if ip netns exec "$A" curl -s --http2-prior-knowledge --max-time 5 -o /dev/null 
   echo "the worker agent answered plaintext HTTP/2"; exit 1
 fi
 # Gloo between the ranks went over the veth pair: both ends counted bytes.
-rx=$(ip netns exec "$B" cat "/sys/class/net/v${tag}b/statistics/rx_bytes")
+rx=$(ip netns exec "$B" cat "/sys/class/net/$VB/statistics/rx_bytes")
 echo "worker veth rx_bytes: $rx"
 ctl down -f "$WORK/cluster.yaml"
 ctl status -f "$WORK/cluster.yaml" --state-dir "$WORK/ctl" --json > "$WORK/status.json" || true

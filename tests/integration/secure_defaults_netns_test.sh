@@ -10,50 +10,10 @@
 # Needs root and iproute2 (skips with 77 otherwise). Args: AGENTD TANDEMCTL MODEL_DIR
 set -euo pipefail
 AGENTD="$1" TANDEMCTL="$2" MODEL="$3"
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "secure-defaults netns test SKIPPED: needs root and iproute2"; exit 77
-fi
-tag="tsd$$"
-A="${tag}a" B="${tag}b"
-if ! ip netns add "$A" 2>/dev/null; then
-  echo "secure-defaults netns test SKIPPED: cannot create network namespaces here"; exit 77
-fi
-WORK="$(mktemp -d /tmp/tandem-secure-XXXXXX)"
-PIDS=()
-cleanup() {
-  local rc=$?
-  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
-    for f in "$WORK"/*.err; do [ -f "$f" ] && { echo "--- $f (tail)"; tail -15 "$f"; }; done
-  fi
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  ip netns del "$A" 2>/dev/null || true
-  ip netns del "$B" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-ip netns add "$B"
-ip link add "v${tag}a" type veth peer name "v${tag}b"
-ip link set "v${tag}a" netns "$A"
-ip link set "v${tag}b" netns "$B"
-ip -n "$A" addr add 10.78.0.1/24 dev "v${tag}a"
-ip -n "$B" addr add 10.78.0.2/24 dev "v${tag}b"
-for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-ip -n "$A" link set "v${tag}a" up
-ip -n "$B" link set "v${tag}b" up
+. "$(dirname "$0")/lib-netns.sh"
+netns_pair "secure-defaults netns test" 10.78.0
 
 fail() { echo "FAIL: $*"; exit 1; }
-# wait_ready NAME: waits for NAME's ready line (10 s), prints its gRPC address.
-wait_ready() {
-  for _ in $(seq 1 100); do
-    if grep -q '^tandem-agentd ready' "$WORK/$1.out" 2>/dev/null; then
-      sed -n 's/^tandem-agentd ready .*grpc=\([^ ]*\).*/\1/p' "$WORK/$1.out" | head -1
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "agent $1 did not start:" >&2; cat "$WORK/$1.err" >&2; return 1
-}
 # check_row JSON CHECK NODE STATUS [TEXT]: the preflight row has STATUS (and its detail TEXT).
 check_row() {
   python3 - "$@" <<'PY'
@@ -125,11 +85,8 @@ set -e
 check_row "$WORK/insecure.json" agent-security insecure fail "--insecure"
 
 echo "== 3. token + mutual TLS + model roots: preflight over the veth pair passes the security rows"
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/token"
-chmod 600 "$WORK/token"
+cluster_secrets head=10.78.0.1:50054 worker=10.78.0.2:50054
 ROOT="$(dirname "$(readlink -f "$MODEL")")"
-EXTRA="" cluster "$WORK/certs.yaml" "$MODEL" head=10.78.0.1:50054 worker=10.78.0.2:50054
-"$TANDEMCTL" certs -f "$WORK/certs.yaml" --out "$WORK/tls" >/dev/null
 for n in head:"$A":10.78.0.1 worker:"$B":10.78.0.2; do
   IFS=: read -r name ns ip <<<"$n"
   ip netns exec "$ns" "$AGENTD" --listen "$ip:50054" --node-name "$name" --state-dir "$WORK/state-$name" \
@@ -138,25 +95,13 @@ for n in head:"$A":10.78.0.1 worker:"$B":10.78.0.2; do
   PIDS+=("$!")
   wait_ready "$name" >/dev/null
 done
-EXTRA="auth:
-  token_file: $WORK/token
-tls:
-  ca: $WORK/tls/ca.pem
-  cert: $WORK/tls/controller.pem
-  key: $WORK/tls/controller.key
-" cluster "$WORK/secure.yaml" "$MODEL" head=10.78.0.1:50054 worker=10.78.0.2:50054
+EXTRA="$SECRETS_YAML" cluster "$WORK/secure.yaml" "$MODEL" head=10.78.0.1:50054 worker=10.78.0.2:50054
 ip netns exec "$A" timeout 60 "$TANDEMCTL" preflight -f "$WORK/secure.yaml" --json --skip-weights >"$WORK/secure.json" 2>/dev/null || true
 check_row "$WORK/secure.json" agent-security head pass "mutual TLS"
 check_row "$WORK/secure.json" agent-security worker pass "mutual TLS"
 check_row "$WORK/secure.json" model-present worker pass ""
 # The same agents, asked for /etc over the authenticated channel: still PERMISSION_DENIED.
-EXTRA="auth:
-  token_file: $WORK/token
-tls:
-  ca: $WORK/tls/ca.pem
-  cert: $WORK/tls/controller.pem
-  key: $WORK/tls/controller.key
-" cluster "$WORK/secure-etc.yaml" /etc head=10.78.0.1:50054
+EXTRA="$SECRETS_YAML" cluster "$WORK/secure-etc.yaml" /etc head=10.78.0.1:50054
 ip netns exec "$B" timeout 60 "$TANDEMCTL" preflight -f "$WORK/secure-etc.yaml" --json >"$WORK/secure-etc.json" 2>/dev/null || true
 check_row "$WORK/secure-etc.json" model-present head fail "PERMISSION_DENIED"
 # A controller without the client certificate cannot even connect.
