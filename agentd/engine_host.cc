@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "agentd/assignment.h"
+#include "agentd/bounded_thread.h"
+#include "agentd/engine_group.h"
 #include "agentd/group_transport.h"
 #include "agentd/grpc_store.h"
 #include "common/failpoint.h"
@@ -18,7 +20,6 @@
 #include "engine/serve/serve_metrics.h"
 #include "engine/serve/timed_comm.h"
 #include "engine/step_driver.h"
-#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "proto/rank_state.h"
 
@@ -33,37 +34,6 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 int64_t UnixMs() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-// A thread that can be joined with a deadline: a thread still running at the deadline is
-// reported instead of waited for.
-class BoundedThread {
- public:
-  ~BoundedThread() {
-    if (thread_.joinable()) thread_.join();  // only reached once JoinFor succeeded or never started
-  }
-  void Start(std::function<void()> fn) {
-    auto done = std::make_shared<std::promise<void>>();
-    done_ = done->get_future();
-    thread_ = std::thread([fn = std::move(fn), done] {
-      fn();
-      done->set_value();
-    });
-  }
-  bool JoinFor(milliseconds timeout) {
-    if (!thread_.joinable()) return true;
-    if (done_.wait_for(timeout) != std::future_status::ready) return false;
-    thread_.join();
-    return true;
-  }
-  // Lets a stuck thread run on alone (it must own what it uses).
-  void Detach() {
-    if (thread_.joinable()) thread_.detach();
-  }
-
- private:
-  std::thread thread_;
-  std::future<void> done_;
-};
 
 // "host:port" -> (host, port). "[::1]:80" keeps the brackets off the host.
 absl::Status SplitHostPort(const std::string& hp, std::string* host, int* port) {
@@ -90,52 +60,6 @@ uint64_t FolderBytes(const std::string& dir) {
 }
 
 }  // namespace
-
-struct EngineHost::Loaded {
-  v1::LoadModelRequest request;
-  std::unique_ptr<GroupComm> comm;  // null for a world of one
-  std::unique_ptr<engine::Model> model;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the folder has none (or it did not load)
-  std::string tokenizer_error;                      // why it did not load ("" = none in the folder)
-};
-
-struct EngineHost::Group {
-  uint64_t generation = 0;
-  int rank = 0;
-  int world = 1;
-  // Shared: a group left behind by a stuck teardown keeps its model alive on its own, so a later
-  // load never frees weights a leaked thread still reads.
-  std::shared_ptr<Loaded> loaded;
-  std::unique_ptr<GrpcStore> remote;  // ranks > 0: the head's store
-  std::unique_ptr<CancellableStore> cancellable;
-  std::unique_ptr<engine::PrefixStore> prefixed;
-  std::unique_ptr<engine::Comm> comm;
-  // Head only.
-  std::unique_ptr<serve::ServeMetrics> serve_metrics;
-  std::unique_ptr<engine::TimedComm> timed;
-  std::unique_ptr<engine::StepDriver> driver;
-  std::unique_ptr<engine::LLMEngine> engine;
-  std::unique_ptr<serve::OpenAIServer> server;
-
-  BoundedThread worker;
-  BoundedThread monitor;
-  BoundedThread heartbeat;  // ranks > 0: HeartbeatLoop
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
-  bool stop = false;                 // under stop_mu
-  std::atomic<bool> settled{false};  // a failure (or the leave) has been recorded: report no more
-
-  void Abort(const std::string& reason) {
-    if (cancellable) cancellable->Cancel();
-    if (comm) comm->Abort(reason);
-  }
-  ~Group() {
-    // Leaked groups never get here; the rest have stopped their threads.
-    server.reset();
-    engine.reset();
-    driver.reset();
-  }
-};
 
 EngineHost::EngineHost(EngineHostOptions options) : options_(std::move(options)) {
   if (!options_.state_dir.empty()) {
@@ -794,86 +718,6 @@ absl::Status EngineHost::SetServing(bool serving) {
   }
   return absl::FailedPreconditionError(std::string("cannot ") + (serving ? "start" : "stop") + " serving: this rank is " +
                                        RankStateName(state_) + (reason_.empty() ? "" : " (" + reason_ + ")"));
-}
-
-// ---- Generate ----
-
-absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequest& req) {
-  const auto t0 = Clock::now();
-  std::shared_ptr<Group> g;
-  std::string request_id;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (state_ != v1::RANK_STATE_READY && state_ != v1::RANK_STATE_SERVING) {
-      return absl::FailedPreconditionError(std::string("cannot generate: this rank is ") + RankStateName(state_) +
-                                           (reason_.empty() ? "" : " (" + reason_ + ")"));
-    }
-    g = group_;
-    request_id = "probe-" + std::to_string(++next_probe_id_);
-  }
-  if (!g || !g->engine) return absl::FailedPreconditionError("cannot generate: this rank is not the head (rank 0)");
-  const tokenizer::Tokenizer* tok = g->loaded->tokenizer.get();
-
-  engine::GenerationRequest r;
-  r.request_id = request_id;
-  r.priority = true;  // probes go ahead of waiting requests: a busy engine is a healthy one
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = req.max_tokens() > 0 ? static_cast<int32_t>(req.max_tokens()) : 16;
-  if (req.prompt_ids_size() > 0) {
-    r.prompt_ids.assign(req.prompt_ids().begin(), req.prompt_ids().end());
-  } else if (!req.prompt().empty()) {
-    if (tok == nullptr) {
-      return absl::FailedPreconditionError(
-          g->loaded->tokenizer_error.empty()
-              ? "the model folder has no tokenizer.json: send prompt_ids"
-              : "the model folder's tokenizer did not load (" + g->loaded->tokenizer_error + "): send prompt_ids");
-    }
-    std::string text = req.prompt();
-    if (req.chat()) {
-      tokenizer::ChatTemplateOptions co;
-      co.enable_thinking = false;  // a probe wants the answer, not a reasoning trace
-      text = tokenizer::ApplyChatTemplate({tokenizer::ChatMessage{"user", req.prompt(), std::nullopt, {}}}, co);
-    }
-    r.prompt_ids = tok->Encode(text);
-  } else {
-    return absl::InvalidArgumentError("the probe has neither prompt_ids nor prompt");
-  }
-
-  struct Result {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<int32_t> ids;
-    std::string text;
-    bool done = false;
-    std::string finish_reason;
-    absl::Status error;
-  };
-  auto res = std::make_shared<Result>();
-  RETURN_IF_ERROR(g->engine->Submit(std::move(r), [res](const engine::GenerationEvent& ev) {
-    std::lock_guard<std::mutex> l(res->mu);
-    res->ids.insert(res->ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-    res->text += ev.text_delta;
-    if (ev.finished) {
-      res->done = true;
-      res->finish_reason = ev.finish_reason;
-      res->error = ev.error;
-      res->cv.notify_all();
-    }
-  }));
-  const milliseconds timeout(req.timeout_ms() > 0 ? req.timeout_ms() : 30000);
-  std::unique_lock<std::mutex> l(res->mu);
-  if (!res->cv.wait_for(l, timeout, [&] { return res->done; })) {
-    l.unlock();
-    g->engine->Cancel(request_id);
-    return absl::DeadlineExceededError("the probe did not finish within " + std::to_string(timeout.count()) + " ms");
-  }
-  if (!res->error.ok()) return absl::UnavailableError("the probe failed: " + StatusText(res->error));
-  if (res->finish_reason == "abort") return absl::UnavailableError("the probe was aborted (engine shutting down)");
-  v1::GenerateResponse out;
-  for (int32_t id : res->ids) out.add_token_ids(id);
-  out.set_text(res->text);
-  out.set_seconds(SecondsSince(t0));
-  return out;
 }
 
 }  // namespace tandem::agentd
