@@ -1,13 +1,13 @@
 #include "agentd/listen_policy.h"
 
-#include "rpc/tls.h"
+#include "common/net_address.h"
 
 namespace tandem::agentd {
 
 absl::StatusOr<ListenDecision> DecideListen(const std::string& requested, bool authenticated, bool insecure_flag) {
   ListenDecision d;
   d.address = !requested.empty() ? requested : authenticated ? kDefaultListen : kLoopbackListen;
-  if (authenticated || rpc::IsLoopbackHost(d.address)) return d;
+  if (authenticated || IsLoopbackHost(d.address)) return d;
   if (!insecure_flag) {
     return absl::FailedPreconditionError(
         "refusing to listen on " + d.address +

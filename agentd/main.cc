@@ -25,6 +25,7 @@
 #include "agentd/model_roots.h"
 #include "agentd/weights_manifest.h"
 #include "common/log.h"
+#include "common/net_address.h"
 #include "common/status.h"
 #include "common/version.h"
 #include "rpc/tls.h"
@@ -228,7 +229,7 @@ int main(int argc, char** argv) {
   security.set_tls(tls->has_value());
   security.set_client_cert_required(tls->has_value());
   security.set_listen(flags.listen);
-  security.set_loopback_only(tandem::rpc::IsLoopbackHost(flags.listen));
+  security.set_loopback_only(tandem::IsLoopbackHost(flags.listen));
   security.set_insecure(listen->insecure);
   for (const auto& r : model_roots->roots()) security.add_model_roots(r);
   if (tls->has_value()) {

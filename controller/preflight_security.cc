@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rpc/tls.h"
+#include "common/net_address.h"
 
 namespace tandem::controller {
 namespace {
@@ -62,7 +62,7 @@ CheckResult CheckApiAuth(const ClusterSpec& spec) {
   const std::string head = spec.nodes.empty() ? "" : spec.nodes[0].name;
   const std::string listen = spec.api_listen.empty() ? "127.0.0.1:8000" : spec.api_listen;
   CheckResult row{kCheckApiAuth, head, CheckStatus::kPass, "", "api.key_file when api.listen is not loopback", ""};
-  const bool loopback = rpc::IsLoopbackHost(listen);
+  const bool loopback = IsLoopbackHost(listen);
   const bool key = !spec.api_key_file.empty();
   row.found = absl::StrCat("api.listen ", listen, loopback ? " (loopback)" : "", key ? ", API key required" : ", no API key");
   if (!loopback && !key) {

@@ -46,9 +46,4 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const std::optional<T
 // Client side: TLS presenting this side's certificate when `tls` is set; plaintext otherwise.
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const std::optional<TlsMaterial>& tls);
 
-// True for 127.0.0.0/8, ::1, "localhost" (with or without a port, IPv6 in brackets or not).
-bool IsLoopbackHost(const std::string& host);
-// The host part of "host:port" / "[v6]:port" (brackets removed).
-std::string HostOf(const std::string& host_port);
-
 }  // namespace tandem::rpc

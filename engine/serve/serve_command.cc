@@ -11,6 +11,7 @@
 
 #include "common/flag_args.h"
 #include "common/log.h"
+#include "common/net_address.h"
 #include "common/secret_file.h"
 #include "common/status.h"
 #include "engine/comm/rank_threads.h"
@@ -28,7 +29,7 @@ namespace {
 
 const char kServeUsage[] =
     "usage: tandem-infer serve --model DIR [--backend cpu|cuda] [--tp N] [--threads N] [--host H] [--port P]\n"
-    "           [--served-model-name NAME] [--api-key-file PATH] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
+    "           [--served-model-name NAME] [--api-key-file PATH] [--insecure] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
     "           [--max-model-len N] [--kv-tokens N] [--memory-fraction F] [--max-waiting N]\n"
     "           [--max-in-flight N] [--max-connections N] [--max-body-bytes N] [--header-timeout-ms MS]\n"
     "           [--body-timeout-ms MS] [--idle-timeout-ms MS] [--write-timeout-ms MS] [--shutdown-timeout-s S]\n"
@@ -36,7 +37,8 @@ const char kServeUsage[] =
     "  MemAvailable; cuda 0.90 of the GPU's memory, weights included). --backend cuda uses CUDA\n"
     "  device 0 of what CUDA_VISIBLE_DEVICES exposes.\n"
     "  --api-key-file PATH: clients must send 'Authorization: Bearer <key>' (the file: mode 0600,\n"
-    "  at least 16 bytes). HTTP limits (docs/http.md): requests in flight (default max-num-seqs +\n"
+    "  at least 16 bytes). Without it the server listens on loopback only (a non-loopback --host\n"
+    "  needs --insecure).  HTTP limits (docs/http.md): requests in flight (default max-num-seqs +\n"
     "  max-waiting + 8), connections (1024), body bytes (4 MiB), and the head/body/idle/write deadlines\n"
     "  (10 s / 60 s / 30 s / 30 s).\n";
 
@@ -163,6 +165,7 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
           "write it to a file (chmod 600) and pass --api-key-file PATH");
     }
     else if (flag == "--api-key-file") { ASSIGN_OR_RETURN(o.api_key_file, text()); }
+    else if (flag == "--insecure") { o.insecure = true; }
     else if (flag == "--max-num-seqs") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_seqs = static_cast<int32_t>(v); }
     else if (flag == "--max-num-batched-tokens") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_batched_tokens = static_cast<int32_t>(v); }
     else if (flag == "--max-model-len") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_model_len = static_cast<int32_t>(v); }
@@ -191,6 +194,13 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
   }
   if (o.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (o.port > 65535) return absl::InvalidArgumentError("--port must be in [0, 65535]");
+  // Nothing listens on a network address unauthenticated: anyone who reaches it could spend the
+  // GPU (and read what others are generating through the metrics).
+  if (o.api_key_file.empty() && !IsLoopbackHost(o.host) && !o.insecure) {
+    return absl::InvalidArgumentError("refusing to serve on " + o.host +
+                                      " without an API key: pass --api-key-file PATH, listen on 127.0.0.1, "
+                                      "or pass --insecure");
+  }
   return o;
 }
 

@@ -22,6 +22,7 @@ struct ServeOptions {
   int port = 8000;                   // 0 = any free port
   std::string served_model_name;     // "" = basename of model_dir
   std::string api_key_file;          // "" = open API; else the key clients must send (0600 file)
+  bool insecure = false;             // allow a non-loopback --host without an API key
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;         // 0 = min(4096, max_position_embeddings)

@@ -38,6 +38,16 @@ TEST(ServeCommandTest, FrontDoorFlags) {
   EXPECT_FALSE(ParseServeFlags({"--model", "/m", "--http-threads", "8"}).ok());  // renamed: --max-in-flight
 }
 
+TEST(ServeCommandTest, ANetworkAddressNeedsAnApiKeyOrInsecure) {
+  auto open = ParseServeFlags({"--model", "/m", "--host", "0.0.0.0"});
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("--api-key-file"), absl::string_view::npos) << open.status();
+  EXPECT_TRUE(ParseServeFlags({"--model", "/m", "--host", "0.0.0.0", "--api-key-file", "/k"}).ok());
+  EXPECT_TRUE(ParseServeFlags({"--model", "/m", "--host", "0.0.0.0", "--insecure"}).ok());
+  EXPECT_TRUE(ParseServeFlags({"--model", "/m", "--host", "127.0.0.1"}).ok());
+  EXPECT_TRUE(ParseServeFlags({"--model", "/m"}).ok()) << "the default host is loopback";
+}
+
 TEST(ServeCommandTest, AWorldReadableKeyFileStopsServeBeforeLoading) {
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "serve_command_test";
   std::filesystem::create_directories(dir);
