@@ -7,7 +7,8 @@ namespace tandem::http {
 Exchange::Exchange(std::shared_ptr<Connection> connection, Request request)
     : conn_(std::move(connection)), request_(std::move(request)), keep_alive_(request_.keep_alive) {}
 
-Exchange::~Exchange() = default;
+// The connection may carry more requests: drop this exchange's callback (and what it holds).
+Exchange::~Exchange() { conn_->SetGoneCallback(nullptr); }
 
 bool Exchange::client_gone() const { return conn_->gone(); }
 
