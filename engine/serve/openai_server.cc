@@ -1,5 +1,7 @@
 #include "engine/serve/openai_server.h"
 
+#include <signal.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -425,6 +427,9 @@ int OpenAIServer::active_requests() const { return handlers_ ? handlers_->active
 
 absl::Status OpenAIServer::Start() {
   if (http_) return absl::FailedPreconditionError("the server is already started");
+  // tandem_http writes with MSG_NOSIGNAL; other sockets of this process (the TP transport, the
+  // agent's exporters) may not, and a peer that closes must cost an error code, not the process.
+  signal(SIGPIPE, SIG_IGN);
   http::ServerOptions ho;
   ho.host = options_.host;
   ho.port = options_.port;
