@@ -45,6 +45,8 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 export TANDEM_TESTDATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
 
+# What is built, read before the build (the tree may change while the fuzzers run).
+built_from="commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')"
 echo "fuzz.sh: building the fuzz targets in $BUILD_DIR (clang, ASan + UBSan + libFuzzer)" >&2
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTANDEM_CUDA=OFF -DTANDEM_FUZZ=ON >/dev/null
@@ -124,7 +126,7 @@ if [ "$record" = 1 ]; then
     echo
     echo "### Run of $started"
     echo
-    echo "\`scripts/fuzz.sh${args_text:+ $args_text}\` at commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)'),"
+    echo "\`scripts/fuzz.sh${args_text:+ $args_text}\` at $built_from,"
     echo "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(clang --version | head -1),"
     echo "${per_target} s per target${runs:+, at most $runs runs each}, fuzzers at nice $NICE."
     echo
