@@ -165,6 +165,11 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     return absl::InvalidArgumentError("rank " + std::to_string(req.rank()) + " outside a group of " +
                                       std::to_string(world));
   }
+  // The cpu backend starts every thread at load: threads 30000 (found by the agent_rpc fuzz
+  // target) ran the agent out of thread stacks and killed it. The bound is --threads' bound.
+  if (req.threads() > 1024) {
+    return absl::InvalidArgumentError("threads " + std::to_string(req.threads()) + " is more than 1024");
+  }
   // Confinement before anything is opened: the folder and every symlink in it stay in the roots.
   static const ModelRoots kNoRoots;
   const ModelRoots& roots = options_.model_roots ? *options_.model_roots : kNoRoots;

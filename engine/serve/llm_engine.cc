@@ -64,7 +64,19 @@ absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& mod
   auto pool = [&](int64_t tokens, bool explicit_size, const std::string& source) {
     return KvPoolFromTokens(tokens, explicit_size, o.block_size, o.max_num_seqs, o.max_model_len, per_token, source);
   };
-  if (o.kv_tokens > 0) return pool(o.kv_tokens, true, "kv_tokens");
+  if (o.kv_tokens > 0) {
+    ASSIGN_OR_RETURN(KvPoolSize p, pool(o.kv_tokens, true, "kv_tokens"));
+    // An explicit size is taken as given, but host memory it cannot fit in would end the
+    // process in the allocation (kv_tokens 1e12 in a JoinGroup did: agent_rpc fuzz target).
+    // cuda pools come from the device allocator, which reports failure.
+    const int64_t avail = o.backend == "cuda" ? 0 : MemAvailableBytes();
+    if (avail > 0 && p.bytes > avail) {
+      return absl::ResourceExhaustedError("kv_tokens " + std::to_string(o.kv_tokens) + " needs " +
+                                          std::to_string(p.bytes >> 20) + " MiB of KV cache, more than the " +
+                                          std::to_string(avail >> 20) + " MiB MemAvailable");
+    }
+    return p;
+  }
   if (per_token <= 0) return absl::FailedPreconditionError("the model reports 0 KV bytes per token");
   ASSIGN_OR_RETURN(const double fraction, ResolveMemoryFraction(o.backend, o.memory_fraction));
   const int64_t cap = static_cast<int64_t>(o.max_num_seqs) * o.max_model_len;

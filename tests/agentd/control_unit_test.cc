@@ -227,6 +227,10 @@ TEST(EngineHostTest, StatesWithoutAModel) {
   EXPECT_NE(refused.message().find("--model-root"), absl::string_view::npos) << refused;
   EXPECT_EQ(events, 0);
   EXPECT_EQ(host.Status().state(), v1::RANK_STATE_IDLE);
+  // A thread count no machine has is refused before anything starts (it used to start them).
+  l.set_threads(30000);
+  const absl::Status too_many = host.LoadModel(l, nullptr);
+  EXPECT_TRUE(absl::IsInvalidArgument(too_many)) << too_many;
 }
 
 TEST(EngineHostTest, LoadModelIsConfinedToTheRoots) {

@@ -22,9 +22,12 @@
 //   JoinGroup: rendezvous and collective deadlines <= 100 ms, API on 127.0.0.1:0, the head's
 //     store endpoint (ranks > 0) this agent's own unix socket in the temp dir (the real client,
 //     GrpcStore, then rendezvouses and times out waiting for rank 0), comm_host 127.0.0.1, comm_env
-//     dropped (it is setenv()'d process-wide), kv_tokens <= 4096, max_num_seqs <= 4,
-//     max_model_len <= 512;
-//   LoadModel: threads <= 2; Generate: timeout <= 500 ms, max_tokens <= 16;
+//     dropped (it is setenv()'d process-wide), kv_tokens in (4096, 2^36) -> 4096, max_num_seqs
+//     <= 4, max_model_len <= 512;
+//   LoadModel: threads 0..1024 -> at most 2; Generate: timeout <= 500 ms, max_tokens <= 16;
+//   values past those ranges (threads > 1024; kv_tokens >= 2^36, over 2 TB for the tiny model)
+//   go as sent: the agent must refuse them (both used to kill it: 30000 threads, a 1e12-token
+//   KV pool);
 //   StoreGet: wait <= 10 ms; Watch: interval 50 ms, one message read, then cancelled.
 // Every call has a 2 s deadline and reads at most 8 response messages.
 //
@@ -261,7 +264,7 @@ const Method kMethods[] = {
      [](const Agent& a, const std::string& b) {
        return Rewrite<v1::LoadModelRequest>(b, [&](auto& m) {
          RootPath(a, m.mutable_model_path());
-         m.set_threads(AtMost(m.threads(), 2));
+         if (m.threads() <= 1024) m.set_threads(AtMost(m.threads(), 2));
        });
      }},
     {"/tandem.v1.AgentControl/JoinGroup",
@@ -273,7 +276,7 @@ const Method kMethods[] = {
          if (!m.store_endpoint().empty()) m.set_store_endpoint(a.socket);
          m.set_comm_host("127.0.0.1");
          m.clear_comm_env();
-         if (m.kv_tokens() < 0 || m.kv_tokens() > 4096) m.set_kv_tokens(4096);
+         if (m.kv_tokens() > 4096 && m.kv_tokens() < (int64_t{1} << 36)) m.set_kv_tokens(4096);
          m.set_max_num_seqs(AtMost(m.max_num_seqs(), 4));
          m.set_max_model_len(AtMost(m.max_model_len(), 512));
        });

@@ -56,6 +56,12 @@ SEEDS = {
         ("LeaveGroup", "token", 'unload: true reason: "done"'),
     ],
     "join_without_model": [("JoinGroup", "token", JOIN)],
+    # Regressions: each of these killed the agent before it refused them.
+    "load_too_many_threads": [("LoadModel", "token", 'model_path: "$ROOT/tiny" threads: 30000')],
+    "join_huge_kv": [
+        ("LoadModel", "token", LOAD),
+        ("JoinGroup", "token", 'generation: 1 rank: 0 world_size: 1 kv_tokens: 1000000000000 max_model_len: 128'),
+    ],
     "join_worker": [
         ("LoadModel", "token", 'model_path: "$ROOT/tiny" rank: 1 world_size: 2 threads: 1'),
         ("JoinGroup", "token", 'generation: 3 rank: 1 world_size: 2 store_endpoint: "x:1" timeout_ms: 100'),

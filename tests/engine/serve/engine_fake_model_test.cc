@@ -42,6 +42,21 @@ EngineOptions SmallOptions() {
   return o;
 }
 
+TEST(EngineFakeModelTest, KvTokensBeyondHostMemoryAreRefused) {
+  // An explicit kv_tokens is taken as given, but not past MemAvailable: 2^31 blocks of 65536
+  // tokens of 32 bytes (4.5 PB) must come back as an error, not as an allocation that ends the
+  // process.
+  FakeModel model;
+  StepDriver driver(&model, nullptr);
+  EngineOptions o = SmallOptions();
+  o.block_size = 1 << 16;
+  o.kv_tokens = int64_t{1} << 62;
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(engine.status())) << engine.status();
+  std::printf("refused: %s\n", std::string(engine.status().message()).c_str());
+}
+
 TEST(EngineFakeModelTest, LengthAndUsage) {
   FakeModel model;
   StepDriver driver(&model, nullptr);
