@@ -54,7 +54,7 @@ grpc::Status ControlService::SetServing(grpc::ServerContext* context, const v1::
 grpc::Status ControlService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                       v1::GenerateResponse* response) {
   TANDEM_CHECK_AUTH("Generate");
-  auto r = host_->Generate(*request);
+  auto r = host_->Generate(*request, [context] { return context->IsCancelled(); });
   if (!r.ok()) return ToGrpcStatus(r.status());
   *response = std::move(*r);
   return grpc::Status::OK;

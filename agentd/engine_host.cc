@@ -50,6 +50,16 @@ absl::Status SplitHostPort(const std::string& hp, std::string* host, int* port) 
   return absl::OkStatus();
 }
 
+// NCCL_* or GLOO_* followed by upper-case letters, digits and '_': the transport's variables.
+bool IsCommEnvName(const std::string& name) {
+  const bool prefix = name.rfind("NCCL_", 0) == 0 || name.rfind("GLOO_", 0) == 0;
+  if (!prefix || name.size() == 5) return false;
+  for (char c : name) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
 uint64_t FolderBytes(const std::string& dir) {
   uint64_t total = 0;
   std::error_code ec;
@@ -312,9 +322,15 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
                                            ": leave it before joining " + std::to_string(req.generation()));
     }
   }
+  // The comm environment is set process-wide (this agent hosts one rank), so only the transport's
+  // own variables: any other name (LD_PRELOAD, PATH...) would reach every later subprocess.
+  for (const auto& [k, v] : req.comm_env().env()) {
+    if (!IsCommEnvName(k)) {
+      return absl::InvalidArgumentError("comm_env: " + k + " is not an NCCL_* or GLOO_* variable");
+    }
+  }
   RETURN_IF_ERROR(LeaveLocked(false, "rejoining"));  // remnants of a failed or stopped group
 
-  // The comm environment (GLOO_SOCKET_IFNAME, NCCL_*) is process-wide: this agent hosts one rank.
   for (const auto& [k, v] : req.comm_env().env()) setenv(k.c_str(), v.c_str(), 1);
 
   auto g = std::make_shared<Group>();

@@ -85,8 +85,10 @@ class EngineHost {
   // Idempotent. Never blocks past ~2 x leave_deadline.
   absl::Status LeaveGroup(bool unload, const std::string& reason);
   absl::Status SetServing(bool serving);
-  // Head only (ready or serving): one greedy generation with priority.
-  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request);
+  // Head only (ready or serving): one greedy generation with priority. Waits up to the request's
+  // timeout_ms (30 s when 0, 10 min at most); `caller_gone` (polled every 200 ms) cancels it early.
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request,
+                                                const std::function<bool()>& caller_gone = nullptr);
 
   v1::RankStatus Status() const;
   // Waits until the state changed after `seen` (a version from a previous call) or `timeout`;

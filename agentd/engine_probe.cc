@@ -1,5 +1,6 @@
 // EngineHost::Generate: the controller's inference probe through the head's engine (greedy, with
 // priority, so a busy engine answers it ahead of waiting requests).
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -21,7 +22,8 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 
 }  // namespace
 
-absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequest& req) {
+absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequest& req,
+                                                          const std::function<bool()>& caller_gone) {
   const auto t0 = Clock::now();
   std::shared_ptr<Group> g;
   std::string request_id;
@@ -83,12 +85,22 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
       res->cv.notify_all();
     }
   }));
-  const milliseconds timeout(req.timeout_ms() > 0 ? req.timeout_ms() : 30000);
+  // The wait is bounded (at most kMaxProbeWait) and ends early when the caller has gone: a probe
+  // nobody waits for must not hold a gRPC thread and a sequence.
+  constexpr milliseconds kMaxProbeWait{600000};
+  const milliseconds timeout =
+      std::min(kMaxProbeWait, milliseconds(req.timeout_ms() > 0 ? req.timeout_ms() : 30000));
+  const auto until = Clock::now() + timeout;
   std::unique_lock<std::mutex> l(res->mu);
-  if (!res->cv.wait_for(l, timeout, [&] { return res->done; })) {
-    l.unlock();
-    g->engine->Cancel(request_id);
-    return absl::DeadlineExceededError("the probe did not finish within " + std::to_string(timeout.count()) + " ms");
+  for (;;) {
+    if (res->cv.wait_for(l, milliseconds(200), [&] { return res->done; })) break;
+    const bool gone = caller_gone && caller_gone();
+    if (gone || Clock::now() >= until) {
+      l.unlock();
+      g->engine->Cancel(request_id);
+      if (gone) return absl::CancelledError("the caller of the probe went away");
+      return absl::DeadlineExceededError("the probe did not finish within " + std::to_string(timeout.count()) + " ms");
+    }
   }
   if (!res->error.ok()) return absl::UnavailableError("the probe failed: " + StatusText(res->error));
   if (res->finish_reason == "abort") return absl::UnavailableError("the probe was aborted (engine shutting down)");

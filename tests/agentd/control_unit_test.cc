@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "agentd/control_service.h"
 #include "agentd/engine_host.h"
 #include "agentd/grpc_store.h"
+#include "agentd/model_roots.h"
 #include "agentd/rendezvous_store.h"
 #include "tests/agentd/temp_dir.h"
 
@@ -260,6 +262,62 @@ TEST(EngineHostTest, LoadModelIsConfinedToTheRoots) {
   EXPECT_NE(last.error(), "");
   EXPECT_EQ(host.Status().state(), v1::RANK_STATE_FAILED);
   std::printf("load of a broken folder: %s\n", last.error().c_str());
+}
+
+}  // namespace
+}  // namespace tandem::agentd
+
+namespace tandem::agentd {
+namespace {
+
+// Found by the agent_rpc fuzz harness's review: JoinGroup.comm_env is set process-wide, so only
+// the transport's variables are accepted; and a probe whose caller went away stops waiting.
+TEST(EngineHostTest, CommEnvIsLimitedToTheTransportAndAProbeEndsWithItsCaller) {
+  const char* td = std::getenv("TANDEM_TESTDATA");
+  const std::string testdata = std::filesystem::canonical(td ? td : "../shared/testdata").string();
+  auto roots = ModelRoots::Create({testdata});
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  RendezvousStore store;
+  EngineHostOptions o;
+  o.node_name = "unit";
+  o.local_store = &store;
+  o.model_roots = &*roots;
+  EngineHost host(o);
+  v1::LoadModelRequest l;
+  l.set_model_path(testdata + "/qwen3moe-tiny");
+  l.set_backend("cpu");
+  l.set_world_size(1);
+  l.set_threads(1);
+  ASSERT_TRUE(host.LoadModel(l, nullptr).ok());
+  v1::JoinGroupRequest j;
+  j.set_generation(1);
+  j.set_world_size(1);
+  j.set_api_listen("127.0.0.1:0");
+  j.set_kv_tokens(4096);
+  j.set_max_model_len(4096);
+  for (const char* bad : {"LD_PRELOAD", "PATH", "NCCL_", "NCCL_ib_hca", "GLOOX"}) {
+    (*j.mutable_comm_env()->mutable_env())[bad] = "/tmp/evil.so";
+    auto r = host.JoinGroup(j);
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << bad << ": " << r.status();
+    EXPECT_NE(std::string(r.status().message()).find(bad), std::string::npos);
+    j.mutable_comm_env()->clear_env();
+  }
+  EXPECT_EQ(std::getenv("LD_PRELOAD"), nullptr);
+  (*j.mutable_comm_env()->mutable_env())["GLOO_SOCKET_IFNAME"] = "lo";
+  auto joined = host.JoinGroup(j);
+  ASSERT_TRUE(joined.ok() && joined->ok()) << joined.status();
+
+  v1::GenerateRequest g;
+  g.add_prompt_ids(1);
+  g.set_max_tokens(4000);
+  g.set_timeout_ms(60000);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto gone = host.Generate(g, [] { return true; });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("probe whose caller went away: %s after %.3f s\n", gone.status().ToString().c_str(), s);
+  EXPECT_TRUE(absl::IsCancelled(gone.status())) << gone.status();
+  EXPECT_LT(s, 1.0);
+  EXPECT_TRUE(host.LeaveGroup(true, "").ok());
 }
 
 }  // namespace
