@@ -38,10 +38,7 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
   if (request->model_path().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_path is empty");
   }
-  absl::StatusOr<std::string> folder = config_.model_roots.Resolve(request->model_path());
-  if (folder.ok()) {
-    if (absl::Status tree = config_.model_roots.CheckTree(*folder); !tree.ok()) folder = tree;
-  }
+  const absl::StatusOr<std::string> folder = config_.model_roots.ResolveTree(request->model_path());
   if (!folder.ok() && folder.status().code() == absl::StatusCode::kPermissionDenied) {
     TLOG(WARN) << "refused to hash for " << context->peer() << ": " << StatusText(folder.status());
     return rpc::ToGrpcStatus(folder.status());

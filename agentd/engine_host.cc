@@ -183,8 +183,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
   // Confinement before anything is opened: the folder and every symlink in it stay in the roots.
   static const ModelRoots kNoRoots;
   const ModelRoots& roots = options_.model_roots ? *options_.model_roots : kNoRoots;
-  ASSIGN_OR_RETURN(const std::string folder, roots.Resolve(req.model_path()));
-  RETURN_IF_ERROR(roots.CheckTree(folder));
+  ASSIGN_OR_RETURN(const std::string folder, roots.ResolveTree(req.model_path()));
   std::unique_lock<std::timed_mutex> op(op_mu_, std::defer_lock);
   if (!op.try_lock_for(std::chrono::seconds(2))) {
     return absl::FailedPreconditionError("another load, join or leave is in progress");

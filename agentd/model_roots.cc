@@ -72,6 +72,13 @@ absl::StatusOr<std::string> ModelRoots::Resolve(const std::string& path) const {
   return c;
 }
 
+absl::StatusOr<std::string> ModelRoots::ResolveTree(const std::string& path) const {
+  absl::StatusOr<std::string> folder = Resolve(path);
+  if (!folder.ok()) return folder;
+  if (absl::Status tree = CheckTree(*folder); !tree.ok()) return tree;
+  return folder;
+}
+
 absl::Status ModelRoots::CheckTree(const std::string& canonical_dir) const {
   if (!Contains(canonical_dir)) return Denied(canonical_dir, "is outside the model roots");
   std::error_code ec;

@@ -32,6 +32,9 @@ class ModelRoots {
   // True when the canonical path `canonical` is a root or lies under one.
   bool Contains(const std::string& canonical) const;
 
+  // Resolve, then CheckTree: the folder a loader or hasher may open, with everything it links to.
+  absl::StatusOr<std::string> ResolveTree(const std::string& path) const;
+
   // Every entry of the folder `canonical_dir`, followed through symlinks and subfolders
   // (depth-limited), resolves inside a root: what a loader may open stays confined.
   // PermissionDenied naming the first entry that leaves.

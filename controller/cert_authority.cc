@@ -15,46 +15,28 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "rpc/openssl_util.h"
 
 namespace tandem::controller {
 namespace {
 
-template <auto FreeFn>
-struct Deleter {
-  template <typename T>
-  void operator()(T* p) const { FreeFn(p); }
-};
-using X509Ptr = std::unique_ptr<X509, Deleter<X509_free>>;
-using KeyPtr = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY_free>>;
-using BioPtr = std::unique_ptr<BIO, Deleter<BIO_free>>;
-using NamePtr = std::unique_ptr<X509_NAME, Deleter<X509_NAME_free>>;
-using BignumPtr = std::unique_ptr<BIGNUM, Deleter<BN_free>>;
-using GeneralNamesPtr = std::unique_ptr<GENERAL_NAMES, Deleter<GENERAL_NAMES_free>>;
+using rpc::AsnTimeToUnix;
+using rpc::BioPtr;
+using rpc::KeyPtr;
+using rpc::OpenSslError;
+using rpc::X509Ptr;
+using NamePtr = std::unique_ptr<X509_NAME, rpc::OpenSslDeleter<X509_NAME_free>>;
+using BignumPtr = std::unique_ptr<BIGNUM, rpc::OpenSslDeleter<BN_free>>;
+using GeneralNamesPtr = std::unique_ptr<GENERAL_NAMES, rpc::OpenSslDeleter<GENERAL_NAMES_free>>;
 
 // Certificates are backdated a little so that a node whose clock is a few minutes behind the
 // machine that ran `tandemctl certs` does not reject them as "not yet valid".
 constexpr long kBackdateSeconds = 5 * 60;
 constexpr int64_t kSecondsPerDay = 86400;
 
-// The newest OpenSSL error queued by the failing call ("" when the queue is empty).
-std::string OpenSslError() {
-  unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof(buf));
-  return buf;
-}
-
 absl::Status CryptoError(const std::string& what) {
   std::string detail = OpenSslError();
   return absl::InternalError(detail.empty() ? what : absl::StrCat(what, ": ", detail));
-}
-
-int64_t AsnTimeToUnix(const ASN1_TIME* t) {
-  struct tm tm {};
-  if (ASN1_TIME_to_tm(t, &tm) != 1) return 0;
-  return static_cast<int64_t>(timegm(&tm));
 }
 
 absl::StatusOr<KeyPtr> NewP256Key() {
@@ -201,8 +183,8 @@ absl::StatusOr<CertAuthority> CertAuthority::Create(const std::string& common_na
 
 absl::StatusOr<CertAuthority> CertAuthority::FromPem(const PemPair& pem) {
   ERR_clear_error();
-  BioPtr cert_bio(BIO_new_mem_buf(pem.cert_pem.data(), static_cast<int>(pem.cert_pem.size())));
-  BioPtr key_bio(BIO_new_mem_buf(pem.key_pem.data(), static_cast<int>(pem.key_pem.size())));
+  BioPtr cert_bio = rpc::MemBio(pem.cert_pem);
+  BioPtr key_bio = rpc::MemBio(pem.key_pem);
   X509Ptr cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
   if (!cert) return absl::InvalidArgumentError("the CA certificate is not PEM: " + OpenSslError());
   KeyPtr key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));

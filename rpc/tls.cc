@@ -1,6 +1,5 @@
 #include "rpc/tls.h"
 
-#include <ctime>
 #include <memory>
 
 #include <openssl/bio.h>
@@ -11,33 +10,18 @@
 
 #include "common/secret_file.h"
 #include "common/status.h"
+#include "rpc/openssl_util.h"
 
 namespace tandem::rpc {
 namespace {
 
-struct BioFree { void operator()(BIO* b) const { BIO_free(b); } };
-struct X509Free { void operator()(X509* x) const { X509_free(x); } };
-struct KeyFree { void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); } };
 struct StoreFree { void operator()(X509_STORE* s) const { X509_STORE_free(s); } };
 struct StoreCtxFree { void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); } };
 
-std::string OpenSslError() {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "no PEM data";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof(buf));
-  return buf;
-}
-
-std::unique_ptr<BIO, BioFree> MemBio(const std::string& text) {
-  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
-
-int64_t AsnTimeToUnix(const ASN1_TIME* t) {
-  struct tm tm {};
-  if (ASN1_TIME_to_tm(t, &tm) != 1) return 0;
-  return static_cast<int64_t>(timegm(&tm));
+// What a PEM read failed with ("no PEM data" when OpenSSL queued nothing).
+std::string PemError() {
+  const std::string e = OpenSslError();
+  return e.empty() ? "no PEM data" : e;
 }
 
 absl::StatusOr<std::string> ReadPublicFile(const std::string& path, const std::string& what) {
@@ -63,10 +47,10 @@ absl::StatusOr<std::optional<TlsMaterial>> LoadTls(const TlsFiles& files, const 
   ASSIGN_OR_RETURN(m.key_pem, ReadSecretFile(files.key, "the TLS key file", key_rules));
 
   ERR_clear_error();
-  std::unique_ptr<X509, X509Free> cert(PEM_read_bio_X509(MemBio(m.cert_pem).get(), nullptr, nullptr, nullptr));
-  if (!cert) return absl::InvalidArgumentError("the TLS certificate file " + files.cert + " holds no PEM certificate: " + OpenSslError());
-  std::unique_ptr<EVP_PKEY, KeyFree> key(PEM_read_bio_PrivateKey(MemBio(m.key_pem).get(), nullptr, nullptr, nullptr));
-  if (!key) return absl::InvalidArgumentError("the TLS key file " + files.key + " holds no PEM private key: " + OpenSslError());
+  X509Ptr cert(PEM_read_bio_X509(MemBio(m.cert_pem).get(), nullptr, nullptr, nullptr));
+  if (!cert) return absl::InvalidArgumentError("the TLS certificate file " + files.cert + " holds no PEM certificate: " + PemError());
+  KeyPtr key(PEM_read_bio_PrivateKey(MemBio(m.key_pem).get(), nullptr, nullptr, nullptr));
+  if (!key) return absl::InvalidArgumentError("the TLS key file " + files.key + " holds no PEM private key: " + PemError());
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
     return absl::InvalidArgumentError("the TLS key " + files.key + " does not belong to the certificate " + files.cert);

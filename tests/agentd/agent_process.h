@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/subprocess.h"
+#include "tests/common/test_util.h"
 #include "tandem/v1/agent.grpc.pb.h"
 
 namespace tandem::testing {
@@ -24,15 +25,6 @@ namespace tandem::testing {
 inline std::string AgentBinaryPath() {
   if (const char* p = std::getenv("TANDEM_AGENTD")) return p;
   return TANDEM_AGENTD_BINARY;
-}
-
-// The folder tests load models from: the reference data (TANDEM_TESTDATA). Agents under test get
-// it as their --model-root.
-inline std::string TestModelRoot() {
-  const char* td = std::getenv("TANDEM_TESTDATA");
-  std::error_code ec;
-  auto p = std::filesystem::canonical(td ? td : "../shared/testdata", ec);
-  return ec ? std::string(td ? td : "") : p.string();
 }
 
 // Writes a cluster token file the agent accepts (mode 0600, >= 16 bytes).
@@ -66,7 +58,7 @@ struct AgentProcess {
     std::filesystem::create_directories(dir);
     SubprocessOptions so;
     so.argv = {AgentBinaryPath(), "--listen", "127.0.0.1:0", "--node-name", node, "--state-dir", dir + "/state",
-               "--metrics-listen", "127.0.0.1:0", "--model-root", TestModelRoot()};
+               "--metrics-listen", "127.0.0.1:0", "--model-root", CanonicalTestdataDir()};
     if (!token_file.empty()) {
       so.argv.push_back("--token-file");
       so.argv.push_back(token_file);

@@ -24,6 +24,7 @@
 #include "agentd/model_roots.h"
 #include "agentd/rendezvous_store.h"
 #include "tests/agentd/temp_dir.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::agentd {
 namespace {
@@ -273,8 +274,7 @@ namespace {
 // Found by the agent_rpc fuzz harness's review: JoinGroup.comm_env is set process-wide, so only
 // the transport's variables are accepted; and a probe whose caller went away stops waiting.
 TEST(EngineHostTest, CommEnvIsLimitedToTheTransportAndAProbeEndsWithItsCaller) {
-  const char* td = std::getenv("TANDEM_TESTDATA");
-  const std::string testdata = std::filesystem::canonical(td ? td : "../shared/testdata").string();
+  const std::string testdata = testing::CanonicalTestdataDir();
   auto roots = ModelRoots::Create({testdata});
   ASSERT_TRUE(roots.ok()) << roots.status();
   RendezvousStore store;

@@ -37,14 +37,9 @@ bool Connects(int port) {
   return ok;
 }
 
-std::string TestdataDir() {
-  const char* td = std::getenv("TANDEM_TESTDATA");
-  return std::filesystem::canonical(td ? td : "../shared/testdata").string();
-}
-
 void LoadAndJoin(EngineHost& host, uint64_t generation, int api_port) {
   v1::LoadModelRequest l;
-  l.set_model_path(TestdataDir() + "/qwen3moe-tiny");
+  l.set_model_path(testing::CanonicalTestdataDir() + "/qwen3moe-tiny");
   l.set_backend("cpu");
   l.set_world_size(1);
   l.set_threads(1);
@@ -65,7 +60,7 @@ void LoadAndJoin(EngineHost& host, uint64_t generation, int api_port) {
 
 TEST(EngineHostStuckTest, StuckTeardownFreesThePortAndALaterGroupStarts) {
   ASSERT_TRUE(kFailpointOn);
-  auto roots = ModelRoots::Create({TestdataDir()});
+  auto roots = ModelRoots::Create({testing::CanonicalTestdataDir()});
   ASSERT_TRUE(roots.ok()) << roots.status();
   RendezvousStore store;
   EngineHostOptions o;
