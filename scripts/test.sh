@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds tandem and runs every test (CTest), then the fuzz corpus replays again in a sanitized
 # build (ASan + UBSan, clang). Usage: scripts/test.sh [extra ctest args]
-# Environment: BUILD_DIR (default build), TANDEM_TESTDATA (default ../shared/testdata),
-# TANDEM_CUDA (ON/OFF; default: on when nvcc is found), ASAN_BUILD_DIR (default build-asan),
-# SANITIZE=0 (skip the sanitized replays).
+# Environment: BUILD_DIR (default build), TANDEM_TESTDATA (default tests/data, completed by
+# scripts/testdata.sh), TANDEM_CUDA (ON/OFF; default: on when nvcc is found), ASAN_BUILD_DIR
+# (default build-asan), SANITIZE=0 (skip the sanitized replays).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
@@ -11,7 +11,9 @@ BUILD_DIR="${BUILD_DIR:-build}"
 # (RelWithDebInfo embeds the cwd otherwise, and CI builds in a fresh clone each time).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
-export TANDEM_TESTDATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
+export TANDEM_TESTDATA="${TANDEM_TESTDATA:-$PWD/tests/data}"
+# The fixtures in git lack the tokenizer files (npm): fetch them when testing against our own.
+[ "$TANDEM_TESTDATA" != "$PWD/tests/data" ] || scripts/testdata.sh
 cmake_args=(-S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 [ -n "${TANDEM_CUDA:-}" ] && cmake_args+=("-DTANDEM_CUDA=${TANDEM_CUDA}")
 [ -z "${TANDEM_CUDA:-}" ] && ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
