@@ -1,5 +1,5 @@
 // The CPU reference ops: float32, plain loops, threads over independent rows. Output arguments
-// first; shapes in comments. Each op is the math of MODEL-NOTES.md, nothing more.
+// first; shapes in comments. Each op is the math of docs/model-notes.md, nothing more.
 #pragma once
 
 #include <cstdint>

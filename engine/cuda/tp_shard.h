@@ -1,5 +1,5 @@
 // Which part of each weight one tensor-parallel rank holds, exactly as engine/cpu shards them
-// (MODEL-NOTES.md, "Tensor-parallel sharding"): q heads split evenly; kv heads split evenly when
+// (docs/model-notes.md, "Tensor-parallel sharding"): q heads split evenly; kv heads split evenly when
 // there are at least as many as ranks, else each rank holds the one kv head its q heads read
 // (replicated over world / n_kv ranks); o_proj by the columns of the rank's q heads; every
 // expert's and the dense MLP's intermediate dimension split evenly; router, norms and embedding

@@ -1,4 +1,4 @@
-// The model's config.json, both eras of spelling (see MODEL-NOTES.md and testdata/README.md).
+// The model's config.json, both eras of spelling (see docs/model-notes.md and tests/data/README.md).
 //
 // What: the hyper-parameters the forward pass needs, parsed and validated once. Accepted spellings:
 // num_experts | num_local_experts; rope_theta top-level | rope_parameters.rope_theta (same for

@@ -7,9 +7,11 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export const BIN = process.env.TANDEM_INFER_BIN;
-export const TESTDATA = process.env.TANDEM_TESTDATA || '/work/shared/testdata';
+// The checkout's tests/data unless TANDEM_TESTDATA points elsewhere (as the C++ tests do).
+export const TESTDATA = process.env.TANDEM_TESTDATA || fileURLToPath(new URL('../data', import.meta.url));
 
 // The tiny model's vocabulary has 4096 ids while Qwen3's added tokens (<|im_start|>, <|im_end|>,
 // <think>, ...) sit at 151643..151668, beyond its embedding. So the fixture's tokenizer.json

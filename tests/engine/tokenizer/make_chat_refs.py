@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Renders extra chat-template references (reasoning, tool calls, tool responses, tools) with
-the real Jinja chat_template of testdata/qwen3-tokenizer/tokenizer_config.json, using jinja2 the
+the real Jinja chat_template of tests/data/qwen3-tokenizer/tokenizer_config.json, using jinja2 the
 way transformers does (trim_blocks, lstrip_blocks, a `tojson` filter that is json.dumps with
 ensure_ascii=False). encodings.json covers only plain conversations; this covers the rest.
 
-  python3 make_chat_refs.py [TESTDATA_DIR] > testdata/chat_template_refs.json
+  python3 make_chat_refs.py [TESTDATA_DIR (default tests/data)] > testdata/chat_template_refs.json
 """
 import json
+import os
 import sys
 
 import jinja2
 
-testdata = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/testdata"
+testdata = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../data")
 config = json.load(open(f"{testdata}/qwen3-tokenizer/tokenizer_config.json"))
 env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
 env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
