@@ -14,10 +14,10 @@
 #include "agentd/group_transport.h"
 #include "agentd/grpc_store.h"
 #include "engine/model.h"
-#include "engine/serve/llm_engine.h"
-#include "engine/serve/openai_server.h"
-#include "engine/serve/serve_metrics.h"
-#include "engine/serve/timed_comm.h"
+#include "engine/batching/llm_engine.h"
+#include "openai/openai_server.h"
+#include "openai/serve_metrics.h"
+#include "engine/batching/timed_comm.h"
 #include "engine/step_driver.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -43,11 +43,11 @@ struct EngineHost::Group {
   std::unique_ptr<engine::PrefixStore> prefixed;
   std::unique_ptr<engine::Comm> comm;
   // Head only.
-  std::unique_ptr<serve::ServeMetrics> serve_metrics;
+  std::unique_ptr<openai::ServeMetrics> serve_metrics;
   std::unique_ptr<engine::TimedComm> timed;
   std::unique_ptr<engine::StepDriver> driver;
   std::unique_ptr<engine::LLMEngine> engine;
-  std::unique_ptr<serve::OpenAIServer> server;
+  std::unique_ptr<openai::OpenAIServer> server;
 
   BoundedThread worker;
   BoundedThread monitor;

@@ -15,10 +15,10 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/model.h"
-#include "engine/serve/llm_engine.h"
-#include "engine/serve/openai_server.h"
-#include "engine/serve/serve_metrics.h"
-#include "engine/serve/timed_comm.h"
+#include "engine/batching/llm_engine.h"
+#include "openai/openai_server.h"
+#include "openai/serve_metrics.h"
+#include "engine/batching/timed_comm.h"
 #include "engine/step_driver.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "proto/rank_state.h"
@@ -435,7 +435,7 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
   const std::string name = ld.request.served_model_name().empty()
                                ? std::filesystem::path(ld.request.model_path()).lexically_normal().filename().string()
                                : ld.request.served_model_name();
-  g.serve_metrics = std::make_unique<serve::ServeMetrics>(name);
+  g.serve_metrics = std::make_unique<openai::ServeMetrics>(name);
   engine::Comm* model_comm = nullptr;
   if (g.comm) {
     g.timed = std::make_unique<engine::TimedComm>(
@@ -461,7 +461,7 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
   // The workers learn the pool size from here (they only see its blocks allocated).
   (void)options_.local_store->Set(engine::GenerationPrefix(g.generation) + "/kv_tokens", std::to_string(kv));
 
-  serve::OpenAIServerOptions so;
+  openai::OpenAIServerOptions so;
   RETURN_IF_ERROR(SplitHostPort(req.api_listen().empty() ? "127.0.0.1:8000" : req.api_listen(), &so.host, &so.port));
   so.served_model_name = name;
   so.api_key = req.api_key();
@@ -472,7 +472,7 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
   // /health and new requests: only while the cluster is serving (the controller opens it after
   // the first probe passes).
   so.ready = [this] { return state() == v1::RANK_STATE_SERVING; };
-  g.server = std::make_unique<serve::OpenAIServer>(g.engine.get(), ld.tokenizer.get(), g.serve_metrics.get(), so);
+  g.server = std::make_unique<openai::OpenAIServer>(g.engine.get(), ld.tokenizer.get(), g.serve_metrics.get(), so);
   RETURN_IF_ERROR(g.server->Start());
   std::lock_guard<std::mutex> l(mu_);
   kv_tokens_ = kv;

@@ -1,6 +1,6 @@
 // Sampling on the device: one token per row of logits with temperature, top-k and top-p, from a
 // uniform number the caller draws on the host (seeds and determinism stay there). Not used by the
-// engine yet: serving samples on the host (engine/serve/sampler.h).
+// engine yet: serving samples on the host (engine/batching/sampler.h).
 //
 // Exact semantics, identical in the CPU reference and the CUDA kernel, for a row x (V floats):
 //   m   = max_i x_i
@@ -24,7 +24,7 @@
 // a neighbouring token; away from those every choice is identical. Rows need at least one finite
 // logit and no NaN (else the result is some index in [0, V)).
 //
-// Against the serving sampler (engine/serve/sampler.h, SamplingDistribution: top_k, then top_p
+// Against the serving sampler (engine/batching/sampler.h, SamplingDistribution: top_k, then top_p
 // over the top_k set, renormalised) S is the same set, with the same probabilities up to the
 // rounding of a_i in float (relative ~a_i * 1e-7) and of the sums at a top_p boundary, except on
 // exact ties of keys, which the two break differently: the host orders by (logit, lower id) and

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD_BIN="${1:?usage: $0 OLD_TANDEM_INFER [RUNS]}"
 RUNS="${2:-5}"
-NEW_BIN="${BUILD_DIR:-build}/engine/tandem-infer"
+NEW_BIN="${BUILD_DIR:-build}/infer/tandem-infer"
 DATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
 WRK_SECONDS="${WRK_SECONDS:-5}"
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }

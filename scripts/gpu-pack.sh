@@ -35,15 +35,15 @@ pack_binary() {
     while read -r lib; do cp -Lu "$lib" "$dest/lib/"; done || true
 }
 
-bins=$(find "$build/tests/kernels" -maxdepth 1 -type f -name '*cuda*_test' -perm -u+x)
-bins="$bins $build/engine/cuda/cuda_decode_bench"
+bins=$(find "$build/tests" -maxdepth 3 -type f -name '*cuda*_test' -perm -u+x)
+bins="$bins $build/bench/cuda_decode_bench"
 for b in $bins; do pack_binary "$b"; done
 cp -r "$testdata/qwen3moe-tiny" "$out/testdata/"
 
 if [[ $cluster == 1 ]]; then
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$stage/testdata/qwen3-tokenizer" "$stage/scripts"
-  for b in "$build/agentd/tandem-agentd" "$build/controller/tandemctl" "$build/engine/tandem-infer"; do
+  for b in "$build/agentd/tandem-agentd" "$build/controller/tandemctl" "$build/infer/tandem-infer"; do
     [[ -x "$b" ]] || { echo "gpu-pack: $b is missing (ninja -C $build tandem-agentd tandemctl tandem-infer)" >&2; exit 1; }
     pack_binary "$b" "$stage"
   done

@@ -61,7 +61,7 @@
 #include "agentd/node_facts.h"
 #include "agentd/rendezvous_store.h"
 #include "common/log.h"
-#include "engine/make_model.h"
+#include "infer/make_model.h"
 #include "tests/common/fake_node.h"
 
 namespace {
@@ -168,7 +168,7 @@ Agent* StartAgent() {
   std::filesystem::create_directories(state_dir);
   std::filesystem::create_directories(a->model_root);
 
-  engine::MakeModelOptions mo;
+  infer::MakeModelOptions mo;
   mo.out_dir = a->model_root + "/tiny";
   mo.vocab_size = 64;
   mo.hidden_size = 16;
@@ -179,7 +179,7 @@ Agent* StartAgent() {
   mo.num_experts = 2;
   mo.experts_per_tok = 1;
   mo.moe_intermediate_size = 8;
-  MustOk(engine::MakeRandomQwen3MoeModel(mo), "writing the tiny model");
+  MustOk(infer::MakeRandomQwen3MoeModel(mo), "writing the tiny model");
   std::ofstream(mo.out_dir + "/tokenizer.json") << kTokenizerJson;
 
   auto roots = agentd::ModelRoots::Create({a->model_root});

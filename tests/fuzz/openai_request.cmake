@@ -1,1 +1,1 @@
-tandem_add_fuzz(openai_request LIBS tandem_serve_http nlohmann_json::nlohmann_json)
+tandem_add_fuzz(openai_request LIBS tandem_openai nlohmann_json::nlohmann_json)

@@ -4,24 +4,24 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/serve/openai_protocol.h"
+#include "openai/openai_protocol.h"
 #include "nlohmann/json.hpp"
 
 namespace {
 
-void CheckError(const tandem::serve::ApiError& e) {
+void CheckError(const tandem::openai::ApiError& e) {
   if (e.http_status != 400 || e.message.empty()) __builtin_trap();
-  if (!nlohmann::json::accept(tandem::serve::ErrorJson(e))) __builtin_trap();
+  if (!nlohmann::json::accept(tandem::openai::ErrorJson(e))) __builtin_trap();
 }
 
-void CheckAccepted(tandem::serve::CommonRequest& c, const std::vector<int32_t>& ids) {
+void CheckAccepted(tandem::openai::CommonRequest& c, const std::vector<int32_t>& ids) {
   const auto& p = c.params;
   if (!(p.temperature >= 0.0f && p.temperature <= 2.0f) || !(p.top_p > 0.0f && p.top_p <= 1.0f) || p.top_k < 0) {
     __builtin_trap();
   }
   if (c.max_tokens && *c.max_tokens < 1) __builtin_trap();
   // Validation against a small model: either an error or a max_tokens that fits.
-  auto e = tandem::serve::ValidatePrompt(ids, 4096, 512, 16, &c);
+  auto e = tandem::openai::ValidatePrompt(ids, 4096, 512, 16, &c);
   if (e) {
     CheckError(*e);
   } else if (c.params.max_tokens < 1 || static_cast<int64_t>(ids.size()) + c.params.max_tokens > 512) {
@@ -33,8 +33,8 @@ void CheckAccepted(tandem::serve::CommonRequest& c, const std::vector<int32_t>& 
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
-  tandem::serve::CompletionRequest completion;
-  if (auto e = tandem::serve::ParseCompletionRequest(body, &completion)) {
+  tandem::openai::CompletionRequest completion;
+  if (auto e = tandem::openai::ParseCompletionRequest(body, &completion)) {
     CheckError(*e);
   } else {
     if (completion.prompt_text.has_value() == !completion.prompt_ids.empty()) __builtin_trap();
@@ -43,8 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (completion.prompt_text) ids.assign(std::min<size_t>(completion.prompt_text->size(), 600), 1);
     CheckAccepted(completion.common, ids);
   }
-  tandem::serve::ChatRequest chat;
-  if (auto e = tandem::serve::ParseChatRequest(body, &chat)) {
+  tandem::openai::ChatRequest chat;
+  if (auto e = tandem::openai::ParseChatRequest(body, &chat)) {
     CheckError(*e);
   } else {
     if (chat.messages.empty()) __builtin_trap();

@@ -1,5 +1,5 @@
 // The sampling kernel's semantics (kernels/sample.h, through its CPU reference) against the serving
-// sampler (engine/serve/sampler.h): the same kept tokens with the same probabilities, on random
+// sampler (engine/batching/sampler.h): the same kept tokens with the same probabilities, on random
 // rows without equal keys, and the documented differences on rows with them. Runs without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/serve/sampler.h"
+#include "engine/batching/sampler.h"
 #include "kernels/sample.h"
 
 namespace tandem::kernels {

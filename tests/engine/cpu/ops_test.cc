@@ -8,7 +8,6 @@
 
 #include "engine/cpu/ops.h"
 #include "engine/generate.h"
-#include "engine/infer.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/step.h"
@@ -201,15 +200,6 @@ TEST(Sampling, GreedyAndSeededTemperature) {
   // The same seed gives the same sequence of draws.
   std::mt19937_64 a(42), b(42);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(SampleToken(logits.data(), 4, 0.8f, a), SampleToken(logits.data(), 4, 0.8f, b));
-}
-
-TEST(Infer, ParseIdList) {
-  EXPECT_EQ(*ParseIdList("1,2,3"), (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_EQ(*ParseIdList("17"), (std::vector<int32_t>{17}));
-  EXPECT_FALSE(ParseIdList("1,,2").ok());
-  EXPECT_FALSE(ParseIdList("1,x").ok());
-  EXPECT_FALSE(ParseIdList("-1").ok());
-  EXPECT_FALSE(ParseIdList("").ok());
 }
 
 }  // namespace

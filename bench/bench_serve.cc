@@ -1,0 +1,314 @@
+#include "bench/bench_serve.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "common/flag_args.h"
+#include "common/secret_file.h"
+#include "common/status.h"
+#include "infer/serve_command.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+const char kBenchUsage[] =
+    "usage: tandem-infer bench-serve --url URL [--concurrency 1,8,32] [--requests N] [--max-tokens M]\n"
+    "           [--prompt-len L] [--model NAME] [--api-key-file PATH] [--json] [--timeout-s S]\n";
+
+struct RequestSample {
+  bool ok = false;
+  std::string error;
+  double ttft_ms = 0;
+  std::vector<double> itl_ms;
+  int64_t tokens = 0;
+};
+
+std::vector<int32_t> PromptIds(int index, int len) {
+  std::mt19937 rng(static_cast<uint32_t>(index) * 2654435761u + 17u);
+  std::uniform_int_distribution<int32_t> dist(100, 3999);
+  std::vector<int32_t> ids(static_cast<size_t>(len));
+  for (int32_t& id : ids) id = dist(rng);
+  return ids;
+}
+
+// One streaming request; token arrival times come from the SSE chunks' token_ids.
+RequestSample RunOne(httplib::Client& cli, const BenchServeOptions& o, int index) {
+  RequestSample s;
+  Json body = {{"prompt", PromptIds(index, o.prompt_len)},
+               {"max_tokens", o.max_tokens},
+               {"temperature", 0},
+               {"ignore_eos", true},
+               {"stream", true},
+               {"return_token_ids", true}};
+  if (!o.model.empty()) body["model"] = o.model;
+
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  if (!o.api_key.empty()) req.set_header("Authorization", "Bearer " + o.api_key);
+
+  const Clock::time_point start = Clock::now();
+  std::optional<Clock::time_point> last;
+  std::string buffer;
+  bool done = false;
+  int status = 0;
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    const Clock::time_point now = Clock::now();
+    buffer.append(data, len);
+    size_t end;
+    while ((end = buffer.find("\n\n")) != std::string::npos) {
+      std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      if (event.rfind("data: ", 0) != 0) continue;
+      std::string payload = event.substr(6);
+      if (payload == "[DONE]") {
+        done = true;
+        continue;
+      }
+      Json j = Json::parse(payload, nullptr, false);
+      if (j.is_discarded()) continue;
+      if (j.contains("error")) {
+        s.error = j["error"].value("message", "error event");
+        continue;
+      }
+      if (!j.contains("choices") || j["choices"].empty()) continue;
+      const Json& c = j["choices"][0];
+      const int64_t n = c.contains("token_ids") ? static_cast<int64_t>(c["token_ids"].size()) : 0;
+      if (n == 0) continue;
+      const double ms = std::chrono::duration<double, std::milli>(now - (last ? *last : start)).count();
+      if (!last) {
+        s.ttft_ms = ms;
+      } else {
+        for (int64_t i = 0; i < n; ++i) s.itl_ms.push_back(ms / static_cast<double>(n));
+      }
+      last = now;
+      s.tokens += n;
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  if (!cli.send(req, res, err)) {
+    s.error = "HTTP " + httplib::to_string(err);
+    return s;
+  }
+  if (status != 200) {
+    s.error = "HTTP status " + std::to_string(status) + ": " + buffer.substr(0, 200);
+    return s;
+  }
+  if (!done && s.error.empty()) s.error = "stream ended without [DONE]";
+  s.ok = s.error.empty();
+  return s;
+}
+
+// "http://host:port" -> host, port.
+absl::Status SplitUrl(const std::string& url, std::string* host, int* port) {
+  std::string rest = url;
+  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+  else if (rest.find("://") != std::string::npos) return absl::InvalidArgumentError("only http:// URLs: " + url);
+  if (auto slash = rest.find('/'); slash != std::string::npos) rest = rest.substr(0, slash);
+  auto colon = rest.rfind(':');
+  *host = colon == std::string::npos ? rest : rest.substr(0, colon);
+  *port = colon == std::string::npos ? 80 : std::atoi(rest.c_str() + colon + 1);
+  if (host->empty() || *port <= 0) return absl::InvalidArgumentError("bad --url " + url);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Percentiles ComputePercentiles(std::vector<double> v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  p.p50 = at(0.50);
+  p.p90 = at(0.90);
+  p.p99 = at(0.99);
+  return p;
+}
+
+absl::StatusOr<BenchServeOptions> ParseBenchServeFlags(const std::vector<std::string>& args) {
+  BenchServeOptions o;
+  for (FlagArgs a(args); a.Next();) {
+    const std::string flag = a.name();
+    auto text = [&] { return a.Value(); };
+    auto positive = [&]() -> absl::StatusOr<int> {
+      ASSIGN_OR_RETURN(std::string v, text());
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 1000000) {
+        return absl::InvalidArgumentError("flag " + flag + " needs a positive integer, got '" + v + "'");
+      }
+      return static_cast<int>(n);
+    };
+    if (flag == "--url") { ASSIGN_OR_RETURN(o.url, text()); }
+    else if (flag == "--requests") { ASSIGN_OR_RETURN(o.requests, positive()); }
+    else if (flag == "--max-tokens") { ASSIGN_OR_RETURN(o.max_tokens, positive()); }
+    else if (flag == "--prompt-len") { ASSIGN_OR_RETURN(o.prompt_len, positive()); }
+    else if (flag == "--timeout-s") { ASSIGN_OR_RETURN(o.timeout_s, positive()); }
+    else if (flag == "--model") { ASSIGN_OR_RETURN(o.model, text()); }
+    else if (flag == "--api-key-file") {
+      ASSIGN_OR_RETURN(std::string path, text());
+      ASSIGN_OR_RETURN(o.api_key, ReadSecretFile(path, "--api-key-file"));
+    }
+    else if (flag == "--api-key") {
+      return absl::InvalidArgumentError("--api-key is gone (the key would be readable in /proc/PID/cmdline): "
+                                        "pass --api-key-file PATH (mode 0600)");
+    }
+    else if (flag == "--json") { o.json = true; }
+    else if (flag == "--concurrency") {
+      ASSIGN_OR_RETURN(std::string v, text());
+      o.concurrency.clear();
+      std::stringstream ss(v);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        char* end = nullptr;
+        long n = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || n < 1 || n > 4096) {
+          return absl::InvalidArgumentError("--concurrency needs a list like 1,8,32; bad element '" + item + "'");
+        }
+        o.concurrency.push_back(static_cast<int>(n));
+      }
+      if (o.concurrency.empty()) return absl::InvalidArgumentError("--concurrency is empty");
+    }
+    else return absl::InvalidArgumentError("unknown flag " + flag);
+  }
+  std::string host;
+  int port = 0;
+  RETURN_IF_ERROR(SplitUrl(o.url, &host, &port));
+  return o;
+}
+
+absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& o, int concurrency) {
+  std::string host;
+  int port = 0;
+  RETURN_IF_ERROR(SplitUrl(o.url, &host, &port));
+  std::mutex mu;
+  std::vector<RequestSample> samples;
+  std::atomic<int> next{0};
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < concurrency; ++w) {
+    workers.emplace_back([&] {
+      httplib::Client cli(host, port);  // one keep-alive connection per worker
+      cli.set_keep_alive(true);
+      cli.set_tcp_nodelay(true);
+      cli.set_read_timeout(o.timeout_s, 0);
+      cli.set_connection_timeout(10, 0);
+      for (int i; (i = next.fetch_add(1)) < o.requests;) {
+        RequestSample s = RunOne(cli, o, i);
+        std::lock_guard<std::mutex> lock(mu);
+        samples.push_back(std::move(s));
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  BenchLevelResult r;
+  r.concurrency = concurrency;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> ttft, itl;
+  for (const RequestSample& s : samples) {
+    if (!s.ok) {
+      ++r.failed;
+      if (r.first_error.empty()) r.first_error = s.error;
+      continue;
+    }
+    ++r.ok;
+    r.output_tokens += s.tokens;
+    ttft.push_back(s.ttft_ms);
+    itl.insert(itl.end(), s.itl_ms.begin(), s.itl_ms.end());
+  }
+  r.requests_per_second = r.seconds > 0 ? r.ok / r.seconds : 0;
+  r.output_tokens_per_second = r.seconds > 0 ? static_cast<double>(r.output_tokens) / r.seconds : 0;
+  r.ttft_ms = ComputePercentiles(std::move(ttft));
+  r.itl_ms = ComputePercentiles(std::move(itl));
+  return r;
+}
+
+std::string FormatBenchTable(const std::vector<BenchLevelResult>& results) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%5s %5s %4s %8s %7s %9s | %9s %9s %9s | %8s %8s %8s\n", "conc", "ok", "err",
+                "seconds", "req/s", "out_tok/s", "ttft_p50", "ttft_p90", "ttft_p99", "itl_p50", "itl_p90", "itl_p99");
+  out += line;
+  for (const BenchLevelResult& r : results) {
+    std::snprintf(line, sizeof(line), "%5d %5d %4d %8.2f %7.2f %9.1f | %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f\n",
+                  r.concurrency, r.ok, r.failed, r.seconds, r.requests_per_second, r.output_tokens_per_second,
+                  r.ttft_ms.p50, r.ttft_ms.p90, r.ttft_ms.p99, r.itl_ms.p50, r.itl_ms.p90, r.itl_ms.p99);
+    out += line;
+  }
+  out += "(latencies in ms, measured at the client)\n";
+  return out;
+}
+
+std::string FormatBenchJson(const BenchLevelResult& r) {
+  Json j = {{"concurrency", r.concurrency},
+            {"ok", r.ok},
+            {"failed", r.failed},
+            {"seconds", r.seconds},
+            {"output_tokens", r.output_tokens},
+            {"requests_per_second", r.requests_per_second},
+            {"output_tokens_per_second", r.output_tokens_per_second},
+            {"ttft_ms", {{"p50", r.ttft_ms.p50}, {"p90", r.ttft_ms.p90}, {"p99", r.ttft_ms.p99}}},
+            {"itl_ms", {{"p50", r.itl_ms.p50}, {"p90", r.itl_ms.p90}, {"p99", r.itl_ms.p99}}}};
+  if (!r.first_error.empty()) j["first_error"] = r.first_error;
+  return j.dump();
+}
+
+int RunBenchServeCommand(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(kBenchUsage, stdout);
+      return 0;
+    }
+  }
+  absl::StatusOr<BenchServeOptions> o = ParseBenchServeFlags(args);
+  if (!o.ok()) {
+    std::fprintf(stderr, "tandem-infer bench-serve: %s\n%s", StatusText(o.status()).c_str(), kBenchUsage);
+    return 2;
+  }
+  std::vector<BenchLevelResult> results;
+  bool any_failed = false;
+  for (int c : o->concurrency) {
+    absl::StatusOr<BenchLevelResult> r = RunBenchLevel(*o, c);
+    if (!r.ok()) {
+      std::fprintf(stderr, "tandem-infer bench-serve: %s\n", StatusText(r.status()).c_str());
+      return 1;
+    }
+    if (r->failed > 0) {
+      any_failed = true;
+      std::fprintf(stderr, "concurrency %d: %d request(s) failed; first: %s\n", c, r->failed, r->first_error.c_str());
+    }
+    if (o->json) std::printf("%s\n", FormatBenchJson(*r).c_str());
+    std::fflush(stdout);
+    results.push_back(*r);
+  }
+  if (!o->json) std::fputs(FormatBenchTable(results).c_str(), stdout);
+  return any_failed ? 1 : 0;
+}
+
+}  // namespace tandem::bench

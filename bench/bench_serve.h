@@ -1,0 +1,52 @@
+// `tandem-infer bench-serve`: a load generator for an OpenAI-compatible server. At each
+// concurrency level it keeps C streaming /v1/completions requests in flight until N have run,
+// and reports requests/s, output tokens/s, time to first token and inter-token latency
+// percentiles, measured at the client from SSE chunk arrival times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tandem::bench {
+
+struct BenchServeOptions {
+  std::string url = "http://127.0.0.1:8000";  // scheme://host:port (http only)
+  std::vector<int> concurrency = {1, 8, 32};
+  int requests = 32;            // per concurrency level
+  int max_tokens = 32;          // per request (ignore_eos, so every request makes this many)
+  int prompt_len = 32;          // random token ids (seeded by request index) in [100, 4000)
+  std::string model;            // "" = the server's default
+  std::string api_key;          // read from --api-key-file
+  bool json = false;            // one JSON object per level instead of the table
+  int timeout_s = 600;          // per request
+};
+
+struct Percentiles {
+  double p50 = 0, p90 = 0, p99 = 0;
+};
+
+struct BenchLevelResult {
+  int concurrency = 0;
+  int ok = 0, failed = 0;
+  std::string first_error;
+  double seconds = 0;
+  int64_t output_tokens = 0;
+  double requests_per_second = 0, output_tokens_per_second = 0;
+  Percentiles ttft_ms, itl_ms;
+};
+
+// Linear interpolation between closest ranks; `values` need not be sorted.
+Percentiles ComputePercentiles(std::vector<double> values);
+
+absl::StatusOr<BenchServeOptions> ParseBenchServeFlags(const std::vector<std::string>& args);
+absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& options, int concurrency);
+std::string FormatBenchTable(const std::vector<BenchLevelResult>& results);
+std::string FormatBenchJson(const BenchLevelResult& result);
+
+// `tandem-infer bench-serve`: exit code, errors on stderr.
+int RunBenchServeCommand(const std::vector<std::string>& args);
+
+}  // namespace tandem::bench

@@ -1,0 +1,527 @@
+#include "bench/decode_bench.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "common/status.h"
+#include "engine/comm/store.h"
+#include "engine/cuda/cuda_model.h"
+#include "engine/cuda/device_collectives.h"
+#include "engine/cuda/nccl_comm.h"
+#include "engine/cuda/random_fill.h"
+#include "engine/cuda/tp_shard.h"
+#include "kernels/attention.h"
+#include "kernels/cuda_check.h"
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
+
+namespace tandem::bench {
+
+namespace {
+
+absl::Status CudaOk(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(std::string("bench: ") + what + ": " + cudaGetErrorString(e));
+}
+
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+
+Spread Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Spread s;
+  s.min = v.front();
+  s.max = v.back();
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return s;
+}
+
+std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b, c, d);
+  return buf;
+}
+
+absl::StatusOr<std::vector<int>> ParseInts(const std::string& s) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string part = s.substr(i, j - i);
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v <= 0) return absl::InvalidArgumentError("bad number list: " + s);
+    out.push_back(static_cast<int>(v));
+    i = j + 1;
+  }
+  return out;
+}
+
+// Device-to-device copy bandwidth (bytes read + bytes written per second), median of 10 copies of
+// 2 GiB after a warm-up: the ceiling a memory-bound decode step is compared with.
+Spread CopyBandwidthGBs() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  CUDA_CHECK(cudaMalloc(&a, bytes));
+  CUDA_CHECK(cudaMalloc(&b, bytes));
+  CUDA_CHECK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> gbs;
+  for (int i = 0; i < 13; ++i) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 3) gbs.push_back(2.0 * bytes / (ms * 1e-3) / 1e9);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  return Summarize(gbs);
+}
+
+// B sequences, one decode token each at position ctx (+ step), with disjoint block tables.
+StepBatch DecodeBatch(int B, int ctx, int step, int block_size, int blocks_per_seq) {
+  StepBatch batch;
+  for (int s = 0; s < B; ++s) {
+    SeqChunk c;
+    c.seq_id = s;
+    c.tokens = {(s * 7919 + step * 104729) % 150000};
+    c.start_pos = ctx + step;
+    for (int b = 0; b < blocks_per_seq; ++b) c.block_table.push_back(s * blocks_per_seq + b);
+    c.want_logits = true;
+    batch.seqs.push_back(std::move(c));
+  }
+  (void)block_size;
+  return batch;
+}
+
+// One decode kernel alone at batch 1, over enough copies of its inputs (> 256 MB in all) that each
+// launch reads device memory, not L2: median microseconds per launch and GB/s of its bytes.
+struct KernelTiming {
+  std::string name;
+  double bytes = 0, us = 0;
+};
+
+template <typename Launch>
+KernelTiming TimeKernel(const std::string& name, double bytes, int copies, Launch&& launch) {
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) launch(i % copies);
+  std::vector<double> us;
+  for (int i = 0; i < 30; ++i) {
+    CUDA_CHECK(cudaEventRecord(e0));
+    launch(i % copies);
+    CUDA_CHECK(cudaEventRecord(e1));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    us.push_back(ms * 1e3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return {name, bytes, Summarize(us).median};
+}
+
+std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts, K = c.num_experts_per_tok;
+  const int64_t qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
+  std::vector<KernelTiming> out;
+  auto buf = [](int64_t bf16_elems) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bf16_elems * 2));
+    fill_random_bf16(static_cast<kernels::bf16_bits*>(p), bf16_elems, 0.05f, 7, nullptr);
+    return p;
+  };
+  const int64_t x_elems = 2 * (4 * 8 * I + 4 * H);  // floats as bf16 pairs: x, act, outputs
+  float* x = static_cast<float*>(buf(x_elems));
+  float* y = static_cast<float*>(buf(2 * 152000 * 2));
+  auto matvec = [&](const char* name, int64_t rows, int64_t in) {
+    const int64_t elems = rows * in;
+    const int copies = static_cast<int>(std::max<int64_t>(1, (256 << 20) / (2 * elems) + 1));
+    auto* w = static_cast<kernels::bf16_bits*>(buf(elems * copies));
+    out.push_back(TimeKernel(name, 2.0 * elems, copies, [&](int i) {
+      kernels::matmul_bf16(y, x, w + i * elems, 1, in, rows, nullptr);
+    }));
+    cudaFree(w);
+  };
+  matvec("matmul qkv (5120 x 2048)", qd + 2 * kvd, H);
+  matvec("matmul o_proj (2048 x 4096)", H, qd);
+  matvec("matmul router (128 x 2048)", E, H);
+  matvec("matmul lm_head (151936 x 2048)", c.vocab_size, H);
+  {
+    // All experts of one layer (805 MB), 8 picked: each launch reads 8 experts' rows.
+    auto* gu = static_cast<kernels::bf16_bits*>(buf(E * 2 * I * H));
+    auto* down = static_cast<kernels::bf16_bits*>(buf(E * H * I));
+    int32_t* ids = nullptr;
+    CUDA_CHECK(cudaMalloc(&ids, 16 * K * sizeof(int32_t)));
+    std::vector<int32_t> h(16 * K);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<int32_t>((i * 37) % E);  // 8 distinct per row
+    CUDA_CHECK(cudaMemcpy(ids, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    float* wts = x + H;
+    out.push_back(TimeKernel("moe_gate_up (8 experts x 1536 x 2048)", 2.0 * K * 2 * I * H, 16, [&](int i) {
+      kernels::moe_gate_up(y, x, ids + i * K, gu, 1, K, H, I, nullptr);
+    }));
+    out.push_back(TimeKernel("moe_down (8 experts x 2048 x 768)", 2.0 * K * H * I, 16, [&](int i) {
+      kernels::moe_down(y, x, ids + i * K, wts, down, 1, K, H, I, nullptr);
+    }));
+    cudaFree(gu);
+    cudaFree(down);
+    cudaFree(ids);
+  }
+  for (int ctx : {1024, 4096}) {
+    kernels::AttentionShape A{c.num_attention_heads, c.num_key_value_heads, c.head_dim, 16, ctx / 16, qd + 2 * kvd};
+    const int copies = 16;
+    auto* kv = static_cast<kernels::bf16_bits*>(buf(2LL * copies * ctx * kvd));
+    int32_t *meta = nullptr;
+    CUDA_CHECK(cudaMalloc(&meta, (ctx / 16 + 2) * sizeof(int32_t)));
+    std::vector<int32_t> h(ctx / 16 + 2);
+    for (int i = 0; i < ctx / 16; ++i) h[i] = i;
+    h[ctx / 16] = 0;            // token_seq
+    h[ctx / 16 + 1] = ctx - 1;  // pos
+    CUDA_CHECK(cudaMemcpy(meta, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    float* scratch = nullptr;
+    CUDA_CHECK(cudaMalloc(&scratch, kernels::attention_scratch_floats(1, A, ctx) * sizeof(float)));
+    uint32_t* counters = nullptr;
+    CUDA_CHECK(cudaMalloc(&counters, kernels::attention_counter_count(1, A) * sizeof(uint32_t)));
+    CUDA_CHECK(cudaMemset(counters, 0, kernels::attention_counter_count(1, A) * sizeof(uint32_t)));
+    out.push_back(TimeKernel("paged_attention bf16 kv, ctx " + std::to_string(ctx), 2.0 * 2 * ctx * kvd, copies,
+                             [&](int i) {
+      const kernels::bf16_bits* k = kv + 2LL * i * ctx * kvd;
+      kernels::paged_attention(y, scratch, counters, x, k, k + ctx * kvd, meta, meta + ctx / 16, meta + ctx / 16 + 1,
+                               1, A, ctx, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), nullptr);
+    }));
+    cudaFree(kv);
+    cudaFree(meta);
+    cudaFree(scratch);
+    cudaFree(counters);
+  }
+  cudaFree(x);
+  cudaFree(y);
+  return out;
+}
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Latency of one NCCL all-reduce of 4 KiB (1024 floats; a decode step's all-reduce at batch 1 is
+// 8 KiB): 200 in a row on one stream, each between two events; microseconds. Every rank calls it.
+absl::StatusOr<Spread> AllReduceLatencyUs(DeviceCollectives& coll) {
+  constexpr int kN = 200, kWarm = 10;
+  float* buf = nullptr;
+  cudaStream_t s = nullptr;
+  RETURN_IF_ERROR(CudaOk(cudaMalloc(&buf, 1024 * sizeof(float)), "cudaMalloc"));
+  RETURN_IF_ERROR(CudaOk(cudaMemset(buf, 0, 1024 * sizeof(float)), "cudaMemset"));
+  RETURN_IF_ERROR(CudaOk(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  std::vector<cudaEvent_t> ev(2 * kN);
+  for (auto& e : ev) RETURN_IF_ERROR(CudaOk(cudaEventCreate(&e), "cudaEventCreate"));
+  absl::Status st;
+  for (int i = 0; i < kWarm && st.ok(); ++i) st = coll.AllReduceSum(buf, 1024, s);
+  if (st.ok()) st = coll.Wait(s);
+  for (int i = 0; i < kN && st.ok(); ++i) {
+    st = CudaOk(cudaEventRecord(ev[2 * i], s), "cudaEventRecord");
+    if (st.ok()) st = coll.AllReduceSum(buf, 1024, s);
+    if (st.ok()) st = CudaOk(cudaEventRecord(ev[2 * i + 1], s), "cudaEventRecord");
+  }
+  if (st.ok()) st = coll.Wait(s);
+  std::vector<double> us;
+  for (int i = 0; i < kN && st.ok(); ++i) {
+    float ms = 0;
+    st = CudaOk(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
+    us.push_back(ms * 1e3);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+  cudaFree(buf);
+  RETURN_IF_ERROR(st);
+  return Summarize(us);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& name) {
+  if (name != "qwen3-30b-a3b") {
+    return absl::NotFoundError("unknown synthetic model \"" + name + "\" (known: qwen3-30b-a3b)");
+  }
+  ModelConfig c;
+  c.model_type = "qwen3_moe";
+  c.vocab_size = 151936;
+  c.hidden_size = 2048;
+  c.intermediate_size = 6144;
+  c.moe_intermediate_size = 768;
+  c.num_hidden_layers = 48;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 4;
+  c.head_dim = 128;
+  c.num_experts = 128;
+  c.num_experts_per_tok = 8;
+  c.norm_topk_prob = true;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1e6;
+  c.max_position_embeddings = 40960;
+  return c;
+}
+
+absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
+  DecodeBenchOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& f = args[i];
+    auto value = [&]() -> absl::StatusOr<std::string> {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
+      return args[++i];
+    };
+    if (f == "--synthetic") {
+      ASSIGN_OR_RETURN(o.synthetic, value());
+    } else if (f == "--backend") {
+      ASSIGN_OR_RETURN(std::string b, value());
+      if (b != "cuda") return absl::InvalidArgumentError("bench: only --backend cuda is supported");
+    } else if (f == "--batches" || f == "--contexts" || f == "--prefill") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(auto list, ParseInts(v));
+      (f == "--batches" ? o.batches : f == "--contexts" ? o.contexts : o.prefill_lengths) = list;
+    } else if (f == "--kv-dtype") {
+      ASSIGN_OR_RETURN(o.kv_dtype, value());
+    } else if (f == "--tp") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(auto list, ParseInts(v));
+      o.tp = list[0];
+    } else if (f == "--no-kernel-table") {
+      o.kernel_table = false;
+    } else if (f == "--runs" || f == "--steps") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(auto list, ParseInts(v));
+      (f == "--runs" ? o.runs : o.steps) = list[0];
+    } else {
+      return absl::InvalidArgumentError("bench: unknown flag " + f);
+    }
+  }
+  return o;
+}
+
+namespace {
+
+// The benchmark on one rank of `world` (the current device is the rank's); `comm` is null at TP=1.
+// Every rank runs the same steps; rank 0 times them and returns the report, the others "".
+absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, int world, Comm* comm) {
+  ASSIGN_OR_RETURN(ModelConfig cfg, SyntheticConfig(o.synthetic));
+  int device = 0;
+  RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
+  std::string out;
+  Spread copy;
+  if (rank == 0) {
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %.0f SMs\n", prop.totalGlobalMem / 1073741824.0,
+                                                static_cast<double>(prop.multiProcessorCount));
+    copy = CopyBandwidthGBs();
+    out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
+               copy.median, copy.min, copy.max);
+
+    if (o.kernel_table) out += "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n| --- | ---: | ---: | ---: | ---: |\n";
+    for (const KernelTiming& k : o.kernel_table ? DecodeKernelTimings(cfg) : std::vector<KernelTiming>{}) {
+      const double gbs = k.bytes / (k.us * 1e-6) / 1e9;
+      out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
+    }
+  }
+  ModelLoadOptions tp;
+  tp.backend = "cuda";
+  tp.rank = rank;
+  tp.world = world;
+  tp.comm = comm;
+  ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp));
+  RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
+  if (comm != nullptr) {
+    // Rank 0 spent a while on the copy and kernel timings above: meet before the first step.
+    RETURN_IF_ERROR(comm->Barrier());
+    auto* coll = dynamic_cast<DeviceCollectives*>(comm);
+    if (coll == nullptr) return absl::InternalError("bench: the comm has no device collectives");
+    ASSIGN_OR_RETURN(Spread ar, AllReduceLatencyUs(*coll));
+    out += "\nTP=" + std::to_string(world) + " (" + comm->transport() + ", one GPU per rank)" +
+           Fmt(": all-reduce of 4 KiB (1024 floats), 200 in a row on one stream: median %.1f us (min %.1f, max %.1f)\n",
+               ar.median, ar.min, ar.max);
+  }
+  out += "KV cache: " + o.kv_dtype + "\n";
+  const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
+  const int max_ctx = *std::max_element(o.contexts.begin(), o.contexts.end());
+  const int max_pf = o.prefill_lengths.empty() ? 0 : *std::max_element(o.prefill_lengths.begin(), o.prefill_lengths.end());
+  const int blocks_per_seq = (std::max(max_ctx + o.steps * (o.runs + 2) + 1, max_pf) + o.block_size - 1) / o.block_size;
+  RETURN_IF_ERROR(model->AllocateKvCache(max_b * blocks_per_seq, o.block_size));
+  RETURN_IF_ERROR(FillKvRandom(*model, o.seed + 99));
+
+  // Bytes a decode step must read ON THIS GPU (this rank's shard at TP > 1): every dense weight
+  // once, the distinct experts the router picked (measured), the lm_head, the embedding rows, and
+  // each sequence's KV.
+  const TpShard sh = ComputeTpShard(cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
+                                    cfg.moe_intermediate_size, cfg.vocab_size, rank, world);
+  const int64_t H = cfg.hidden_size, Vr = sh.vocab_per_rank, I = sh.moe_inter;
+  const int64_t qd = sh.n_heads * cfg.head_dim, kvd = sh.n_kv_heads * cfg.head_dim;
+  const double attn_bytes = 2.0 * ((qd + 2 * kvd) * H + H * qd + cfg.num_experts * H + 2 * H + 2 * cfg.head_dim);
+  const double expert_bytes = 2.0 * 3 * I * H;
+  const double kv_token_bytes = static_cast<double>(model->kv_spec().bytes_per_token());
+
+  out += "\n| batch | context | graphs | step ms (median, min-max) | tokens/s | distinct experts/layer | GB/step | GB/s | of copy BW |\n";
+  out += "| ---: | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  auto bench_point = [&](int B, int ctx, bool graphs) -> absl::Status {
+    SetUseGraphs(*model, graphs);
+    ASSIGN_OR_RETURN(CudaStepStats st, MeasureStepStats(*model, DecodeBatch(B, ctx, 0, o.block_size, blocks_per_seq)));
+    int step = 0;
+    for (int w = 0; w < 3; ++w) RETURN_IF_ERROR(model->Forward(DecodeBatch(B, ctx, step++, o.block_size, blocks_per_seq)).status());
+    std::vector<double> ms;
+    for (int r = 0; r < o.runs; ++r) {
+      std::vector<StepBatch> batches;
+      for (int s = 0; s < o.steps; ++s) batches.push_back(DecodeBatch(B, ctx, step++, o.block_size, blocks_per_seq));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const auto& b : batches) RETURN_IF_ERROR(model->Forward(b).status());
+      ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()) / o.steps);
+    }
+    if (rank != 0) return absl::OkStatus();
+    const Spread s = Summarize(ms);
+    const double avg_ctx = ctx + step / 2.0 + 1;
+    const double bytes = cfg.num_hidden_layers * (attn_bytes + st.distinct_experts_per_layer * expert_bytes) +
+                         2.0 * Vr * H + 2.0 * B * H + B * avg_ctx * kv_token_bytes;
+    const double gbs = bytes / (s.median * 1e-3) / 1e9;
+    out += "| " + std::to_string(B) + " | " + std::to_string(ctx) + " | " + (graphs ? "yes" : "no") +
+           Fmt(" | %.3f (%.3f-%.3f) | %.0f", s.median, s.min, s.max, B * 1e3 / s.median) +
+           Fmt(" | %.1f | %.2f | %.0f | %.0f%% |\n", st.distinct_experts_per_layer, bytes / 1e9, gbs,
+               100.0 * gbs / copy.median);
+    std::fflush(stdout);
+    return absl::OkStatus();
+  };
+  for (int ctx : o.contexts) {
+    for (int B : o.batches) RETURN_IF_ERROR(bench_point(B, ctx, true));
+  }
+  // The same step without graphs: the launch gaps the graph removes.
+  RETURN_IF_ERROR(bench_point(o.batches.front(), o.contexts.front(), false));
+
+  if (!o.prefill_lengths.empty()) {
+    out += "\n| prefill tokens | ms (median, min-max) | tokens/s |\n| ---: | ---: | ---: |\n";
+    for (int P : o.prefill_lengths) {
+      StepBatch b;
+      SeqChunk c;
+      c.seq_id = 0;
+      for (int i = 0; i < P; ++i) c.tokens.push_back((i * 7919) % 150000);
+      for (int i = 0; i < (P + o.block_size - 1) / o.block_size; ++i) c.block_table.push_back(i);
+      c.want_logits = true;
+      b.seqs.push_back(std::move(c));
+      RETURN_IF_ERROR(model->Forward(b).status());  // warm-up (allocates activations)
+      std::vector<double> ms;
+      for (int r = 0; r < std::max(3, o.runs / 2); ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        RETURN_IF_ERROR(model->Forward(b).status());
+        ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()));
+      }
+      if (rank != 0) continue;
+      const Spread s = Summarize(ms);
+      out += Fmt("| %.0f | %.1f (%.1f-%.1f) |", P, s.median, s.min, s.max) + Fmt(" %.0f |\n", P * 1e3 / s.median);
+    }
+  }
+  return rank == 0 ? out : std::string();
+}
+
+// TP=N: one thread per rank, rank r on GPU r, an NCCL group over an in-memory rendezvous. When
+// one rank fails, the others' comms are aborted so that they stop waiting for it.
+absl::StatusOr<std::string> RunBenchTp(const DecodeBenchOptions& o, int devices) {
+  if (devices < o.tp) {
+    return absl::FailedPreconditionError("--tp " + std::to_string(o.tp) + " needs " + std::to_string(o.tp) +
+                                         " GPUs (one per rank, NCCL); this machine has " + std::to_string(devices));
+  }
+  MemoryStore store;
+  std::mutex mu;
+  std::vector<Comm*> live(o.tp, nullptr);
+  std::vector<absl::StatusOr<std::string>> results(o.tp, std::string());
+  auto fail_all = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (Comm* c : live) {
+      if (c != nullptr) c->Abort(why);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.tp; ++r) {
+    threads.emplace_back([&, r] {
+      NcclCommOptions n;
+      n.rank = r;
+      n.world_size = o.tp;
+      n.device = r;  // made current on this thread: the model is created there
+      n.store = &store;
+      n.timeout = std::chrono::milliseconds(300000);  // rank 0 also times single kernels first
+      n.connect_timeout = std::chrono::milliseconds(120000);
+      auto comm = CreateNcclComm(n);
+      if (!comm.ok()) {
+        results[r] = comm.status();
+        fail_all("rank " + std::to_string(r) + " could not join");
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        live[r] = comm->get();
+      }
+      results[r] = RunBenchRank(o, r, o.tp, comm->get());
+      if (!results[r].ok()) fail_all("rank " + std::to_string(r) + " failed");
+      std::lock_guard<std::mutex> lock(mu);
+      live[r] = nullptr;
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The first failure that is not only a consequence of another rank's abort.
+  for (int r = 0; r < o.tp; ++r) {
+    if (!results[r].ok() && results[r].status().code() != absl::StatusCode::kAborted) {
+      return absl::Status(results[r].status().code(),
+                          "rank " + std::to_string(r) + ": " + std::string(results[r].status().message()));
+    }
+  }
+  for (int r = 0; r < o.tp; ++r) {
+    if (!results[r].ok()) {
+      return absl::Status(results[r].status().code(),
+                          "rank " + std::to_string(r) + ": " + std::string(results[r].status().message()));
+    }
+  }
+  return results[0];
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("bench: no usable CUDA device");
+  }
+  if (o.tp < 1) return absl::InvalidArgumentError("bench: --tp must be >= 1");
+  if (o.tp > 1) return RunBenchTp(o, devices);
+  RETURN_IF_ERROR(CudaOk(cudaSetDevice(0), "cudaSetDevice"));
+  return RunBenchRank(o, 0, 1, nullptr);
+}
+
+int RunDecodeBenchCommand(const std::vector<std::string>& args) {
+  auto opt = ParseDecodeBenchFlags(args);
+  if (!opt.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(opt.status().message()).c_str());
+    return 2;
+  }
+  auto report = RunDecodeBench(*opt);
+  if (!report.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(report.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s", report->c_str());
+  return 0;
+}
+
+}  // namespace tandem::bench

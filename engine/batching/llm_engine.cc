@@ -1,0 +1,508 @@
+// The LLMEngine implementation: one engine thread on rank 0 that loops
+//   admit new requests -> plan a step (Scheduler) -> Forward on every rank (StepDriver)
+//   -> sample each sequence that wanted logits -> detokenize, check stops -> callbacks.
+// Requests cross threads only through `mu_` (pending submissions, cancellations); everything
+// the loop owns (scheduler, per-request state) is touched by the engine thread alone.
+#include "engine/batching/llm_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "engine/batching/kv_sizing.h"
+#include "engine/batching/sampler.h"
+#include "engine/batching/scheduler.h"
+#include "engine/batching/stop_strings.h"
+#include "engine/tokenizer/tokenizer.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "engine/cuda/cuda_model.h"
+#endif
+
+namespace tandem::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// MemAvailable of /proc/meminfo in bytes (0 when unreadable).
+int64_t MemAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+std::string FractionText(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", f);
+  return buf;
+}
+
+// The pool: an explicit token count, else memory_fraction of this machine's MemAvailable (cpu)
+// or of the device's memory (cuda: cuda::KvBlocksFromDeviceMemory, after the weights are on
+// it), capped at what max_num_seqs sequences of max_model_len could ever use (more would only
+// waste memory). Every rank allocates the size rank 0 picks here.
+absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& model) {
+  const int64_t per_token = model.kv_spec().bytes_per_token();
+  auto pool = [&](int64_t tokens, bool explicit_size, const std::string& source) {
+    return KvPoolFromTokens(tokens, explicit_size, o.block_size, o.max_num_seqs, o.max_model_len, per_token, source);
+  };
+  if (o.kv_tokens > 0) {
+    ASSIGN_OR_RETURN(KvPoolSize p, pool(o.kv_tokens, true, "kv_tokens"));
+    // An explicit size is taken as given, but host memory it cannot fit in would end the
+    // process in the allocation (kv_tokens 1e12 in a JoinGroup did: agent_rpc fuzz target).
+    // cuda pools come from the device allocator, which reports failure.
+    const int64_t avail = o.backend == "cuda" ? 0 : MemAvailableBytes();
+    if (avail > 0 && p.bytes > avail) {
+      return absl::ResourceExhaustedError("kv_tokens " + std::to_string(o.kv_tokens) + " needs " +
+                                          std::to_string(p.bytes >> 20) + " MiB of KV cache, more than the " +
+                                          std::to_string(avail >> 20) + " MiB MemAvailable");
+    }
+    return p;
+  }
+  if (per_token <= 0) return absl::FailedPreconditionError("the model reports 0 KV bytes per token");
+  ASSIGN_OR_RETURN(const double fraction, ResolveMemoryFraction(o.backend, o.memory_fraction));
+  const int64_t cap = static_cast<int64_t>(o.max_num_seqs) * o.max_model_len;
+  if (o.backend == "cuda") {
+#ifdef TANDEM_HAVE_CUDA
+    ASSIGN_OR_RETURN(const int32_t fit, cuda::KvBlocksFromDeviceMemory(model, fraction, o.block_size));
+    const int64_t tokens = static_cast<int64_t>(fit) * o.block_size;
+    TLOG(INFO) << "KV sizing: " << fraction << " of the device's memory minus what is in use = " << tokens
+               << " tokens of " << per_token << " bytes; cap " << cap << " (max_num_seqs x max_model_len)";
+    return pool(tokens, false, "device memory (memory_fraction " + FractionText(fraction) + ")");
+#else
+    return absl::FailedPreconditionError("backend cuda: this build has no CUDA (configure with -DTANDEM_CUDA=ON)");
+#endif
+  }
+  const int64_t avail = MemAvailableBytes();
+  if (avail <= 0) return absl::FailedPreconditionError("cannot read MemAvailable from /proc/meminfo; set kv_tokens");
+  const int64_t tokens = static_cast<int64_t>(fraction * static_cast<double>(avail)) / per_token;
+  TLOG(INFO) << "KV sizing: " << fraction << " x MemAvailable " << (avail >> 20) << " MiB / " << per_token
+             << " bytes per token = " << tokens << " tokens; cap " << cap;
+  return pool(tokens, false, "host memory (memory_fraction " + FractionText(fraction) + ")");
+}
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+class LLMEngineImpl final : public LLMEngine {
+ public:
+  LLMEngineImpl(StepDriver* driver, const Tokenizer* tokenizer, EngineOptions options, int32_t num_blocks)
+      : driver_(driver),
+        tokenizer_(tokenizer),
+        options_(std::move(options)),
+        vocab_(driver->model().config().vocab_size),
+        eos_ids_(driver->model().config().eos_token_ids),
+        kv_tokens_total_(static_cast<int64_t>(num_blocks) * options_.block_size),
+        seed_source_(std::random_device{}()),
+        sched_(SchedulerConfig{options_.max_num_seqs, options_.max_num_batched_tokens, options_.block_size,
+                               num_blocks}) {
+    stats_.kv_blocks_total = num_blocks;
+    stats_.kv_tokens_total = static_cast<int64_t>(num_blocks) * options_.block_size;
+  }
+  ~LLMEngineImpl() override { Shutdown(); }
+
+  void Start() { thread_ = std::thread([this] { Loop(); }); }
+
+  absl::Status Submit(GenerationRequest request, GenerationCallback callback) override;
+  void Cancel(const std::string& request_id) override;
+  EngineStats Stats() const override {
+    std::lock_guard<std::mutex> l(stats_mu_);
+    return stats_;
+  }
+  bool healthy() const override { return healthy_.load(); }
+  absl::Status fatal_error() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    return fatal_;
+  }
+  void Shutdown() override;
+
+ private:
+  // Engine-thread state of one request.
+  struct Request {
+    GenerationRequest req;
+    GenerationCallback callback;
+    int64_t seq_id = 0;
+    SamplerSettings sampler;
+    std::mt19937_64 rng;
+    std::unique_ptr<tokenizer::StreamDecoder> decoder;  // null without a tokenizer
+    std::unique_ptr<StopStringMatcher> stops;
+    int32_t generated = 0;  // sampled tokens, stop tokens included
+  };
+
+  void Loop();
+  void Admit(std::unique_ptr<Request> r);
+  // Returns false after a fatal step error.
+  bool RunStep();
+  void HandleToken(Request& r, int32_t token);
+  void Finish(int64_t seq_id, const std::string& reason, const absl::Status& error);
+  void FailEverything(const absl::Status& error, const std::string& reason);
+  void PublishStats();
+
+  StepDriver* driver_;
+  const Tokenizer* tokenizer_;
+  const EngineOptions options_;
+  const int64_t vocab_;
+  const std::vector<int64_t> eos_ids_;
+  const int64_t kv_tokens_total_;
+
+  std::mutex shutdown_mu_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Request>> pending_;  // submitted, not yet seen by the loop
+  std::vector<std::string> cancels_;
+  std::unordered_set<std::string> live_ids_;      // submitted and not yet finished
+  bool stop_ = false;
+  bool shut_down_ = false;
+  absl::Status fatal_;
+  std::atomic<bool> healthy_{true};
+  std::atomic<int32_t> scheduler_waiting_{0};     // for the admission limit in Submit
+  std::atomic<int32_t> scheduler_running_{0};
+  int64_t next_auto_id_ = 0;
+  std::mt19937_64 seed_source_;  // seeds of requests without one
+
+  // Engine thread only.
+  Scheduler sched_;
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;  // by seq id
+  std::unordered_map<std::string, int64_t> seq_of_request_;
+  int64_t next_seq_id_ = 1;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback callback) {
+  const auto& p = request.params;
+  const int64_t n = static_cast<int64_t>(request.prompt_ids.size());
+  if (n == 0) return absl::InvalidArgumentError("the prompt is empty");
+  for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
+    const int32_t id = request.prompt_ids[i];
+    if (id < 0 || id >= vocab_) {
+      return absl::InvalidArgumentError("prompt token " + std::to_string(i) + " is id " + std::to_string(id) +
+                                        ", outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+    }
+  }
+  if (p.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1, got " + std::to_string(p.max_tokens));
+  if (n + p.max_tokens > options_.max_model_len) {
+    return absl::InvalidArgumentError("the prompt (" + std::to_string(n) + " tokens) plus max_tokens (" +
+                                      std::to_string(p.max_tokens) + ") is " + std::to_string(n + p.max_tokens) +
+                                      " tokens, more than max_model_len " + std::to_string(options_.max_model_len));
+  }
+  if (n + p.max_tokens > kv_tokens_total_) {
+    return absl::InvalidArgumentError("the prompt plus max_tokens is " + std::to_string(n + p.max_tokens) +
+                                      " tokens, more than the whole KV pool of " +
+                                      std::to_string(kv_tokens_total_));
+  }
+  if (!(p.temperature >= 0.0f) || std::isinf(p.temperature)) {
+    return absl::InvalidArgumentError("temperature must be a finite number >= 0");
+  }
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return absl::InvalidArgumentError("top_p must be in (0, 1]");
+  if (p.top_k < 0) return absl::InvalidArgumentError("top_k must be >= 0 (0 = off)");
+
+  auto r = std::make_unique<Request>();
+  r->sampler = SamplerSettings{p.temperature, p.top_k, p.top_p};
+  if (!p.stop.empty()) r->stops = std::make_unique<StopStringMatcher>(p.stop);
+  if (tokenizer_ != nullptr) r->decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, true);
+  r->callback = std::move(callback);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!fatal_.ok()) return absl::UnavailableError(std::string(fatal_.message()));
+    if (shut_down_) return absl::UnavailableError("the engine is shut down");
+    if (request.request_id.empty()) request.request_id = "engine-" + std::to_string(++next_auto_id_);
+    if (live_ids_.count(request.request_id) != 0) {
+      return absl::AlreadyExistsError("request id " + request.request_id + " is already in flight");
+    }
+    // Requests beyond what can run at once are the waiting ones, whether the loop has seen them
+    // yet or not (a burst that arrives between two loop turns is not all "waiting").
+    // Priority requests (probes) are never refused for load: a busy engine is a healthy one.
+    const int64_t waiting = static_cast<int64_t>(pending_.size()) + scheduler_waiting_.load() +
+                            scheduler_running_.load() - options_.max_num_seqs;
+    if (waiting >= options_.max_waiting && !request.priority) {
+      return absl::ResourceExhaustedError("the engine is overloaded: " + std::to_string(waiting) +
+                                          " requests are waiting (max_waiting " +
+                                          std::to_string(options_.max_waiting) + ")");
+    }
+    // Seeds are drawn here (under the lock) so that the engine thread's state stays its own.
+    r->rng.seed(p.seed.has_value() ? *p.seed : seed_source_());
+    live_ids_.insert(request.request_id);
+    r->req = std::move(request);
+    pending_.push_back(std::move(r));
+  }
+  cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void LLMEngineImpl::Cancel(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (live_ids_.count(request_id) == 0) return;
+    cancels_.push_back(request_id);
+  }
+  cv_.notify_one();
+}
+
+void LLMEngineImpl::Shutdown() {
+  // Held throughout, so that a second caller (e.g. the destructor) returns only once the first
+  // has joined the engine thread. Never call Shutdown from a callback (the engine thread).
+  std::lock_guard<std::mutex> once(shutdown_mu_);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  // Release the workers. After a fatal error the group is broken (its comm aborted or about to
+  // be): a Stop broadcast could not be matched, so the owner tears the group down instead.
+  if (healthy_.load()) {
+    absl::Status st = driver_->Stop();
+    if (!st.ok()) TLOG(WARN) << "engine shutdown: stopping the workers: " << st.message();
+  }
+}
+
+void LLMEngineImpl::Admit(std::unique_ptr<Request> r) {
+  const int64_t id = next_seq_id_++;
+  r->seq_id = id;
+  sched_.Add(id, r->req.prompt_ids, r->req.priority);
+  seq_of_request_[r->req.request_id] = id;
+  requests_[id] = std::move(r);
+}
+
+void LLMEngineImpl::Loop() {
+  for (;;) {
+    std::deque<std::unique_ptr<Request>> incoming;
+    std::vector<std::string> cancels;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      // Idle: sleep until a submission, a cancellation or shutdown, waking every second to send
+      // the workers a heartbeat (they wait for commands under the collective deadline).
+      const bool woke = cv_.wait_for(l, std::chrono::seconds(1), [&] {
+        return stop_ || !pending_.empty() || !cancels_.empty() || sched_.has_work();
+      });
+      if (stop_) break;
+      if (!woke) {
+        l.unlock();
+        const absl::Status hb = driver_->Heartbeat();
+        if (!hb.ok()) {
+          FailEverything(absl::UnavailableError("engine heartbeat failed, the engine is down: " +
+                                                std::string(hb.message())),
+                         "error");
+          break;
+        }
+        continue;
+      }
+      incoming.swap(pending_);
+      cancels.swap(cancels_);
+    }
+    for (auto& r : incoming) Admit(std::move(r));
+    if (!incoming.empty()) PublishStats();  // Submit's admission count sees them again
+    for (const auto& rid : cancels) {
+      auto it = seq_of_request_.find(rid);
+      if (it != seq_of_request_.end()) Finish(it->second, "abort", absl::OkStatus());
+    }
+    if (sched_.has_work() && !RunStep()) break;
+    PublishStats();
+  }
+  if (healthy_.load()) FailEverything(absl::OkStatus(), "abort");
+  PublishStats();
+}
+
+bool LLMEngineImpl::RunStep() {
+  StepPlan plan = sched_.Schedule();
+  if (plan.empty()) {
+    // Cannot happen while Submit rejects sequences larger than the pool; never spin if it does.
+    TLOG(ERROR) << "engine: work is queued but no sequence can be scheduled (" << sched_.num_waiting()
+                << " waiting, " << sched_.num_blocks_used() << " blocks used)";
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::milliseconds(50));
+    return true;
+  }
+  PublishStats();  // the step in flight is what `running` and the KV usage show
+  const auto t0 = Clock::now();
+  absl::StatusOr<Logits> logits = driver_->Forward(plan.batch);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!logits.ok()) {
+    FailEverything(absl::UnavailableError("engine step failed, the engine is down: " +
+                                          std::string(logits.status().message())),
+                   "error");
+    return false;
+  }
+  int64_t wanted = 0;
+  for (const auto& c : plan.batch.seqs) wanted += c.want_logits ? 1 : 0;
+  if (logits->rows() != wanted) {
+    FailEverything(absl::InternalError("engine step returned " + std::to_string(logits->rows()) +
+                                       " rows of logits for " + std::to_string(wanted) + " sequences"),
+                   "error");
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> l(stats_mu_);
+    ++stats_.iterations;
+    stats_.preemptions = sched_.num_preemptions();
+  }
+  // Observers see the step before its tokens reach the clients.
+  if (options_.on_step) {
+    StepMetrics m;
+    m.iteration = Stats().iterations;
+    m.seconds = seconds;
+    m.batch_tokens = plan.batch.num_tokens();
+    m.prefill_tokens = plan.num_prefill_tokens;
+    m.decode_tokens = plan.num_decode_tokens;
+    m.num_seqs = static_cast<int32_t>(plan.batch.seqs.size());
+    m.num_preempted = static_cast<int32_t>(plan.preempted.size());
+    options_.on_step(m);
+  }
+  for (int64_t row = 0; row < logits->rows(); ++row) {
+    const int64_t seq_id = logits->seq_ids[row];
+    auto it = requests_.find(seq_id);
+    if (it == requests_.end()) continue;
+    Request& r = *it->second;
+    const int32_t token = SampleNextToken(logits->row(row), logits->vocab, r.sampler, r.rng);
+    sched_.AppendToken(seq_id, token);
+    HandleToken(r, token);
+  }
+  return true;
+}
+
+void LLMEngineImpl::HandleToken(Request& r, int32_t token) {
+  ++r.generated;
+  {
+    std::lock_guard<std::mutex> l(stats_mu_);
+    ++stats_.generation_tokens_total;
+    if (r.generated == 1) stats_.prompt_tokens_total += static_cast<int64_t>(r.req.prompt_ids.size());
+  }
+  const SamplingParams& p = r.req.params;
+  const bool stop_token = (!p.ignore_eos && Contains(eos_ids_, token)) || Contains(p.stop_token_ids, token);
+
+  GenerationEvent ev;
+  bool stop_string = false;
+  if (!stop_token) {
+    ev.token_ids.push_back(token);
+    if (r.decoder != nullptr) {
+      const std::string piece = r.decoder->Push(token);
+      ev.text_delta = r.stops != nullptr ? r.stops->Push(piece, &stop_string) : piece;
+    }
+  }
+  std::string reason;
+  if (stop_token || stop_string) {
+    reason = "stop";
+  } else if (r.generated >= p.max_tokens) {
+    reason = "length";
+  }
+  // At the end, whatever the decoder and the stop matcher still hold is text too (unless a stop
+  // string cut it), and the tail may itself complete a stop string.
+  if (!reason.empty() && !stop_string && r.decoder != nullptr) {
+    const std::string tail = r.decoder->Flush();
+    if (r.stops != nullptr) {
+      ev.text_delta += r.stops->Push(tail, &stop_string);
+      if (stop_string) {
+        reason = "stop";
+      } else {
+        ev.text_delta += r.stops->Flush();
+      }
+    } else {
+      ev.text_delta += tail;
+    }
+  }
+  if ((!ev.token_ids.empty() || !ev.text_delta.empty()) && r.callback) r.callback(ev);
+  if (!reason.empty()) Finish(r.seq_id, reason, absl::OkStatus());
+}
+
+void LLMEngineImpl::Finish(int64_t seq_id, const std::string& reason, const absl::Status& error) {
+  auto it = requests_.find(seq_id);
+  if (it == requests_.end()) return;
+  std::unique_ptr<Request> r = std::move(it->second);
+  requests_.erase(it);
+  seq_of_request_.erase(r->req.request_id);
+  sched_.Remove(seq_id);  // frees its blocks before the client hears that it is done
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    live_ids_.erase(r->req.request_id);
+  }
+  PublishStats();
+  GenerationEvent ev;
+  ev.finished = true;
+  ev.finish_reason = reason;
+  ev.error = error;
+  ev.prompt_tokens = static_cast<int64_t>(r->req.prompt_ids.size());
+  ev.completion_tokens = r->generated;
+  if (r->callback) r->callback(ev);
+}
+
+void LLMEngineImpl::FailEverything(const absl::Status& error, const std::string& reason) {
+  std::deque<std::unique_ptr<Request>> pending;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!error.ok()) {
+      fatal_ = error;
+      healthy_.store(false);
+      TLOG(ERROR) << "engine: " << error.message() << "; failing " << (requests_.size() + pending_.size())
+                  << " requests";
+    }
+    pending.swap(pending_);
+    cancels_.clear();
+  }
+  for (auto& r : pending) Admit(std::move(r));
+  std::vector<int64_t> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (int64_t id : ids) Finish(id, reason, error);
+}
+
+void LLMEngineImpl::PublishStats() {
+  scheduler_waiting_.store(sched_.num_waiting());
+  scheduler_running_.store(sched_.num_running());
+  std::lock_guard<std::mutex> l(stats_mu_);
+  stats_.running = sched_.num_running();
+  stats_.waiting = sched_.num_waiting();
+  stats_.kv_blocks_used = sched_.num_blocks_used();
+  stats_.preemptions = sched_.num_preemptions();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(StepDriver* driver, const Tokenizer* tokenizer,
+                                                             const EngineOptions& options) {
+  if (driver == nullptr) return absl::InvalidArgumentError("LLMEngine needs a step driver");
+  if (options.block_size < 1 || options.max_num_seqs < 1 || options.max_num_batched_tokens < 1 ||
+      options.max_model_len < 1 || options.max_waiting < 0) {
+    return absl::InvalidArgumentError(
+        "engine options: block_size, max_num_seqs, max_num_batched_tokens and max_model_len must be >= 1");
+  }
+  if (options.kv_tokens <= 0) {
+    RETURN_IF_ERROR(ResolveMemoryFraction(options.backend, options.memory_fraction).status());
+  }
+  ASSIGN_OR_RETURN(const KvPoolSize pool, KvPoolBlocks(options, driver->model()));
+  const int32_t blocks = pool.blocks;
+  RETURN_IF_ERROR(driver->AllocateKvCache(blocks, options.block_size));
+  const int64_t tokens = pool.tokens;
+  TLOG(INFO) << DescribeKvPool(pool, options.block_size);
+  if (tokens < options.max_model_len) {
+    TLOG(WARN) << "KV pool of " << tokens << " tokens is smaller than max_model_len " << options.max_model_len
+               << ": longer requests are refused";
+  }
+  auto engine = std::make_unique<LLMEngineImpl>(driver, tokenizer, options, blocks);
+  engine->Start();
+  return std::unique_ptr<LLMEngine>(std::move(engine));
+}
+
+}  // namespace tandem::engine

@@ -1,0 +1,126 @@
+// The serving engine on rank 0: accepts generation requests, runs continuous batching over the
+// StepDriver (which makes every TP rank run the same step), samples, detokenizes, and reports
+// tokens to each request's callback. The OpenAI HTTP layer (openai_server) sits on top of it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/step_driver.h"
+
+namespace tandem::tokenizer {
+class Tokenizer;  // engine/tokenizer/tokenizer.h
+}  // namespace tandem::tokenizer
+
+namespace tandem::engine {
+
+using tokenizer::Tokenizer;
+
+struct SamplingParams {
+  float temperature = 1.0f;             // 0 = greedy
+  int32_t top_k = 0;                    // 0 = off
+  float top_p = 1.0f;                   // 1 = off
+  std::optional<uint64_t> seed;         // same seed + same prompt -> same output
+  int32_t max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's eos ids (unless ignore_eos)
+  std::vector<std::string> stop;        // stop strings (not included in the output text)
+  bool ignore_eos = false;
+};
+
+struct GenerationRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+  bool priority = false;  // probes: scheduled ahead of waiting requests
+};
+
+// One event per new token (text_delta may be empty while a UTF-8 sequence or a possible stop
+// string is held back), then a final event with `finished` set. The final event carries no
+// tokens and no text: text held back until the end (an incomplete UTF-8 tail, a partial stop
+// string that did not complete) comes in one more non-final event, possibly without tokens.
+// Stop tokens (eos, stop_token_ids) are not in token_ids nor in the text, but count in
+// completion_tokens (they were generated).
+struct GenerationEvent {
+  std::vector<int32_t> token_ids;  // new tokens in this event
+  std::string text_delta;
+  bool finished = false;
+  std::string finish_reason;       // "stop" | "length" | "abort" | "error"
+  absl::Status error;              // set when finish_reason == "error"
+  int64_t prompt_tokens = 0;       // usage, filled on the final event
+  int64_t completion_tokens = 0;
+};
+
+using GenerationCallback = std::function<void(const GenerationEvent&)>;
+
+// What one engine step did (EngineOptions::on_step), for step-time histograms.
+struct StepMetrics {
+  int64_t iteration = 0;       // 1 for the first step
+  double seconds = 0;          // the Forward call on every rank (plan broadcast included)
+  int64_t batch_tokens = 0;    // tokens computed in the step
+  int64_t prefill_tokens = 0;  // of which prompt (or recompute) tokens
+  int64_t decode_tokens = 0;   // of which one-token decode chunks
+  int32_t num_seqs = 0;        // sequences in the step
+  int32_t num_preempted = 0;   // sequences preempted while planning it
+};
+
+struct EngineOptions {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;   // per step; prefill is chunked to fit
+  int32_t max_model_len = 4096;            // prompt + max_tokens
+  int32_t block_size = 16;
+  // KV pool size: explicit token count wins; else memory_fraction (0 = the backend's default,
+  // 0.70 cpu / 0.90 cuda; else in (0, 1]) of this machine's MemAvailable (cpu, after loading)
+  // or of the device's total memory minus what is already in use (cuda), divided by bytes per
+  // token (engine/batching/kv_sizing.h).
+  int64_t kv_tokens = 0;
+  double memory_fraction = 0;
+  std::string backend = "cpu";             // the model's backend: which memory sizes the pool
+  int32_t max_waiting = 256;               // admission: more queued requests -> overloaded (503/429)
+  // Runs on the engine thread after every step, before its tokens reach the callbacks; must not
+  // block. Empty = none.
+  std::function<void(const StepMetrics&)> on_step;
+};
+
+struct EngineStats {
+  int64_t iterations = 0;         // steps run (liveness: moves while work is queued)
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_tokens_total = 0;
+  int64_t preemptions = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+};
+
+class LLMEngine {
+ public:
+  virtual ~LLMEngine() = default;
+  // `driver` (rank 0 of the group) and `tokenizer` (may be null: no text, no stop strings) are
+  // not owned. Sizes and allocates the KV pool; logs "KV pool: N tokens (G GiB per rank, ...)".
+  static absl::StatusOr<std::unique_ptr<LLMEngine>> Create(StepDriver* driver, const Tokenizer* tokenizer,
+                                                           const EngineOptions& options);
+  // Validates (InvalidArgument: empty prompt, token id outside the vocabulary, prompt + max_tokens
+  // > max_model_len; ResourceExhausted: queue full) and enqueues. The callback runs on the engine
+  // thread; it must not block.
+  virtual absl::Status Submit(GenerationRequest request, GenerationCallback callback) = 0;
+  // Cancels a queued or running request (client disconnected); frees its KV blocks; its callback
+  // gets a final "abort" event. Unknown ids are ignored.
+  virtual void Cancel(const std::string& request_id) = 0;
+  virtual EngineStats Stats() const = 0;
+  // False after a fatal step error (comm deadline, lost rank): every request then fails with it.
+  virtual bool healthy() const = 0;
+  virtual absl::Status fatal_error() const = 0;
+  // Stops the loop: in-flight requests end with "abort"; workers are released. Idempotent; not
+  // from a callback (those run on the engine thread, which Shutdown joins).
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace tandem::engine

@@ -1,0 +1,127 @@
+#include "openai/serve_metrics.h"
+
+#include <sstream>
+
+#include "prometheus/text_serializer.h"
+
+namespace tandem::openai {
+namespace {
+
+// Bucket bounds in seconds, the ranges vLLM uses: a CPU engine sits at the slow end, an H200 at
+// the fast end, so both ends are covered.
+const prometheus::Histogram::BucketBoundaries kTtftBuckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
+const prometheus::Histogram::BucketBoundaries kItlBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+    0.4,   0.5,    0.75,  1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
+const prometheus::Histogram::BucketBoundaries kE2eBuckets = {
+    0.05, 0.1,  0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,
+    15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
+const prometheus::Histogram::BucketBoundaries kStepBuckets = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
+const prometheus::Histogram::BucketBoundaries kAllReduceBuckets = {
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+    0.0025,  0.005,    0.01,    0.025,  0.05,    0.1,    0.5, 1.0, 5.0};
+
+prometheus::Histogram* AddHistogram(prometheus::Registry& r, const prometheus::Labels& labels,
+                                    const char* name, const char* help,
+                                    const prometheus::Histogram::BucketBoundaries& buckets) {
+  return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add(labels, buckets);
+}
+prometheus::Counter* AddCounter(prometheus::Registry& r, const prometheus::Labels& labels,
+                                const char* name, const char* help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
+}
+prometheus::Gauge* AddGauge(prometheus::Registry& r, const prometheus::Labels& labels,
+                            const char* name, const char* help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add(labels);
+}
+
+}  // namespace
+
+ServeMetrics::ServeMetrics(const std::string& model_name, std::shared_ptr<prometheus::Registry> registry)
+    : registry_(registry ? std::move(registry) : std::make_shared<prometheus::Registry>()),
+      labels_{{"model_name", model_name}} {
+  prometheus::Registry& r = *registry_;
+  ttft_ = AddHistogram(r, labels_, "tandem_time_to_first_token_seconds",
+                       "Time from request arrival to its first generated token.", kTtftBuckets);
+  itl_ = AddHistogram(r, labels_, "tandem_inter_token_latency_seconds",
+                      "Time between consecutive generated tokens of one request.", kItlBuckets);
+  e2e_ = AddHistogram(r, labels_, "tandem_e2e_request_latency_seconds",
+                      "Time from request arrival to its last token.", kE2eBuckets);
+  step_ = AddHistogram(r, labels_, "tandem_step_seconds",
+                       "Wall time of one engine step (all TP ranks).", kStepBuckets);
+  allreduce_ = AddHistogram(r, labels_, "tandem_allreduce_seconds",
+                            "Wall time of one tensor-parallel all-reduce on rank 0.", kAllReduceBuckets);
+  prompt_tokens_ = AddCounter(r, labels_, "tandem_prompt_tokens_total", "Prompt tokens of finished requests.");
+  generation_tokens_ = AddCounter(r, labels_, "tandem_generation_tokens_total", "Generated tokens.");
+  preemptions_ = AddCounter(r, labels_, "tandem_num_preemptions_total",
+                            "Sequences preempted (recomputed later) because the KV pool was full.");
+  iterations_ = AddCounter(r, labels_, "tandem_iterations_total", "Engine steps run.");
+  request_success_ = &prometheus::BuildCounter()
+                          .Name("tandem_request_success_total")
+                          .Help("Finished requests by finish reason.")
+                          .Register(r);
+  request_rejected_ = &prometheus::BuildCounter()
+                           .Name("tandem_request_rejected_total")
+                           .Help("Requests refused before generation, by HTTP status.")
+                           .Register(r);
+  running_ = AddGauge(r, labels_, "tandem_num_requests_running", "Requests in the running batch.");
+  waiting_ = AddGauge(r, labels_, "tandem_num_requests_waiting", "Requests queued for the batch.");
+  kv_usage_ = AddGauge(r, labels_, "tandem_kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).");
+  kv_tokens_total_ = AddGauge(r, labels_, "tandem_kv_cache_tokens", "Capacity of the KV pool in tokens.");
+  http_connections_ = AddGauge(r, labels_, "tandem_http_connections", "Open connections to the API.");
+  http_evicted_ = AddCounter(r, labels_, "tandem_http_connections_evicted_total",
+                             "Connections closed to admit a newer one at the connection cap.");
+  http_timed_out_ = AddCounter(r, labels_, "tandem_http_timeouts_total",
+                               "Connections closed at a request head, body or response write deadline.");
+  http_clients_gone_ = AddCounter(r, labels_, "tandem_http_clients_gone_total",
+                                  "Clients that went away while their request was in flight.");
+}
+
+void ServeMetrics::CountFinishedRequest(const std::string& finish_reason) {
+  prometheus::Labels l = labels_;
+  l["finished_reason"] = finish_reason;
+  request_success_->Add(l).Increment();
+}
+
+void ServeMetrics::CountRejectedRequest(int http_status) {
+  prometheus::Labels l = labels_;
+  l["code"] = std::to_string(http_status);
+  request_rejected_->Add(l).Increment();
+}
+
+void ServeMetrics::UpdateFromStats(const engine::EngineStats& stats) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  running_->Set(stats.running);
+  waiting_->Set(stats.waiting);
+  kv_usage_->Set(stats.kv_blocks_total > 0
+                     ? static_cast<double>(stats.kv_blocks_used) / static_cast<double>(stats.kv_blocks_total)
+                     : 0.0);
+  kv_tokens_total_->Set(static_cast<double>(stats.kv_tokens_total));
+  // The engine keeps totals; a Prometheus counter only moves forward by increments.
+  const double preempt_delta = static_cast<double>(stats.preemptions) - preemptions_->Value();
+  if (preempt_delta > 0) preemptions_->Increment(preempt_delta);
+  const double iter_delta = static_cast<double>(stats.iterations) - iterations_->Value();
+  if (iter_delta > 0) iterations_->Increment(iter_delta);
+}
+
+void ServeMetrics::UpdateFromHttp(const HttpCounts& c) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  http_connections_->Set(static_cast<double>(c.connections));
+  for (auto [counter, total] : {std::pair{http_evicted_, c.evicted}, std::pair{http_timed_out_, c.timed_out},
+                                std::pair{http_clients_gone_, c.clients_gone}}) {
+    const double delta = static_cast<double>(total) - counter->Value();
+    if (delta > 0) counter->Increment(delta);
+  }
+}
+
+std::string ServeMetrics::Text() const {
+  prometheus::TextSerializer serializer;
+  std::ostringstream out;
+  serializer.Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace tandem::openai

@@ -1,0 +1,280 @@
+// The engine's own logic over a fake model (logits are a fixed function of the last token):
+// validation, eos and stop tokens, cancellation, admission limits, the step observer, and a fatal
+// step error that must fail every request at once.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "engine/batching/llm_engine.h"
+#include "engine/step_driver.h"
+#include "tests/engine/batching/llm_engine_test_util.h"
+
+namespace tandem::engine {
+namespace {
+
+using testing::FakeModel;
+using testing::Sink;
+using Clock = std::chrono::steady_clock;
+
+// The tokens FakeModel produces after `last`.
+std::vector<int32_t> Expected(int32_t last, int n, int64_t vocab = 64) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(last = FakeModel::Next(last, vocab));
+  return out;
+}
+
+GenerationRequest Greedy(std::string id, std::vector<int32_t> prompt, int max_tokens) {
+  GenerationRequest r;
+  r.request_id = std::move(id);
+  r.prompt_ids = std::move(prompt);
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+EngineOptions SmallOptions() {
+  EngineOptions o;
+  o.kv_tokens = 256;
+  o.block_size = 4;
+  o.max_model_len = 128;
+  return o;
+}
+
+TEST(EngineFakeModelTest, KvTokensBeyondHostMemoryAreRefused) {
+  // An explicit kv_tokens is taken as given, but not past MemAvailable: 2^31 blocks of 65536
+  // tokens of 32 bytes (4.5 PB) must come back as an error, not as an allocation that ends the
+  // process.
+  FakeModel model;
+  StepDriver driver(&model, nullptr);
+  EngineOptions o = SmallOptions();
+  o.block_size = 1 << 16;
+  o.kv_tokens = int64_t{1} << 62;
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(engine.status())) << engine.status();
+  std::printf("refused: %s\n", std::string(engine.status().message()).c_str());
+}
+
+TEST(EngineFakeModelTest, LengthAndUsage) {
+  FakeModel model;
+  StepDriver driver(&model, nullptr);
+  auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->Stats().kv_tokens_total, 256);
+  EXPECT_EQ((*engine)->Stats().kv_blocks_total, 64);
+  Sink sink;
+  ASSERT_TRUE((*engine)->Submit(Greedy("a", {5, 6, 7}, 6), sink.Callback()).ok());
+  ASSERT_TRUE(sink.Wait());
+  auto r = sink.Get();
+  EXPECT_EQ(r.tokens, Expected(7, 6));
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.prompt_tokens, 3);
+  EXPECT_EQ(r.completion_tokens, 6);
+  EXPECT_EQ(r.events, 7);  // one per token, then the final one
+  EXPECT_FALSE(r.event_after_final);
+  const EngineStats st = (*engine)->Stats();
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.generation_tokens_total, 6);
+  EXPECT_EQ(st.prompt_tokens_total, 3);
+  EXPECT_EQ(st.iterations, 6);
+}
+
+TEST(EngineFakeModelTest, KvPoolFromMemoryIsCapped) {
+  FakeModel model;  // 32 bytes of KV per token: any real machine's memory exceeds the cap
+  StepDriver driver(&model, nullptr);
+  EngineOptions o;
+  o.kv_tokens = 0;
+  o.memory_fraction = 0.01;
+  o.block_size = 4;
+  o.max_num_seqs = 8;
+  o.max_model_len = 100;
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const EngineStats s = (*engine)->Stats();
+  std::printf("memory-sized pool: %lld tokens in %lld blocks (cap 8 x 100)\n",
+              static_cast<long long>(s.kv_tokens_total), static_cast<long long>(s.kv_blocks_total));
+  EXPECT_EQ(s.kv_tokens_total, 800);
+  EXPECT_EQ(s.kv_blocks_total, 200);
+  EXPECT_EQ(driver.num_kv_blocks(), 200);
+  EXPECT_EQ(driver.kv_block_size(), 4);
+}
+
+TEST(EngineFakeModelTest, EosFromConfigAndStopTokenIds) {
+  // From 7 the fake model goes 22, 3, 10, 31, 30, ...: eos 10 stops after two tokens.
+  FakeModel model(64, {10});
+  StepDriver driver(&model, nullptr);
+  auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const auto seq = Expected(7, 8);
+  std::printf("fake continuation of 7:");
+  for (int32_t t : seq) std::printf(" %d", t);
+  std::printf("\n");
+  ASSERT_EQ(seq[2], 10);
+
+  Sink eos, ignored, stop_ids;
+  ASSERT_TRUE((*engine)->Submit(Greedy("eos", {7}, 8), eos.Callback()).ok());
+  auto req = Greedy("ignore", {7}, 8);
+  req.params.ignore_eos = true;
+  ASSERT_TRUE((*engine)->Submit(req, ignored.Callback()).ok());
+  req = Greedy("stop_ids", {7}, 8);
+  req.params.ignore_eos = true;
+  req.params.stop_token_ids = {seq[4]};
+  ASSERT_TRUE((*engine)->Submit(req, stop_ids.Callback()).ok());
+  ASSERT_TRUE(eos.Wait() && ignored.Wait() && stop_ids.Wait());
+
+  EXPECT_EQ(eos.Get().tokens, std::vector<int32_t>(seq.begin(), seq.begin() + 2));
+  EXPECT_EQ(eos.Get().finish_reason, "stop");
+  EXPECT_EQ(eos.Get().completion_tokens, 3);  // the eos token was generated
+  EXPECT_EQ(ignored.Get().tokens, seq);
+  EXPECT_EQ(ignored.Get().finish_reason, "length");
+  EXPECT_EQ(stop_ids.Get().tokens, std::vector<int32_t>(seq.begin(), seq.begin() + 4));
+  EXPECT_EQ(stop_ids.Get().finish_reason, "stop");
+}
+
+TEST(EngineFakeModelTest, ValidationErrors) {
+  FakeModel model;
+  StepDriver driver(&model, nullptr);
+  auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LLMEngine& e = **engine;
+  Sink sink;
+  auto expect = [&](GenerationRequest r, absl::StatusCode code, const char* what) {
+    absl::Status st = e.Submit(std::move(r), sink.Callback());
+    std::printf("%s -> %s\n", what, st.ToString().c_str());
+    EXPECT_EQ(st.code(), code) << what;
+  };
+  expect(Greedy("empty", {}, 4), absl::StatusCode::kInvalidArgument, "empty prompt");
+  expect(Greedy("big", {1, 64}, 4), absl::StatusCode::kInvalidArgument, "token id = vocab");
+  expect(Greedy("neg", {-1}, 4), absl::StatusCode::kInvalidArgument, "negative token id");
+  expect(Greedy("long", std::vector<int32_t>(100, 1), 29), absl::StatusCode::kInvalidArgument,
+         "100 + 29 > max_model_len 128");
+  expect(Greedy("zero", {1}, 0), absl::StatusCode::kInvalidArgument, "max_tokens 0");
+  auto bad = Greedy("top_p", {1}, 4);
+  bad.params.top_p = 0.0f;
+  expect(bad, absl::StatusCode::kInvalidArgument, "top_p 0");
+  // Exactly max_model_len is fine.
+  Sink ok;
+  ASSERT_TRUE(e.Submit(Greedy("fits", std::vector<int32_t>(100, 1), 28), ok.Callback()).ok());
+  ASSERT_TRUE(ok.Wait());
+  EXPECT_EQ(ok.Get().tokens.size(), 28u);
+  EXPECT_EQ(sink.Get().events, 0);  // refused requests get no events
+}
+
+TEST(EngineFakeModelTest, CancelFreesBlocksAndQueueLimitRefuses) {
+  FakeModel model;
+  StepDriver driver(&model, nullptr);
+  EngineOptions o = SmallOptions();
+  o.max_num_seqs = 1;
+  o.max_waiting = 2;
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LLMEngine& e = **engine;
+  Sink running, queued1, queued2, refused;
+  model.Hold(true);  // steps stall: the queue can only grow
+  ASSERT_TRUE(e.Submit(Greedy("running", {1, 2, 3, 4, 5}, 100), running.Callback()).ok());
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (e.Stats().running < 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(e.Stats().running, 1);  // its first step is in flight (and held)
+  ASSERT_TRUE(e.Submit(Greedy("q1", {1}, 10), queued1.Callback()).ok());
+  ASSERT_TRUE(e.Submit(Greedy("q2", {1}, 10), queued2.Callback()).ok());
+  absl::Status st = e.Submit(Greedy("q3", {1}, 10), refused.Callback());
+  std::printf("third queued request: %s\n", st.ToString().c_str());
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(e.Submit(Greedy("running", {1}, 10), refused.Callback()).code(), absl::StatusCode::kAlreadyExists);
+  Sink probe;
+  GenerationRequest p = Greedy("probe", {9}, 2);
+  p.priority = true;  // probes are never refused for load
+  ASSERT_TRUE(e.Submit(p, probe.Callback()).ok());
+  EXPECT_GT(e.Stats().kv_blocks_used, 0);
+  e.Cancel("running");
+  e.Cancel("q2");
+  e.Cancel("no-such-request");
+  model.Hold(false);
+  ASSERT_TRUE(running.Wait() && queued2.Wait() && queued1.Wait());
+  EXPECT_EQ(running.Get().finish_reason, "abort");
+  EXPECT_LT(running.Get().tokens.size(), 100u);
+  EXPECT_EQ(queued2.Get().finish_reason, "abort");
+  EXPECT_TRUE(queued2.Get().tokens.empty());
+  EXPECT_EQ(queued1.Get().finish_reason, "length");
+  EXPECT_EQ(queued1.Get().tokens, Expected(1, 10));
+  ASSERT_TRUE(probe.Wait());
+  EXPECT_EQ(probe.Get().tokens, Expected(9, 2));
+  const EngineStats s = e.Stats();
+  std::printf("after cancel: running %d waiting %d kv blocks used %lld of %lld\n", s.running, s.waiting,
+              static_cast<long long>(s.kv_blocks_used), static_cast<long long>(s.kv_blocks_total));
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+}
+
+TEST(EngineFakeModelTest, FatalStepErrorFailsEverythingAtOnce) {
+  FakeModel model;
+  StepDriver driver(&model, nullptr);
+  EngineOptions o = SmallOptions();
+  o.max_num_seqs = 2;  // some requests stay queued
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LLMEngine& e = **engine;
+  model.Hold(true);
+  std::vector<std::unique_ptr<Sink>> sinks;
+  for (int i = 0; i < 5; ++i) {
+    sinks.push_back(std::make_unique<Sink>());
+    ASSERT_TRUE(e.Submit(Greedy("r" + std::to_string(i), {1, 2}, 50), sinks.back()->Callback()).ok());
+  }
+  model.FailAfter(3);
+  const auto t0 = Clock::now();
+  model.Hold(false);
+  for (auto& s : sinks) ASSERT_TRUE(s->Wait(std::chrono::seconds(5)));
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::printf("5 requests failed %.1f ms after the step error\n", ms);
+  for (auto& s : sinks) {
+    const auto r = s->Get();
+    EXPECT_EQ(r.finish_reason, "error");
+    EXPECT_EQ(r.error.code(), absl::StatusCode::kUnavailable) << r.error;
+    EXPECT_NE(r.error.message().find("peer rank 1 lost"), std::string::npos) << r.error;
+  }
+  EXPECT_FALSE(e.healthy());
+  EXPECT_EQ(e.fatal_error().code(), absl::StatusCode::kUnavailable);
+  Sink late;
+  absl::Status st = e.Submit(Greedy("late", {1}, 4), late.Callback());
+  std::printf("submit after the failure: %s\n", st.ToString().c_str());
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(e.Stats().kv_blocks_used, 0);
+  e.Shutdown();
+}
+
+TEST(EngineFakeModelTest, StepObserverAndShutdownAborts) {
+  FakeModel model;
+  StepDriver driver(&model, nullptr);
+  EngineOptions o = SmallOptions();
+  std::atomic<int64_t> steps{0}, tokens{0};
+  o.on_step = [&](const StepMetrics& m) {
+    steps.fetch_add(1);
+    tokens.fetch_add(m.batch_tokens);
+    EXPECT_EQ(m.batch_tokens, m.prefill_tokens + m.decode_tokens);
+    EXPECT_GE(m.seconds, 0.0);
+  };
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Sink a, b;
+  ASSERT_TRUE((*engine)->Submit(Greedy("a", {1, 2, 3}, 5), a.Callback()).ok());
+  ASSERT_TRUE(a.Wait());
+  EXPECT_EQ(steps.load(), (*engine)->Stats().iterations);
+  EXPECT_EQ(tokens.load(), 3 + 4);  // the prompt, then 4 decodes (the 5th token is never fed)
+  model.Hold(true);
+  ASSERT_TRUE((*engine)->Submit(Greedy("b", {1, 2, 3}, 50), b.Callback()).ok());
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    model.Hold(false);
+  });
+  (*engine)->Shutdown();
+  release.join();
+  ASSERT_TRUE(b.Wait(std::chrono::seconds(5)));
+  EXPECT_EQ(b.Get().finish_reason, "abort");
+  EXPECT_EQ((*engine)->Submit(Greedy("c", {1}, 2), a.Callback()).code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tandem::engine

@@ -1,0 +1,246 @@
+// The scheduler's plans as pure functions of the queues and the free blocks: chunked prefill,
+// decodes first, max_num_seqs, priority, preemption (recompute) of the most recent sequence.
+#include "engine/batching/scheduler.h"
+
+#include <cstdio>
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <unordered_map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace tandem::engine {
+namespace {
+
+std::vector<int32_t> Prompt(int n, int32_t first = 1) {
+  std::vector<int32_t> p(n);
+  std::iota(p.begin(), p.end(), first);
+  return p;
+}
+
+// "id:start+len[L]" per chunk (L = wants logits), e.g. "1:0+8 2:3+1L".
+std::string Describe(const StepPlan& plan) {
+  std::string s;
+  for (const auto& c : plan.batch.seqs) {
+    if (!s.empty()) s += " ";
+    s += std::to_string(c.seq_id) + ":" + std::to_string(c.start_pos) + "+" + std::to_string(c.tokens.size()) +
+         (c.want_logits ? "L" : "");
+  }
+  return s;
+}
+
+// Plays the model: every chunk that wanted logits gets token 100 + seq id appended.
+void Sample(Scheduler& s, const StepPlan& plan) {
+  for (const auto& c : plan.batch.seqs) {
+    if (c.want_logits) s.AppendToken(c.seq_id, static_cast<int32_t>(100 + c.seq_id));
+  }
+}
+
+TEST(SchedulerTest, ChunksALongPromptAndWantsLogitsOnlyAtTheEnd) {
+  Scheduler s({/*max_num_seqs=*/4, /*max_num_batched_tokens=*/8, /*block_size=*/4, /*num_blocks=*/32});
+  s.Add(1, Prompt(20));
+  std::vector<std::string> steps;
+  for (int i = 0; i < 4; ++i) {
+    StepPlan p = s.Schedule();
+    steps.push_back(Describe(p));
+    Sample(s, p);
+  }
+  for (const auto& d : steps) std::printf("step: %s\n", d.c_str());
+  EXPECT_EQ(steps, (std::vector<std::string>{"1:0+8", "1:8+8", "1:16+4L", "1:20+1L"}));
+  const SequenceState* seq = s.Find(1);
+  ASSERT_NE(seq, nullptr);
+  EXPECT_EQ(seq->block_table.size(), 6u);  // 21 positions computed, block_size 4
+  EXPECT_EQ(seq->num_generated(), 2);
+}
+
+TEST(SchedulerTest, DecodesGoFirstThenNewPrefillsShareTheBudget) {
+  Scheduler s({4, 8, 4, 32});
+  s.Add(1, Prompt(5));
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:0+5L");
+  Sample(s, p);
+  s.Add(2, Prompt(10));
+  s.Add(3, Prompt(3));
+  p = s.Schedule();
+  // The decode of 1, then 7 tokens of 2's prompt; 3 waits for budget.
+  EXPECT_EQ(Describe(p), "1:5+1L 2:0+7");
+  EXPECT_EQ(p.num_decode_tokens, 1);
+  EXPECT_EQ(p.num_prefill_tokens, 7);
+  Sample(s, p);
+  p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:6+1L 2:7+3L 3:0+3L");
+  EXPECT_EQ(s.num_running(), 3);
+  EXPECT_EQ(s.num_waiting(), 0);
+}
+
+TEST(SchedulerTest, MaxNumSeqsAndPriority) {
+  Scheduler s({2, 64, 4, 32});
+  s.Add(1, Prompt(3));
+  s.Add(2, Prompt(3));
+  s.Add(3, Prompt(3));
+  s.Add(4, Prompt(3), /*priority=*/true);
+  StepPlan p = s.Schedule();
+  // The probe (4) jumps the queue; then 1; 2 and 3 wait for a slot.
+  EXPECT_EQ(Describe(p), "4:0+3L 1:0+3L");
+  EXPECT_EQ(s.num_waiting(), 2);
+  Sample(s, p);
+  EXPECT_TRUE(s.Remove(4));
+  p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:3+1L 2:0+3L");
+}
+
+TEST(SchedulerTest, PreemptsTheMostRecentAndRecomputesPromptPlusOutput) {
+  // 4 blocks of 4 = 16 positions. Two sequences of 6 prompt tokens take 2 blocks each.
+  Scheduler s({4, 64, 4, 4});
+  s.Add(1, Prompt(6));
+  s.Add(2, Prompt(6, 50));
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:0+6L 2:0+6L");
+  EXPECT_EQ(s.num_blocks_used(), 4);
+  Sample(s, p);
+  p = s.Schedule();  // positions 6: still in block 1
+  EXPECT_EQ(Describe(p), "1:6+1L 2:6+1L");
+  Sample(s, p);
+  p = s.Schedule();  // position 7
+  Sample(s, p);
+  // Position 8 needs a third block each: 1 cannot get one, so 2 (admitted last) is preempted.
+  p = s.Schedule();
+  std::printf("plan after the pool ran out: %s; preempted %zu\n", Describe(p).c_str(), p.preempted.size());
+  EXPECT_EQ(Describe(p), "1:8+1L");
+  ASSERT_EQ(p.preempted, (std::vector<int64_t>{2}));
+  EXPECT_EQ(s.num_preemptions(), 1);
+  const SequenceState* two = s.Find(2);
+  ASSERT_NE(two, nullptr);
+  EXPECT_FALSE(two->running);
+  EXPECT_EQ(two->num_computed, 0);
+  EXPECT_TRUE(two->block_table.empty());
+  EXPECT_EQ(two->num_generated(), 3);  // its output is kept
+  EXPECT_EQ(s.num_waiting(), 1);
+  Sample(s, p);
+  // 1 finishes: 2 comes back and recomputes its 6 prompt + 3 generated tokens in one chunk that
+  // wants the logits of the last one (its 4th token).
+  s.Remove(1);
+  p = s.Schedule();
+  EXPECT_EQ(Describe(p), "2:0+9L");
+  EXPECT_EQ(p.batch.seqs[0].tokens, (std::vector<int32_t>{50, 51, 52, 53, 54, 55, 102, 102, 102}));
+  EXPECT_EQ(p.num_prefill_tokens, 9);
+}
+
+TEST(SchedulerTest, MidPrefillNewcomerPreemptsItselfAndComesBackLater) {
+  // 2 decodes while 1 (admitted after it) prefills in chunks; when the pool cannot hold 1's last
+  // chunk, 1 is the most recently admitted: it gives its blocks back and waits, 2 keeps going.
+  Scheduler s({4, 8, 4, 4});
+  s.Add(2, Prompt(3));
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Describe(p), "2:0+3L");
+  Sample(s, p);
+  s.Add(1, Prompt(12, 20));  // needs 3 blocks; 2 holds 1
+  p = s.Schedule();
+  EXPECT_EQ(Describe(p), "2:3+1L 1:0+7");
+  Sample(s, p);
+  p = s.Schedule();  // 2 takes the last free block for position 4; 1 would need a 3rd
+  std::printf("plan: %s; preempted %zu\n", Describe(p).c_str(), p.preempted.size());
+  EXPECT_EQ(Describe(p), "2:4+1L");
+  EXPECT_EQ(p.preempted, (std::vector<int64_t>{1}));
+  EXPECT_EQ(s.num_blocks_used(), 2);
+  Sample(s, p);
+  p = s.Schedule();  // no preemption now: 1 is admitted again from scratch
+  EXPECT_EQ(Describe(p), "2:5+1L 1:0+7");
+}
+
+TEST(SchedulerTest, RemoveFreesBlocksAndUnknownIdsAreIgnored) {
+  Scheduler s({4, 64, 4, 8});
+  s.Add(1, Prompt(9));
+  s.Add(2, Prompt(2));
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(s.num_blocks_used(), 4);
+  EXPECT_TRUE(s.Remove(1));
+  EXPECT_FALSE(s.Remove(77));
+  EXPECT_TRUE(s.Remove(2));
+  EXPECT_EQ(s.num_blocks_used(), 0);
+  EXPECT_FALSE(s.has_work());
+  EXPECT_TRUE(s.Schedule().empty());
+}
+
+TEST(SchedulerTest, AdmissionStopsWhenThePoolIsShort) {
+  Scheduler s({8, 64, 4, 3});
+  s.Add(1, Prompt(8));   // 2 blocks
+  s.Add(2, Prompt(8));   // 2 more: does not fit now
+  s.Add(3, Prompt(2));   // would fit, but queue order holds
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:0+8L");
+  EXPECT_EQ(s.num_waiting(), 2);
+}
+
+}  // namespace
+}  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// Random arrivals, lengths, cancellations and a small pool: after every plan the invariants hold
+// (blocks in tables == blocks used, chunks covered by their tables and continuing where the
+// sequence stopped, budget and max_num_seqs respected), and every sequence finishes.
+TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
+  const SchedulerConfig cfg{/*max_num_seqs=*/5, /*max_num_batched_tokens=*/12, /*block_size=*/4, /*num_blocks=*/12};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    Scheduler s(cfg);
+    std::unordered_map<int64_t, int> max_new;  // tokens each sequence may generate
+    int64_t next_id = 1, finished = 0, cancelled = 0, steps = 0;
+    const int total = 30;
+    while ((next_id <= total || s.has_work()) && steps < 5000) {
+      if (next_id <= total && rng() % 3 == 0) {
+        const int prompt = 1 + static_cast<int>(rng() % 20);
+        const int gen = 1 + static_cast<int>(rng() % (48 - prompt - 1));  // fits in the pool alone
+        s.Add(next_id, Prompt(prompt, static_cast<int32_t>(next_id * 100)), rng() % 10 == 0);
+        max_new[next_id++] = gen;
+      }
+      StepPlan p = s.Schedule();
+      ++steps;
+      int64_t tokens = 0, blocks = 0;
+      for (const auto& c : p.batch.seqs) {
+        const SequenceState* st = s.Find(c.seq_id);
+        ASSERT_NE(st, nullptr);
+        tokens += static_cast<int64_t>(c.tokens.size());
+        ASSERT_GE(static_cast<int64_t>(c.block_table.size()) * cfg.block_size,
+                  c.start_pos + static_cast<int64_t>(c.tokens.size()));
+        ASSERT_EQ(c.start_pos + static_cast<int32_t>(c.tokens.size()), st->num_computed);
+        ASSERT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), st->tokens.begin() + c.start_pos));
+        ASSERT_EQ(c.want_logits, st->num_computed == static_cast<int32_t>(st->tokens.size()));
+      }
+      for (int64_t id = 1; id < next_id; ++id) {
+        if (const SequenceState* st = s.Find(id)) blocks += static_cast<int64_t>(st->block_table.size());
+      }
+      ASSERT_LE(tokens, cfg.max_num_batched_tokens);
+      ASSERT_LE(s.num_running(), cfg.max_num_seqs);
+      ASSERT_EQ(blocks, s.num_blocks_used());
+      if (s.has_work()) ASSERT_FALSE(p.empty()) << "seed " << seed << ": stuck at step " << steps;
+      for (const auto& c : p.batch.seqs) {
+        if (!c.want_logits) continue;
+        s.AppendToken(c.seq_id, 7);
+        if (s.Find(c.seq_id)->num_generated() >= max_new[c.seq_id]) {
+          s.Remove(c.seq_id);
+          ++finished;
+        }
+      }
+      if (rng() % 40 == 0 && next_id > 1) {  // a client goes away
+        const int64_t victim = 1 + static_cast<int64_t>(rng() % (next_id - 1));
+        if (s.Remove(victim)) ++cancelled;
+      }
+    }
+    EXPECT_EQ(finished + cancelled, total) << "seed " << seed;
+    EXPECT_EQ(s.num_blocks_used(), 0);
+    if (seed <= 3) {
+      std::printf("seed %llu: %lld steps, %lld finished, %lld cancelled, %lld preemptions\n",
+                  static_cast<unsigned long long>(seed), static_cast<long long>(steps),
+                  static_cast<long long>(finished), static_cast<long long>(cancelled),
+                  static_cast<long long>(s.num_preemptions()));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::engine

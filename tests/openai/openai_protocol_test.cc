@@ -1,0 +1,260 @@
+// openai_protocol: request parsing and validation, error shapes, response and SSE chunk shapes.
+#include "openai/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+
+namespace tandem::openai {
+namespace {
+
+using Json = nlohmann::json;
+
+// Parses and returns the error (expected to exist).
+ApiError CompletionError(const std::string& body) {
+  CompletionRequest r;
+  auto e = ParseCompletionRequest(body, &r);
+  EXPECT_TRUE(e.has_value()) << "accepted: " << body;
+  return e.value_or(ApiError{});
+}
+ApiError ChatError(const std::string& body) {
+  ChatRequest r;
+  auto e = ParseChatRequest(body, &r);
+  EXPECT_TRUE(e.has_value()) << "accepted: " << body;
+  return e.value_or(ApiError{});
+}
+
+TEST(HttpProtocol, CompletionWithTextPromptAndSampling) {
+  CompletionRequest r;
+  auto e = ParseCompletionRequest(
+      R"({"model":"m","prompt":"hello","max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":40,
+          "seed":-3,"stop":"\n","stream":true,"stream_options":{"include_usage":true},"ignore_eos":true})",
+      &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.common.model, "m");
+  ASSERT_TRUE(r.prompt_text);
+  EXPECT_EQ(*r.prompt_text, "hello");
+  EXPECT_EQ(r.common.max_tokens, 5);
+  EXPECT_FLOAT_EQ(r.common.params.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.common.params.top_p, 0.9f);
+  EXPECT_EQ(r.common.params.top_k, 40);
+  ASSERT_TRUE(r.common.params.seed);
+  EXPECT_EQ(*r.common.params.seed, static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(r.common.params.stop, std::vector<std::string>{"\n"});
+  EXPECT_TRUE(r.common.stream);
+  EXPECT_TRUE(r.common.include_usage);
+  EXPECT_TRUE(r.common.params.ignore_eos);
+}
+
+TEST(HttpProtocol, CompletionPromptForms) {
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1,2,3]})", &r));
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(r.prompt_text);
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[[4,5]]})", &r));  // a batch of one
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{4, 5}));
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":["only"]})", &r));
+  EXPECT_EQ(r.prompt_text.value_or(""), "only");
+
+  EXPECT_EQ(CompletionError(R"({"prompt":["a","b"]})").param, "prompt");
+  EXPECT_EQ(CompletionError(R"({"prompt":[]})").param, "prompt");
+  EXPECT_EQ(CompletionError(R"({"prompt":""})").param, "prompt");
+  EXPECT_EQ(CompletionError(R"({"prompt":[1,-2]})").code, "invalid_token_id");
+  EXPECT_EQ(CompletionError(R"({"prompt":[1,"x"]})").param, "prompt");
+  EXPECT_EQ(CompletionError(R"({"prompt":[1,2.5]})").param, "prompt");
+  EXPECT_EQ(CompletionError(R"({"prompt":7})").param, "prompt");
+  EXPECT_EQ(CompletionError(R"({"max_tokens":3})").param, "prompt");
+}
+
+TEST(HttpProtocol, StopForms) {
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":"x","stop":null})", &r));
+  EXPECT_TRUE(r.common.params.stop.empty());
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":"x","stop":"END"})", &r));
+  EXPECT_EQ(r.common.params.stop, std::vector<std::string>{"END"});
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":"x","stop":["a","","bc"]})", &r));
+  EXPECT_EQ(r.common.params.stop, (std::vector<std::string>{"a", "bc"}));  // empty strings dropped
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":"x","stop_token_ids":[7,9]})", &r));
+  EXPECT_EQ(r.common.params.stop_token_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(CompletionError(R"({"prompt":"x","stop":[1]})").param, "stop");
+  EXPECT_EQ(CompletionError(R"({"prompt":"x","stop":{"a":1}})").param, "stop");
+  EXPECT_EQ(CompletionError(R"({"prompt":"x","stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})").param,
+            "stop");
+}
+
+TEST(HttpProtocol, RejectsBadParametersNamingThem) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"prompt":"x","n":2})", "n"},
+      {R"({"prompt":"x","echo":true})", "echo"},
+      {R"({"prompt":"x","best_of":3})", "best_of"},
+      {R"({"prompt":"x","logprobs":2})", "logprobs"},
+      {R"({"prompt":"x","temperature":-1})", "temperature"},
+      {R"({"prompt":"x","temperature":"hot"})", "temperature"},
+      {R"({"prompt":"x","top_p":0})", "top_p"},
+      {R"({"prompt":"x","top_p":1.5})", "top_p"},
+      {R"({"prompt":"x","top_k":-2})", "top_k"},
+      {R"({"prompt":"x","max_tokens":0})", "max_tokens"},
+      {R"({"prompt":"x","max_tokens":1.5})", "max_tokens"},
+      {R"({"prompt":"x","max_tokens":"9"})", "max_tokens"},
+      {R"({"prompt":"x","stream":"yes"})", "stream"},
+      {R"({"prompt":"x","model":5})", "model"},
+      {R"({"prompt":"x","presence_penalty":1})", "presence_penalty"},
+      {R"({"prompt":"x","stream_options":{"include_usage":1}})", "stream_options.include_usage"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = CompletionError(c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+  }
+  // Accepted no-ops: n = 1, echo false, logprobs null/false, zero penalties, max_tokens 16.0.
+  CompletionRequest r;
+  EXPECT_FALSE(ParseCompletionRequest(
+      R"({"prompt":"x","n":1,"echo":false,"logprobs":null,"presence_penalty":0,"max_tokens":16.0})", &r));
+  EXPECT_EQ(r.common.max_tokens, 16);
+}
+
+TEST(HttpProtocol, BadJsonAndNonObjectBodies) {
+  ApiError e = CompletionError("{not json");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.code, "invalid_json");
+  EXPECT_EQ(CompletionError("[1,2]").http_status, 400);
+  EXPECT_EQ(CompletionError("").code, "invalid_json");
+  EXPECT_EQ(ChatError("\"text\"").http_status, 400);
+}
+
+TEST(HttpProtocol, ChatMessagesAndTemplateKwargs) {
+  ChatRequest r;
+  auto e = ParseChatRequest(
+      R"({"model":"m","messages":[{"role":"developer","content":"be brief"},
+          {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]},
+          {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
+          {"role":"tool","content":"42"}],
+          "chat_template_kwargs":{"enable_thinking":false},"max_completion_tokens":7})",
+      &r);
+  ASSERT_FALSE(e) << e->message;
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "hi there");
+  ASSERT_EQ(r.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[2].tool_calls[0].name, "f");
+  EXPECT_EQ(r.messages[2].tool_calls[0].arguments, "{\"a\":1}");
+  EXPECT_FALSE(r.enable_thinking);
+  EXPECT_EQ(r.common.max_tokens, 7);
+
+  EXPECT_EQ(ChatError(R"({"messages":[]})").param, "messages");
+  EXPECT_EQ(ChatError(R"({})").param, "messages");
+  EXPECT_EQ(ChatError(R"({"messages":{"role":"user"}})").param, "messages");
+  EXPECT_EQ(ChatError(R"({"messages":[{"content":"x"}]})").param, "messages[0].role");
+  EXPECT_EQ(ChatError(R"({"messages":[{"role":"wizard","content":"x"}]})").param, "messages[0].role");
+  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})").param,
+            "messages[0].content");
+  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":"no"}})").param,
+            "chat_template_kwargs.enable_thinking");
+  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})").param, "logprobs");
+}
+
+TEST(HttpProtocol, ValidatePromptVocabularyAndLength) {
+  CommonRequest c;
+  auto e = ValidatePrompt({1, 4096}, 4096, 64, 16, &c);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "invalid_token_id");
+  EXPECT_EQ(e->param, "prompt");
+
+  c = CommonRequest{};
+  c.max_tokens = 60;
+  e = ValidatePrompt(std::vector<int32_t>(5, 1), 4096, 64, 16, &c);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "context_length_exceeded");
+  EXPECT_EQ(e->param, "max_tokens");
+  std::cout << "too long: " << e->message << "\n";
+
+  c = CommonRequest{};
+  c.max_tokens = 59;
+  EXPECT_FALSE(ValidatePrompt(std::vector<int32_t>(5, 1), 4096, 64, 16, &c));
+  EXPECT_EQ(c.params.max_tokens, 59);
+
+  c = CommonRequest{};  // completions default 16, capped by what is left
+  EXPECT_FALSE(ValidatePrompt(std::vector<int32_t>(60, 1), 4096, 64, 16, &c));
+  EXPECT_EQ(c.params.max_tokens, 4);
+  c = CommonRequest{};  // chat default: everything left
+  EXPECT_FALSE(ValidatePrompt(std::vector<int32_t>(10, 1), 4096, 64, 0, &c));
+  EXPECT_EQ(c.params.max_tokens, 54);
+  c = CommonRequest{};
+  e = ValidatePrompt(std::vector<int32_t>(64, 1), 4096, 64, 0, &c);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "context_length_exceeded");
+}
+
+TEST(HttpProtocol, ErrorShape) {
+  ApiError e = InvalidRequest("bad n", "n");
+  Json j = Json::parse(ErrorJson(e));
+  std::cout << ErrorJson(e) << "\n";
+  ASSERT_TRUE(j.contains("error"));
+  EXPECT_EQ(j["error"]["message"], "bad n");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "n");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  EXPECT_EQ(j["error"].size(), 4u);
+}
+
+TEST(HttpProtocol, ResponseShapes) {
+  ResponseHeader h{"cmpl-1", 1700000000, "tiny"};
+  std::vector<int32_t> ids = {5, 6};
+  Json c = Json::parse(CompletionResponseJson(h, "ab", "length", Usage{3, 2}, &ids));
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["choices"][0]["text"], "ab");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(c["choices"][0]["token_ids"], Json(ids));
+  EXPECT_EQ(c["usage"]["total_tokens"], 5);
+
+  Json chat = Json::parse(ChatResponseJson(h, "hey", "stop", Usage{3, 1}, nullptr));
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], "hey");
+  EXPECT_FALSE(chat["choices"][0].contains("token_ids"));
+
+  // Invalid UTF-8 from a model must not break the JSON.
+  Json bad = Json::parse(CompletionResponseJson(h, std::string("a\xff", 2), "stop", Usage{}, nullptr));
+  EXPECT_EQ(bad["choices"][0]["text"], "a\xEF\xBF\xBD");
+}
+
+TEST(HttpProtocol, SseChunkShapes) {
+  ResponseHeader h{"chatcmpl-1", 1700000000, "tiny"};
+  const std::string first = SseEvent(ChatChunkJson(h, "assistant", true, "", "", true, nullptr));
+  std::cout << first;
+  ASSERT_EQ(first.rfind("data: ", 0), 0u);
+  ASSERT_EQ(first.substr(first.size() - 2), "\n\n");
+  Json j = Json::parse(first.substr(6));
+  EXPECT_EQ(j["object"], "chat.completion.chunk");
+  EXPECT_EQ(j["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(j.contains("usage") && j["usage"].is_null());
+
+  Json last = Json::parse(ChatChunkJson(h, "", false, "", "stop", false, nullptr));
+  EXPECT_TRUE(last["choices"][0]["delta"].is_object());
+  EXPECT_TRUE(last["choices"][0]["delta"].empty());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(last.contains("usage"));
+
+  Json usage = Json::parse(UsageChunkJson(h, true, Usage{4, 2}));
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
+
+  Json text = Json::parse(CompletionChunkJson(h, "x", "", false, nullptr));
+  EXPECT_EQ(text["object"], "text_completion");
+  EXPECT_EQ(text["choices"][0]["text"], "x");
+  EXPECT_EQ(SseDone(), "data: [DONE]\n\n");
+
+  Json models = Json::parse(ModelsJson("tiny", 1, 4096));
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  EXPECT_EQ(models["data"][0]["object"], "model");
+}
+
+}  // namespace
+}  // namespace tandem::openai
