@@ -5,10 +5,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 namespace tandem::testing {
+
+std::string TestdataDir() {
+  // TANDEM_TESTDATA_BUILTIN: the source tree's tests/data, defined for this file only
+  // (tests/common/CMakeLists.txt), so no other test object depends on where the checkout lives.
+  const char* td = std::getenv("TANDEM_TESTDATA");
+  return td != nullptr && *td != '\0' ? td : TANDEM_TESTDATA_BUILTIN;
+}
 
 std::string ReadTextFile(const std::string& path) {
   std::ifstream in(path);

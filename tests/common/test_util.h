@@ -1,7 +1,6 @@
-// Small helpers shared by tests that touch files and loopback ports.
+// Small helpers shared by tests: files, loopback ports, and where the reference data is.
 #pragma once
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -12,11 +11,15 @@ std::string ReadTextFile(const std::string& path);
 // A loopback port with nothing listening: bind port 0, read it back, close.
 int UnusedLoopbackPort();
 
-// The reference data folder (TANDEM_TESTDATA, else ../shared/testdata), symlinks resolved: what
-// tests give agents and engine hosts as their model root. As given when it cannot be resolved.
+// The reference data folder: TANDEM_TESTDATA when set (CTest always sets it), else the checkout's
+// tests/data, so a test binary run by hand finds the fixtures too. The one place that knows the
+// default: the test helpers of every folder ask here.
+std::string TestdataDir();
+
+// TestdataDir() with symlinks resolved: what tests give agents and engine hosts as their model
+// root. As given when it cannot be resolved.
 inline std::string CanonicalTestdataDir() {
-  const char* td = std::getenv("TANDEM_TESTDATA");
-  const std::string dir = td ? td : "../shared/testdata";
+  const std::string dir = TestdataDir();
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::canonical(dir, ec);
   return ec ? dir : p.string();
