@@ -1,5 +1,5 @@
 // Decode matvec design sweep (batch 1, bf16 weights, f32 x): which block shape keeps HBM busy for
-// products of 0.5-50 MB. Standalone: nvcc -O3 -arch=sm_90 -std=c++17 tools/matvec_sweep.cu -o matvec_sweep
+// products of 0.5-50 MB. Standalone: nvcc -O3 -arch=sm_90 -std=c++17 bench/matvec_sweep.cu -o matvec_sweep
 // Prints, per shape and variant, the median of 50 event-timed launches (weights rotated over copies
 // totalling >= 512 MB so they come from HBM), alone and as a 48-launch graph chain.
 #include <cuda_bf16.h>

@@ -122,7 +122,7 @@ __device__ __forceinline__ void RowsProduct(float* y, const float* x, uint4 (&bu
 }
 
 // The block shape of a dense product (8 warps; R rows per warp, NL loads per lane per row chunk):
-// about 16 loads per lane in flight, short rows several to a warp at batch 1 (tools/matvec_sweep.cu:
+// about 16 loads per lane in flight, short rows several to a warp at batch 1 (bench/matvec_sweep.cu:
 // 4 rows x 4 loads ran a 5120 x 2048 product in 6.8 us where 1 row x 8 loads took 8.2 us), long rows
 // one at a time. Encoded as R * 100 + NL for the launchers' switch.
 inline int MatvecShape(int64_t in, int tt, int64_t out) {
