@@ -1,9 +1,8 @@
 #include "controller/cluster_ops.h"
 
 #include <algorithm>
-#include <fstream>
+#include <atomic>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -11,8 +10,6 @@
 #include "absl/strings/str_join.h"
 #include "common/secret_file.h"
 #include "common/status.h"
-#include "controller/agent_client.h"
-#include "controller/control_client.h"
 #include "controller/preflight_output.h"
 
 namespace tandem::controller {
@@ -21,7 +18,9 @@ namespace {
 using Steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-double SecondsSince(Steady::time_point t0) { return std::chrono::duration<double>(Steady::now() - t0).count(); }
+double SecondsBetween(Steady::time_point t0, Steady::time_point t1) {
+  return std::chrono::duration<double>(t1 - t0).count();
+}
 
 int64_t UnixMs() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -32,6 +31,25 @@ void ForEachNode(size_t n, const std::function<void(size_t)>& fn) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i) threads.emplace_back(fn, i);
   for (auto& t : threads) t.join();
+}
+
+// OK when every node succeeded; else "name: message; name: message" over the failed ones,
+// with the first failure's code.
+absl::Status NodeFailures(const ClusterSpec& spec, const std::vector<absl::Status>& per_node) {
+  std::vector<std::string> failures;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  for (size_t i = 0; i < per_node.size(); ++i) {
+    if (per_node[i].ok()) continue;
+    if (code == absl::StatusCode::kOk) code = per_node[i].code();
+    failures.push_back(absl::StrCat(spec.nodes[i].name, ": ", per_node[i].message()));
+  }
+  if (failures.empty()) return absl::OkStatus();
+  return absl::Status(code, absl::StrJoin(failures, "; "));
+}
+
+// The agent's own verdict inside an answer that arrived (it carries no code).
+absl::Status InBandError(const std::string& error) {
+  return error.empty() ? absl::OkStatus() : absl::UnknownError(error);
 }
 
 absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
@@ -45,6 +63,41 @@ std::string FormatBytes(uint64_t done, uint64_t total) {
   return absl::StrFormat("%.1f/%.1f %s", done / unit, total / unit, gb ? "GB" : "MB");
 }
 
+// Judges the head's answer to a probe against probe.expect or the generation's reference
+// (recording it in `st` when this is the first passing probe of the generation).
+absl::StatusOr<ProbeAnswer> JudgeProbe(const ProbeSpec& p, uint64_t generation,
+                                       const absl::StatusOr<v1::GenerateResponse>& resp, ControllerState& st) {
+  if (!resp.ok()) return resp.status();
+  if (!resp->error().empty()) return absl::UnknownError("the head answered with an error: " + resp->error());
+  ProbeAnswer a;
+  a.token_ids.assign(resp->token_ids().begin(), resp->token_ids().end());
+  if (!p.expect.empty()) {
+    if (resp->text().find(p.expect) == std::string::npos) {
+      return absl::DataLossError(absl::StrCat("answer \"", resp->text(), "\" does not contain \"", p.expect, "\""));
+    }
+    a.detail = absl::StrCat("answer contains \"", p.expect, "\": \"", resp->text(), "\"");
+    return a;
+  }
+  if (a.token_ids.empty()) return absl::InternalError("the head answered with no tokens");
+  if (st.golden_generation == generation && !st.golden_ids.empty()) {
+    if (a.token_ids != st.golden_ids) {
+      return absl::DataLossError(absl::StrCat("greedy ids [", absl::StrJoin(a.token_ids, ","),
+                                              "] differ from the reference [", absl::StrJoin(st.golden_ids, ","),
+                                              "] of generation ", generation));
+    }
+    a.detail = absl::StrCat("greedy ids match the reference of generation ", generation, " (", a.token_ids.size(),
+                            " tokens)");
+    return a;
+  }
+  // First successful probe of this generation: its answer is the reference from now on.
+  a.recorded_golden = true;
+  st.golden_generation = generation;
+  st.golden_ids = a.token_ids;
+  a.detail = absl::StrCat("recorded greedy ids [", absl::StrJoin(a.token_ids, ","), "] as the reference of generation ",
+                          generation);
+  return a;
+}
+
 }  // namespace
 
 absl::StatusOr<ClusterContext> LoadClusterContext(const std::string& cluster_file, const std::string& state_dir) {
@@ -53,6 +106,7 @@ absl::StatusOr<ClusterContext> LoadClusterContext(const std::string& cluster_fil
   ASSIGN_OR_RETURN(ctx.credentials, LoadAgentCredentials(ctx.spec));
   ASSIGN_OR_RETURN(ctx.api_key, ReadKeyFile(ctx.spec.api_key_file));
   ctx.state_dir = state_dir.empty() ? DefaultControllerStateDir() : state_dir;
+  ctx.agents = GrpcClusterAgents(ctx.credentials);
   return ctx;
 }
 
@@ -64,8 +118,7 @@ ObservedState ObserveCluster(const ClusterContext& ctx, milliseconds timeout, st
   ForEachNode(nodes.size(), [&](size_t i) {
     ObservedRank& r = out.nodes[i];
     r.name = nodes[i].name;
-    ControlClient client(nodes[i].agent, ctx.credentials);
-    absl::StatusOr<v1::RankStatus> st = client.GetStatus(timeout);
+    absl::StatusOr<v1::RankStatus> st = ctx.agents->Control(nodes[i].agent)->GetStatus(timeout);
     if (!st.ok()) {
       r.reachable = false;
       r.error = std::string(st.status().message());
@@ -91,21 +144,18 @@ std::vector<absl::Status> TearDown(const ClusterContext& ctx, bool unload, const
   std::vector<absl::Status> out(nodes.size());
   const milliseconds timeout = ctx.spec.timeouts.leave;
   ForEachNode(nodes.size(), [&](size_t i) {
-    ControlClient client(nodes[i].agent, ctx.credentials);
+    std::unique_ptr<NodeControl> client = ctx.agents->Control(nodes[i].agent);
     if (stop_serving) {
       // Best effort: an agent that is not serving may refuse; leaving is what matters.
-      (void)client.SetServing(false, timeout);
+      (void)client->SetServing(false, timeout);
     }
-    out[i] = client.LeaveGroup(unload, reason, timeout);
+    out[i] = client->LeaveGroup(unload, reason, timeout);
   });
   return out;
 }
 
-ProbeResult RunProbe(const ClusterContext& ctx, uint64_t generation) {
-  ProbeResult r;
-  r.generation = generation;
+absl::StatusOr<ProbeAnswer> RunProbe(const ClusterContext& ctx, uint64_t generation, double* latency_s) {
   const ProbeSpec& p = ctx.spec.probe;
-  ControlClient head(ctx.spec.nodes[0].agent, ctx.credentials);
   v1::GenerateRequest req;
   if (!p.prompt_ids.empty()) {
     for (int32_t id : p.prompt_ids) req.add_prompt_ids(id);
@@ -118,227 +168,241 @@ ProbeResult RunProbe(const ClusterContext& ctx, uint64_t generation) {
   req.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
   auto t0 = Steady::now();
   // The RPC deadline is a little longer than the engine's, so the agent's own error wins.
-  absl::StatusOr<v1::GenerateResponse> resp = head.Generate(req, timeout + milliseconds(2000));
-  r.latency_s = SecondsSince(t0);
+  absl::StatusOr<v1::GenerateResponse> resp =
+      ctx.agents->Control(ctx.spec.nodes[0].agent)->Generate(req, timeout + milliseconds(2000));
+  const double latency = SecondsBetween(t0, Steady::now());
+  if (latency_s) *latency_s = latency;
 
   absl::StatusOr<ControllerState> state = LoadControllerState(ctx.state_dir, ctx.spec.name);
   ControllerState st = state.ok() ? *state : ControllerState{};
-  if (!resp.ok()) {
-    r.detail = std::string(resp.status().message());
-  } else if (!resp->error().empty()) {
-    r.detail = "the head answered with an error: " + resp->error();
-  } else {
-    r.token_ids.assign(resp->token_ids().begin(), resp->token_ids().end());
-    if (!p.expect.empty()) {
-      r.ok = resp->text().find(p.expect) != std::string::npos;
-      r.detail = r.ok ? absl::StrCat("answer contains \"", p.expect, "\": \"", resp->text(), "\"")
-                      : absl::StrCat("answer \"", resp->text(), "\" does not contain \"", p.expect, "\"");
-    } else if (r.token_ids.empty()) {
-      r.detail = "the head answered with no tokens";
-    } else if (st.golden_generation == generation && !st.golden_ids.empty()) {
-      r.ok = r.token_ids == st.golden_ids;
-      r.detail = r.ok ? absl::StrCat("greedy ids match the reference of generation ", generation, " (",
-                                     r.token_ids.size(), " tokens)")
-                      : absl::StrCat("greedy ids [", absl::StrJoin(r.token_ids, ","), "] differ from the reference [",
-                                     absl::StrJoin(st.golden_ids, ","), "] of generation ", generation);
-    } else {
-      // First successful probe of this generation: its answer is the reference from now on.
-      r.ok = true;
-      r.recorded_golden = true;
-      st.golden_generation = generation;
-      st.golden_ids = r.token_ids;
-      r.detail = absl::StrCat("recorded greedy ids [", absl::StrJoin(r.token_ids, ","), "] as the reference of generation ",
-                              generation);
-    }
-  }
-  st.last_probe = ProbeRecord{r.ok, generation, UnixMs(), r.latency_s, r.detail};
+  absl::StatusOr<ProbeAnswer> answer = JudgeProbe(p, generation, resp, st);
+  const std::string detail = answer.ok() ? answer->detail : std::string(answer.status().message());
+  st.last_probe = ProbeRecord{answer.ok(), generation, UnixMs(), latency, detail};
   absl::Status saved = SaveControllerState(ctx.state_dir, ctx.spec.name, st);
-  if (!saved.ok() && r.recorded_golden) {
+  if (!saved.ok() && answer.ok() && answer->recorded_golden) {
     // Without the reference on disk later probes could not be compared: say so loudly.
-    r.ok = false;
-    r.detail = absl::StrCat(r.detail, "; but: ", saved.message());
+    return absl::Status(saved.code(), absl::StrCat(detail, "; but: ", saved.message()));
   }
-  return r;
+  return answer;
 }
 
-UpResult BringUp(const ClusterContext& ctx, const UpOptions& options, const ReportLine& report) {
-  UpResult res;
+PreflightReport RunPreflight(const ClusterContext& ctx, const UpOptions& options) {
   const ClusterSpec& spec = ctx.spec;
-  const size_t n = spec.nodes.size();
-  std::mutex report_mu;
-  auto say = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(report_mu);
-    report(line);
-  };
-  const auto start = Steady::now();
-  auto phase_start = start;
-  auto end_phase = [&](const char* name) {
-    res.phases.push_back({name, SecondsSince(phase_start)});
-    say(absl::StrFormat("%s: %.2f s", name, res.phases.back().seconds));
-    phase_start = Steady::now();
-  };
-  auto fail = [&](const std::string& phase, const std::string& error, bool tear_down) {
-    res.ok = false;
-    res.failed_phase = phase;
-    res.error = error;
-    if (tear_down) {
-      say("leaving the group on every agent (nothing stays half-alive)");
-      std::vector<absl::Status> left = TearDown(ctx, true, "up failed in " + phase, true);
-      for (size_t i = 0; i < n; ++i) {
-        if (!left[i].ok()) say(absl::StrCat("  ", spec.nodes[i].name, ": could not leave: ", left[i].message()));
-      }
-    }
-    res.total_seconds = SecondsSince(start);
-    return res;
-  };
-
-  // 1. Preflight: facts and weights parity on every node; any failure stops here.
   ObserveOptions observe;
   observe.facts_timeout = std::min(spec.timeouts.preflight, spec.timeouts.status * 5);
   observe.hash_timeout = spec.timeouts.preflight;
   observe.hash_weights = options.hash_weights;
   observe.credentials = ctx.credentials;
-  observe.rehash = options.rehash || ctx.spec.preflight_verify_full;
-  std::vector<NodeObservation> observations = ObserveNodes(spec, observe);
-  PreflightReport preflight = ComparePreflight(spec, observations);
+  observe.rehash = options.rehash || spec.preflight_verify_full;
+  return ComparePreflight(spec, ctx.agents->Observe(spec, observe));
+}
+
+absl::Status PreflightVerdict(const PreflightReport& preflight) {
+  if (preflight.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(preflight.Count(CheckStatus::kFail),
+                                                    " preflight check(s) failed: ", SummarizeFailedChecks(preflight)));
+}
+
+absl::StatusOr<ClusterNow> ObserveForUp(const ClusterContext& ctx) {
+  ClusterNow now;
+  now.observed = ObserveCluster(ctx, ctx.spec.timeouts.status, &now.raw);
+  for (const auto& node : now.observed.nodes) {
+    if (!node.reachable) return absl::UnavailableError(absl::StrCat(node.name, ": ", node.error));
+  }
+  return now;
+}
+
+std::optional<UpResult> AlreadyServing(const ClusterNow& now) {
+  if (ClassifyCluster(now.observed) != ClusterState::kServing) return std::nullopt;
+  UpResult res;
+  res.already_serving = true;
+  res.generation = now.observed.nodes[0].generation;
+  if (!now.raw.empty()) {
+    res.api_endpoint = now.raw[0].api_endpoint();
+    res.transport = now.raw[0].transport();
+  }
+  return res;
+}
+
+absl::StatusOr<UpPlan> PlanGroup(const ClusterContext& ctx, const ClusterNow& now, const PreflightReport& preflight) {
+  const ClusterSpec& spec = ctx.spec;
+  UpPlan out;
+  uint64_t max_gen = 0;
+  for (const auto& s : now.raw) {
+    max_gen = std::max({max_gen, s.generation(), s.persisted().generation()});
+    if (s.state() != v1::RANK_STATE_IDLE && s.state() != v1::RANK_STATE_UNSPECIFIED) out.leftovers = true;
+  }
+  ASSIGN_OR_RETURN(ControllerState saved, LoadControllerState(ctx.state_dir, spec.name));
+  max_gen = std::max(max_gen, saved.last_generation);
+  ASSIGN_OR_RETURN(out.plan, MakeClusterPlan(spec, preflight, max_gen, ctx.api_key));
+  saved.last_generation = out.plan.generation;
+  RETURN_IF_ERROR(SaveControllerState(ctx.state_dir, spec.name, saved));
+  for (auto& r : out.plan.ranks) {
+    r.join.set_timeout_ms(static_cast<uint32_t>(spec.timeouts.join.count()));
+  }
+  return out;
+}
+
+absl::Status LoadRanks(const ClusterContext& ctx, const ClusterPlan& plan, const UpClock& clock, const ReportLine& say) {
+  const milliseconds timeout = ctx.spec.timeouts.load;
+  std::vector<absl::Status> loaded(plan.ranks.size());
+  ForEachNode(plan.ranks.size(), [&](size_t i) {
+    const RankPlan& r = plan.ranks[i];
+    auto last = clock.now() - std::chrono::seconds(10);
+    auto on_event = [&](const v1::LoadModelEvent& ev) {
+      if (ev.done() || clock.now() - last < std::chrono::seconds(1)) return;
+      last = clock.now();
+      say(absl::StrCat("load ", r.node, ": ", ev.phase(), " ", FormatBytes(ev.bytes_done(), ev.bytes_total())));
+    };
+    absl::StatusOr<v1::LoadModelEvent> done = ctx.agents->Control(r.agent)->LoadModel(r.load, timeout, on_event);
+    loaded[i] = done.ok() ? InBandError(done->error()) : done.status();
+    if (loaded[i].ok()) say(absl::StrFormat("load %s: done in %.2f s", r.node, done->seconds()));
+  });
+  return NodeFailures(ctx.spec, loaded);
+}
+
+absl::StatusOr<JoinedGroup> JoinRanks(const ClusterContext& ctx, const ClusterPlan& plan, const UpClock& clock,
+                                      const ReportLine& say) {
+  const size_t n = plan.ranks.size();
+  const milliseconds timeout = ctx.spec.timeouts.join;
+  std::vector<absl::StatusOr<v1::JoinGroupResponse>> joins(n, absl::UnknownError("not called"));
+  std::atomic<bool> worker_failed{false};
+  std::vector<std::thread> workers;
+  for (size_t i = 1; i < n; ++i) {
+    workers.emplace_back([&, i] {
+      joins[i] = ctx.agents->Control(plan.ranks[i].agent)->JoinGroup(plan.ranks[i].join, timeout);
+      if (!joins[i].ok() || !joins[i]->ok()) worker_failed = true;
+    });
+  }
+  // Give the workers' calls a moment to reach their agents, so the head really is last.
+  if (n > 1) clock.wait(milliseconds(200), [&] { return worker_failed.load(); });
+  const bool head_joins = !worker_failed;
+  if (head_joins) joins[0] = ctx.agents->Control(plan.ranks[0].agent)->JoinGroup(plan.ranks[0].join, timeout);
+  for (auto& t : workers) t.join();
+
+  std::vector<absl::Status> joined(n);
+  std::vector<std::string> transports;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 0 && !head_joins) continue;  // nothing happened on the head
+    joined[i] = joins[i].ok() ? (joins[i]->ok() ? absl::OkStatus() : InBandError(joins[i]->error())) : joins[i].status();
+    if (!joined[i].ok()) continue;
+    transports.push_back(joins[i]->transport());
+    say(absl::StrFormat("join %s: rank %d ready, kv %d tokens, transport %s (%.2f s)", ctx.spec.nodes[i].name, i,
+                        joins[i]->kv_tokens(), joins[i]->transport(), joins[i]->seconds()));
+  }
+  RETURN_IF_ERROR(NodeFailures(ctx.spec, joined));
+  JoinedGroup group;
+  group.api_endpoint = joins[0]->api_endpoint();
+  std::sort(transports.begin(), transports.end());
+  transports.erase(std::unique(transports.begin(), transports.end()), transports.end());
+  group.transport = absl::StrJoin(transports, ",");
+  return group;
+}
+
+absl::Status ProbeGroup(const ClusterContext& ctx, uint64_t generation, const ReportLine& say) {
+  double latency_s = 0;
+  absl::StatusOr<ProbeAnswer> probe = RunProbe(ctx, generation, &latency_s);
+  say(absl::StrFormat("probe: %s in %.2f s: %s", probe.ok() ? "ok" : "FAILED", latency_s,
+                      probe.ok() ? probe->detail : std::string(probe.status().message())));
+  return probe.status();
+}
+
+absl::Status OpenServing(const ClusterContext& ctx) {
+  const auto& nodes = ctx.spec.nodes;
+  std::vector<absl::Status> opened(nodes.size());
+  ForEachNode(nodes.size(), [&](size_t i) {
+    opened[i] = ctx.agents->Control(nodes[i].agent)->SetServing(true, ctx.spec.timeouts.status);
+  });
+  return NodeFailures(ctx.spec, opened);
+}
+
+absl::StatusOr<UpResult> BringUp(const ClusterContext& ctx, const UpOptions& options, const ReportLine& report,
+                                 UpTrace* trace) {
+  UpTrace local;
+  UpTrace& t = trace ? *trace : local;
+  t = UpTrace{};
+  const UpClock& clock = options.clock;
+  std::mutex report_mu;
+  const ReportLine say = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(report_mu);
+    report(line);
+  };
+  const auto start = clock.now();
+  auto phase_start = start;
+  auto end_phase = [&](const char* name) {
+    const auto now = clock.now();
+    t.phases.push_back({name, SecondsBetween(phase_start, now)});
+    say(absl::StrFormat("%s: %.2f s", name, t.phases.back().seconds));
+    phase_start = now;
+  };
+  auto fail = [&](const std::string& phase, const absl::Status& error, bool tear_down) {
+    t.failed_phase = phase;
+    if (tear_down) {
+      say("leaving the group on every agent (nothing stays half-alive)");
+      std::vector<absl::Status> left = TearDown(ctx, true, "up failed in " + phase, true);
+      for (size_t i = 0; i < left.size(); ++i) {
+        if (!left[i].ok()) say(absl::StrCat("  ", ctx.spec.nodes[i].name, ": could not leave: ", left[i].message()));
+      }
+    }
+    t.total_seconds = SecondsBetween(start, clock.now());
+    return error;
+  };
+
+  // 1. Preflight: any failure stops here, before an agent is touched.
+  PreflightReport preflight = RunPreflight(ctx, options);
   end_phase("preflight");
-  if (!preflight.ok()) {
-    res.preflight_table = FormatPreflightTable(preflight, res.phases.back().seconds);
-    return fail("preflight", absl::StrCat(preflight.Count(CheckStatus::kFail), " preflight check(s) failed: ",
-                                          SummarizeFailedChecks(preflight)),
-                false);
+  if (absl::Status verdict = PreflightVerdict(preflight); !verdict.ok()) {
+    t.preflight_table = FormatPreflightTable(preflight, t.phases.back().seconds);
+    return fail("preflight", verdict, false);
   }
 
   // 2. Plan: what is running now decides the generation (and whether there is anything to do).
-  ObservedState now = ObserveCluster(ctx, spec.timeouts.status);
-  for (const auto& node : now.nodes) {
-    if (!node.reachable) return fail("plan", absl::StrCat(node.name, ": ", node.error), false);
+  absl::StatusOr<ClusterNow> now = ObserveForUp(ctx);
+  if (!now.ok()) return fail("plan", now.status(), false);
+  if (options.accept_serving) {
+    if (std::optional<UpResult> serving = AlreadyServing(*now)) {
+      say(absl::StrCat("already serving generation ", serving->generation, ": nothing to do"));
+      t.total_seconds = SecondsBetween(start, clock.now());
+      return *serving;
+    }
   }
-  if (options.accept_serving && ClassifyCluster(now) == ClusterState::kServing) {
-    res.ok = true;
-    res.already_serving = true;
-    res.generation = now.nodes[0].generation;
-    say(absl::StrCat("already serving generation ", res.generation, ": nothing to do"));
-    std::vector<v1::RankStatus> raw;
-    ObserveCluster(ctx, spec.timeouts.status, &raw);
-    res.api_endpoint = raw.empty() ? "" : raw[0].api_endpoint();
-    res.transport = raw.empty() ? "" : raw[0].transport();
-    res.total_seconds = SecondsSince(start);
-    return res;
-  }
-  std::vector<v1::RankStatus> raw;
-  ObserveCluster(ctx, spec.timeouts.status, &raw);
-  uint64_t max_gen = 0;
-  bool leftovers = false;
-  for (const auto& s : raw) {
-    max_gen = std::max({max_gen, s.generation(), s.persisted().generation()});
-    if (s.state() != v1::RANK_STATE_IDLE && s.state() != v1::RANK_STATE_UNSPECIFIED) leftovers = true;
-  }
-  absl::StatusOr<ControllerState> saved = LoadControllerState(ctx.state_dir, spec.name);
-  if (!saved.ok()) return fail("plan", std::string(saved.status().message()), false);
-  max_gen = std::max(max_gen, saved->last_generation);
-  absl::StatusOr<ClusterPlan> plan = MakeClusterPlan(spec, preflight, max_gen, ctx.api_key);
-  if (!plan.ok()) return fail("plan", std::string(plan.status().message()), false);
-  ControllerState next_state = *saved;
-  next_state.last_generation = plan->generation;
-  if (absl::Status s = SaveControllerState(ctx.state_dir, spec.name, next_state); !s.ok()) {
-    return fail("plan", std::string(s.message()), false);
-  }
-  res.generation = plan->generation;
-  for (auto& r : plan->ranks) {
-    r.join.set_timeout_ms(static_cast<uint32_t>(spec.timeouts.join.count()));
-  }
-  std::string plan_text = DescribePlan(*plan);
+  absl::StatusOr<UpPlan> plan = PlanGroup(ctx, *now, preflight);
+  if (!plan.ok()) return fail("plan", plan.status(), false);
+  std::string plan_text = DescribePlan(plan->plan);
   if (!plan_text.empty() && plan_text.back() == '\n') plan_text.pop_back();
   say(plan_text);
-  if (leftovers) {
+  if (plan->leftovers) {
     // A previous group (or a failed one) is still loaded somewhere: start from nothing.
     say("leaving the previous group on every agent first");
     TearDown(ctx, true, "up: replacing the previous group", true);
   }
   end_phase("plan");
 
-  // 3. Load on every agent in parallel, with progress lines (at most one per node a second).
-  std::vector<std::string> load_errors(n);
-  ForEachNode(n, [&](size_t i) {
-    const RankPlan& r = plan->ranks[i];
-    ControlClient client(r.agent, ctx.credentials);
-    auto last = Steady::now() - std::chrono::seconds(10);
-    auto on_event = [&](const v1::LoadModelEvent& ev) {
-      if (ev.done() || Steady::now() - last < std::chrono::seconds(1)) return;
-      last = Steady::now();
-      say(absl::StrCat("load ", r.node, ": ", ev.phase(), " ", FormatBytes(ev.bytes_done(), ev.bytes_total())));
-    };
-    absl::StatusOr<v1::LoadModelEvent> done = client.LoadModel(r.load, spec.timeouts.load, on_event);
-    if (!done.ok()) load_errors[i] = std::string(done.status().message());
-    else if (!done->error().empty()) load_errors[i] = done->error();
-    else say(absl::StrFormat("load %s: done in %.2f s", r.node, done->seconds()));
-  });
-  std::vector<std::string> failures;
-  for (size_t i = 0; i < n; ++i) {
-    if (!load_errors[i].empty()) failures.push_back(absl::StrCat(spec.nodes[i].name, ": ", load_errors[i]));
-  }
+  // 3-6. Load, join, probe, open the gate; a failure from here on leaves the group everywhere.
+  absl::Status loaded = LoadRanks(ctx, plan->plan, clock, say);
   end_phase("load");
-  if (!failures.empty()) return fail("load", absl::StrJoin(failures, "; "), true);
+  if (!loaded.ok()) return fail("load", loaded, true);
 
-  // 4. Rendezvous, workers first: their JoinGroup blocks until the head arrives.
-  std::vector<absl::StatusOr<v1::JoinGroupResponse>> joins(n, absl::UnknownError("not called"));
-  std::vector<std::thread> workers;
-  for (size_t i = 1; i < n; ++i) {
-    workers.emplace_back([&, i] {
-      ControlClient client(plan->ranks[i].agent, ctx.credentials);
-      joins[i] = client.JoinGroup(plan->ranks[i].join, spec.timeouts.join);
-    });
-  }
-  // Give the workers' calls a moment to reach their agents, so the head really is last.
-  if (n > 1) std::this_thread::sleep_for(milliseconds(200));
-  {
-    ControlClient head(plan->ranks[0].agent, ctx.credentials);
-    joins[0] = head.JoinGroup(plan->ranks[0].join, spec.timeouts.join);
-  }
-  for (auto& t : workers) t.join();
-  std::vector<std::string> transports;
-  for (size_t i = 0; i < n; ++i) {
-    const std::string& name = spec.nodes[i].name;
-    if (!joins[i].ok()) {
-      failures.push_back(absl::StrCat(name, ": ", joins[i].status().message()));
-    } else if (!joins[i]->ok()) {
-      failures.push_back(absl::StrCat(name, ": ", joins[i]->error()));
-    } else {
-      transports.push_back(joins[i]->transport());
-      say(absl::StrFormat("join %s: rank %d ready, kv %d tokens, transport %s (%.2f s)", name, i,
-                          joins[i]->kv_tokens(), joins[i]->transport(), joins[i]->seconds()));
-    }
-  }
+  absl::StatusOr<JoinedGroup> joined = JoinRanks(ctx, plan->plan, clock, say);
   end_phase("join");
-  if (!failures.empty()) return fail("join", absl::StrJoin(failures, "; "), true);
-  res.api_endpoint = joins[0]->api_endpoint();
-  std::sort(transports.begin(), transports.end());
-  transports.erase(std::unique(transports.begin(), transports.end()), transports.end());
-  res.transport = absl::StrJoin(transports, ",");
+  if (!joined.ok()) return fail("join", joined.status(), true);
+  UpResult res;
+  res.generation = plan->plan.generation;
+  res.api_endpoint = joined->api_endpoint;
+  res.transport = joined->transport;
   // Fabric: the group's first collective ran inside JoinGroup with the production comm env;
   // report the transport it used (see docs/orchestration.md for why there is no separate one).
   say(absl::StrCat("fabric: transport ", res.transport.empty() ? "unknown" : res.transport));
 
-  // 5. Probe through the head before anyone else can send a request.
-  ProbeResult probe = RunProbe(ctx, plan->generation);
-  say(absl::StrFormat("probe: %s in %.2f s: %s", probe.ok ? "ok" : "FAILED", probe.latency_s, probe.detail));
+  // The probe runs before anyone else can send a request: the gate opens only after it.
+  absl::Status probed = ProbeGroup(ctx, res.generation, say);
   end_phase("probe");
-  if (!probe.ok) return fail("probe", probe.detail, true);
+  if (!probed.ok()) return fail("probe", probed, true);
 
-  // 6. Open the gate: the head's API (and /health) answer from now on.
-  std::vector<absl::Status> opened(n);
-  ForEachNode(n, [&](size_t i) {
-    ControlClient client(spec.nodes[i].agent, ctx.credentials);
-    opened[i] = client.SetServing(true, spec.timeouts.status);
-  });
-  for (size_t i = 0; i < n; ++i) {
-    if (!opened[i].ok()) failures.push_back(absl::StrCat(spec.nodes[i].name, ": ", opened[i].message()));
-  }
+  absl::Status opened = OpenServing(ctx);
   end_phase("serving");
-  if (!failures.empty()) return fail("serving", absl::StrJoin(failures, "; "), true);
-  res.ok = true;
-  res.total_seconds = SecondsSince(start);
+  if (!opened.ok()) return fail("serving", opened, true);
+  t.total_seconds = SecondsBetween(start, clock.now());
   return res;
 }
 

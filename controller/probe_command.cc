@@ -28,10 +28,12 @@ int RunProbeCommand(const ProbeCommandOptions& options) {
                 head.reason.empty() ? "" : (": " + head.reason).c_str());
     return kExitChecksFailed;
   }
-  ProbeResult r = RunProbe(*ctx, head.generation);
-  std::printf("probe %s in %.3f s (generation %llu): %s\n", r.ok ? "ok" : "FAILED", r.latency_s,
-              static_cast<unsigned long long>(r.generation), r.detail.c_str());
-  return r.ok ? kExitOk : kExitChecksFailed;
+  double latency_s = 0;
+  absl::StatusOr<ProbeAnswer> r = RunProbe(*ctx, head.generation, &latency_s);
+  std::printf("probe %s in %.3f s (generation %llu): %s\n", r.ok() ? "ok" : "FAILED", latency_s,
+              static_cast<unsigned long long>(head.generation),
+              r.ok() ? r->detail.c_str() : StatusText(r.status()).c_str());
+  return r.ok() ? kExitOk : kExitChecksFailed;
 }
 
 }  // namespace tandem::controller

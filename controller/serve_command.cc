@@ -66,28 +66,30 @@ ReconcilerMemory Restart(const ClusterContext& ctx, const DesiredSpec& desired, 
                          const std::string& why, ReconcilerMemory memory, ControllerMetrics& metrics) {
   TLOG(WARN) << "restarting the whole group: " << why;
   const TimePoint started = ReconcileClock::now();
-  UpResult r = BringUp(ctx, up, [](const std::string& l) { TLOG(INFO) << "  up: " << l; });
+  UpTrace trace;
+  absl::StatusOr<UpResult> r = BringUp(ctx, up, [](const std::string& l) { TLOG(INFO) << "  up: " << l; }, &trace);
   const TimePoint done = ReconcileClock::now();
-  if (!r.ok && r.failed_phase == "preflight") {
+  const std::string error = StatusText(r.status());
+  if (!r.ok() && trace.failed_phase == "preflight") {
     // BringUp stops at a failed preflight before it touches any agent: not an attempt.
     metrics.RecordPreflightFailure();
-    memory = RecordPreflight(desired, memory, false, r.error, done);
-    if (!r.preflight_table.empty()) TLOG(WARN) << "preflight:\n" << r.preflight_table;
-    TLOG(WARN) << "preflight failed (not counted against the restart budget): " << r.error << "; next preflight in "
+    memory = RecordPreflight(desired, memory, false, error, done);
+    if (!trace.preflight_table.empty()) TLOG(WARN) << "preflight:\n" << trace.preflight_table;
+    TLOG(WARN) << "preflight failed (not counted against the restart budget): " << error << "; next preflight in "
                << BackoffFor(desired, memory.preflight_failures).count() / 1000.0 << " s";
     return memory;
   }
   memory = RecordPreflight(desired, memory, true, "", done);
-  std::string detail = r.ok ? absl::StrCat("serving generation ", r.generation)
-                            : absl::StrCat("failed in ", r.failed_phase, ": ", r.error);
-  memory = RecordRestart(desired, memory, r.ok, detail, started, done);
-  metrics.RecordRestart(r.ok);
+  std::string detail = r.ok() ? absl::StrCat("serving generation ", r->generation)
+                              : absl::StrCat("failed in ", trace.failed_phase, ": ", error);
+  memory = RecordRestart(desired, memory, r.ok(), detail, started, done);
+  metrics.RecordRestart(r.ok());
   TLOG(INFO) << "restart attempt " << memory.restarts.size() << " of " << desired.restart_budget << " in the window: "
              << detail;
-  if (r.ok) {
-    TLOG(INFO) << "serving again: generation " << r.generation << " in " << r.total_seconds << " s";
+  if (r.ok()) {
+    TLOG(INFO) << "serving again: generation " << r->generation << " in " << trace.total_seconds << " s";
   } else {
-    TLOG(WARN) << "restart failed in " << r.failed_phase << ": " << r.error << "; next attempt not before "
+    TLOG(WARN) << "restart failed in " << trace.failed_phase << ": " << error << "; next attempt not before "
                << BackoffFor(desired, memory.consecutive_failures).count() / 1000.0 << " s";
   }
   return memory;
@@ -160,10 +162,11 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
     for (ActionKind a : actions.actions) {
       if (a == ActionKind::kProbe) {
         uint64_t generation = observed.nodes[0].generation;
-        ProbeResult r = RunProbe(*ctx, generation);
-        metrics.RecordProbe(r.ok, r.latency_s);
-        memory = RecordProbe(memory, generation, r.ok, r.detail, ReconcileClock::now());
-        if (!r.ok) TLOG(WARN) << "probe failed: " << r.detail;
+        double latency_s = 0;
+        absl::StatusOr<ProbeAnswer> r = RunProbe(*ctx, generation, &latency_s);
+        metrics.RecordProbe(r.ok(), latency_s);
+        memory = RecordProbe(memory, generation, r.ok(), StatusText(r.status()), ReconcileClock::now());
+        if (!r.ok()) TLOG(WARN) << "probe failed: " << r.status().message();
       } else if (a == ActionKind::kRestart) {
         memory = Restart(*ctx, desired, up, actions.reason, memory, metrics);
       } else if (a == ActionKind::kLeave) {
