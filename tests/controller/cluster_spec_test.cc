@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "common/status.h"
 
 namespace tandem::controller {
@@ -210,6 +212,126 @@ TEST(ClusterSpec, TlsAndPreflightVerify) {
   EXPECT_FALSE(cache->preflight_verify_full);
   ExpectError(base + "preflight:\n  verify: sometimes\n", "cluster.yaml:7: preflight.verify: expected cache or full");
   ExpectError(base + "tls:\n  ca: /ca.pem\n  cert: /c.pem\n", "cluster.yaml:7: tls.key: required key is missing");
+}
+
+// The orchestration keys (engine, api, auth, probe, serve, timeouts) and their defaults.
+constexpr char kFull[] = R"(cluster: pair
+model:
+  path: /models/q
+  served_name: qwen3
+engine:
+  backend: cuda
+  kv_tokens: 65536
+  max_num_seqs: 32
+  max_model_len: 8192
+api:
+  listen: 0.0.0.0:8000
+  key_file: /etc/tandem/api.key
+  max_body_bytes: 1048576
+auth:
+  token_file: /etc/tandem/token
+probe:
+  prompt: "2+2="
+  expect: "4"
+  max_tokens: 4
+  interval: 45s
+  timeout: 500ms
+serve:
+  restart_budget: 5 per 30m
+  metrics_listen: 127.0.0.1:9500
+  stuck_after: 90s
+timeouts:
+  load: 1h
+  join: 2m
+nccl:
+  socket_ifname: enp1s0f0np0
+nodes:
+  - name: spark1
+    agent: 10.0.0.1:9300
+  - name: spark2
+    agent: 10.0.0.2:9300
+)";
+
+TEST(OrchestrationKeys, ParsesEveryNewKey) {
+  auto spec = ParseClusterSpec(kFull, "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->engine_backend, "cuda");
+  EXPECT_EQ(spec->engine_kv_tokens, 65536);
+  EXPECT_EQ(spec->engine_max_num_seqs, 32);
+  EXPECT_EQ(spec->engine_max_model_len, 8192);
+  EXPECT_EQ(spec->model_served_name, "qwen3");
+  EXPECT_EQ(spec->api_listen, "0.0.0.0:8000");
+  EXPECT_EQ(spec->api_key_file, "/etc/tandem/api.key");
+  EXPECT_EQ(spec->api_max_body_bytes, 1048576);
+  EXPECT_EQ(spec->auth_token_file, "/etc/tandem/token");
+  EXPECT_EQ(spec->probe.prompt, "2+2=");
+  EXPECT_EQ(spec->probe.expect, "4");
+  EXPECT_TRUE(spec->probe.prompt_ids.empty());
+  EXPECT_EQ(spec->probe.max_tokens, 4);
+  EXPECT_EQ(spec->probe.interval, std::chrono::seconds(45));
+  EXPECT_EQ(spec->probe.timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(spec->serve.restart_budget, 5);
+  EXPECT_EQ(spec->serve.restart_window, std::chrono::minutes(30));
+  EXPECT_EQ(spec->serve.metrics_listen, "127.0.0.1:9500");
+  EXPECT_EQ(spec->serve.stuck_after, std::chrono::seconds(90));
+  EXPECT_EQ(spec->timeouts.load, std::chrono::hours(1));
+  EXPECT_EQ(spec->timeouts.join, std::chrono::minutes(2));
+  EXPECT_EQ(spec->timeouts.status, std::chrono::seconds(2));  // default
+}
+
+TEST(OrchestrationKeys, Defaults) {
+  auto spec = ParseClusterSpec("model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->engine_max_num_seqs, 16);
+  EXPECT_EQ(spec->probe.max_tokens, 8);
+  EXPECT_EQ(spec->probe.interval, std::chrono::seconds(30));
+  EXPECT_EQ(spec->serve.restart_budget, 3);
+  EXPECT_EQ(spec->serve.restart_window, std::chrono::minutes(10));
+}
+
+// A minimal spec plus `extra`: the error names cluster.yaml:LINE: key.
+void ExpectKeyError(const std::string& extra, const std::string& want_prefix) {
+  ExpectError("model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:1'}\n" + extra, want_prefix);
+}
+
+TEST(OrchestrationKeys, BadValuesNameFileLineKey) {
+  ExpectKeyError("engine:\n  backend: rocm\n", "cluster.yaml:5: engine.backend: expected cpu or cuda");
+  ExpectKeyError("engine:\n  kv_tokens: -5\n", "cluster.yaml:5: engine.kv_tokens: expected 0..");
+  ExpectKeyError("engine:\n  max_num_seqs: lots\n", "cluster.yaml:5: engine.max_num_seqs: expected a whole number");
+  ExpectKeyError("api:\n  listen: 8000\n", "cluster.yaml:5: api.listen: expected HOST:PORT");
+  ExpectKeyError("api:\n  max_body_bytes: -1\n", "cluster.yaml:5: api.max_body_bytes: expected 0..");
+  ExpectKeyError("probe:\n  interval: often\n", "cluster.yaml:5: probe.interval: expected a duration");
+  ExpectKeyError("probe:\n  max_tokens: 0\n", "cluster.yaml:5: probe.max_tokens: expected 1..4096");
+  ExpectKeyError("probe:\n  prompt: \"\"\n", "cluster.yaml:5: probe.prompt: expected a non-empty prompt");
+  ExpectKeyError("serve:\n  restart_budget: 3 every 10m\n", "cluster.yaml:5: serve.restart_budget: expected \"N per DURATION\"");
+  ExpectKeyError("serve:\n  metrics_listen: nohost\n", "cluster.yaml:5: serve.metrics_listen: expected HOST:PORT");
+  ExpectKeyError("timeouts:\n  lod: 5s\n", "cluster.yaml:5: timeouts.lod: unknown key (did you mean \"load\"?)");
+  ExpectKeyError("probe:\n  prompt_ids: [1, x]\n", "cluster.yaml:5: probe.prompt_ids[1]: expected a token id");
+  ExpectKeyError("probe:\n  prompt_ids: []\n", "cluster.yaml:5: probe.prompt_ids: expected at least one token id");
+  ExpectKeyError("timeouts:\n  join: 0s\n", "cluster.yaml:5: timeouts.join: expected a duration");
+}
+
+TEST(OrchestrationKeys, PromptIds) {
+  auto spec = ParseClusterSpec("model: {path: /m}\nprobe:\n  prompt_ids: [1, 22, 333]\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->probe.prompt_ids, (std::vector<int32_t>{1, 22, 333}));
+}
+
+TEST(OrchestrationKeys, ParseDuration) {
+  std::chrono::milliseconds d{0};
+  EXPECT_TRUE(ParseDuration("250ms", &d));
+  EXPECT_EQ(d.count(), 250);
+  EXPECT_TRUE(ParseDuration("1.5s", &d));
+  EXPECT_EQ(d.count(), 1500);
+  EXPECT_TRUE(ParseDuration("2", &d));
+  EXPECT_EQ(d.count(), 2000);
+  EXPECT_TRUE(ParseDuration("10m", &d));
+  EXPECT_EQ(d.count(), 600000);
+  EXPECT_FALSE(ParseDuration("", &d));
+  EXPECT_FALSE(ParseDuration("s", &d));
+  EXPECT_FALSE(ParseDuration("5 s", &d));
+  EXPECT_FALSE(ParseDuration("3d", &d));
+  EXPECT_FALSE(ParseDuration("-1s", &d));
 }
 
 }  // namespace
