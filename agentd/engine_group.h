@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -22,6 +24,15 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::agentd {
+
+using Clock = std::chrono::steady_clock;
+
+inline double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+inline int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 struct EngineHost::Loaded {
   v1::LoadModelRequest request;

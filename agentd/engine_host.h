@@ -22,6 +22,11 @@
 //    every thread with a deadline; a thread that is still stuck is left behind (with its group,
 //    deliberately leaked: it shares the model, which stays alive for it), the rank reports
 //    failed instead of blocking the RPC, and on_stuck runs (the agent then exits, status 75).
+//
+// The implementation, one job per file: engine_host.cc (state, status, serving gate, shutdown),
+// engine_load.cc, engine_join.cc, engine_head.cc (rank 0's serving stack), engine_monitor.cc
+// (the group's threads; the failure decision is agentd/group_monitor.h), engine_teardown.cc
+// (leave), engine_probe.cc (Generate).
 #pragma once
 
 #include <chrono>

@@ -13,14 +13,8 @@
 #include "proto/rank_state.h"
 
 namespace tandem::agentd {
-namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-}  // namespace
 
 absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequest& req,
                                                           const std::function<bool()>& caller_gone) {

@@ -1,0 +1,129 @@
+// The threads of a group in progress: the worker's step loop, its heartbeat to the head, and the
+// monitor that fails the group (the decision is DecideGroupHealth, agentd/group_monitor.h).
+#include <cstdlib>
+
+#include "agentd/assignment.h"
+#include "agentd/engine_group.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "proto/rank_state.h"
+
+namespace tandem::agentd {
+
+using std::chrono::milliseconds;
+
+void EngineHost::WorkerLoop(Group& g) {
+  // Every new thread starts on device 0 already; set it anyway so the choice is in one place.
+  if (auto dev = PrepareRankDevice(g.loaded->request.backend()); !dev.ok()) TLOG(WARN) << dev.status().message();
+  const absl::Status st = engine::RunWorkerLoop(*g.loaded->model, *g.loaded->comm);
+  if (st.ok()) {
+    if (!g.settled.exchange(true)) {
+      SetState(v1::RANK_STATE_LOADED, "the head stopped the group of generation " + std::to_string(g.generation));
+      if (!options_.state_dir.empty()) (void)ClearAssignment(options_.state_dir);
+      std::lock_guard<std::mutex> l(mu_);
+      persisted_.Clear();
+    }
+  } else if (!g.settled.load()) {
+    // Name the likely cause: a head whose agent no longer answers is gone, not just slow.
+    auto probe = g.remote->Probe(kGenerationKey, milliseconds(500));
+    const std::string cause = probe.ok() ? "lost the group" : "head lost";
+    FailGroup(g, cause + " (generation " + std::to_string(g.generation) + "): " + StatusText(st));
+  }
+  std::lock_guard<std::mutex> l(g.stop_mu);
+  g.stop = true;
+  g.stop_cv.notify_all();
+}
+
+void EngineHost::FailGroup(Group& g, const std::string& reason) {
+  if (g.settled.exchange(true)) return;
+  TLOG(ERROR) << "rank failed: " << reason;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (group_.get() == &g) SetStateLocked(v1::RANK_STATE_FAILED, reason);
+  }
+  // The other ranks notice at once (closed connections) instead of at their next deadline.
+  g.Abort(reason);
+}
+
+void EngineHost::HeartbeatLoop(Group& g) {
+  // Its own thread, one short RPC per beat: an unreachable head must neither delay the monitor's
+  // head-lost check nor keep a leave waiting.
+  const std::string key = HeartbeatKey(g.generation, g.rank);
+  for (uint64_t beat = 1;; ++beat) {
+    (void)g.remote->SetOnce(key, std::to_string(beat), milliseconds(1000));  // the monitor reports a lost head
+    std::unique_lock<std::mutex> l(g.stop_mu);
+    if (g.stop_cv.wait_for(l, options_.peer_heartbeat, [&] { return g.stop; })) return;
+  }
+}
+
+void EngineHost::MonitorLoop(Group& g) {
+  const std::string gen = std::to_string(g.generation);
+  auto next_poll = Clock::now() + options_.generation_poll;
+  auto last_reached = Clock::now();
+  bool kv_known = g.rank == 0;
+  const bool watch_peers = g.rank == 0 && g.world > 1 && options_.peer_heartbeat.count() > 0 &&
+                           options_.peer_lost_after.count() > 0;
+  PeerWatch peers(g.world, options_.peer_lost_after, Clock::now());
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(g.stop_mu);
+      g.stop_cv.wait_for(l, milliseconds(100), [&] { return g.stop; });
+      if (g.stop) return;
+    }
+    if (g.settled.load()) continue;
+    if (g.engine && !g.engine->healthy()) {
+      FailGroup(g, "engine failed: " + StatusText(g.engine->fatal_error()));
+      continue;
+    }
+    if (watch_peers) {
+      const auto now = Clock::now();
+      for (int r = 1; r < g.world; ++r) peers.Observe(r, options_.local_store->TryGet(HeartbeatKey(g.generation, r)), now);
+      if (auto lost = peers.Lost(now)) {
+        // Aborting the comm ends the step in flight: every request fails now, not at the
+        // collective's deadline (NCCL between local GPUs never sees the peer's death itself).
+        FailGroup(g, "rank " + std::to_string(lost->first) + " lost: no heartbeat for " +
+                         std::to_string(lost->second.count()) + " ms (generation " + gen + ")");
+        continue;
+      }
+    }
+    if (Clock::now() < next_poll) continue;
+    next_poll = Clock::now() + options_.generation_poll;
+    std::optional<std::string> value;
+    if (g.rank == 0) {
+      value = options_.local_store->TryGet(kGenerationKey);
+    } else {
+      auto probe = g.remote->Probe(kGenerationKey, milliseconds(1000));
+      if (!probe.ok()) {
+        const double away = SecondsSince(last_reached);
+        if (away * 1000 >= static_cast<double>(options_.head_lost_after.count())) {
+          FailGroup(g, "head lost: its store has been unreachable for " + std::to_string(away) + " s (" +
+                           StatusText(probe.status()) + ")");
+        }
+        continue;
+      }
+      last_reached = Clock::now();
+      value = *probe;
+      if (!kv_known) {
+        auto kv = g.remote->Probe(engine::GenerationPrefix(g.generation) + "/kv_tokens", milliseconds(1000));
+        if (kv.ok() && kv->has_value()) {
+          kv_known = true;
+          std::lock_guard<std::mutex> l(mu_);
+          kv_tokens_ = std::strtoll((*kv)->c_str(), nullptr, 10);
+          ++version_;
+          changed_.notify_all();
+        }
+      }
+    }
+    if (!value.has_value()) {
+      FailGroup(g, "head lost: its store no longer knows generation " + gen + " (the head agent restarted?)");
+      continue;
+    }
+    const uint64_t current = std::strtoull(value->c_str(), nullptr, 10);
+    if (current > g.generation) {
+      FailGroup(g, "stale generation: the group moved on to generation " + *value + "; this rank was in " + gen +
+                       " and aborted itself");
+    }
+  }
+}
+
+}  // namespace tandem::agentd
