@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 OLD_BIN="${1:?usage: $0 OLD_TANDEM_INFER [RUNS]}"
 RUNS="${2:-5}"
 NEW_BIN="${BUILD_DIR:-build}/infer/tandem-infer"
-DATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
+DATA="${TANDEM_TESTDATA:-$PWD/tests/data}"
 WRK_SECONDS="${WRK_SECONDS:-5}"
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
 TMP="$(mktemp -d)"

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 TP="${1:-1}"
 RUNS="${2:-3}"
 BIN="${BUILD_DIR:-build}/infer/tandem-infer"
-DATA="${TANDEM_TESTDATA:-$(cd .. && pwd)/shared/testdata}"
+DATA="${TANDEM_TESTDATA:-$PWD/tests/data}"
 OUT="$(mktemp)"
 "$BIN" serve --model "$DATA/qwen3moe-tiny" --tp "$TP" --port 0 --kv-tokens 65536 --max-num-seqs 64 >"$OUT" 2>"$OUT.err" &
 PID=$!

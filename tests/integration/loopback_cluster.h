@@ -99,8 +99,7 @@ class LoopbackCluster : public ::testing::Test {
     char tmpl[] = "/tmp/tandem-orch-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    const char* td = std::getenv("TANDEM_TESTDATA");
-    std::filesystem::path tiny = std::filesystem::path(td ? td : "/work/shared/testdata") / "qwen3moe-tiny";
+    std::filesystem::path tiny = std::filesystem::path(::tandem::testing::TestdataDir()) / "qwen3moe-tiny";
     ASSERT_TRUE(std::filesystem::exists(tiny / "model.safetensors")) << tiny;
     for (const char* m : {"model1", "model2"}) {
       std::filesystem::create_directories(dir_ / m);

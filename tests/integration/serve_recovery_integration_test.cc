@@ -221,8 +221,7 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   // 3. Both copies of the weights truncated alike (so weights parity still passes) and the
   //    worker's agent restarted: every attempt fails in load, is counted, backs off (2 s, 4 s),
   //    and the third spends the budget of 3: operator needed.
-  const fs::path tiny = fs::path(std::getenv("TANDEM_TESTDATA") ? std::getenv("TANDEM_TESTDATA")
-                                                                 : "/work/shared/testdata") / "qwen3moe-tiny";
+  const fs::path tiny = fs::path(::tandem::testing::TestdataDir()) / "qwen3moe-tiny";
   for (const char* model : {"model1", "model2"}) fs::resize_file(dir_ / model / "model.safetensors", 64);
   KillAgent(1);
   StartAgent(1);

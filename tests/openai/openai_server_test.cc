@@ -17,6 +17,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/openai/fake_llm_engine.h"
+#include "tests/common/test_util.h"
 #include "tests/http/raw_client.h"
 
 namespace tandem::openai {
@@ -25,10 +26,7 @@ namespace {
 using Json = nlohmann::json;
 using testing::FakeEngine;
 
-std::string TestdataDir() {
-  const char* d = std::getenv("TANDEM_TESTDATA");
-  return d != nullptr ? d : "/work/shared/testdata";
-}
+std::string TestdataDir() { return ::tandem::testing::TestdataDir(); }
 
 std::vector<FakeEngine::Token> Script() {
   // Multi-byte text on purpose: the SSE path must carry UTF-8 unchanged.

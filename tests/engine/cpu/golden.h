@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::engine::testing {
 
@@ -17,10 +18,7 @@ struct GoldenPrompt {
   std::vector<int32_t> greedy;  // (16) the greedy continuation
 };
 
-inline std::string TestdataDir() {
-  const char* d = std::getenv("TANDEM_TESTDATA");
-  return d != nullptr ? d : "/work/shared/testdata";
-}
+inline std::string TestdataDir() { return ::tandem::testing::TestdataDir(); }
 inline std::string TinyModelDir() { return TestdataDir() + "/qwen3moe-tiny"; }
 
 // prompt0..2 of <dir>/golden.safetensors.

@@ -8,12 +8,12 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/test_util.h"
+
 namespace tandem::engine::testing {
 
 inline std::string TestData(const std::string& rel) {
-  const char* env = std::getenv("TANDEM_TESTDATA");
-  std::string root = env != nullptr && *env != '\0' ? env : "/work/shared/testdata";
-  return root + "/" + rel;
+  return ::tandem::testing::TestdataDir() + "/" + rel;
 }
 
 // A fresh folder under the system temp dir, removed at destruction.

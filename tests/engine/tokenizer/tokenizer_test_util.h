@@ -5,13 +5,12 @@
 #include <ctime>
 #include <string>
 
+#include "tests/common/test_util.h"
+
 namespace tandem::tokenizer::testing {
 
-// testdata/qwen3-tokenizer (TANDEM_TESTDATA, default /work/shared/testdata).
-inline std::string Qwen3TokenizerDir() {
-  const char* env = std::getenv("TANDEM_TESTDATA");
-  return std::string(env && *env ? env : "/work/shared/testdata") + "/qwen3-tokenizer";
-}
+// <reference data>/qwen3-tokenizer (tests/common/test_util.h TestdataDir()).
+inline std::string Qwen3TokenizerDir() { return ::tandem::testing::TestdataDir() + "/qwen3-tokenizer"; }
 
 // CPU time of this thread: budgets are about our code, not about how many other jobs share the
 // two cores of the build machine.
