@@ -1,6 +1,6 @@
 // Two real tandem-agentd processes on loopback (TP=2, cpu backend, Gloo over 127.0.0.1) run as
 // an operator should run them: the cluster token, mutual TLS (certificates from `tandemctl
-// certs`), model folders = temp copies of testdata/qwen3moe-tiny under the agents'
+// certs`), model folders = temp copies of tests/data/qwen3moe-tiny under the agents'
 // --model-root; and tandemctl run against them: the fixture of the integration tests that drive
 // the controller (orchestration_integration_test, serve_recovery_integration_test).
 // The test target defines TANDEM_AGENTD_BIN and TANDEMCTL_BIN.

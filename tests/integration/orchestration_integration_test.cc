@@ -1,6 +1,6 @@
 // `tandemctl up / status / probe / down / serve` against two real tandem-agentd processes on
 // loopback (TP=2, cpu backend, Gloo over 127.0.0.1) with the cluster token, model = a temp
-// copy of testdata/qwen3moe-tiny (fixture: loopback_cluster.h). Prints the phase times of `up`.
+// copy of tests/data/qwen3moe-tiny (fixture: loopback_cluster.h). Prints the phase times of `up`.
 #include <gtest/gtest.h>
 
 #include <chrono>

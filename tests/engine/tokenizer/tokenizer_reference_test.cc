@@ -1,5 +1,5 @@
 // The real Qwen3 tokenizer against the reference encodings of @huggingface/transformers
-// (testdata/qwen3-tokenizer/encodings.json): ids, chat renderings, round trips, streaming.
+// (tests/data/qwen3-tokenizer/encodings.json): ids, chat renderings, round trips, streaming.
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
