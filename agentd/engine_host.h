@@ -113,6 +113,8 @@ class EngineHost {
   // Records a failure of `g` once (later ones and those after a leave are ignored) and aborts its comm.
   void FailGroup(Group& g, const std::string& reason);
   void MonitorLoop(Group& g);
+  // A worker reads the KV pool size the head published; false while it is not there yet.
+  bool LearnKvTokens(Group& g);
   void WorkerLoop(Group& g);
   void HeartbeatLoop(Group& g);
   // Stops everything of `g`; false when a thread did not stop in time (the group is leaked).

@@ -4,6 +4,7 @@
 
 #include "agentd/assignment.h"
 #include "agentd/engine_group.h"
+#include "agentd/group_monitor.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "proto/rank_state.h"
@@ -57,9 +58,14 @@ void EngineHost::HeartbeatLoop(Group& g) {
 }
 
 void EngineHost::MonitorLoop(Group& g) {
-  const std::string gen = std::to_string(g.generation);
+  // This thread only gathers what DecideGroupHealth (agentd/group_monitor.h) looks at and acts on
+  // its verdict; the rules are all there. The head's reads are local (its own store); a worker's
+  // are one RPC to the head's store per generation poll.
+  GroupObservation o;
+  o.generation = g.generation;
+  o.head_lost_after = options_.head_lost_after;
+  o.store_last_reached = Clock::now();
   auto next_poll = Clock::now() + options_.generation_poll;
-  auto last_reached = Clock::now();
   bool kv_known = g.rank == 0;
   const bool watch_peers = g.rank == 0 && g.world > 1 && options_.peer_heartbeat.count() > 0 &&
                            options_.peer_lost_after.count() > 0;
@@ -70,60 +76,48 @@ void EngineHost::MonitorLoop(Group& g) {
       g.stop_cv.wait_for(l, milliseconds(100), [&] { return g.stop; });
       if (g.stop) return;
     }
-    if (g.settled.load()) continue;
-    if (g.engine && !g.engine->healthy()) {
-      FailGroup(g, "engine failed: " + StatusText(g.engine->fatal_error()));
-      continue;
-    }
+    o.settled = g.settled.load();
+    if (o.settled) continue;  // nothing more to report: no reads either
+    o.now = Clock::now();
+    o.engine_failed = g.engine && !g.engine->healthy();
+    o.engine_error = o.engine_failed ? g.engine->fatal_error() : absl::OkStatus();
+    o.lost_peer.reset();
     if (watch_peers) {
-      const auto now = Clock::now();
-      for (int r = 1; r < g.world; ++r) peers.Observe(r, options_.local_store->TryGet(HeartbeatKey(g.generation, r)), now);
-      if (auto lost = peers.Lost(now)) {
-        // Aborting the comm ends the step in flight: every request fails now, not at the
-        // collective's deadline (NCCL between local GPUs never sees the peer's death itself).
-        FailGroup(g, "rank " + std::to_string(lost->first) + " lost: no heartbeat for " +
-                         std::to_string(lost->second.count()) + " ms (generation " + gen + ")");
-        continue;
-      }
+      for (int r = 1; r < g.world; ++r) peers.Observe(r, options_.local_store->TryGet(HeartbeatKey(g.generation, r)), o.now);
+      o.lost_peer = peers.Lost(o.now);
     }
-    if (Clock::now() < next_poll) continue;
-    next_poll = Clock::now() + options_.generation_poll;
-    std::optional<std::string> value;
-    if (g.rank == 0) {
-      value = options_.local_store->TryGet(kGenerationKey);
-    } else {
-      auto probe = g.remote->Probe(kGenerationKey, milliseconds(1000));
-      if (!probe.ok()) {
-        const double away = SecondsSince(last_reached);
-        if (away * 1000 >= static_cast<double>(options_.head_lost_after.count())) {
-          FailGroup(g, "head lost: its store has been unreachable for " + std::to_string(away) + " s (" +
-                           StatusText(probe.status()) + ")");
-        }
-        continue;
-      }
-      last_reached = Clock::now();
-      value = *probe;
-      if (!kv_known) {
-        auto kv = g.remote->Probe(engine::GenerationPrefix(g.generation) + "/kv_tokens", milliseconds(1000));
-        if (kv.ok() && kv->has_value()) {
-          kv_known = true;
-          std::lock_guard<std::mutex> l(mu_);
-          kv_tokens_ = std::strtoll((*kv)->c_str(), nullptr, 10);
-          ++version_;
-          changed_.notify_all();
+    o.generation_read = o.now >= next_poll;
+    if (o.generation_read) {
+      next_poll = o.now + options_.generation_poll;
+      o.store_error = absl::OkStatus();
+      o.generation_value.reset();
+      if (g.rank == 0) {
+        o.generation_value = options_.local_store->TryGet(kGenerationKey);
+      } else {
+        auto probe = g.remote->Probe(kGenerationKey, milliseconds(1000));
+        o.now = Clock::now();  // the probe may have taken its whole deadline
+        if (!probe.ok()) {
+          o.store_error = probe.status();
+        } else {
+          o.store_last_reached = o.now;
+          o.generation_value = *probe;
+          if (!kv_known) kv_known = LearnKvTokens(g);
         }
       }
     }
-    if (!value.has_value()) {
-      FailGroup(g, "head lost: its store no longer knows generation " + gen + " (the head agent restarted?)");
-      continue;
-    }
-    const uint64_t current = std::strtoull(value->c_str(), nullptr, 10);
-    if (current > g.generation) {
-      FailGroup(g, "stale generation: the group moved on to generation " + *value + "; this rank was in " + gen +
-                       " and aborted itself");
-    }
+    const GroupVerdict verdict = DecideGroupHealth(o);
+    if (verdict.failed) FailGroup(g, verdict.reason);
   }
+}
+
+bool EngineHost::LearnKvTokens(Group& g) {
+  auto kv = g.remote->Probe(engine::GenerationPrefix(g.generation) + "/kv_tokens", milliseconds(1000));
+  if (!kv.ok() || !kv->has_value()) return false;
+  std::lock_guard<std::mutex> l(mu_);
+  kv_tokens_ = std::strtoll((*kv)->c_str(), nullptr, 10);
+  ++version_;
+  changed_.notify_all();
+  return true;
 }
 
 }  // namespace tandem::agentd
