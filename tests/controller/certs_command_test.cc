@@ -19,27 +19,6 @@ using tandem::testing::ReadTextFile;
 using tandem::testing::SubjectAltNames;
 using Strings = std::vector<std::string>;
 
-constexpr char kNodes[] = R"(cluster: pair
-model: {path: /m}
-nodes:
-  - {name: spark1, agent: "10.0.0.1:9300"}
-  - {name: spark2, agent: "[::1]:9300"}
-)";
-
-class CertsCommand : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tandem-certs-command-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    out_ = root_ + "/tls";
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
-  std::string File(const std::string& name) { return ReadTextFile(out_ + "/" + name); }
-
-  std::string root_, out_;
-};
-
 TEST(CertsCommandFlags, ParsesSanFlags) {
   std::map<std::string, std::vector<std::string>> sans;
   ASSERT_TRUE(ParseSanFlag("a=10.0.0.5,a.lan,b=DNS:b.lan", &sans).ok());
@@ -52,21 +31,25 @@ TEST(CertsCommandFlags, ParsesSanFlags) {
   EXPECT_FALSE(ParseSanFlag("a=x,,y", &sans).ok());
 }
 
-TEST_F(CertsCommand, ExitCodes) {
-  std::string yaml = root_ + "/cluster.yaml";
-  std::ofstream(yaml) << kNodes;
-  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out_, "--days", "90", "--san", "spark1=10.9.9.9"}), 0);
-  EXPECT_GT(tandem::testing::SecondsLeft(File("spark1.pem")), 90 * 86400 - 60);
-  EXPECT_LE(tandem::testing::SecondsLeft(File("spark1.pem")), 90 * 86400);
-  EXPECT_EQ(SubjectAltNames(File("spark1.pem")).back(), "IP:10.9.9.9");
-  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out_}), 1);              // files exist
-  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out=" + out_, "--force"}), 0);  // replaced
+TEST(CertsCommand, ExitCodes) {
+  char tmpl[] = "/tmp/tandem-certs-command-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl, out = root + "/tls", yaml = root + "/cluster.yaml";
+  std::ofstream(yaml) << "model: {path: /m}\nnodes:\n  - {name: spark1, agent: '10.0.0.1:9300'}\n";
+  auto file = [&](const std::string& name) { return ReadTextFile(out + "/" + name); };
+  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--days", "90", "--san", "spark1=10.9.9.9"}), 0);
+  EXPECT_GT(tandem::testing::SecondsLeft(file("spark1.pem")), 90 * 86400 - 60);
+  EXPECT_LE(tandem::testing::SecondsLeft(file("spark1.pem")), 90 * 86400);
+  EXPECT_EQ(SubjectAltNames(file("spark1.pem")).back(), "IP:10.9.9.9");
+  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out}), 1);              // files exist
+  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out=" + out, "--force"}), 0);  // replaced
   EXPECT_EQ(RunCertsCommand({"-f", yaml}), 2);                             // no --out
-  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out_, "--days", "0"}), 2);
-  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out_, "--bogus"}), 2);
-  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out_, "--force", "--san", "nope=1.2.3.4"}), 2);
-  EXPECT_EQ(RunCertsCommand({"-f", root_ + "/missing.yaml", "--out", out_}), 2);
+  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--days", "0"}), 2);
+  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--bogus"}), 2);
+  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--force", "--san", "nope=1.2.3.4"}), 2);
+  EXPECT_EQ(RunCertsCommand({"-f", root + "/missing.yaml", "--out", out}), 2);
   EXPECT_EQ(RunCertsCommand({"--help"}), 0);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

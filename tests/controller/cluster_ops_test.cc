@@ -117,7 +117,6 @@ class FakeAgents final : public ClusterAgents {
   static v1::NodeFacts DevBoxFacts(const std::string& name) {
     v1::NodeFacts f;
     f.set_node_name(name);
-    f.set_hostname(name);
     f.mutable_build()->set_version("0.1.0");
     f.mutable_build()->set_binary_sha256(std::string(64, 'a'));
     f.mutable_kernel()->set_release("6.8.0");
@@ -126,8 +125,6 @@ class FakeAgents final : public ClusterAgents {
     f.mutable_model()->set_path("/models/q");
     f.mutable_model()->set_exists(true);
     f.mutable_model()->set_has_config(true);
-    f.mutable_model()->set_file_count(2);
-    f.mutable_model()->set_total_bytes(1000);
     v1::SecurityFact* sec = f.mutable_security();
     sec->set_token_auth(true);
     sec->set_listen("127.0.0.1:9300");
@@ -282,6 +279,14 @@ class ClusterOpsTest : public ::testing::Test {
   absl::StatusOr<UpResult> Up() {
     lines_.clear();
     return BringUp(ctx_, options_, [this](const std::string& line) { lines_.push_back(line); }, &trace_);
+  }
+
+  // Runs BringUp expecting a failure in `phase`; returns why.
+  absl::Status UpFailsIn(const std::string& phase) {
+    absl::StatusOr<UpResult> up = Up();
+    EXPECT_FALSE(up.ok()) << Lines();
+    EXPECT_EQ(trace_.failed_phase, phase);
+    return up.status();
   }
 
   bool Said(const std::string& text) const {
@@ -442,11 +447,9 @@ TEST_F(ClusterOpsTest, LeftoversAreLeftBeforeLoadingAndGenerationMovesPast) {
 TEST_F(ClusterOpsTest, FailedPreflightTouchesNoAgent) {
   MakeCluster(2);
   agents_->observations[1].facts = absl::UnavailableError("unreachable: connection refused");
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(up.status().message(), "preflight check(s) failed")) << up.status();
-  EXPECT_EQ(trace_.failed_phase, "preflight");
+  absl::Status up = UpFailsIn("preflight");
+  EXPECT_EQ(up.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(up.message(), "preflight check(s) failed")) << up;
   EXPECT_TRUE(absl::StrContains(trace_.preflight_table, "agent-reachable")) << trace_.preflight_table;
   EXPECT_TRUE(agents_->Calls().empty());  // not even GetStatus
 }
@@ -454,11 +457,9 @@ TEST_F(ClusterOpsTest, FailedPreflightTouchesNoAgent) {
 TEST_F(ClusterOpsTest, UnreachableAgentFailsThePlan) {
   MakeCluster(2);
   agents_->script[kWorker1].status_error = absl::UnavailableError("GetStatus: unreachable: connection refused");
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(up.status().message(), "n2: GetStatus: unreachable: connection refused");
-  EXPECT_EQ(trace_.failed_phase, "plan");
+  absl::Status up = UpFailsIn("plan");
+  EXPECT_EQ(up.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(up.message(), "n2: GetStatus: unreachable: connection refused");
   EXPECT_EQ(PhaseNames(), std::vector<std::string>{"preflight"});
   EXPECT_TRUE(agents_->Agents("LoadModel").empty());
   EXPECT_TRUE(agents_->Agents("LeaveGroup(unload)").empty());  // nothing was loaded
@@ -468,11 +469,9 @@ TEST_F(ClusterOpsTest, FailingLoadNamesEveryFailedNodeAndLeaves) {
   MakeCluster(3);
   agents_->script[kWorker1].load_error = absl::DeadlineExceededError("LoadModel: no answer within 60.0 s");
   agents_->script[kWorker2].load_inband = "model.safetensors: truncated";
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(up.status().message(), "n2: LoadModel: no answer within 60.0 s; n3: model.safetensors: truncated");
-  EXPECT_EQ(trace_.failed_phase, "load");
+  absl::Status up = UpFailsIn("load");
+  EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(up.message(), "n2: LoadModel: no answer within 60.0 s; n3: model.safetensors: truncated");
   EXPECT_EQ(PhaseNames(), (std::vector<std::string>{"preflight", "plan", "load"}));
   EXPECT_TRUE(agents_->Agents("JoinGroup").empty());
   ExpectLeftEverywhere();
@@ -481,10 +480,8 @@ TEST_F(ClusterOpsTest, FailingLoadNamesEveryFailedNodeAndLeaves) {
 TEST_F(ClusterOpsTest, FailedWorkerJoinKeepsTheHeadOut) {
   MakeCluster(2);
   agents_->script[kWorker1].join_error = absl::FailedPreconditionError("JoinGroup: no model loaded");
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().message(), "n2: JoinGroup: no model loaded");
-  EXPECT_EQ(trace_.failed_phase, "join");
+  absl::Status up = UpFailsIn("join");
+  EXPECT_EQ(up.message(), "n2: JoinGroup: no model loaded");
   EXPECT_EQ(agents_->Agents("JoinGroup"), std::vector<std::string>{kWorker1});  // the head never joined
   EXPECT_EQ(agents_->workers_waiting_when_head_joined(), -1);
   EXPECT_TRUE(agents_->Agents("Generate").empty());
@@ -494,11 +491,10 @@ TEST_F(ClusterOpsTest, FailedWorkerJoinKeepsTheHeadOut) {
 TEST_F(ClusterOpsTest, JoinDeadlineOfOneWorkerFailsTheJoin) {
   MakeCluster(3);
   agents_->script[kWorker2].join_error = absl::DeadlineExceededError("JoinGroup: no answer within 30.0 s");
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().code(), absl::StatusCode::kDeadlineExceeded);
+  absl::Status up = UpFailsIn("join");
+  EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
   // n2 waited for a head that did not come, into its own deadline.
-  EXPECT_TRUE(absl::StrContains(up.status().message(), "n3: JoinGroup: no answer within 30.0 s")) << up.status();
+  EXPECT_TRUE(absl::StrContains(up.message(), "n3: JoinGroup: no answer within 30.0 s")) << up;
   EXPECT_EQ(agents_->workers_waiting_when_head_joined(), -1);
   ExpectLeftEverywhere();
 }
@@ -506,9 +502,8 @@ TEST_F(ClusterOpsTest, JoinDeadlineOfOneWorkerFailsTheJoin) {
 TEST_F(ClusterOpsTest, FailingHeadJoinIsReported) {
   MakeCluster(2);
   agents_->script[kHead].join_error = absl::InternalError("JoinGroup: rendezvous failed");
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().message(), "n1: JoinGroup: rendezvous failed; n2: JoinGroup: the group never formed");
+  absl::Status up = UpFailsIn("join");
+  EXPECT_EQ(up.message(), "n1: JoinGroup: rendezvous failed; n2: JoinGroup: the group never formed");
   EXPECT_EQ(agents_->Agents("JoinGroup").back(), kHead);
   ExpectLeftEverywhere();
 }
@@ -516,11 +511,9 @@ TEST_F(ClusterOpsTest, FailingHeadJoinIsReported) {
 TEST_F(ClusterOpsTest, FailingProbeLeavesAndKeepsTheGateShut) {
   MakeCluster(2);
   agents_->answer = absl::DeadlineExceededError("Generate: no answer within 5.0 s");
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(up.status().message(), "Generate: no answer within 5.0 s");
-  EXPECT_EQ(trace_.failed_phase, "probe");
+  absl::Status up = UpFailsIn("probe");
+  EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(up.message(), "Generate: no answer within 5.0 s");
   EXPECT_TRUE(Said("probe: FAILED in "));
   EXPECT_TRUE(agents_->Agents("SetServing(true)").empty());
   ExpectLeftEverywhere();
@@ -533,10 +526,8 @@ TEST_F(ClusterOpsTest, FailingProbeLeavesAndKeepsTheGateShut) {
 TEST_F(ClusterOpsTest, FailingGateLeaves) {
   MakeCluster(2);
   agents_->script[kWorker1].serving_error = absl::UnavailableError("SetServing: unreachable");
-  absl::StatusOr<UpResult> up = Up();
-  ASSERT_FALSE(up.ok());
-  EXPECT_EQ(up.status().message(), "n2: SetServing: unreachable");
-  EXPECT_EQ(trace_.failed_phase, "serving");
+  absl::Status up = UpFailsIn("serving");
+  EXPECT_EQ(up.message(), "n2: SetServing: unreachable");
   ExpectLeftEverywhere();
 }
 

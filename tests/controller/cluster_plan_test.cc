@@ -20,10 +20,8 @@ api:
 nccl:
   socket_ifname: enp1s0f0np0
 nodes:
-  - name: spark1
-    agent: 10.0.0.1:9300
-  - name: spark2
-    agent: 10.0.0.2:9300
+  - {name: spark1, agent: "10.0.0.1:9300"}
+  - {name: spark2, agent: "10.0.0.2:9300"}
 )";
 
 TEST(ClusterPlan, RanksGenerationStoreAndCommEnv) {
