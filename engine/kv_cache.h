@@ -63,6 +63,10 @@ class PagedKvCache {
   float* value(int64_t layer, const std::vector<int32_t>& block_table, int64_t pos) {
     return v_[layer].data() + Offset(block_table, pos);
   }
+  // A layer's whole K or V pool (num_blocks * block_size slots, n_kv_heads, head_dim), which the
+  // attention op addresses by slot (engine/cpu/ops.h).
+  float* keys(int64_t layer) { return k_[layer].data(); }
+  float* values(int64_t layer) { return v_[layer].data(); }
 
  private:
   int64_t Offset(const std::vector<int32_t>& block_table, int64_t pos) const {

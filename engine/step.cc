@@ -1,5 +1,6 @@
 #include "engine/step.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tandem::engine {
@@ -95,6 +96,68 @@ absl::StatusOr<StepBatch> StepBatch::Deserialize(const std::string& bytes) {
   }
   if (!r.done()) return absl::InvalidArgumentError("step batch: trailing bytes");
   return batch;
+}
+
+absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t block_size, int64_t vocab) {
+  if (num_blocks <= 0) return absl::FailedPreconditionError("Forward before AllocateKvCache");
+  for (const auto& s : batch.seqs) {
+    const std::string who = "step: sequence " + std::to_string(s.seq_id) + ": ";
+    if (s.tokens.empty()) return absl::InvalidArgumentError(who + "empty chunk");
+    if (s.start_pos < 0) return absl::InvalidArgumentError(who + "negative start_pos");
+    const int64_t end = s.start_pos + static_cast<int64_t>(s.tokens.size());
+    if (static_cast<int64_t>(s.block_table.size()) * block_size < end) {
+      return absl::InvalidArgumentError(who + "block table of " + std::to_string(s.block_table.size()) +
+                                        " blocks does not cover " + std::to_string(end) + " positions");
+    }
+    for (int32_t b : s.block_table) {
+      if (b < 0 || b >= num_blocks) {
+        return absl::InvalidArgumentError(who + "block id " + std::to_string(b) + " outside the pool of " +
+                                          std::to_string(num_blocks));
+      }
+    }
+    for (int32_t t : s.tokens) {
+      if (t < 0 || t >= vocab) {
+        return absl::InvalidArgumentError(who + "token id " + std::to_string(t) + " outside the vocabulary of " +
+                                          std::to_string(vocab));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+StepMeta PlanStepMeta(const StepBatch& batch, bool pad_tables) {
+  StepMeta m;
+  m.T = batch.num_tokens();
+  m.S = static_cast<int64_t>(batch.seqs.size());
+  for (const auto& s : batch.seqs) {
+    m.max_blocks = std::max<int64_t>(m.max_blocks, static_cast<int64_t>(s.block_table.size()));
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    m.R += s.want_all_logits ? n : (s.want_logits ? 1 : 0);
+  }
+  if (pad_tables) {
+    int64_t w = 1;
+    while (w < m.max_blocks) w *= 2;
+    m.max_blocks = w;
+  }
+  return m;
+}
+
+void WriteStepMeta(const StepBatch& batch, const StepMeta& m, int32_t block_size, int32_t* h) {
+  std::fill(h, h + m.total(), 0);  // padded table entries point at block 0 and are never read
+  int64_t t = 0, r = 0;
+  for (int64_t s = 0; s < m.S; ++s) {
+    const SeqChunk& c = batch.seqs[s];
+    const int64_t n = static_cast<int64_t>(c.tokens.size());
+    std::copy(c.block_table.begin(), c.block_table.end(), h + m.tables() + s * m.max_blocks);
+    for (int64_t i = 0; i < n; ++i, ++t) {
+      const int32_t p = c.start_pos + static_cast<int32_t>(i);
+      h[m.tokens() + t] = c.tokens[i];
+      h[m.pos() + t] = p;
+      h[m.slot() + t] = c.block_table[p / block_size] * block_size + p % block_size;
+      h[m.token_seq() + t] = static_cast<int32_t>(s);
+      if (c.want_all_logits || (c.want_logits && i == n - 1)) h[m.rows() + r++] = static_cast<int32_t>(t);
+    }
+  }
 }
 
 }  // namespace tandem::engine

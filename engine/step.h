@@ -29,6 +29,33 @@ struct StepBatch {
   static absl::StatusOr<StepBatch> Deserialize(const std::string& bytes);
 };
 
+// The checks every backend makes on a step before running it: a KV pool exists (num_blocks > 0:
+// FailedPrecondition "Forward before AllocateKvCache"), and every chunk is non-empty, starts at a
+// position >= 0, has a block table covering its positions with block ids inside the pool, and
+// token ids inside the vocabulary (InvalidArgument naming the sequence).
+absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t block_size, int64_t vocab);
+
+// A step flattened for the layers, as one int32 array (the cuda backend copies it to the device as
+// is; the kernels read everything that changes between steps from it): per token its id,
+// position, KV slot (block * block_size + offset in the block) and sequence index; the indices of
+// the R tokens whose logits are wanted (the last of a chunk, or all of it); the block tables as a
+// (S, max_blocks) matrix, unused entries 0.
+struct StepMeta {
+  int64_t T = 0, R = 0, S = 0, max_blocks = 0;
+  int64_t tokens() const { return 0; }
+  int64_t pos() const { return T; }
+  int64_t slot() const { return 2 * T; }
+  int64_t token_seq() const { return 3 * T; }
+  int64_t rows() const { return 4 * T; }
+  int64_t tables() const { return 4 * T + R; }
+  int64_t total() const { return 4 * T + R + S * max_blocks; }
+};
+// The sizes of `batch`'s metadata. pad_tables rounds max_blocks up to a power of two (a captured
+// graph serves every step up to its table width, so a growing sequence recaptures log(n) times).
+StepMeta PlanStepMeta(const StepBatch& batch, bool pad_tables);
+// Writes `batch` (checked by CheckBatch) to out[0, meta.total()) in StepMeta's order.
+void WriteStepMeta(const StepBatch& batch, const StepMeta& meta, int32_t block_size, int32_t* out);
+
 // Logits gathered on rank 0, one row per requested token, in batch order (each chunk's rows in
 // token order). Other ranks get an empty Logits.
 struct Logits {

@@ -1,11 +1,12 @@
 #include "kernels/embedding.h"
 
+#include "engine/cpu/ops.h"
+
+// The references are the cpu backend's ops (engine/cpu/ops.h) over bf16 weights, accumulating in double.
 namespace tandem::kernels::ref {
 
 void embedding(float* out, const int32_t* ids, const bf16_bits* table, int64_t T, int64_t H) {
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t i = 0; i < H; ++i) out[t * H + i] = Bf16ToFloat(table[ids[t] * H + i]);
-  }
+  engine::cpu::embedding(out, ids, table, T, H);
 }
 
 }  // namespace tandem::kernels::ref

@@ -1,6 +1,7 @@
-// The small pieces against hand-computed values: rmsnorm, rope, softmax, top-k, swiglu, matmul
-// (threaded vs a naive loop), the step plan's binary format, the block allocator, and Model::Load's
-// refusals of what the cpu backend does not support.
+// The small pieces against hand-computed values: the reference ops (rmsnorm, rope, softmax, top-k,
+// silu_mul, the router, matmul threaded vs a naive loop, the experts grouped by expert vs one pair
+// at a time, attention), the block allocator, and Model::Load's refusals of what the cpu backend
+// does not support.
 #include <cmath>
 #include <cstdio>
 
@@ -10,7 +11,6 @@
 #include "engine/generate.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
-#include "engine/step.h"
 #include "tests/engine/cpu/golden.h"
 
 namespace tandem::engine {
@@ -55,7 +55,7 @@ TEST(Ops, RopePartialRotaryLeavesTheRestAlone) {
   ExpectNear(x, {-2.2347417, 0.0770038, 3, 4, -2.2347417, 0.0770038, 3, 4}, 1e-5);
 }
 
-TEST(Ops, SoftmaxTopkSwiglu) {
+TEST(Ops, SoftmaxTopkSiluMul) {
   std::vector<float> p = {1, 2, 3};
   softmax(p.data(), 3);
   ExpectNear(p, {0.0900306, 0.2447285, 0.6652410});
@@ -66,8 +66,9 @@ TEST(Ops, SoftmaxTopkSwiglu) {
   topk(idx.data(), val.data(), probs.data(), 5, 3);
   EXPECT_EQ(idx, (std::vector<int32_t>{1, 3, 0}));
   ExpectNear(val, {0.4, 0.4, 0.1});
-  std::vector<float> g = {1, 0, -1}, u = {2, 5, 1}, o(3);
-  swiglu(o.data(), g.data(), u.data(), 3);
+  // One row of [gate | up]: silu(1) * 2, silu(0) * 5, silu(-1) * 1.
+  std::vector<float> gate_up = {1, 0, -1, 2, 5, 1}, o(3);
+  silu_mul(o.data(), gate_up.data(), 1, 3);
   ExpectNear(o, {1.4621172, 0.0, -0.2689414});
 }
 
@@ -75,7 +76,7 @@ TEST(Ops, MatmulThreadedEqualsNaive) {
   // y (2, 2) = x (2, 3) W^T, W (2, 3): by hand.
   ThreadPool one(1);
   std::vector<float> x = {1, 2, 3, 4, 5, 6}, w = {1, 0, -1, 0.5, 0.5, 0.5}, y(4);
-  matmul(one, y.data(), x.data(), w.data(), 2, 3, 2);
+  matmul(&one, y.data(), x.data(), w.data(), 2, 3, 2);
   ExpectNear(y, {-2, 3, -2, 7.5});
   // Large enough to run on 3 threads: equal to the naive triple loop (same summation order).
   const int64_t R = 5, I = 96, O = 301;
@@ -83,7 +84,7 @@ TEST(Ops, MatmulThreadedEqualsNaive) {
   for (size_t i = 0; i < xb.size(); ++i) xb[i] = std::sin(0.1f * i);
   for (size_t i = 0; i < wb.size(); ++i) wb[i] = std::cos(0.07f * i);
   ThreadPool three(3);
-  matmul(three, y3.data(), xb.data(), wb.data(), R, I, O);
+  matmul(&three, y3.data(), xb.data(), wb.data(), R, I, O);
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t o = 0; o < O; ++o) {
       double s = 0;
@@ -93,36 +94,61 @@ TEST(Ops, MatmulThreadedEqualsNaive) {
   }
 }
 
-TEST(Step, SerializeRoundTripAndRejectsGarbage) {
-  StepBatch b;
-  SeqChunk a;
-  a.seq_id = 42;
-  a.tokens = {1, 2, 3};
-  a.start_pos = 7;
-  a.block_table = {5, 2, 9};
-  a.want_logits = true;
-  SeqChunk c;
-  c.seq_id = -1;
-  c.tokens = {4096};
-  c.want_all_logits = true;
-  b.seqs = {a, c};
-  const std::string bytes = b.Serialize();
-  auto back = StepBatch::Deserialize(bytes);
-  ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->seqs.size(), 2u);
-  EXPECT_EQ(back->seqs[0].seq_id, 42);
-  EXPECT_EQ(back->seqs[0].tokens, a.tokens);
-  EXPECT_EQ(back->seqs[0].start_pos, 7);
-  EXPECT_EQ(back->seqs[0].block_table, a.block_table);
-  EXPECT_TRUE(back->seqs[0].want_logits);
-  EXPECT_FALSE(back->seqs[0].want_all_logits);
-  EXPECT_EQ(back->seqs[1].seq_id, -1);
-  EXPECT_TRUE(back->seqs[1].want_all_logits);
-  EXPECT_EQ(back->num_tokens(), 4);
-  // Every truncation is an error, never a crash; so is a bad magic or trailing bytes.
-  for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(StepBatch::Deserialize(bytes.substr(0, n)).ok()) << n;
-  EXPECT_FALSE(StepBatch::Deserialize("XXXX" + bytes.substr(4)).ok());
-  EXPECT_FALSE(StepBatch::Deserialize(bytes + "x").ok());
+TEST(Ops, RouterTopkRenormalises) {
+  // softmax(log 1..4) = (1, 2, 3, 4) / 10: the top 2 are experts 3 and 2.
+  const std::vector<float> logits = {0.0f, std::log(2.0f), std::log(3.0f), std::log(4.0f)};
+  std::vector<int32_t> ids(2);
+  std::vector<float> w(2);
+  router_topk(ids.data(), w.data(), logits.data(), 1, 4, 2, /*renormalize=*/false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{3, 2}));
+  ExpectNear(w, {0.4, 0.3});
+  router_topk(ids.data(), w.data(), logits.data(), 1, 4, 2, /*renormalize=*/true);
+  ExpectNear(w, {4.0 / 7, 3.0 / 7});
+}
+
+TEST(Ops, ExpertsGroupedByExpertEqualOnePairAtATime) {
+  // 3 tokens, 2 experts each out of 3; gate_up (E, 2I, H), down (E, H, I).
+  const int64_t T = 3, K = 2, E = 3, H = 8, I = 4;
+  std::vector<float> x(T * H), gate_up(E * 2 * I * H), down(E * H * I);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.3f * i);
+  for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = std::cos(0.11f * i);
+  for (size_t i = 0; i < down.size(); ++i) down[i] = std::sin(0.07f * i + 1);
+  const std::vector<int32_t> ids = {0, 2, 2, 1, 0, 1};
+  const std::vector<float> weights = {0.7f, 0.3f, 0.6f, 0.4f, 0.5f, 0.5f};
+  std::vector<float> act(T * K * I), out(T * H);
+  ThreadPool two(2);
+  moe_gate_up(&two, act.data(), x.data(), ids.data(), gate_up.data(), T, K, H, I);
+  moe_down(&two, out.data(), act.data(), ids.data(), weights.data(), down.data(), T, K, H, I);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      double want = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t e = ids[t * K + k];
+        double y = 0;
+        for (int64_t i = 0; i < I; ++i) {
+          double g = 0, u = 0;
+          for (int64_t j = 0; j < H; ++j) {
+            g += static_cast<double>(x[t * H + j]) * gate_up[(e * 2 * I + i) * H + j];
+            u += static_cast<double>(x[t * H + j]) * gate_up[(e * 2 * I + I + i) * H + j];
+          }
+          y += g / (1 + std::exp(-g)) * u * down[(e * H + h) * I + i];
+        }
+        want += weights[t * K + k] * y;
+      }
+      EXPECT_NEAR(out[t * H + h], want, 1e-5) << t << "," << h;
+    }
+  }
+}
+
+TEST(Ops, PagedAttentionOfOnePositionIsItsValue) {
+  // One token at position 0 of a sequence whose block table is {1} (block size 2): softmax over one
+  // score is 1, so each q head returns the value of the kv head it reads (2 q heads per kv head).
+  const kernels::AttentionShape A{4, 2, 2, 2, 1, 8};
+  std::vector<float> q(8, 1.0f), k(4 * 2 * 2, 0.0f), v(4 * 2 * 2, 0.0f), out(8);
+  const int32_t table = 1, seq = 0, pos = 0;
+  for (int i = 0; i < 4; ++i) v[2 * 4 + i] = 10.0f + i;  // slot 2 = block 1, offset 0: kv heads 0, 1
+  paged_attention(nullptr, out.data(), q.data(), k.data(), v.data(), &table, &seq, &pos, 1, A, 1.0f);
+  ExpectNear(out, {10, 11, 10, 11, 12, 13, 12, 13});
 }
 
 TEST(KvCache, BlockAllocator) {

@@ -1,0 +1,20 @@
+// What every backend checks before it loads a model: a model type and layer types there is a
+// forward pass for, a tensor-parallel split of the config (engine/model/tp_shard.h), and a comm
+// that matches the rank and world of the options. A backend adds only its own limits after these.
+#pragma once
+
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "engine/model.h"
+
+namespace tandem::engine {
+
+// Errors say what is unsupported and by which backend ("model_type X is not supported by the cpu
+// backend yet"), or which dimension does not split over `world` ranks.
+absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend);
+
+// A comm is needed beyond one rank, and must be the rank `options.rank` of `options.world`.
+absl::Status CheckComm(const ModelLoadOptions& options);
+
+}  // namespace tandem::engine

@@ -1,0 +1,85 @@
+// What every backend checks before loading (engine/load_checks.h): the model and layer types,
+// the tensor-parallel split (named by the backend) and the comm against rank and world.
+#include "engine/load_checks.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/comm/comm.h"
+
+namespace tandem::engine {
+namespace {
+
+// A comm that only says who it is.
+class NamedComm final : public Comm {
+ public:
+  NamedComm(int rank, int world) : rank_(rank), world_(world) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  absl::Status AllReduceSum(float*, size_t) override { return absl::OkStatus(); }
+  absl::Status Broadcast(void*, size_t, int) override { return absl::OkStatus(); }
+  absl::Status Gather(const float*, size_t, float*, int) override { return absl::OkStatus(); }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+  void Abort(const std::string&) override {}
+  bool aborted() const override { return false; }
+  std::string transport() const override { return "named"; }
+
+ private:
+  int rank_, world_;
+};
+
+ModelConfig Tiny() {
+  ModelConfig c;
+  c.model_type = "qwen3_moe";
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  c.intermediate_size = 256;
+  c.moe_intermediate_size = 64;
+  c.num_experts = 16;
+  c.num_experts_per_tok = 4;
+  return c;
+}
+
+void ExpectError(const absl::Status& st, absl::StatusCode code, const std::string& want) {
+  EXPECT_EQ(st.code(), code) << st;
+  EXPECT_NE(std::string(st.message()).find(want), std::string::npos) << st.message();
+}
+
+TEST(CheckModelSupported, ModelAndLayerTypesNameTheBackend) {
+  EXPECT_TRUE(CheckModelSupported(Tiny(), 2, "cpu").ok());
+  ModelConfig next = Tiny();
+  next.model_type = "qwen3_next";
+  ExpectError(CheckModelSupported(next, 1, "cuda"), absl::StatusCode::kUnimplemented,
+              "model_type qwen3_next is not supported by the cuda backend yet");
+  ModelConfig hybrid = Tiny();
+  hybrid.layer_types = {"full_attention", "linear_attention"};
+  ExpectError(CheckModelSupported(hybrid, 1, "cpu"), absl::StatusCode::kUnimplemented,
+              "layer type linear_attention is not supported by the cpu backend yet");
+}
+
+TEST(CheckModelSupported, SplitAndRouting) {
+  ExpectError(CheckModelSupported(Tiny(), 3, "cpu"), absl::StatusCode::kInvalidArgument,
+              "num_attention_heads (8) is not divisible by the tensor-parallel size 3");
+  ModelConfig k = Tiny();
+  k.num_experts_per_tok = 17;
+  ExpectError(CheckModelSupported(k, 1, "cpu"), absl::StatusCode::kInvalidArgument,
+              "num_experts_per_tok 17 must be in [1, num_experts=16]");
+  k.mlp_only_layers = {0, 1};  // no MoE layer: the routing is not used
+  EXPECT_TRUE(CheckModelSupported(k, 1, "cpu").ok());
+}
+
+TEST(CheckComm, ComesWithTheRankAndWorldItClaims) {
+  ModelLoadOptions o;
+  EXPECT_TRUE(CheckComm(o).ok());  // one rank, no comm
+  o.world = 2;
+  ExpectError(CheckComm(o), absl::StatusCode::kInvalidArgument, "tensor-parallel size 2 needs a comm");
+  NamedComm comm(1, 2);
+  o.comm = &comm;
+  o.rank = 0;
+  ExpectError(CheckComm(o), absl::StatusCode::kInvalidArgument, "comm is rank 1 of 2, options say rank 0 of 2");
+  o.rank = 1;
+  EXPECT_TRUE(CheckComm(o).ok());
+}
+
+}  // namespace
+}  // namespace tandem::engine
