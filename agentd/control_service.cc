@@ -10,6 +10,23 @@ namespace tandem::agentd {
 
 using rpc::ToGrpcStatus;
 
+namespace {
+
+// LoadModel's and JoinGroup's error: the code and message, and as the error details a ControlError
+// saying whether the rank refused the request or ran it and failed (the controller words the two
+// differently, and never reads this UNAVAILABLE or DEADLINE_EXCEEDED as a transport error).
+grpc::Status ControlOpStatus(const absl::Status& st) {
+  if (st.ok()) return grpc::Status::OK;
+  v1::ControlError details;
+  details.set_code(static_cast<int32_t>(st.code()));
+  details.set_message(std::string(st.message()));
+  details.set_outcome(IsRankFailure(st) ? v1::ControlError::FAILED : v1::ControlError::REFUSED);
+  const grpc::Status plain = ToGrpcStatus(st);
+  return grpc::Status(plain.error_code(), plain.error_message(), details.SerializeAsString());
+}
+
+}  // namespace
+
 ControlService::ControlService(EngineHost* host, RendezvousStore* store, const TokenAuth* auth)
     : host_(host), store_(store), auth_(auth) {}
 
@@ -27,14 +44,14 @@ grpc::Status ControlService::LoadModel(grpc::ServerContext* context, const v1::L
     // A client that went away stops the events, not the load (the controller sees the state).
     if (!broken && !context->IsCancelled() && !writer->Write(ev)) broken = true;
   });
-  return ToGrpcStatus(st);
+  return ControlOpStatus(st);
 }
 
 grpc::Status ControlService::JoinGroup(grpc::ServerContext* context, const v1::JoinGroupRequest* request,
                                        v1::JoinGroupResponse* response) {
   TANDEM_CHECK_AUTH("JoinGroup");
   auto r = host_->JoinGroup(*request);
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) return ControlOpStatus(r.status());
   *response = std::move(*r);
   return grpc::Status::OK;
 }

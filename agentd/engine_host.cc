@@ -12,6 +12,20 @@ namespace tandem::agentd {
 
 using std::chrono::milliseconds;
 
+namespace {
+
+// The payload that marks a rank failure; its value is unused.
+constexpr char kRankFailurePayload[] = "tandem.agentd/rank-failure";
+
+}  // namespace
+
+absl::Status RankFailure(absl::Status st) {
+  st.SetPayload(kRankFailurePayload, absl::Cord());
+  return st;
+}
+
+bool IsRankFailure(const absl::Status& st) { return st.GetPayload(kRankFailurePayload).has_value(); }
+
 EngineHost::EngineHost(EngineHostOptions options) : options_(std::move(options)) {
   if (!options_.state_dir.empty()) {
     auto a = LoadAssignment(options_.state_dir);

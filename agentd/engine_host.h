@@ -69,6 +69,11 @@ struct EngineHostOptions {
   std::function<void(const std::string& what)> on_stuck;
 };
 
+// `st` (not OK) marked as a failure of the rank itself: the load or join ran and failed, and the
+// rank is now failed for st's message (see EngineHost::LoadModel).
+absl::Status RankFailure(absl::Status st);
+bool IsRankFailure(const absl::Status& st);
+
 // "group/generation": the generation of the group the head last joined (decimal).
 inline constexpr const char* kGenerationKey = "group/generation";
 
@@ -81,9 +86,13 @@ class EngineHost {
   EngineHost(const EngineHost&) = delete;
   EngineHost& operator=(const EngineHost&) = delete;
 
-  // Loads on a background thread; `progress` gets phase events ("config", "weights") and a final
-  // one (done, error set on failure). `cancelled` only stops the events, never the load.
-  // FailedPrecondition while in a group.
+  // LoadModel and JoinGroup fail with a status only. A failure of the load or join itself (the
+  // rank is now failed, for the status's message) is marked IsRankFailure; any other error is a
+  // refusal that left the state as it was: InvalidArgument (the request), FailedPrecondition (the
+  // rank's state), Unavailable (another load, join or leave holds the rank: a retry works).
+  //
+  // Loads on a background thread; `progress` gets phase events ("config", "weights") and, when
+  // the load succeeded, a final one (done). FailedPrecondition while in a group.
   absl::Status LoadModel(const v1::LoadModelRequest& request, const LoadProgress& progress);
   // Returns once this rank is in the group (workers block in rendezvous until the head joins).
   absl::StatusOr<v1::JoinGroupResponse> JoinGroup(const v1::JoinGroupRequest& request);

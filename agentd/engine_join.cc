@@ -51,7 +51,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   const auto t0 = Clock::now();
   std::unique_lock<std::timed_mutex> op(op_mu_, std::defer_lock);
   if (!op.try_lock_for(std::chrono::seconds(2))) {
-    return absl::FailedPreconditionError("another load, join or leave is in progress");
+    return absl::UnavailableError("another load, join or leave is in progress");
   }
   if (!loaded_) return absl::FailedPreconditionError("no model is loaded: LoadModel first");
   const uint32_t world = loaded_->request.world_size();
@@ -129,17 +129,14 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   }
   Persist(req);
 
-  auto fail = [&](const absl::Status& st) -> absl::StatusOr<v1::JoinGroupResponse> {
+  // From here on a failure is the rank's: it leaves the group half-formed and reports failed.
+  auto fail = [&](const absl::Status& st) -> absl::Status {
     const std::string msg = "join of generation " + std::to_string(req.generation()) + " failed: " + StatusText(st);
     g->settled.store(true);
     g->Abort(msg);
     Teardown(g);
     SetState(v1::RANK_STATE_FAILED, msg);
-    v1::JoinGroupResponse r;
-    r.set_ok(false);
-    r.set_error(msg);
-    r.set_seconds(SecondsSince(t0));
-    return r;
+    return RankFailure(absl::Status(st.code(), msg));
   };
 
   if (world > 1) {
@@ -169,7 +166,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   g->monitor.Start([this, gp = g.get()] { MonitorLoop(*gp); });
 
   v1::JoinGroupResponse r;
-  r.set_ok(true);
+  r.set_ok(true);  // always: a failure is the status (older controllers still read it)
   r.set_transport(g->comm ? g->comm->transport() : "local");
   r.set_seconds(SecondsSince(t0));
   {

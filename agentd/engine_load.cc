@@ -44,7 +44,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
   ASSIGN_OR_RETURN(const std::string folder, roots.ResolveTree(req.model_path()));
   std::unique_lock<std::timed_mutex> op(op_mu_, std::defer_lock);
   if (!op.try_lock_for(std::chrono::seconds(2))) {
-    return absl::FailedPreconditionError("another load, join or leave is in progress");
+    return absl::UnavailableError("another load, join or leave is in progress");
   }
   {
     const v1::RankState s = state();
@@ -64,17 +64,16 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
                                                std::to_string(world) + ", " + req.backend() + ")");
   }
   const auto t0 = Clock::now();
-  auto event = [&](const std::string& phase, bool done, const std::string& error) {
+  auto event = [&](const std::string& phase, bool done) {
     v1::LoadModelEvent ev;
     ev.set_phase(phase);
     ev.set_bytes_total(total);
-    ev.set_bytes_done(done && error.empty() ? total : 0);
+    ev.set_bytes_done(done ? total : 0);
     ev.set_done(done);
-    ev.set_error(error);
     ev.set_seconds(SecondsSince(t0));
     if (progress) progress(ev);
   };
-  event("config", false, "");
+  event("config", false);
 
   auto loaded = std::make_shared<Loaded>();
   loaded->request = req;
@@ -105,12 +104,11 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     }
     return absl::OkStatus();
   });
-  while (result.wait_for(milliseconds(500)) != std::future_status::ready) event("weights", false, "");
+  while (result.wait_for(milliseconds(500)) != std::future_status::ready) event("weights", false);
   const absl::Status st = result.get();
   if (!st.ok()) {
     SetState(v1::RANK_STATE_FAILED, "load failed: " + StatusText(st));
-    event("done", true, StatusText(st));
-    return absl::OkStatus();  // the failure travels in the final event
+    return RankFailure(st);
   }
   const double seconds = SecondsSince(t0);
   {
@@ -120,7 +118,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     SetStateLocked(v1::RANK_STATE_LOADED, "loaded " + path + " in " + std::to_string(seconds) + " s");
   }
   TLOG(INFO) << "loaded " << path << " (rank " << req.rank() << " of " << world << ") in " << seconds << " s";
-  event("done", true, "");
+  event("done", true);
   return absl::OkStatus();
 }
 

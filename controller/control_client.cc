@@ -29,6 +29,17 @@ absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chro
   }
 }
 
+absl::Status ControlOpError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
+  v1::ControlError details;
+  if (st.error_details().empty() || !details.ParseFromString(st.error_details()) ||
+      details.outcome() == v1::ControlError::OUTCOME_UNSPECIFIED) {
+    return ControlRpcError(st, what, timeout);
+  }
+  const auto code = static_cast<absl::StatusCode>(st.error_code());
+  if (details.outcome() == v1::ControlError::FAILED) return absl::Status(code, st.error_message());
+  return absl::Status(code, absl::StrCat(what, ": ", st.error_message()));
+}
+
 ControlClient::ControlClient(const std::string& address, const AgentCredentials& credentials)
     : address_(address),
       token_(credentials.token),
@@ -52,7 +63,7 @@ absl::StatusOr<v1::LoadModelEvent> ControlClient::LoadModel(
     if (ev.done()) last = ev;
   }
   grpc::Status st = reader->Finish();
-  if (!st.ok()) return ControlRpcError(st, "LoadModel", timeout);
+  if (!st.ok()) return ControlOpError(st, "LoadModel", timeout);
   if (!last) return absl::InternalError("LoadModel: the stream ended without a final event");
   return *last;
 }
@@ -63,7 +74,7 @@ absl::StatusOr<v1::JoinGroupResponse> ControlClient::JoinGroup(const v1::JoinGro
   Prepare(&ctx, timeout);
   v1::JoinGroupResponse resp;
   grpc::Status st = stub_->JoinGroup(&ctx, req, &resp);
-  if (!st.ok()) return ControlRpcError(st, "JoinGroup", timeout);
+  if (!st.ok()) return ControlOpError(st, "JoinGroup", timeout);
   return resp;
 }
 

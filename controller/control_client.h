@@ -16,6 +16,11 @@ namespace tandem::controller {
 // Turns a failed RPC into a Status whose message says what to do (unreachable, deadline,
 // wrong token). `what` names the call ("JoinGroup").
 absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
+// LoadModel and JoinGroup: a status with the agent's ControlError details is the agent's own
+// answer, never read as a transport error (its UNAVAILABLE is "busy, retry", not "unreachable"):
+// a refusal reads "JoinGroup: <why>", a load or join that ran and failed reads as the agent wrote
+// it (the rank's failure). Without the details (transport, auth, an older agent): ControlRpcError.
+absl::Status ControlOpError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
 
 class ControlClient {
  public:
@@ -23,7 +28,8 @@ class ControlClient {
 
   const std::string& address() const { return address_; }
 
-  // Streams progress to `on_event` (on this thread); returns the final event (done, maybe error).
+  // Streams progress to `on_event` (on this thread); returns the final event of a load that
+  // succeeded, or why it did not (ControlOpError).
   absl::StatusOr<v1::LoadModelEvent> LoadModel(const v1::LoadModelRequest& req, std::chrono::milliseconds timeout,
                                                const std::function<void(const v1::LoadModelEvent&)>& on_event);
   absl::StatusOr<v1::JoinGroupResponse> JoinGroup(const v1::JoinGroupRequest& req, std::chrono::milliseconds timeout);

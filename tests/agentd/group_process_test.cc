@@ -40,7 +40,7 @@ const char* kToken = "s3cret-cluster-token";
 
 std::string WriteToken(const TempDir& tmp) { return tandem::testing::WriteTokenFile(tmp / "token", kToken); }
 
-// Streams LoadModel to the end; returns the final event's error ("" = loaded).
+// Streams LoadModel to the end; "" = loaded, else why not (a failed load is the RPC's status).
 std::string Load(const AgentProcess& a, int rank, int world) {
   auto stub = a.Control();
   auto ctx = a.Context(60s);
@@ -63,7 +63,7 @@ std::string Load(const AgentProcess& a, int rank, int world) {
   if (!last.done()) return "no final event";
   std::printf("%s: loaded rank %d of %d in %.2f s (%d events, %llu bytes)\n", a.name.c_str(), rank, world,
               last.seconds(), events, static_cast<unsigned long long>(last.bytes_total()));
-  return last.error();
+  return "";
 }
 
 v1::JoinGroupRequest JoinRequest(uint64_t generation, int rank, int world, const AgentProcess& head) {
@@ -139,11 +139,9 @@ class GroupTest : public ::testing::Test {
     head_req.set_collective_timeout_ms(collective_timeout_ms);
     grpc::Status st = Join(agents_[0], head_req, &head_);
     ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << agents_[0].log();
-    ASSERT_TRUE(head_.ok()) << head_.error();
     ASSERT_EQ(worker.wait_for(20s), std::future_status::ready);
     st = worker.get();
     ASSERT_TRUE(st.ok()) << st.error_message();
-    ASSERT_TRUE(worker_resp.ok()) << worker_resp.error();
     std::printf("group of generation %llu formed in %.2f s: head kv_tokens %lld transport %s api %s\n",
                 static_cast<unsigned long long>(generation), Since(t0), static_cast<long long>(head_.kv_tokens()),
                 head_.transport().c_str(), head_.api_endpoint().c_str());
@@ -515,7 +513,7 @@ TEST(AgentRestartTest, ReportsThePersistedAssignment) {
   (*req.mutable_comm_env()->mutable_env())["GLOO_SOCKET_IFNAME"] = "lo";
   v1::JoinGroupResponse resp;
   grpc::Status st = Join(a, req, &resp);
-  ASSERT_TRUE(st.ok() && resp.ok()) << st.error_message() << resp.error();
+  ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(resp.transport(), "local");
   EXPECT_TRUE(std::filesystem::exists(tmp / "a/state/assignment.json"));
   std::printf("assignment.json: %s", tandem::testing::SlurpFile(tmp / "a/state/assignment.json").c_str());

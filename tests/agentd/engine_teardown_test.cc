@@ -1,4 +1,4 @@
-// EngineHost when a teardown gets stuck (failpoint engine_shutdown_hang): the API port is free
+// agentd/engine_teardown.cc: EngineHost when a teardown gets stuck (failpoint engine_shutdown_hang): the API port is free
 // at once, the rank reports what it did, and a later load and join of the same API port work
 // while the stuck group is still alive — its model stays alive for it (shared, not freed by the
 // reload). In-process, world of one, qwen3moe-tiny; on_stuck unset (report only).
@@ -45,7 +45,7 @@ void LoadAndJoin(EngineHost& host, uint64_t generation, int api_port) {
   l.set_threads(1);
   v1::LoadModelEvent last;
   ASSERT_TRUE(host.LoadModel(l, [&](const v1::LoadModelEvent& e) { last = e; }).ok());
-  ASSERT_EQ(last.error(), "");
+  ASSERT_TRUE(last.done());
   v1::JoinGroupRequest j;
   j.set_generation(generation);
   j.set_world_size(1);
@@ -54,11 +54,10 @@ void LoadAndJoin(EngineHost& host, uint64_t generation, int api_port) {
   j.set_max_num_seqs(2);
   auto r = host.JoinGroup(j);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(r->ok()) << r->error();
   ASSERT_TRUE(Connects(api_port));
 }
 
-TEST(EngineHostStuckTest, StuckTeardownFreesThePortAndALaterGroupStarts) {
+TEST(EngineTeardownTest, StuckTeardownFreesThePortAndALaterGroupStarts) {
   ASSERT_TRUE(kFailpointOn);
   auto roots = ModelRoots::Create({testing::CanonicalTestdataDir()});
   ASSERT_TRUE(roots.ok()) << roots.status();
