@@ -1,4 +1,4 @@
-// Checkpoint folders: the tiny reference model, slices, shards, broken folders, weight names.
+// Checkpoint folders: the tiny reference model, slices, shards, broken folders.
 #include "engine/model/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -8,21 +8,19 @@
 #include <cstring>
 #include <ctime>
 
-#include "engine/model/model_config.h"
 #include "engine/model/safetensors.h"
-#include "engine/model/weight_names.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model/test_util.h"
 
 namespace tandem::engine {
 namespace {
 
+using testing::Msg;
 using testing::ReadAll;
+using testing::Shard;
 using testing::TempDir;
 using testing::TestData;
 using testing::WriteAll;
-
-std::string Msg(const absl::Status& st) { return std::string(st.message()); }
 
 // Decodes a bf16 tensor straight from the file bytes, without our parser: nlohmann for the
 // header, a 16-bit shift for the values.
@@ -202,13 +200,6 @@ TEST(Checkpoint, DtypesF16ConvertedIntegerRejected) {
   EXPECT_NE(Msg(ids.status()).find("I32"), std::string::npos);
 }
 
-std::vector<NamedTensorData> Shard(const std::vector<std::string>& names) {
-  std::vector<NamedTensorData> out;
-  float v = 1;
-  for (const auto& n : names) out.push_back({n, DType::kBF16, {2, 3}, {v, v + 1, v + 2, v + 3, v + 4, v + 5}, {}, {}}), v += 10;
-  return out;
-}
-
 void WriteIndex(const TempDir& dir, const nlohmann::json& weight_map) {
   nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}};
   WriteAll(dir.File("model.safetensors.index.json"), index.dump(2));
@@ -284,53 +275,6 @@ TEST(Checkpoint, BrokenModelFileErrorsNameTheFile) {
   ASSERT_FALSE(ckpt.ok());
   EXPECT_EQ(Msg(ckpt.status()).rfind("model.safetensors: truncated", 0), 0u) << ckpt.status();
   std::printf("  %s\n", Msg(ckpt.status()).c_str());
-}
-
-TEST(WeightNames, KeysAndPrefixDetection) {
-  EXPECT_EQ(LayerKey("model.", 0, "self_attn.q_proj.weight"), "model.layers.0.self_attn.q_proj.weight");
-  EXPECT_EQ(ExpertKey("model.", 3, 15, "gate_proj"), "model.layers.3.mlp.experts.15.gate_proj.weight");
-  EXPECT_EQ(EmbedKey("model.language_model."), "model.language_model.embed_tokens.weight");
-  EXPECT_EQ(FinalNormKey("model."), "model.norm.weight");
-  EXPECT_EQ(LmHeadKey("model.language_model.", false), "lm_head.weight");
-  EXPECT_EQ(LmHeadKey("model.language_model.", true), "model.language_model.embed_tokens.weight");
-
-  auto ckpt = Checkpoint::Open(TestData("qwen3moe-tiny"));
-  auto config = LoadModelConfig(TestData("qwen3moe-tiny"));
-  ASSERT_TRUE(ckpt.ok() && config.ok());
-  auto names = ResolveWeightNames(**ckpt, *config);
-  ASSERT_TRUE(names.ok()) << names.status();
-  EXPECT_EQ(names->prefix, "model.");
-  for (int64_t l = 0; l < config->num_hidden_layers; ++l) {
-    for (int64_t e = 0; e < config->num_experts; ++e) {
-      for (const char* p : {"gate_proj", "up_proj", "down_proj"}) {
-        EXPECT_TRUE((*ckpt)->Has(names->Expert(l, e, p))) << names->Expert(l, e, p);
-      }
-    }
-    EXPECT_TRUE((*ckpt)->Has(names->Layer(l, "self_attn.q_norm.weight")));
-  }
-  EXPECT_TRUE((*ckpt)->Has(names->Embed()));
-  EXPECT_TRUE((*ckpt)->Has(names->FinalNorm()));
-  EXPECT_EQ(names->LmHead(), "lm_head.weight");
-
-  // A multimodal-style checkpoint with tied embeddings.
-  TempDir dir;
-  ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"),
-                               Shard({"model.language_model.embed_tokens.weight",
-                                      "model.visual.patch_embed.weight"}))
-                  .ok());
-  auto mm = Checkpoint::Open(dir.path());
-  ASSERT_TRUE(mm.ok());
-  ModelConfig tied = *config;
-  tied.tie_word_embeddings = true;
-  auto mm_names = ResolveWeightNames(**mm, tied);
-  ASSERT_TRUE(mm_names.ok()) << mm_names.status();
-  EXPECT_EQ(mm_names->prefix, "model.language_model.");
-  EXPECT_EQ(mm_names->LmHead(), "model.language_model.embed_tokens.weight");
-  tied.tie_word_embeddings = false;
-  auto no_head = ResolveWeightNames(**mm, tied);
-  ASSERT_FALSE(no_head.ok());
-  EXPECT_NE(Msg(no_head.status()).find("lm_head.weight"), std::string::npos);
-  EXPECT_FALSE(DetectWeightPrefix({"transformer.wte.weight"}).ok());
 }
 
 }  // namespace

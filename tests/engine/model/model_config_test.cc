@@ -10,11 +10,10 @@ namespace tandem::engine {
 namespace {
 
 using nlohmann::json;
+using testing::Msg;
 using testing::TempDir;
 using testing::TestData;
 using testing::WriteAll;
-
-std::string Msg(const absl::Status& st) { return std::string(st.message()); }
 
 TEST(ModelConfig, TinyQwen3Moe) {
   auto c = LoadModelConfig(TestData("qwen3moe-tiny"));

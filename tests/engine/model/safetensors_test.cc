@@ -14,11 +14,10 @@ namespace tandem::engine {
 namespace {
 
 using testing::MakeSafetensorsBytes;
+using testing::Msg;
 using testing::ReadAll;
 using testing::TempDir;
 using testing::WriteAll;
-
-std::string Msg(const absl::Status& st) { return std::string(st.message()); }
 
 TEST(SafetensorsHeader, ParsesValidHeaderSortedWithMetadata) {
   const std::string h = R"({"__metadata__":{"format":"pt"},

@@ -7,7 +7,10 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "engine/model/safetensors.h"
 #include "tests/common/test_util.h"
 
 namespace tandem::engine::testing {
@@ -15,6 +18,9 @@ namespace tandem::engine::testing {
 inline std::string TestData(const std::string& rel) {
   return ::tandem::testing::TestdataDir() + "/" + rel;
 }
+
+// The message of a status as a std::string, for find() and printing.
+inline std::string Msg(const absl::Status& st) { return std::string(st.message()); }
 
 // A fresh folder under the system temp dir, removed at destruction.
 class TempDir {
@@ -54,6 +60,15 @@ inline std::string MakeSafetensorsBytes(const std::string& header, const std::st
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header + data;
+}
+
+// One small bf16 [2, 3] tensor per name, with values that differ between names (1..6, 11..16,
+// ...): enough to write shards and checkpoints whose reads can be told apart.
+inline std::vector<NamedTensorData> Shard(const std::vector<std::string>& names) {
+  std::vector<NamedTensorData> out;
+  float v = 1;
+  for (const auto& n : names) out.push_back({n, DType::kBF16, {2, 3}, {v, v + 1, v + 2, v + 3, v + 4, v + 5}, {}, {}}), v += 10;
+  return out;
 }
 
 }  // namespace tandem::engine::testing
