@@ -16,9 +16,8 @@
 #include "agentd/group_transport.h"
 #include "agentd/grpc_store.h"
 #include "engine/model.h"
-#include "engine/batching/llm_engine.h"
-#include "openai/openai_server.h"
 #include "openai/serve_metrics.h"
+#include "openai/serving_stack.h"
 #include "engine/batching/timed_comm.h"
 #include "engine/step_driver.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -57,8 +56,7 @@ struct EngineHost::Group {
   std::unique_ptr<openai::ServeMetrics> serve_metrics;
   std::unique_ptr<engine::TimedComm> timed;
   std::unique_ptr<engine::StepDriver> driver;
-  std::unique_ptr<engine::LLMEngine> engine;
-  std::unique_ptr<openai::OpenAIServer> server;
+  std::unique_ptr<openai::ServingStack> stack;  // the engine and the API over `driver`
 
   BoundedThread worker;
   BoundedThread monitor;
@@ -74,8 +72,7 @@ struct EngineHost::Group {
   }
   ~Group() {
     // Leaked groups never get here; the rest have stopped their threads.
-    server.reset();
-    engine.reset();
+    stack.reset();
     driver.reset();
   }
 };

@@ -1,5 +1,5 @@
-// EngineHost::StartHead: rank 0's serving stack over the loaded model and the group's comm
-// (StepDriver, LLMEngine, the OpenAI server and its metrics).
+// EngineHost::StartHead: rank 0's serving stack (openai/serving_stack.h, as tandem-infer serve
+// builds it) over the loaded model and the group's comm, timed into the API's metrics.
 #include <filesystem>
 
 #include "agentd/engine_group.h"
@@ -40,39 +40,28 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
     model_comm = ld.comm.get();
   }
   g.driver = std::make_unique<engine::StepDriver>(ld.model.get(), model_comm);
-  const engine::ModelConfig& cfg = ld.model->config();
-  engine::EngineOptions eo;
-  if (req.max_num_seqs() > 0) eo.max_num_seqs = static_cast<int32_t>(req.max_num_seqs());
-  eo.max_model_len = req.max_model_len() > 0
-                         ? static_cast<int32_t>(req.max_model_len())
-                         : static_cast<int32_t>(cfg.max_position_embeddings > 0
-                                                    ? std::min<int64_t>(4096, cfg.max_position_embeddings)
-                                                    : 4096);
-  eo.kv_tokens = req.kv_tokens();
-  eo.memory_fraction = ld.request.memory_fraction();  // 0: the backend's default; else checked in (0, 1]
-  eo.backend = ld.request.backend();
-  eo.on_step = [m = g.serve_metrics.get()](const engine::StepMetrics& s) { m->ObserveStep(s.seconds); };
-  ASSIGN_OR_RETURN(g.engine, engine::LLMEngine::Create(g.driver.get(), ld.tokenizer.get(), eo));
-  const int64_t kv = g.engine->Stats().kv_tokens_total;
-  // The workers learn the pool size from here (they only see its blocks allocated).
-  (void)options_.local_store->Set(engine::GenerationPrefix(g.generation) + "/kv_tokens", std::to_string(kv));
-
-  openai::OpenAIServerOptions so;
-  RETURN_IF_ERROR(SplitHostPort(req.api_listen().empty() ? "127.0.0.1:8000" : req.api_listen(), &so.host, &so.port));
-  so.served_model_name = name;
-  so.api_key = req.api_key();
-  so.max_in_flight = eo.max_num_seqs + eo.max_waiting + 8;
-  if (req.api_max_body_bytes() > 0) so.max_body_bytes = static_cast<size_t>(req.api_max_body_bytes());
-  so.max_model_len = eo.max_model_len;
-  so.vocab_size = cfg.vocab_size;
+  openai::ServingStackOptions so;
+  if (req.max_num_seqs() > 0) so.engine.max_num_seqs = static_cast<int32_t>(req.max_num_seqs());
+  so.engine.max_model_len = static_cast<int32_t>(req.max_model_len());  // 0: the stack's default
+  so.engine.kv_tokens = req.kv_tokens();
+  so.engine.memory_fraction = ld.request.memory_fraction();  // 0: the backend's default; else checked in (0, 1]
+  so.engine.backend = ld.request.backend();
+  RETURN_IF_ERROR(
+      SplitHostPort(req.api_listen().empty() ? "127.0.0.1:8000" : req.api_listen(), &so.server.host, &so.server.port));
+  so.server.served_model_name = name;
+  so.server.api_key = req.api_key();
+  if (req.api_max_body_bytes() > 0) so.server.max_body_bytes = static_cast<size_t>(req.api_max_body_bytes());
   // /health and new requests: only while the cluster is serving (the controller opens it after
   // the first probe passes).
-  so.ready = [this] { return state() == v1::RANK_STATE_SERVING; };
-  g.server = std::make_unique<openai::OpenAIServer>(g.engine.get(), ld.tokenizer.get(), g.serve_metrics.get(), so);
-  RETURN_IF_ERROR(g.server->Start());
+  so.server.ready = [this] { return state() == v1::RANK_STATE_SERVING; };
+  ASSIGN_OR_RETURN(g.stack,
+                   openai::ServingStack::Start(g.driver.get(), ld.tokenizer.get(), g.serve_metrics.get(), so));
+  const int64_t kv = g.stack->engine().Stats().kv_tokens_total;
+  // The workers learn the pool size from here (they only see its blocks allocated).
+  (void)options_.local_store->Set(engine::GenerationPrefix(g.generation) + "/kv_tokens", std::to_string(kv));
   std::lock_guard<std::mutex> l(mu_);
   kv_tokens_ = kv;
-  api_endpoint_ = so.host + ":" + std::to_string(g.server->port());
+  api_endpoint_ = so.server.host + ":" + std::to_string(g.stack->server().port());
   return absl::OkStatus();
 }
 

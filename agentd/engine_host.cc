@@ -109,8 +109,8 @@ v1::RankStatus EngineHost::Status() const {
   s.set_model_path(model_path_);
   s.set_api_endpoint(api_endpoint_);
   s.set_transport(transport_);
-  if (group_ && group_->engine) {
-    const engine::EngineStats st = group_->engine->Stats();
+  if (group_ && group_->stack) {
+    const engine::EngineStats st = group_->stack->engine().Stats();
     s.set_iterations(static_cast<uint64_t>(st.iterations));
     s.set_queue_depth(static_cast<uint32_t>(st.running + st.waiting));
   } else if (group_comm_ != nullptr) {

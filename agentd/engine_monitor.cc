@@ -79,8 +79,8 @@ void EngineHost::MonitorLoop(Group& g) {
     o.settled = g.settled.load();
     if (o.settled) continue;  // nothing more to report: no reads either
     o.now = Clock::now();
-    o.engine_failed = g.engine && !g.engine->healthy();
-    o.engine_error = o.engine_failed ? g.engine->fatal_error() : absl::OkStatus();
+    o.engine_failed = g.stack && !g.stack->engine().healthy();
+    o.engine_error = o.engine_failed ? g.stack->engine().fatal_error() : absl::OkStatus();
     o.lost_peer.reset();
     if (watch_peers) {
       for (int r = 1; r < g.world; ++r) peers.Observe(r, options_.local_store->TryGet(HeartbeatKey(g.generation, r)), o.now);

@@ -30,7 +30,7 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
     g = group_;
     request_id = "probe-" + std::to_string(++next_probe_id_);
   }
-  if (!g || !g->engine) return absl::FailedPreconditionError("cannot generate: this rank is not the head (rank 0)");
+  if (!g || !g->stack) return absl::FailedPreconditionError("cannot generate: this rank is not the head (rank 0)");
   const tokenizer::Tokenizer* tok = g->loaded->tokenizer.get();
 
   engine::GenerationRequest r;
@@ -68,7 +68,7 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
     absl::Status error;
   };
   auto res = std::make_shared<Result>();
-  RETURN_IF_ERROR(g->engine->Submit(std::move(r), [res](const engine::GenerationEvent& ev) {
+  RETURN_IF_ERROR(g->stack->engine().Submit(std::move(r), [res](const engine::GenerationEvent& ev) {
     std::lock_guard<std::mutex> l(res->mu);
     res->ids.insert(res->ids.end(), ev.token_ids.begin(), ev.token_ids.end());
     res->text += ev.text_delta;
@@ -91,7 +91,7 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
     const bool gone = caller_gone && caller_gone();
     if (gone || Clock::now() >= until) {
       l.unlock();
-      g->engine->Cancel(request_id);
+      g->stack->engine().Cancel(request_id);
       if (gone) return absl::CancelledError("the caller of the probe went away");
       return absl::DeadlineExceededError("the probe did not finish within " + std::to_string(timeout.count()) + " ms");
     }

@@ -21,10 +21,10 @@ bool EngineHost::Teardown(const std::shared_ptr<Group>& g) {
     g->stop_cv.notify_all();
   }
   bool clean = true;
-  if (g->rank == 0 && (g->engine || g->server || g->driver)) {
+  if (g->rank == 0 && (g->stack || g->driver)) {
     // The API port is released first and at once (never blocks), so a later group can bind it
     // even if what follows gets stuck.
-    if (g->server) g->server->StopListening();
+    if (g->stack) g->stack->StopListening();
     // Graceful first: no new requests, the engine aborts what is in flight and releases the
     // workers (Stop); then the HTTP threads end. A stuck collective is cut by aborting the comm.
     BoundedThread stopper;
@@ -32,9 +32,10 @@ bool EngineHost::Teardown(const std::shared_ptr<Group>& g) {
       // Failpoint "engine_shutdown_hang": the shutdown never finishes, as a collective wedged
       // in a driver would (tests of the stuck path below).
       while (FailpointEnabled("engine_shutdown_hang")) std::this_thread::sleep_for(std::chrono::seconds(1));
-      if (g->server) g->server->Drain(milliseconds(0));
-      if (g->engine) g->engine->Shutdown();
-      if (g->server) g->server->Stop();
+      if (g->stack) {
+        g->stack->Drain(milliseconds(0));
+        g->stack->Stop();
+      }
       if (g->driver) {
         absl::Status st = g->driver->Stop();
         if (!st.ok()) TLOG(WARN) << "releasing the workers: " << st.message();
@@ -52,7 +53,7 @@ bool EngineHost::Teardown(const std::shared_ptr<Group>& g) {
       }
     }
   }
-  if (g->rank > 0 || !g->engine) g->Abort("leaving the group");
+  if (g->rank > 0 || !g->stack) g->Abort("leaving the group");
   clean = g->worker.JoinFor(options_.leave_deadline) && g->monitor.JoinFor(options_.leave_deadline) &&
           g->heartbeat.JoinFor(options_.leave_deadline);
   if (!clean) {

@@ -17,18 +17,17 @@
 #include "engine/comm/rank_threads.h"
 #include "engine/model.h"
 #include "engine/batching/kv_sizing.h"
-#include "engine/batching/llm_engine.h"
-#include "openai/openai_server.h"
 #include "openai/serve_metrics.h"
+#include "openai/serving_stack.h"
 #include "engine/batching/timed_comm.h"
 #include "engine/step_driver.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::infer {
 
-using openai::OpenAIServer;
-using openai::OpenAIServerOptions;
 using openai::ServeMetrics;
+using openai::ServingStack;
+using openai::ServingStackOptions;
 namespace {
 
 const char kServeUsage[] =
@@ -78,46 +77,35 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
     TLOG(WARN) << o.model_dir << " has no tokenizer.json: only /v1/completions with token-id prompts will work";
   }
 
-  const engine::ModelConfig& cfg = model.config();
-  engine::EngineOptions eo;
-  eo.max_num_seqs = o.max_num_seqs;
-  eo.max_num_batched_tokens = o.max_num_batched_tokens;
-  eo.max_model_len = o.max_model_len > 0 ? o.max_model_len
-                                         : static_cast<int32_t>(cfg.max_position_embeddings > 0
-                                                                    ? std::min<int64_t>(4096, cfg.max_position_embeddings)
-                                                                    : 4096);
-  eo.kv_tokens = o.kv_tokens;
-  eo.memory_fraction = o.memory_fraction;
-  eo.backend = o.backend;
-  eo.max_waiting = o.max_waiting;
-  eo.on_step = [m = metrics](const engine::StepMetrics& s) { m->ObserveStep(s.seconds); };
-  ASSIGN_OR_RETURN(std::unique_ptr<engine::LLMEngine> llm, engine::LLMEngine::Create(&driver, tok.get(), eo));
-
-  OpenAIServerOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.served_model_name = name;
-  so.api_key = api_key;
-  so.max_in_flight = o.max_in_flight > 0 ? o.max_in_flight : o.max_num_seqs + o.max_waiting + 8;
-  if (o.max_connections > 0) so.max_connections = o.max_connections;
-  if (o.max_body_bytes > 0) so.max_body_bytes = static_cast<size_t>(o.max_body_bytes);
-  if (o.header_timeout.count() > 0) so.header_timeout = o.header_timeout;
-  if (o.body_timeout.count() > 0) so.body_timeout = o.body_timeout;
-  if (o.idle_timeout.count() > 0) so.idle_timeout = o.idle_timeout;
-  if (o.write_timeout.count() > 0) so.write_timeout = o.write_timeout;
-  so.max_model_len = eo.max_model_len;
-  so.vocab_size = cfg.vocab_size;
-  OpenAIServer server(llm.get(), tok.get(), metrics, so);
-  absl::Status st = server.Start();
-  if (!st.ok()) {
-    llm->Shutdown();
+  ServingStackOptions so;
+  so.engine.max_num_seqs = o.max_num_seqs;
+  so.engine.max_num_batched_tokens = o.max_num_batched_tokens;
+  so.engine.max_model_len = o.max_model_len;  // 0: the stack's default
+  so.engine.kv_tokens = o.kv_tokens;
+  so.engine.memory_fraction = o.memory_fraction;
+  so.engine.backend = o.backend;
+  so.engine.max_waiting = o.max_waiting;
+  so.max_in_flight = o.max_in_flight;
+  so.server.host = o.host;
+  so.server.port = o.port;
+  so.server.served_model_name = name;
+  so.server.api_key = api_key;
+  if (o.max_connections > 0) so.server.max_connections = o.max_connections;
+  if (o.max_body_bytes > 0) so.server.max_body_bytes = static_cast<size_t>(o.max_body_bytes);
+  if (o.header_timeout.count() > 0) so.server.header_timeout = o.header_timeout;
+  if (o.body_timeout.count() > 0) so.server.body_timeout = o.body_timeout;
+  if (o.idle_timeout.count() > 0) so.server.idle_timeout = o.idle_timeout;
+  if (o.write_timeout.count() > 0) so.server.write_timeout = o.write_timeout;
+  absl::StatusOr<std::unique_ptr<ServingStack>> stack = ServingStack::Start(&driver, tok.get(), metrics, so);
+  if (!stack.ok()) {
     (void)driver.Stop();
-    return st;
+    return stack.status();
   }
-  std::printf("tandem-infer serving model=%s on http://%s:%d\n", name.c_str(), o.host.c_str(), server.port());
+  ServingStack& serving = **stack;
+  std::printf("tandem-infer serving model=%s on http://%s:%d\n", name.c_str(), o.host.c_str(), serving.server().port());
   std::fflush(stdout);
-  TLOG(INFO) << "serving " << name << " (tp " << o.tp << ", max_model_len " << eo.max_model_len << ") on "
-             << o.host << ":" << server.port();
+  TLOG(INFO) << "serving " << name << " (tp " << o.tp << ", max_model_len " << serving.max_model_len() << ") on "
+             << o.host << ":" << serving.server().port();
 
   // Wait for a stop signal (or the test's stop callback).
   timespec tick{0, 200 * 1000 * 1000};
@@ -129,14 +117,10 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
     }
     if (stop && stop()) break;
   }
-  server.StopListening();  // the port is free at once; requests in flight go on draining
-  const int left = server.Drain(o.shutdown_deadline);
+  serving.StopListening();  // the port is free at once; requests in flight go on draining
+  const int left = serving.Drain(o.shutdown_deadline);
   if (left > 0) TLOG(WARN) << left << " request(s) still running at the shutdown deadline: aborting them";
-  llm->Shutdown();  // aborts what is left, so the streaming handlers end
-  if (!server.Stop()) {
-    (void)llm.release();  // a handler left running may still call it; the process is ending
-  }
-  llm.reset();
+  serving.Stop();  // aborts what is left, so the streaming handlers end
   return driver.Stop();  // releases the workers
 }
 

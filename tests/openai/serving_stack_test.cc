@@ -1,0 +1,88 @@
+// openai/serving_stack.h over the cpu qwen3moe-tiny model: the defaults the stack fills in (the
+// model's context up to 4096, the vocabulary bound), a port that is taken fails Start and leaves
+// the driver to its caller, and Stop ends the engine and the server (once; the destructor after
+// it does nothing more).
+#include "openai/serving_stack.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "engine/model.h"
+#include "httplib.h"
+#include "tests/engine/cpu/golden.h"
+
+namespace tandem::openai {
+namespace {
+
+std::unique_ptr<engine::Model> LoadTiny() {
+  engine::ModelLoadOptions lo;
+  lo.backend = "cpu";
+  lo.threads = 1;
+  auto m = engine::Model::Load(engine::testing::TinyModelDir(), lo);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+ServingStackOptions Small() {
+  ServingStackOptions o;
+  o.engine.kv_tokens = 256;
+  o.engine.max_num_seqs = 2;
+  o.server.port = 0;
+  o.server.served_model_name = "tiny";
+  return o;
+}
+
+TEST(ServingStackTest, FillsTheSharedDefaultsAndServes) {
+  auto model = LoadTiny();
+  ASSERT_NE(model, nullptr);
+  engine::StepDriver driver(model.get(), nullptr);
+  ServeMetrics metrics("tiny");
+  auto stack = ServingStack::Start(&driver, nullptr, &metrics, Small());
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  EXPECT_EQ((*stack)->max_model_len(), 4096) << "min(4096, max_position_embeddings)";
+  EXPECT_EQ((*stack)->engine().Stats().kv_tokens_total, 256);
+  httplib::Client c("127.0.0.1", (*stack)->server().port());
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_NE(models->body.find("\"tiny\""), std::string::npos) << models->body;
+  // A token id past the model's vocabulary is refused by the server (vocab_size filled in).
+  auto bad = c.Post("/v1/completions", R"({"model":"tiny","prompt":[999999],"max_tokens":1})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400) << bad->body;
+  (*stack)->StopListening();
+  EXPECT_EQ((*stack)->Drain(std::chrono::milliseconds(0)), 0);
+  (*stack)->Stop();
+  EXPECT_EQ((*stack)->engine().Stats().kv_tokens_total, 256) << "readable after Stop";
+  (*stack)->Stop();  // once is enough; again is a no-op
+  EXPECT_TRUE(driver.Stop().ok());
+}
+
+TEST(ServingStackTest, ATakenPortFailsStartAndLeavesTheDriverToItsCaller) {
+  auto model = LoadTiny();
+  ASSERT_NE(model, nullptr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  engine::StepDriver driver(model.get(), nullptr);
+  ServeMetrics metrics("tiny");
+  ServingStackOptions o = Small();
+  o.server.port = ntohs(addr.sin_port);
+  auto stack = ServingStack::Start(&driver, nullptr, &metrics, o);
+  EXPECT_FALSE(stack.ok());
+  std::printf("taken port: %s\n", stack.status().ToString().c_str());
+  EXPECT_TRUE(driver.Stop().ok()) << "the driver was not stopped by the failed stack";
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace tandem::openai
