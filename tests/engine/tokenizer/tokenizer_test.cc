@@ -1,9 +1,16 @@
-// The real Qwen3 tokenizer against the reference encodings of @huggingface/transformers
-// (tests/data/qwen3-tokenizer/encodings.json): ids, chat renderings, round trips, streaming.
+// Tokenizer end to end: the real Qwen3 tokenizer against the reference encodings of
+// @huggingface/transformers (tests/data/qwen3-tokenizer/encodings.json): ids, chat renderings,
+// round trips, streaming; and Tokenizer::EncodeAtMost, which under its budget equals Encode
+// exactly (every reference text, and a few hundred KB of mixed text), says no one token over it,
+// and refuses an over-long input after a small part of the work a full encoding takes. These
+// cross every part of engine/tokenizer (loader, pre-tokenizer, added tokens, BPE, UTF-8, chat
+// template), so they sit with the entry point they drive; each part's own cases are in its
+// <part>_test.cc on tiny hand-made tokenizers.
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -217,14 +224,101 @@ TEST_F(Qwen3TokenizerTest, InvalidUtf8IsReplacedBeforeEncoding) {
 TEST_F(Qwen3TokenizerTest, EncodesLongInputsWithoutPathology) {
   // A long run of one letter is one pre-token word: the merge heap keeps it near-linear.
   const std::string long_word(200000, 'a');
-  const auto start = std::chrono::steady_clock::now();
+  // CPU time of this thread, as the load budget: the bound is about our code, not about how
+  // many other jobs share the machine.
+  const double start = ThreadCpuSeconds();
   const auto ids = tokenizer_->Encode(long_word);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("200000 x 'a' -> %zu ids in %.3f s\n", ids.size(), s);
+  const double s = ThreadCpuSeconds() - start;
+  std::printf("200000 x 'a' -> %zu ids in %.3f s CPU\n", ids.size(), s);
   EXPECT_EQ(tokenizer_->Decode(ids), long_word);
   EXPECT_LT(s, 5.0);
   const std::string spaces(100000, ' ');
   EXPECT_EQ(tokenizer_->Decode(tokenizer_->Encode(spaces)), spaces);
+}
+
+// EncodeAtMost on the same tokenizer and reference texts.
+class BoundedEncodeTest : public Qwen3TokenizerTest {
+ protected:
+  // The reference texts interleaved with varied words until `bytes` long (as tokenizer_bench).
+  static std::string MixedText(size_t bytes) {
+    const char* words[] = {"tensor", "parallel", "expert", "router", "kernel", "latency", "the",
+                           "of", "GPU", "all-reduce", "cache", "分布式", "推理", "модель", "schnell"};
+    const std::vector<std::string> texts = CorpusTexts();
+    std::string text;
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; text.size() < bytes; ++i) {
+      text += texts[i % texts.size()];
+      for (int w = 0; w < 12; ++w) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        text += ' ';
+        text += words[x % (sizeof(words) / sizeof(words[0]))];
+        if (x % 5 == 0) text += std::to_string(x % 100000);
+      }
+      text += (x % 3 == 0) ? "\n" : ". ";
+    }
+    return text;
+  }
+};
+
+TEST_F(BoundedEncodeTest, EqualsEncodeUnderTheBudgetAndRefusesOneOver) {
+  const std::vector<std::string> texts = CorpusTexts();
+  ASSERT_FALSE(texts.empty());
+  size_t checked = 0;
+  for (const std::string& text : texts) {
+    const std::vector<int32_t> full = tokenizer_->Encode(text);
+    for (size_t budget : {full.size(), full.size() + 1, full.size() + 1000}) {
+      auto got = tokenizer_->EncodeAtMost(text, budget);
+      ASSERT_TRUE(got.has_value()) << "budget " << budget << " for " << full.size() << " ids: " << text;
+      EXPECT_EQ(*got, full) << text;
+    }
+    if (!full.empty()) {
+      EXPECT_FALSE(tokenizer_->EncodeAtMost(text, full.size() - 1).has_value()) << text;
+    }
+    ++checked;
+  }
+  const std::string mixed = MixedText(300 * 1024);
+  const std::vector<int32_t> full = tokenizer_->Encode(mixed);
+  auto got = tokenizer_->EncodeAtMost(mixed, full.size());
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, full);
+  EXPECT_FALSE(tokenizer_->EncodeAtMost(mixed, full.size() - 1).has_value());
+  std::cout << checked << " reference texts and " << mixed.size() << " bytes of mixed text (" << full.size()
+            << " ids): EncodeAtMost == Encode at the exact budget, nullopt one below\n";
+}
+
+// A 4 MiB prompt against a 4096-token context: refused after about 4096 tokens of work.
+TEST_F(BoundedEncodeTest, StopsEarlyOnAnOverLongText) {
+  const std::string big = MixedText(4 << 20);
+  double t0 = ThreadCpuSeconds();
+  const size_t full_ids = tokenizer_->Encode(big).size();
+  const double full_s = ThreadCpuSeconds() - t0;
+  t0 = ThreadCpuSeconds();
+  EXPECT_FALSE(tokenizer_->EncodeAtMost(big, 4096).has_value());
+  const double bounded_s = ThreadCpuSeconds() - t0;
+  std::cout << big.size() << " bytes: Encode " << full_ids << " ids in " << full_s * 1e3 << " ms CPU; EncodeAtMost(4096) "
+            << bounded_s * 1e3 << " ms CPU\n";
+  EXPECT_LT(bounded_s, full_s / 4);
+}
+
+// One enormous word (no spaces): a full encoding merges every byte (seconds, gigabytes for
+// 60 MB); the bounded one refuses it from its length alone.
+TEST_F(BoundedEncodeTest, RefusesAHugeWordWithoutMergingIt) {
+  const std::string word(4 << 20, 'a');
+  double t0 = ThreadCpuSeconds();
+  EXPECT_FALSE(tokenizer_->EncodeAtMost(word, 4096).has_value());
+  const double bounded_s = ThreadCpuSeconds() - t0;
+  t0 = ThreadCpuSeconds();
+  const size_t full_ids = tokenizer_->Encode(word).size();
+  const double full_s = ThreadCpuSeconds() - t0;
+  std::cout << "4 MiB of 'a': Encode " << full_ids << " ids in " << full_s * 1e3 << " ms CPU; EncodeAtMost(4096) "
+            << bounded_s * 1e3 << " ms CPU\n";
+  EXPECT_GT(full_ids, 4096u);
+  EXPECT_LT(bounded_s, full_s / 4);
+  // Just under the bound: a word that might fit is merged, and the answer is exact.
+  const std::string fits(1000, 'a');
+  auto got = tokenizer_->EncodeAtMost(fits, 4096);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, tokenizer_->Encode(fits));
 }
 
 }  // namespace
