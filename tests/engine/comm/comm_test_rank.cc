@@ -1,4 +1,4 @@
-// One rank of a Gloo group as its own process, for comm_process_test.
+// One rank of a Gloo group as its own process, for gloo_comm_process_test.
 //   comm_test_rank --store-dir DIR --generation G --rank R --world W --mode sum|stall
 // sum:   all-reduce (3 sizes), broadcast from rank 1, gather to rank 0, barrier; checks every
 //        value; exit 0 when all matched, 1 on a wrong value, 2 on a comm error.

@@ -1,5 +1,8 @@
-// Gloo comm with ranks as separate processes (comm_test_rank), rendezvous through a FileStore in
-// a temporary directory; and a peer process killed with SIGKILL in the middle of a collective.
+// GlooComm with ranks as separate processes (comm_test_rank) talking over loopback, rendezvous
+// through a FileStore in a temporary directory; and a peer process killed with SIGKILL in the
+// middle of a collective. It crosses several sources (gloo_comm, gloo_store, store, subprocess),
+// so it is named after the entry point it drives, CreateGlooComm. The half-second before the kill
+// stays a real wait: what is tested is a peer lost while the survivor sits in a collective.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
