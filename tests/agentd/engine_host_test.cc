@@ -25,12 +25,30 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::TempDir;
 
-TEST(EngineHostTest, StatesWithoutAModel) {
-  RendezvousStore store;
+EngineHostOptions UnitOptions(RendezvousStore* store, const ModelRoots* roots) {
   EngineHostOptions o;
   o.node_name = "unit";
-  o.local_store = &store;
-  EngineHost host(o);
+  o.local_store = store;
+  o.model_roots = roots;
+  return o;
+}
+
+absl::StatusOr<ModelRoots> TestdataRoots() { return ModelRoots::Create({testing::CanonicalTestdataDir()}); }
+
+// A cpu load of the tiny model as `rank` of `world`, one thread.
+v1::LoadModelRequest TinyLoad(uint32_t rank, uint32_t world) {
+  v1::LoadModelRequest l;
+  l.set_model_path(testing::CanonicalTestdataDir() + "/qwen3moe-tiny");
+  l.set_backend("cpu");
+  l.set_rank(rank);
+  l.set_world_size(world);
+  l.set_threads(1);
+  return l;
+}
+
+TEST(EngineHostTest, StatesWithoutAModel) {
+  RendezvousStore store;
+  EngineHost host(UnitOptions(&store, nullptr));
   EXPECT_EQ(host.Status().state(), v1::RANK_STATE_IDLE);
   EXPECT_EQ(host.Status().rank(), -1);
   v1::JoinGroupRequest j;
@@ -61,11 +79,7 @@ TEST(EngineHostTest, LoadModelIsConfinedToTheRoots) {
   auto roots = ModelRoots::Create({tmp / "models"});
   ASSERT_TRUE(roots.ok());
   RendezvousStore store;
-  EngineHostOptions o;
-  o.node_name = "unit";
-  o.local_store = &store;
-  o.model_roots = &*roots;
-  EngineHost host(o);
+  EngineHost host(UnitOptions(&store, &*roots));
   v1::LoadModelRequest l;
   l.set_model_path("/etc");
   absl::Status st = host.LoadModel(l, nullptr);
@@ -90,21 +104,11 @@ TEST(EngineHostTest, LoadModelIsConfinedToTheRoots) {
 // Found by the agent_rpc fuzz harness's review: JoinGroup.comm_env is set process-wide, so only
 // the transport's variables are accepted; and a probe whose caller went away stops waiting.
 TEST(EngineHostTest, CommEnvIsLimitedToTheTransportAndAProbeEndsWithItsCaller) {
-  const std::string testdata = testing::CanonicalTestdataDir();
-  auto roots = ModelRoots::Create({testdata});
+  auto roots = TestdataRoots();
   ASSERT_TRUE(roots.ok()) << roots.status();
   RendezvousStore store;
-  EngineHostOptions o;
-  o.node_name = "unit";
-  o.local_store = &store;
-  o.model_roots = &*roots;
-  EngineHost host(o);
-  v1::LoadModelRequest l;
-  l.set_model_path(testdata + "/qwen3moe-tiny");
-  l.set_backend("cpu");
-  l.set_world_size(1);
-  l.set_threads(1);
-  ASSERT_TRUE(host.LoadModel(l, nullptr).ok());
+  EngineHost host(UnitOptions(&store, &*roots));
+  ASSERT_TRUE(host.LoadModel(TinyLoad(0, 1), nullptr).ok());
   v1::JoinGroupRequest j;
   j.set_generation(1);
   j.set_world_size(1);
@@ -140,22 +144,13 @@ TEST(EngineHostTest, CommEnvIsLimitedToTheTransportAndAProbeEndsWithItsCaller) {
 // retry (UNAVAILABLE, not FAILED_PRECONDITION); the leave calls the join off, and the join's
 // end is a failure of the rank (marked).
 TEST(EngineHostTest, ABusyRankAnswersUnavailableAndACalledOffJoinIsARankFailure) {
-  const std::string testdata = testing::CanonicalTestdataDir();
-  auto roots = ModelRoots::Create({testdata});
+  auto roots = TestdataRoots();
   ASSERT_TRUE(roots.ok()) << roots.status();
   RendezvousStore store;
-  EngineHostOptions o;
-  o.node_name = "unit";
-  o.local_store = &store;
-  o.model_roots = &*roots;
+  EngineHostOptions o = UnitOptions(&store, &*roots);
   o.peer_heartbeat = 0ms;
   EngineHost host(o);
-  v1::LoadModelRequest l;
-  l.set_model_path(testdata + "/qwen3moe-tiny");
-  l.set_backend("cpu");
-  l.set_rank(1);
-  l.set_world_size(2);
-  l.set_threads(1);
+  const v1::LoadModelRequest l = TinyLoad(1, 2);
   ASSERT_TRUE(host.LoadModel(l, nullptr).ok());
   v1::JoinGroupRequest j;
   j.set_generation(3);

@@ -4,11 +4,6 @@
 // it does nothing more).
 #include "openai/serving_stack.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include "engine/model.h"
@@ -18,14 +13,21 @@
 namespace tandem::openai {
 namespace {
 
-std::unique_ptr<engine::Model> LoadTiny() {
-  engine::ModelLoadOptions lo;
-  lo.backend = "cpu";
-  lo.threads = 1;
-  auto m = engine::Model::Load(engine::testing::TinyModelDir(), lo);
-  EXPECT_TRUE(m.ok()) << m.status();
-  return m.ok() ? std::move(*m) : nullptr;
-}
+class ServingStackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine::ModelLoadOptions lo;
+    lo.backend = "cpu";
+    lo.threads = 1;
+    auto m = engine::Model::Load(engine::testing::TinyModelDir(), lo);
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = std::move(*m);
+    driver_ = std::make_unique<engine::StepDriver>(model_.get(), nullptr);
+  }
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::StepDriver> driver_;
+  ServeMetrics metrics_{"tiny"};
+};
 
 ServingStackOptions Small() {
   ServingStackOptions o;
@@ -36,12 +38,8 @@ ServingStackOptions Small() {
   return o;
 }
 
-TEST(ServingStackTest, FillsTheSharedDefaultsAndServes) {
-  auto model = LoadTiny();
-  ASSERT_NE(model, nullptr);
-  engine::StepDriver driver(model.get(), nullptr);
-  ServeMetrics metrics("tiny");
-  auto stack = ServingStack::Start(&driver, nullptr, &metrics, Small());
+TEST_F(ServingStackTest, FillsTheSharedDefaultsAndServes) {
+  auto stack = ServingStack::Start(driver_.get(), nullptr, &metrics_, Small());
   ASSERT_TRUE(stack.ok()) << stack.status();
   EXPECT_EQ((*stack)->max_model_len(), 4096) << "min(4096, max_position_embeddings)";
   EXPECT_EQ((*stack)->engine().Stats().kv_tokens_total, 256);
@@ -59,29 +57,20 @@ TEST(ServingStackTest, FillsTheSharedDefaultsAndServes) {
   (*stack)->Stop();
   EXPECT_EQ((*stack)->engine().Stats().kv_tokens_total, 256) << "readable after Stop";
   (*stack)->Stop();  // once is enough; again is a no-op
-  EXPECT_TRUE(driver.Stop().ok());
+  EXPECT_TRUE(driver_->Stop().ok());
 }
 
-TEST(ServingStackTest, ATakenPortFailsStartAndLeavesTheDriverToItsCaller) {
-  auto model = LoadTiny();
-  ASSERT_NE(model, nullptr);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  engine::StepDriver driver(model.get(), nullptr);
-  ServeMetrics metrics("tiny");
+TEST_F(ServingStackTest, ATakenPortFailsStartAndLeavesTheDriverToItsCaller) {
+  auto first = ServingStack::Start(driver_.get(), nullptr, &metrics_, Small());
+  ASSERT_TRUE(first.ok()) << first.status();
+  // A second stack on the port the first one holds.
+  engine::StepDriver driver(model_.get(), nullptr);
   ServingStackOptions o = Small();
-  o.server.port = ntohs(addr.sin_port);
-  auto stack = ServingStack::Start(&driver, nullptr, &metrics, o);
+  o.server.port = (*first)->server().port();
+  auto stack = ServingStack::Start(&driver, nullptr, &metrics_, o);
   EXPECT_FALSE(stack.ok());
   std::printf("taken port: %s\n", stack.status().ToString().c_str());
   EXPECT_TRUE(driver.Stop().ok()) << "the driver was not stopped by the failed stack";
-  ::close(fd);
 }
 
 }  // namespace
