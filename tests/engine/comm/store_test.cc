@@ -1,4 +1,6 @@
 // Rendezvous stores: set/get/wait, deadlines that name the key, atomic file writes, prefixes.
+// The waits are real time: a Get's deadline is what is tested, and a writer on another thread
+// (or process, for FileStore) shares no clock with the reader but the steady clock.
 #include "engine/comm/store.h"
 
 #include <gtest/gtest.h>
