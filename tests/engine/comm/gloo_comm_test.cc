@@ -1,7 +1,9 @@
 // GlooComm with ranks as threads of this process (RunRanksAsThreads over a MemoryStore): results
 // of every collective against values computed here, deadlines, abort from another thread,
 // generation isolation, device selection, bad options, and a group of one. The deadlines are
-// real: a collective's timeout is a socket deadline inside Gloo, so the tests wait it out.
+// real: a collective's timeout is a socket deadline inside Gloo, so the tests wait it out; and a
+// rank that is late or aborts does so after a real pause, because nothing outside Gloo says when
+// a peer has blocked inside a collective.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
