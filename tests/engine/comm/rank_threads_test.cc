@@ -15,10 +15,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // When one rank fails, RunRanksAsThreads aborts the others: no one waits out a 30 s deadline.
 TEST(RankThreadsTest, OneRankFailingStopsTheOthers) {
   RankThreadsOptions opts;
@@ -32,7 +28,7 @@ TEST(RankThreadsTest, OneRankFailingStopsTheOthers) {
         return comm.AllReduceSum(data.data(), data.size());
       },
       opts);
-  double took = SecondsSince(start);
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("first error: %s after %.3f s\n", std::string(st.message()).c_str(), took);
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(st.message(), "rank 2: weights missing");
