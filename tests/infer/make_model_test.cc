@@ -13,6 +13,16 @@
 namespace tandem::infer {
 namespace {
 
+using engine::Comm;
+using engine::Generate;
+using engine::GenerateOptions;
+using engine::LoadModelConfig;
+using engine::Model;
+using engine::ModelLoadOptions;
+using engine::RunRanksAsThreads;
+using engine::RunWorkerLoop;
+using engine::StepDriver;
+
 std::string TempDir(const std::string& name) {
   auto p = std::filesystem::temp_directory_path() / ("tandem-make-model-" + name + "-" +
                                                      std::to_string(::getpid()));
