@@ -16,13 +16,16 @@
 #include "engine/cuda/device_collectives.h"
 #include "engine/cuda/nccl_comm.h"
 #include "engine/cuda/random_fill.h"
-#include "engine/cuda/tp_shard.h"
+#include "engine/model/tp_shard.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 
 namespace tandem::bench {
+
+using namespace engine;  // the model, step and comm types
+using namespace engine::cuda;
 
 namespace {
 
@@ -368,8 +371,7 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
   // Bytes a decode step must read ON THIS GPU (this rank's shard at TP > 1): every dense weight
   // once, the distinct experts the router picked (measured), the lm_head, the embedding rows, and
   // each sequence's KV.
-  const TpShard sh = ComputeTpShard(cfg.num_attention_heads, cfg.num_key_value_heads, cfg.intermediate_size,
-                                    cfg.moe_intermediate_size, cfg.vocab_size, rank, world);
+  const engine::TpShard sh = engine::ComputeTpShard(cfg, rank, world);
   const int64_t H = cfg.hidden_size, Vr = sh.vocab_per_rank, I = sh.moe_inter;
   const int64_t qd = sh.n_heads * cfg.head_dim, kvd = sh.n_kv_heads * cfg.head_dim;
   const double attn_bytes = 2.0 * ((qd + 2 * kvd) * H + H * qd + cfg.num_experts * H + 2 * H + 2 * cfg.head_dim);

@@ -33,7 +33,7 @@ struct DecodeBenchOptions {
 };
 
 // The config of a known synthetic model name; NotFound listing the known names.
-absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& name);
+absl::StatusOr<engine::ModelConfig> SyntheticConfig(const std::string& name);
 
 // Runs the benchmark on GPU 0 (GPUs 0..tp-1 at --tp); returns the report (markdown tables).
 absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& options);

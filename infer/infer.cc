@@ -139,14 +139,14 @@ absl::StatusOr<std::unique_ptr<Comm>> ConnectProcessRank(const InferOptions& o, 
           " GPUs (NCCL, one per rank); this machine has " + std::to_string(devices) +
           " (--ranks threads runs every rank on one GPU through the host)");
     }
-    cuda::NcclCommOptions n;
+    engine::cuda::NcclCommOptions n;
     n.rank = rank;
     n.world_size = world;
     n.device = rank % devices;  // also made current on this thread, where the model then loads
     n.store = &store;
     n.timeout = std::chrono::milliseconds(o.timeout_ms);
     n.connect_timeout = std::chrono::milliseconds(2 * o.timeout_ms);
-    return cuda::CreateNcclComm(n);
+    return engine::cuda::CreateNcclComm(n);
 #else
     return absl::UnimplementedError("--backend cuda: this build has no CUDA (TANDEM_CUDA=OFF)");
 #endif

@@ -1,0 +1,217 @@
+#include "engine/cuda/layers.h"
+
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "common/status.h"
+#include "engine/cuda/random_fill.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
+#include "kernels/norm_matmul.h"
+#include "kernels/qk_norm_rope.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/router_topk.h"
+#include "kernels/silu_mul.h"
+
+namespace tandem::engine::cuda {
+
+// ---------------------------------------------------------------------------------------------
+// Weights
+
+absl::Status CheckpointWeights::Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) {
+  RETURN_IF_ERROR(dst.Allocate(spec.numel()));
+  int64_t at = 0;
+  for (const WeightSlice& s : spec.slices) at += s.numel();
+  if (at > spec.numel()) return absl::InternalError("weight slices exceed their packed shape");
+  if (at < spec.numel()) {  // zero padding (a last rank's lm_head rows past the vocabulary)
+    RETURN_IF_ERROR(CudaStatus(cudaMemset(dst.get(), 0, spec.numel() * sizeof(bf16_bits)), "zero padding"));
+  }
+  at = 0;
+  for (const WeightSlice& s : spec.slices) {
+    RETURN_IF_ERROR(Upload(s, dst.get() + at));
+    at += s.numel();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointWeights::Upload(const WeightSlice& s, bf16_bits* dst) {
+  const std::string& name = s.name;
+  const std::vector<int64_t>& shape = s.shape;
+  const int dim = s.dim;
+  const int64_t start = s.start, len = s.len;
+  ASSIGN_OR_RETURN(TensorView v, ckpt_.View(name));
+  if (v.shape != shape) {
+    std::string want, got;
+    for (int64_t d : shape) want += std::to_string(d) + ",";
+    for (int64_t d : v.shape) got += std::to_string(d) + ",";
+    return absl::InvalidArgumentError("tensor '" + name + "' in " + v.file + ": expected shape [" + want +
+                                      "], found [" + got + "]");
+  }
+  if (shape.empty() || shape.size() > 2 || dim < 0 || dim >= static_cast<int>(shape.size()) || start < 0 ||
+      len < 0 || start + len > shape[dim]) {
+    return absl::InvalidArgumentError("tensor '" + name + "': slice [" + std::to_string(start) + ", +" +
+                                      std::to_string(len) + ") of dim " + std::to_string(dim) + " is out of range");
+  }
+  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+  if (v.dtype == DType::kBF16) {
+    const auto* src = reinterpret_cast<const bf16_bits*>(v.data);
+    if (dim == 0) {
+      return CudaStatus(cudaMemcpy(dst, src + start * cols, len * cols * sizeof(bf16_bits), cudaMemcpyHostToDevice),
+                        "upload " + name);
+    }
+    // Columns: a pitched copy of `rows` rows of `len` values each.
+    return CudaStatus(cudaMemcpy2D(dst, len * sizeof(bf16_bits), src + start, cols * sizeof(bf16_bits),
+                                   len * sizeof(bf16_bits), rows, cudaMemcpyHostToDevice),
+                      "upload " + name);
+  }
+  ASSIGN_OR_RETURN(Tensor t, ckpt_.ReadSlice(name, shape, dim, start, len));
+  std::vector<bf16_bits> b(t.data.size());
+  for (size_t i = 0; i < b.size(); ++i) b[i] = kernels::FloatToBf16(t.data[i]);
+  return CudaStatus(cudaMemcpy(dst, b.data(), b.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice), "upload " + name);
+}
+
+absl::Status RandomWeights::Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) {
+  if (spec.shape.size() == 1) {
+    RETURN_IF_ERROR(dst.Allocate(spec.numel()));
+    fill_constant_bf16(dst.get(), spec.numel(), 1.0f, stream_);
+    return absl::OkStatus();
+  }
+  // The full input size (o_proj's and down's slices are columns of a wider matrix).
+  const int64_t fan_in = spec.slices.empty() ? spec.shape.back() : spec.slices[0].shape.back();
+  return Fill(dst, spec.numel(), fan_in);
+}
+
+absl::Status RandomWeights::Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t fan_in) {
+  RETURN_IF_ERROR(dst.Allocate(n));
+  fill_random_bf16(dst.get(), n, std::sqrt(3.0f / static_cast<float>(fan_in)), seed_++, stream_);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The step
+
+void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out,
+                             bool keep_xn) {
+  const int64_t T = m.T;
+  if (fuse) {
+    kernels::add_rmsnorm_matmul(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, w, T, hidden, out, eps,
+                                stream);
+    std::swap(x, x_next);
+  } else {
+    kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, T, hidden, eps, stream);
+    kernels::matmul_bf16(y, a->xn.get(), w, T, hidden, out, stream);
+  }
+}
+
+void StepContext::Norm(const float* delta, const bf16_bits* norm_w) {
+  kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, m.T, hidden, eps, stream);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention
+
+absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, const AttentionWeightSpec& spec,
+                                                           const ModelConfig& cfg, const TpShard& shard,
+                                                           int64_t kv_layer) {
+  auto a = std::make_unique<Attention>();
+  a->L_ = kernels::QkvLayout{shard.n_heads, shard.n_kv_heads, cfg.head_dim, cfg.RotaryDim()};
+  a->kv_layer_ = kv_layer;
+  RETURN_IF_ERROR(src.Read(spec.wqkv, a->wqkv_));
+  RETURN_IF_ERROR(src.Read(spec.wo, a->wo_));
+  RETURN_IF_ERROR(src.Read(spec.q_norm, a->q_norm_));
+  RETURN_IF_ERROR(src.Read(spec.k_norm, a->k_norm_));
+  return a;
+}
+
+template <typename KV>
+void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
+  const StepMeta& m = ctx.m;
+  Activations& a = *ctx.a;
+  const kernels::AttentionShape A{L_.n_heads, L_.n_kv_heads, L_.head_dim, ctx.block_size, m.max_blocks, L_.row()};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(L_.head_dim));
+  kernels::qk_norm_rope_store_kv(a.qkv.get(), k_cache, v_cache, q_norm_.get(), k_norm_.get(), ctx.inv_freq,
+                                 ctx.meta + m.pos(), ctx.meta + m.slot(), m.T, L_, ctx.eps, ctx.stream);
+  kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
+                           ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), m.T, A,
+                           ctx.max_positions, scale, ctx.stream);
+}
+
+absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
+  Activations& a = *ctx.a;
+  // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here.
+  ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_.get(), L_.row(), /*keep_xn=*/false);
+  const int64_t bytes_per_element = ctx.kv_f32 ? sizeof(float) : sizeof(bf16_bits);
+  const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * bytes_per_element;
+  uint8_t* kc = ctx.k_cache + layer_bytes;
+  uint8_t* vc = ctx.v_cache + layer_bytes;
+  if (ctx.kv_f32) {
+    Attend(ctx, reinterpret_cast<float*>(kc), reinterpret_cast<float*>(vc));
+  } else {
+    Attend(ctx, reinterpret_cast<bf16_bits*>(kc), reinterpret_cast<bf16_bits*>(vc));
+  }
+  // o_proj is row-parallel: this rank's heads give a partial sum, all-reduced by the model.
+  kernels::matmul_bf16(a.delta.get(), a.att.get(), wo_.get(), ctx.m.T, L_.q_dim(), ctx.hidden, ctx.stream);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dense MLP and routed experts
+
+absl::StatusOr<std::unique_ptr<DenseMlp>> DenseMlp::Load(WeightSource& src, const MlpWeightSpec& spec,
+                                                         const ModelConfig& cfg, const TpShard& shard) {
+  auto m = std::make_unique<DenseMlp>();
+  m->inter_ = shard.inter;
+  RETURN_IF_ERROR(src.Read(spec.gate_up, m->gate_up_));
+  RETURN_IF_ERROR(src.Read(spec.down, m->down_));
+  return m;
+}
+
+absl::Status DenseMlp::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
+  Activations& a = *ctx.a;
+  const int64_t T = ctx.m.T, H = ctx.hidden, I = inter_;
+  ctx.Norm(delta, norm_w);
+  float* gate_up = a.act.get();        // (T, 2 I)
+  float* act = gate_up + 2 * T * I;    // (T, I)
+  kernels::matmul_bf16(gate_up, a.xn.get(), gate_up_.get(), T, H, 2 * I, ctx.stream);
+  kernels::silu_mul(act, gate_up, T, I, ctx.stream);
+  kernels::matmul_bf16(a.delta.get(), act, down_.get(), T, I, H, ctx.stream);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(WeightSource& src, const MoeWeightSpec& spec,
+                                                     const ModelConfig& cfg, const TpShard& shard) {
+  auto m = std::make_unique<MoeFfn>();
+  m->num_experts_ = cfg.num_experts;
+  m->top_k_ = cfg.num_experts_per_tok;
+  m->inter_ = shard.moe_inter;
+  m->norm_topk_prob_ = cfg.norm_topk_prob;
+  RETURN_IF_ERROR(src.Read(spec.router, m->router_));
+  RETURN_IF_ERROR(src.Read(spec.gate_up, m->gate_up_));
+  RETURN_IF_ERROR(src.Read(spec.down, m->down_));
+  return m;
+}
+
+absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
+  Activations& a = *ctx.a;
+  const int64_t T = ctx.m.T, H = ctx.hidden, E = num_experts_, K = top_k_, I = inter_;
+  // The router product normalises (and keeps xn for the experts).
+  ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), E, /*keep_xn=*/true);
+  kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
+                       ctx.stream);
+  kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.get(), T, K, H, I, ctx.stream);
+  kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.get(), T, K, H, I,
+                    ctx.stream, /*follows_gate_up=*/true);
+  if (ctx.ids_per_layer != nullptr) {
+    std::vector<int32_t> ids(T * K);
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(ids.data(), a.expert_ids.get(), T * K * sizeof(int32_t),
+                                               cudaMemcpyDeviceToHost, ctx.stream),
+                               "expert ids"));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(ctx.stream), "expert ids"));
+    ctx.ids_per_layer->push_back(static_cast<int32_t>(std::set<int32_t>(ids.begin(), ids.end()).size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::engine::cuda

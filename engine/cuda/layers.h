@@ -1,0 +1,178 @@
+// The parts of the cuda forward pass: the same parts with the same weights as engine/cpu/layers.h
+// (what each reads: engine/model/layer_weights.h), in bf16 on the device, launching kernels/ on
+// the model's stream. A decoder layer is a mixer (full attention) and an ffn (routed experts or a
+// dense SwiGLU MLP). Unlike the cpu parts, each takes the residual stream rather than its normed
+// input: its first product folds the norm in for decode-sized steps (kernels/norm_matmul.h), so
+// the norm belongs to the part. Each writes this rank's partial output to ctx.a->delta, which the
+// model all-reduces (two per layer).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/cuda/device_array.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/layer_weights.h"
+#include "engine/model/model_config.h"
+#include "engine/step.h"
+#include "kernels/bf16.h"
+#include "kernels/qk_norm_rope.h"
+
+namespace tandem::engine::cuda {
+
+using kernels::bf16_bits;
+
+// Where the parts' weights come from: the cuda backend's one reader of a WeightSpec (a new weight
+// format is uploaded here), or random values for benchmarks.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // dst = the spec's packed weight as bf16 on the device (allocated here).
+  virtual absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) = 0;
+};
+
+// bf16 tensors uploaded as stored; other float types (f32 / f16 norms in some checkpoints)
+// converted through the float32 reader.
+class CheckpointWeights final : public WeightSource {
+ public:
+  explicit CheckpointWeights(const Checkpoint& ckpt) : ckpt_(ckpt) {}
+  absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) override;
+
+ private:
+  absl::Status Upload(const WeightSlice& s, bf16_bits* dst);
+  const Checkpoint& ckpt_;
+};
+
+// Norms (1-D weights) 1; matrices uniform in [-s, s] with s = sqrt(3 / fan_in), fan_in the full
+// stored input size: unit-variance outputs for unit-variance inputs. Each matrix takes the next
+// seed, so the same seed and order on every rank give every rank the same replicated weights
+// (embedding, router), and every rank routes to the same experts as a real TP group does.
+class RandomWeights final : public WeightSource {
+ public:
+  RandomWeights(uint64_t seed, cudaStream_t stream) : seed_(seed), stream_(stream) {}
+  absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) override;
+  // n uniform values for a given fan-in (the embedding's own scale).
+  absl::Status Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t fan_in);
+
+ private:
+  uint64_t seed_;
+  cudaStream_t stream_;
+};
+
+// Activations for up to a number of tokens / logits rows, shared by the parts (grown by the model).
+struct Activations {
+  DeviceArray<float> x, xn, delta;  // (T, hidden) residual stream, normed input, sublayer output
+  DeviceArray<float> x2;            // (T, hidden) the residual's other half of the ping-pong (fused norms)
+  DeviceArray<float> qkv;           // (T, q_dim + 2 kv_dim)
+  DeviceArray<float> att;           // (T, q_dim)
+  DeviceArray<float> router_logits; // (T, E)
+  DeviceArray<int32_t> expert_ids;  // (T, K)
+  DeviceArray<float> expert_w;      // (T, K)
+  DeviceArray<float> act;           // (T*K, I) or dense (T, 2I) + (T, I)
+  DeviceArray<float> attn_scratch;
+  DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
+  DeviceArray<float> hn;            // (R, hidden) final-normed rows whose logits are wanted
+  DeviceArray<float> logits;        // (R, vocab)
+  DeviceArray<float> logits_local;  // TP: (R, vocab_per_rank) this rank's lm_head rows
+  DeviceArray<float> logits_all;    // TP: (world, R, vocab_per_rank) gathered (rank 0 reads it)
+  DeviceArray<int32_t> meta;        // the step's metadata (engine/step.h StepMeta)
+};
+
+// One step as the parts see it. Every kernel goes on `stream` (captured into a graph for decode).
+struct StepContext {
+  StepMeta m;
+  const int32_t* meta = nullptr;  // on the device, m.total() values
+  cudaStream_t stream = nullptr;
+  Activations* a = nullptr;
+  int64_t hidden = 0;
+  float eps = 1e-6f;
+  // Decode-sized steps fold each norm into the product after it: the residual then alternates
+  // between x and x_next, since every block of that product still reads the old one.
+  bool fuse = false;
+  float* x = nullptr;       // the residual stream now
+  float* x_next = nullptr;  // where a fused norm writes the next one
+  // Attention: partitions up to max_positions; the KV pool (layers, slots, kv_dim) of f32 or bf16.
+  int64_t max_positions = 0;
+  int32_t block_size = 0;
+  int64_t kv_slots = 0;
+  bool kv_f32 = true;
+  uint8_t* k_cache = nullptr;
+  uint8_t* v_cache = nullptr;
+  const float* inv_freq = nullptr;  // (rotary_dim / 2)
+  std::vector<int32_t>* ids_per_layer = nullptr;  // MeasureStepStats: distinct experts per MoE layer
+
+  // The sublayer's input: x += delta (when not null), xn = rmsnorm(x) * norm_w, y (T, out) = xn w^T;
+  // xn is kept in a->xn when keep_xn (always when not fused).
+  void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn);
+  // x += delta (when not null); a->xn = rmsnorm(x) * norm_w.
+  void Norm(const float* delta, const bf16_bits* norm_w);
+};
+
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+  // Adds `delta` (the previous sublayer's output; null for the first layer) to the residual, norms
+  // it with `norm_w`, and writes this rank's partial output to ctx.a->delta.
+  virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
+};
+
+class Ffn {
+ public:
+  virtual ~Ffn() = default;
+  // As Mixer::Forward.
+  virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
+};
+
+// Grouped-query self-attention over the paged KV cache, this rank's heads only.
+class Attention final : public Mixer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Attention>> Load(WeightSource& src, const AttentionWeightSpec& spec,
+                                                         const ModelConfig& cfg, const TpShard& shard,
+                                                         int64_t kv_layer);
+  absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) override;
+
+ private:
+  // The KV cache's element type decides the kernels' overloads; the rest is the same.
+  template <typename KV>
+  void Attend(StepContext& ctx, KV* k_cache, KV* v_cache);
+
+  kernels::QkvLayout L_;  // this rank's q and kv heads
+  int64_t kv_layer_ = 0;
+  DeviceArray<bf16_bits> wqkv_;            // (q_dim + 2 kv_dim, hidden) q_proj, k_proj, v_proj rows
+  DeviceArray<bf16_bits> wo_;              // (hidden, q_dim) the columns of this rank's heads
+  DeviceArray<bf16_bits> q_norm_, k_norm_; // (head_dim)
+};
+
+// SwiGLU MLP, this rank's slice of the intermediate dimension. Its norm stays a separate kernel.
+class DenseMlp final : public Ffn {
+ public:
+  static absl::StatusOr<std::unique_ptr<DenseMlp>> Load(WeightSource& src, const MlpWeightSpec& spec,
+                                                        const ModelConfig& cfg, const TpShard& shard);
+  absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) override;
+
+ private:
+  int64_t inter_ = 0;
+  DeviceArray<bf16_bits> gate_up_;  // (2 inter, hidden) gate_proj rows, then up_proj rows
+  DeviceArray<bf16_bits> down_;     // (hidden, inter)
+};
+
+// Routed experts: the router product (with the norm folded in for decode), top-k on the device,
+// then the experts' gate_up and down with the expert ids read on the device (kernels/moe.h).
+class MoeFfn final : public Ffn {
+ public:
+  static absl::StatusOr<std::unique_ptr<MoeFfn>> Load(WeightSource& src, const MoeWeightSpec& spec,
+                                                      const ModelConfig& cfg, const TpShard& shard);
+  absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) override;
+
+ private:
+  int64_t num_experts_ = 0, top_k_ = 0, inter_ = 0;  // inter: this rank's slice
+  bool norm_topk_prob_ = true;
+  DeviceArray<bf16_bits> router_;   // (num_experts, hidden) replicated
+  DeviceArray<bf16_bits> gate_up_;  // (num_experts, 2 inter, hidden)
+  DeviceArray<bf16_bits> down_;     // (num_experts, hidden, inter)
+};
+
+}  // namespace tandem::engine::cuda
