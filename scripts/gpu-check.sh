@@ -68,10 +68,10 @@ for t in "$dir"/bin/*cuda*_test; do
   run_test "$(basename "$t")" "$t"
 done
 # The golden prompts again with every multi-token step on the prefill paths (cuBLAS, grouped MoE
-# GEMM); decode steps replay graphs (decode kernels). See tests/kernels/CMakeLists.txt.
-if [[ -x "$dir/bin/engine_cuda_golden_test" ]]; then
-  TANDEM_GEMM_MIN_TOKENS=1 run_test engine_cuda_golden_gemm_path "$dir/bin/engine_cuda_golden_test" \
-    --gtest_filter='kv/engine_cuda_golden.LogitsAndGreedyMatchTransformers/f32_graphs'
+# GEMM); decode steps replay graphs (decode kernels). See tests/engine/cuda/CMakeLists.txt.
+if [[ -x "$dir/bin/cuda_model_golden_test" ]]; then
+  TANDEM_GEMM_MIN_TOKENS=1 run_test cuda_model_golden_gemm_path "$dir/bin/cuda_model_golden_test" \
+    --gtest_filter='kv/cuda_model_golden.LogitsAndGreedyMatchTransformers/f32_graphs'
 fi
 
 if [[ $bench == 1 && -x "$dir/bin/cuda_decode_bench" ]]; then

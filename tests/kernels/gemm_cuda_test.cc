@@ -2,14 +2,13 @@
 // CPU references on fresh random inputs with poisoned outputs, at the tiny model's and Qwen3-30B-A3B's
 // shapes and ragged ones (token counts off the tile size, experts with no pairs, one expert with
 // all of them, expert ids up to kMaxExperts - 1). Bound 1e-2: the activations are rounded to bf16.
-// Then a throughput line per product at 2048 tokens (TFLOP/s against the H200's ~989 bf16 dense).
+// (Their throughput at 2048 tokens is bench/prefill_gemm_bench.)
 // Skips (with the reason) where no GPU is present.
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <numeric>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "kernels/gemm.h"
@@ -174,101 +173,6 @@ TEST(gemm_cuda, MoeDispatch) {
     ExpectClose("moe dispatch gate_up " + tag, d_act.Download(), act, kBound);
     ExpectClose("moe dispatch down " + tag, d_out.Download(), out, kBound);
   }
-}
-
-// Milliseconds per call of f, averaged over reps after a warm-up.
-template <typename F>
-double TimeMs(F f, int reps) {
-  f();
-  CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  CUDA_CHECK(cudaEventRecord(a, nullptr));
-  for (int i = 0; i < reps; ++i) f();
-  CUDA_CHECK(cudaEventRecord(b, nullptr));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  return ms / reps;
-}
-
-void PrintRate(const std::string& what, double flops, double ms, double old_ms) {
-  const double tflops = flops / (ms * 1e-3) / 1e12;
-  std::printf("%-44s %8.3f ms %7.1f TFLOP/s (%4.1f%% of 989)", what.c_str(), ms, tflops, 100.0 * tflops / 989.0);
-  if (old_ms > 0) std::printf("; decode kernels %8.3f ms (%.1fx)", old_ms, old_ms / ms);
-  std::printf("\n");
-}
-
-// Qwen3-30B-A3B at 2048 tokens: one layer's products. The decode kernels are timed on the same
-// work in chunks below the threshold, for comparison.
-TEST(gemm_cuda, PrefillThroughput) {
-  SKIP_WITHOUT_GPU();
-  const int64_t T = 2048, H = 2048, E = 128, K = 8, I = 768;
-  const int64_t chunk = std::min<int64_t>(GemmMinTokens() - 1, 63);
-  auto x = RandomFloats(T * 4096);
-  DeviceBuffer<float> d_x(x), d_y(T * 5120);
-  for (auto [in, out, name] : std::vector<std::tuple<int64_t, int64_t, const char*>>{
-           {H, 5120, "qkv"}, {4096, H, "o_proj"}, {H, E, "router"}, {H, 151936, "lm_head (all rows)"}}) {
-    if (out * T > T * 5120) {  // the lm_head row: fewer tokens, same buffer
-      DeviceBuffer<bf16_bits> d_w(out * in);
-      CUDA_CHECK(cudaMemset(d_w.get(), 0x3C, out * in * sizeof(bf16_bits)));
-      const int64_t rows = T * 5120 / out;
-      const double ms = TimeMs([&] { gemm_bf16(d_y.get(), d_x.get(), d_w.get(), rows, in, out, nullptr); }, 10);
-      PrintRate(std::string("prefill gemm ") + name + " " + Shape({rows, in, out}), 2.0 * rows * in * out, ms, 0);
-      continue;
-    }
-    DeviceBuffer<bf16_bits> d_w(out * in);
-    CUDA_CHECK(cudaMemset(d_w.get(), 0x3C, out * in * sizeof(bf16_bits)));  // 0.0115 everywhere
-    const double ms = TimeMs([&] { gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); }, 10);
-    double old_ms = 0;
-    if (chunk >= 1) {
-      old_ms = TimeMs(
-          [&] {
-            for (int64_t t0 = 0; t0 < T; t0 += chunk) {
-              matmul_bf16(d_y.get() + t0 * out, d_x.get() + t0 * in, d_w.get(), std::min(chunk, T - t0), in, out,
-                          nullptr);
-            }
-          },
-          2);
-    }
-    PrintRate(std::string("prefill gemm ") + name + " " + Shape({T, in, out}), 2.0 * T * in * out, ms, old_ms);
-  }
-
-  DeviceBuffer<bf16_bits> d_gu(E * 2 * I * H), d_down(E * H * I);
-  CUDA_CHECK(cudaMemset(d_gu.get(), 0x3C, E * 2 * I * H * sizeof(bf16_bits)));
-  CUDA_CHECK(cudaMemset(d_down.get(), 0x3C, E * H * I * sizeof(bf16_bits)));
-  const std::vector<int32_t> ids = Route(Routing::kUniform, T, E, K);
-  DeviceBuffer<int32_t> d_ids(ids);
-  DeviceBuffer<float> d_w(RandomFloats(T * K)), d_act(T * K * I), d_out(T * H);
-  const double gu_ms =
-      TimeMs([&] { moe_gate_up_grouped(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr); }, 10);
-  const double down_ms = TimeMs(
-      [&] { moe_down_grouped(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr); },
-      10);
-  double old_gu = 0, old_down = 0;
-  if (chunk >= 1) {
-    old_gu = TimeMs(
-        [&] {
-          for (int64_t t0 = 0; t0 < T; t0 += chunk) {
-            moe_gate_up(d_act.get() + t0 * K * I, d_x.get() + t0 * H, d_ids.get() + t0 * K, d_gu.get(),
-                        std::min(chunk, T - t0), K, H, I, nullptr);
-          }
-        },
-        2);
-    old_down = TimeMs(
-        [&] {
-          for (int64_t t0 = 0; t0 < T; t0 += chunk) {
-            moe_down(d_out.get() + t0 * H, d_act.get() + t0 * K * I, d_ids.get() + t0 * K, d_w.get() + t0 * K,
-                     d_down.get(), std::min(chunk, T - t0), K, H, I, nullptr);
-          }
-        },
-        2);
-  }
-  PrintRate("prefill moe_gate_up_grouped " + Shape({T, E, K, H, I}), 2.0 * T * K * H * 2 * I, gu_ms, old_gu);
-  PrintRate("prefill moe_down_grouped " + Shape({T, E, K, H, I}), 2.0 * T * K * I * H, down_ms, old_down);
 }
 
 }  // namespace

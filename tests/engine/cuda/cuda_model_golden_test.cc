@@ -26,9 +26,9 @@ struct GoldenCase {
 // The engine's default (float32 KV) meets 1e-2 with and without graphs. A bf16 KV cache rounds
 // every cached k and v (2^-9 relative): measured 1.1e-2 and 1.3e-2 on prompts 0 and 2 on an H200,
 // so that variant is held to 2e-2, and to the same greedy tokens.
-class engine_cuda_golden : public ::testing::TestWithParam<GoldenCase> {};
+class cuda_model_golden : public ::testing::TestWithParam<GoldenCase> {};
 
-TEST_P(engine_cuda_golden, LogitsAndGreedyMatchTransformers) {
+TEST_P(cuda_model_golden, LogitsAndGreedyMatchTransformers) {
   SKIP_WITHOUT_GPU();
   const bool graphs = GetParam().graphs;
   const double bound = GetParam().bound;
@@ -63,7 +63,7 @@ TEST_P(engine_cuda_golden, LogitsAndGreedyMatchTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(kv, engine_cuda_golden,
+INSTANTIATE_TEST_SUITE_P(kv, cuda_model_golden,
                          ::testing::Values(GoldenCase{false, "f32", 1e-2}, GoldenCase{true, "f32", 1e-2},
                                            GoldenCase{true, "bf16", 2e-2}),
                          [](const ::testing::TestParamInfo<GoldenCase>& p) {
@@ -72,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(kv, engine_cuda_golden,
 
 // Three sequences prefilled separately, then one decode step of all three at once: each row must
 // equal the logits of the same sequence decoded alone (batching changes nothing).
-TEST(engine_cuda, BatchedDecodeMatchesSingle) {
+TEST(cuda_model, BatchedDecodeMatchesSingle) {
   SKIP_WITHOUT_GPU();
   auto golden = testing::LoadGolden(testing::TinyModelDir());
   ASSERT_TRUE(golden.ok()) << golden.status();
@@ -86,7 +86,7 @@ TEST(engine_cuda, BatchedDecodeMatchesSingle) {
   testing::ExpectBatchedRowsMatchAlone(*r, "cuda batched decode");
 }
 
-TEST(engine_cuda, KvBlocksFromDeviceMemory) {
+TEST(cuda_model, KvBlocksFromDeviceMemory) {
   SKIP_WITHOUT_GPU();
   ModelLoadOptions opt;
   opt.backend = "cuda";

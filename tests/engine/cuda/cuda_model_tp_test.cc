@@ -1,7 +1,7 @@
 // The cuda backend at tensor-parallel sizes 2 and 4 against the transformers golden for
 // qwen3moe-tiny: the ranks are threads of this process on ONE GPU, joined by Gloo over loopback,
 // so the model uses host-staged collectives (device_collectives.h) and runs without graphs. Same
-// bounds as the TP=1 test (engine_cuda_golden_test.cc): logits at every position of the three
+// bounds as the TP=1 test (cuda_model_golden_test.cc): logits at every position of the three
 // prompts within 1e-2 relative and the identical 16-token greedy continuations. This checks the
 // sharded upload, the two all-reduces per layer and the vocabulary gather; the NCCL path (one GPU
 // per rank, graphs on) is exercised by `cuda_decode_bench --tp N` and tandem-infer on 2+ GPUs.
@@ -23,9 +23,9 @@
 namespace tandem::engine {
 namespace {
 
-class engine_cuda_tp : public ::testing::TestWithParam<int> {};
+class cuda_model_tp : public ::testing::TestWithParam<int> {};
 
-TEST_P(engine_cuda_tp, LogitsAndGreedyMatchTransformers) {
+TEST_P(cuda_model_tp, LogitsAndGreedyMatchTransformers) {
   SKIP_WITHOUT_GPU();
   const int tp = GetParam();
   auto golden = testing::LoadGolden(testing::TinyModelDir());
@@ -41,12 +41,12 @@ TEST_P(engine_cuda_tp, LogitsAndGreedyMatchTransformers) {
   ASSERT_TRUE(st.ok()) << st;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tp, engine_cuda_tp, ::testing::Values(2, 4),
+INSTANTIATE_TEST_SUITE_P(Tp, cuda_model_tp, ::testing::Values(2, 4),
                          [](const ::testing::TestParamInfo<int>& p) { return "tp" + std::to_string(p.param); });
 
 // The same shard loaded at TP=2 with the ranks' weights checked the cheap way: a batched decode
 // step of three sequences equals each sequence decoded alone (the gather lays rows out right).
-TEST(engine_cuda_tp_batch, BatchedDecodeMatchesSingleAtTp2) {
+TEST(cuda_model_tp_batch, BatchedDecodeMatchesSingleAtTp2) {
   SKIP_WITHOUT_GPU();
   auto golden = testing::LoadGolden(testing::TinyModelDir());
   ASSERT_TRUE(golden.ok()) << golden.status();
@@ -71,7 +71,7 @@ TEST(engine_cuda_tp_batch, BatchedDecodeMatchesSingleAtTp2) {
 }
 
 // Shapes a TP size cannot split are refused before any weight is read.
-TEST(engine_cuda_tp_check, RefusesIndivisibleSizes) {
+TEST(cuda_model_tp_check, RefusesIndivisibleSizes) {
   ModelConfig c;
   c.model_type = "qwen3_moe";
   c.hidden_size = 2048;
