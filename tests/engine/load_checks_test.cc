@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/comm/comm.h"
+#include "tests/engine/model/tiny_config.h"
 
 namespace tandem::engine {
 namespace {
@@ -27,44 +28,31 @@ class NamedComm final : public Comm {
   int rank_, world_;
 };
 
-ModelConfig Tiny() {
-  ModelConfig c;
-  c.model_type = "qwen3_moe";
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 4;
-  c.intermediate_size = 256;
-  c.moe_intermediate_size = 64;
-  c.num_experts = 16;
-  c.num_experts_per_tok = 4;
-  return c;
-}
-
 void ExpectError(const absl::Status& st, absl::StatusCode code, const std::string& want) {
   EXPECT_EQ(st.code(), code) << st;
   EXPECT_NE(std::string(st.message()).find(want), std::string::npos) << st.message();
 }
 
 TEST(CheckModelSupported, ModelAndLayerTypesNameTheBackend) {
-  EXPECT_TRUE(CheckModelSupported(Tiny(), 2, "cpu").ok());
-  ModelConfig next = Tiny();
+  EXPECT_TRUE(CheckModelSupported(testing::TinyMoeConfig(), 2, "cpu").ok());
+  ModelConfig next = testing::TinyMoeConfig();
   next.model_type = "qwen3_next";
   ExpectError(CheckModelSupported(next, 1, "cuda"), absl::StatusCode::kUnimplemented,
               "model_type qwen3_next is not supported by the cuda backend yet");
-  ModelConfig hybrid = Tiny();
+  ModelConfig hybrid = testing::TinyMoeConfig();
   hybrid.layer_types = {"full_attention", "linear_attention"};
   ExpectError(CheckModelSupported(hybrid, 1, "cpu"), absl::StatusCode::kUnimplemented,
               "layer type linear_attention is not supported by the cpu backend yet");
 }
 
 TEST(CheckModelSupported, SplitAndRouting) {
-  ExpectError(CheckModelSupported(Tiny(), 3, "cpu"), absl::StatusCode::kInvalidArgument,
+  ExpectError(CheckModelSupported(testing::TinyMoeConfig(), 3, "cpu"), absl::StatusCode::kInvalidArgument,
               "num_attention_heads (8) is not divisible by the tensor-parallel size 3");
-  ModelConfig k = Tiny();
+  ModelConfig k = testing::TinyMoeConfig();
   k.num_experts_per_tok = 17;
   ExpectError(CheckModelSupported(k, 1, "cpu"), absl::StatusCode::kInvalidArgument,
               "num_experts_per_tok 17 must be in [1, num_experts=16]");
-  k.mlp_only_layers = {0, 1};  // no MoE layer: the routing is not used
+  k.mlp_only_layers = {0, 1, 2, 3};  // no MoE layer: the routing is not used
   EXPECT_TRUE(CheckModelSupported(k, 1, "cpu").ok());
 }
 

@@ -4,20 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/engine/model/tiny_config.h"
+
 namespace tandem::engine {
 namespace {
 
+// The tiny model's shapes with 2 layers (the second dense) and 3 experts.
 ModelConfig Tiny() {
-  ModelConfig c;
-  c.model_type = "qwen3_moe";
-  c.vocab_size = 4096;
-  c.hidden_size = 128;
-  c.intermediate_size = 256;
-  c.moe_intermediate_size = 64;
+  ModelConfig c = testing::TinyMoeConfig();
   c.num_hidden_layers = 2;
-  c.num_attention_heads = 8;
-  c.num_key_value_heads = 4;
-  c.head_dim = 32;
   c.num_experts = 3;
   c.num_experts_per_tok = 2;
   c.mlp_only_layers = {1};

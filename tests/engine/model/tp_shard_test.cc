@@ -4,16 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/engine/model/tiny_config.h"
+
 namespace tandem::engine {
 namespace {
 
+// The tiny model with these head counts, intermediate sizes and vocabulary (2 MoE layers).
 ModelConfig Config(int64_t n_heads, int64_t n_kv_heads, int64_t intermediate, int64_t moe_intermediate,
                    int64_t vocab) {
-  ModelConfig c;
-  c.model_type = "qwen3_moe";
+  ModelConfig c = testing::TinyMoeConfig();
   c.num_hidden_layers = 2;
-  c.num_experts = 8;
-  c.num_experts_per_tok = 2;
   c.num_attention_heads = n_heads;
   c.num_key_value_heads = n_kv_heads;
   c.intermediate_size = intermediate;
