@@ -176,17 +176,12 @@ std::optional<ApiError> ParseCommon(const Json& body, bool chat, CommonRequest* 
   return std::nullopt;
 }
 
-std::optional<Json> ParseBody(std::string_view body, std::optional<ApiError>* error) {
-  Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    *error = InvalidRequest("the request body is not valid JSON", "", "invalid_json");
-    return std::nullopt;
-  }
-  if (!j.is_object()) {
-    *error = InvalidRequest("the request body must be a JSON object, got " + TypeName(j));
-    return std::nullopt;
-  }
-  return j;
+// The body as a JSON object into `*j`, and the fields both endpoints share into `*common`.
+std::optional<ApiError> ParseBody(std::string_view body, bool chat, Json* j, CommonRequest* common) {
+  *j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j->is_discarded()) return InvalidRequest("the request body is not valid JSON", "", "invalid_json");
+  if (!j->is_object()) return InvalidRequest("the request body must be a JSON object, got " + TypeName(*j));
+  return ParseCommon(*j, chat, common);
 }
 
 // Message content: a string, null, or an array of {"type": "text", "text": ...} parts.
@@ -238,6 +233,21 @@ OrderedJson FinishReasonJson(const std::string& reason) {
   return reason.empty() ? OrderedJson(nullptr) : OrderedJson(reason);
 }
 
+// The envelope with its one choice, whose payload (`text`, `message` or `delta`) sits between
+// `index` and `logprobs` as in OpenAI's own responses.
+OrderedJson OneChoice(const ResponseHeader& h, const char* object, const char* payload_key, OrderedJson payload,
+                      const std::string& finish_reason, const std::vector<int32_t>* token_ids) {
+  OrderedJson j = Envelope(h, object);
+  OrderedJson choice;
+  choice["index"] = 0;
+  choice[payload_key] = std::move(payload);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = FinishReasonJson(finish_reason);
+  AddTokenIds(choice, token_ids);
+  j["choices"] = OrderedJson::array({choice});
+  return j;
+}
+
 // Invalid UTF-8 in generated text must not throw out of the serializer: replace it.
 std::string Dump(const OrderedJson& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -267,13 +277,11 @@ std::string ErrorJson(const ApiError& error) {
 
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, CompletionRequest* out) {
   *out = CompletionRequest{};
-  std::optional<ApiError> error;
-  std::optional<Json> j = ParseBody(body, &error);
-  if (!j) return error;
-  if (auto e = ParseCommon(*j, /*chat=*/false, &out->common)) return e;
+  Json j;
+  if (auto e = ParseBody(body, /*chat=*/false, &j, &out->common)) return e;
 
-  auto it = j->find("prompt");
-  if (it == j->end() || it->is_null()) return InvalidRequest("'prompt' is required", "prompt");
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) return InvalidRequest("'prompt' is required", "prompt");
   const Json* prompt = &*it;
   // A batch of one ([ "text" ] or [[ids]]) is the same as its element; larger batches need n
   // separate choices, which we do not produce.
@@ -297,13 +305,11 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, Completion
 
 std::optional<ApiError> ParseChatRequest(std::string_view body, ChatRequest* out) {
   *out = ChatRequest{};
-  std::optional<ApiError> error;
-  std::optional<Json> j = ParseBody(body, &error);
-  if (!j) return error;
-  if (auto e = ParseCommon(*j, /*chat=*/true, &out->common)) return e;
+  Json j;
+  if (auto e = ParseBody(body, /*chat=*/true, &j, &out->common)) return e;
 
-  auto it = j->find("messages");
-  if (it == j->end() || it->is_null()) return InvalidRequest("'messages' is required", "messages");
+  auto it = j.find("messages");
+  if (it == j.end() || it->is_null()) return InvalidRequest("'messages' is required", "messages");
   if (!it->is_array()) return WrongType("messages", "an array", *it);
   if (it->empty()) return InvalidRequest("'messages' must not be empty", "messages");
   for (size_t i = 0; i < it->size(); ++i) {
@@ -340,14 +346,14 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, ChatRequest* out
     out->messages.push_back(std::move(msg));
   }
 
-  if (auto kw = j->find("chat_template_kwargs"); kw != j->end() && !kw->is_null()) {
+  if (auto kw = j.find("chat_template_kwargs"); kw != j.end() && !kw->is_null()) {
     if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
     if (auto e = ReadBool(*kw, "enable_thinking", &out->enable_thinking)) {
       e->param = "chat_template_kwargs.enable_thinking";
       return e;
     }
   }
-  if (auto tools = j->find("tools"); tools != j->end() && !tools->is_null()) {
+  if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null()) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
     for (const Json& t : *tools) out->tools.push_back(t.dump());
   }
@@ -393,14 +399,7 @@ std::optional<ApiError> ValidatePrompt(const std::vector<int32_t>& prompt_ids, i
 std::string CompletionResponseJson(const ResponseHeader& header, const std::string& text,
                                    const std::string& finish_reason, const Usage& usage,
                                    const std::vector<int32_t>* token_ids) {
-  OrderedJson j = Envelope(header, "text_completion");
-  OrderedJson choice;
-  choice["index"] = 0;
-  choice["text"] = text;
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = FinishReasonJson(finish_reason);
-  AddTokenIds(choice, token_ids);
-  j["choices"] = OrderedJson::array({choice});
+  OrderedJson j = OneChoice(header, "text_completion", "text", text, finish_reason, token_ids);
   j["usage"] = UsageJson(usage);
   return Dump(j);
 }
@@ -408,17 +407,10 @@ std::string CompletionResponseJson(const ResponseHeader& header, const std::stri
 std::string ChatResponseJson(const ResponseHeader& header, const std::string& content,
                              const std::string& finish_reason, const Usage& usage,
                              const std::vector<int32_t>* token_ids) {
-  OrderedJson j = Envelope(header, "chat.completion");
   OrderedJson message;
   message["role"] = "assistant";
   message["content"] = content;
-  OrderedJson choice;
-  choice["index"] = 0;
-  choice["message"] = std::move(message);
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = FinishReasonJson(finish_reason);
-  AddTokenIds(choice, token_ids);
-  j["choices"] = OrderedJson::array({choice});
+  OrderedJson j = OneChoice(header, "chat.completion", "message", std::move(message), finish_reason, token_ids);
   j["usage"] = UsageJson(usage);
   return Dump(j);
 }
@@ -426,14 +418,7 @@ std::string ChatResponseJson(const ResponseHeader& header, const std::string& co
 std::string CompletionChunkJson(const ResponseHeader& header, const std::string& text,
                                 const std::string& finish_reason, bool include_usage,
                                 const std::vector<int32_t>* token_ids) {
-  OrderedJson j = Envelope(header, "text_completion");
-  OrderedJson choice;
-  choice["index"] = 0;
-  choice["text"] = text;
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = FinishReasonJson(finish_reason);
-  AddTokenIds(choice, token_ids);
-  j["choices"] = OrderedJson::array({choice});
+  OrderedJson j = OneChoice(header, "text_completion", "text", text, finish_reason, token_ids);
   if (include_usage) j["usage"] = nullptr;
   return Dump(j);
 }
@@ -441,17 +426,10 @@ std::string CompletionChunkJson(const ResponseHeader& header, const std::string&
 std::string ChatChunkJson(const ResponseHeader& header, const std::string& role, bool has_content,
                           const std::string& content, const std::string& finish_reason,
                           bool include_usage, const std::vector<int32_t>* token_ids) {
-  OrderedJson j = Envelope(header, "chat.completion.chunk");
   OrderedJson delta = OrderedJson::object();
   if (!role.empty()) delta["role"] = role;
   if (has_content) delta["content"] = content;
-  OrderedJson choice;
-  choice["index"] = 0;
-  choice["delta"] = std::move(delta);
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = FinishReasonJson(finish_reason);
-  AddTokenIds(choice, token_ids);
-  j["choices"] = OrderedJson::array({choice});
+  OrderedJson j = OneChoice(header, "chat.completion.chunk", "delta", std::move(delta), finish_reason, token_ids);
   if (include_usage) j["usage"] = nullptr;
   return Dump(j);
 }
