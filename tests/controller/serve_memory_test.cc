@@ -63,6 +63,8 @@ TEST(ServeMemory, ConvertsBetweenClocksExactly) {
   EXPECT_EQ(back.operator_needed, true);
   EXPECT_EQ(back.consecutive_failures, 2);
   EXPECT_EQ(back.preflight_failures, 1);
+  EXPECT_EQ(back.last_preflight_error, m.last_preflight_error);
+  EXPECT_EQ(back.waiting_detail, m.waiting_detail);
   // Unset times stay unset (not "the steady clock's epoch, 50 years ago").
   ReconcilerMemory empty;
   ServeRecord er = ToServeRecord(empty, steady, unix_ms);
