@@ -12,15 +12,23 @@ using rpc::ToGrpcStatus;
 
 namespace {
 
-// LoadModel's and JoinGroup's error: the code and message, and as the error details a ControlError
-// saying whether the rank refused the request or ran it and failed (the controller words the two
-// differently, and never reads this UNAVAILABLE or DEADLINE_EXCEEDED as a transport error).
+v1::ControlError::Outcome OutcomeOf(const absl::Status& st) {
+  if (IsRankFailure(st)) return v1::ControlError::FAILED;
+  if (IsProbeFailure(st)) return v1::ControlError::PROBE_FAILED;
+  return v1::ControlError::REFUSED;
+}
+
+// The error of an operation on the rank (LoadModel, JoinGroup, LeaveGroup, SetServing, Generate):
+// the code and message, and as the error details a ControlError saying that the agent answered
+// and whether it refused the request or ran it and failed (the controller never reads this
+// UNAVAILABLE or DEADLINE_EXCEEDED as a transport error, and words a refusal and a failure
+// differently).
 grpc::Status ControlOpStatus(const absl::Status& st) {
   if (st.ok()) return grpc::Status::OK;
   v1::ControlError details;
   details.set_code(static_cast<int32_t>(st.code()));
   details.set_message(std::string(st.message()));
-  details.set_outcome(IsRankFailure(st) ? v1::ControlError::FAILED : v1::ControlError::REFUSED);
+  details.set_outcome(OutcomeOf(st));
   const grpc::Status plain = ToGrpcStatus(st);
   return grpc::Status(plain.error_code(), plain.error_message(), details.SerializeAsString());
 }
@@ -59,20 +67,20 @@ grpc::Status ControlService::JoinGroup(grpc::ServerContext* context, const v1::J
 grpc::Status ControlService::LeaveGroup(grpc::ServerContext* context, const v1::LeaveGroupRequest* request,
                                         v1::LeaveGroupResponse* response) {
   TANDEM_CHECK_AUTH("LeaveGroup");
-  return ToGrpcStatus(host_->LeaveGroup(request->unload(), request->reason()));
+  return ControlOpStatus(host_->LeaveGroup(request->unload(), request->reason()));
 }
 
 grpc::Status ControlService::SetServing(grpc::ServerContext* context, const v1::SetServingRequest* request,
                                         v1::SetServingResponse* response) {
   TANDEM_CHECK_AUTH("SetServing");
-  return ToGrpcStatus(host_->SetServing(request->serving()));
+  return ControlOpStatus(host_->SetServing(request->serving()));
 }
 
 grpc::Status ControlService::Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                                       v1::GenerateResponse* response) {
   TANDEM_CHECK_AUTH("Generate");
   auto r = host_->Generate(*request, [context] { return context->IsCancelled(); });
-  if (!r.ok()) return ToGrpcStatus(r.status());
+  if (!r.ok()) return ControlOpStatus(r.status());
   *response = std::move(*r);
   return grpc::Status::OK;
 }

@@ -14,8 +14,9 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// The payload that marks a rank failure; its value is unused.
+// The payloads that mark a rank failure and a probe failure; their values are unused.
 constexpr char kRankFailurePayload[] = "tandem.agentd/rank-failure";
+constexpr char kProbeFailurePayload[] = "tandem.agentd/probe-failure";
 
 }  // namespace
 
@@ -25,6 +26,13 @@ absl::Status RankFailure(absl::Status st) {
 }
 
 bool IsRankFailure(const absl::Status& st) { return st.GetPayload(kRankFailurePayload).has_value(); }
+
+absl::Status ProbeFailure(absl::Status st) {
+  st.SetPayload(kProbeFailurePayload, absl::Cord());
+  return st;
+}
+
+bool IsProbeFailure(const absl::Status& st) { return st.GetPayload(kProbeFailurePayload).has_value(); }
 
 EngineHost::EngineHost(EngineHostOptions options) : options_(std::move(options)) {
   if (!options_.state_dir.empty()) {

@@ -69,10 +69,14 @@ struct EngineHostOptions {
   std::function<void(const std::string& what)> on_stuck;
 };
 
-// `st` (not OK) marked as a failure of the rank itself: the load or join ran and failed, and the
-// rank is now failed for st's message (see EngineHost::LoadModel).
+// `st` (not OK) marked as a failure of the rank itself: the load, join or leave ran and failed,
+// and the rank is now failed for st's message (see EngineHost::LoadModel).
 absl::Status RankFailure(absl::Status st);
 bool IsRankFailure(const absl::Status& st);
+// `st` (not OK) marked as a probe that the engine ran and did not finish well (failed, aborted,
+// out of time, its caller gone); unmarked Generate errors are refusals (nothing was submitted).
+absl::Status ProbeFailure(absl::Status st);
+bool IsProbeFailure(const absl::Status& st);
 
 // "group/generation": the generation of the group the head last joined (decimal).
 inline constexpr const char* kGenerationKey = "group/generation";
@@ -96,11 +100,14 @@ class EngineHost {
   absl::Status LoadModel(const v1::LoadModelRequest& request, const LoadProgress& progress);
   // Returns once this rank is in the group (workers block in rendezvous until the head joins).
   absl::StatusOr<v1::JoinGroupResponse> JoinGroup(const v1::JoinGroupRequest& request);
-  // Idempotent. Never blocks past ~2 x leave_deadline.
+  // Idempotent. Never blocks past ~2 x leave_deadline. Its failures (another operation did not
+  // stop in time; a thread stuck after the comm abort) leave the rank failed: marked RankFailure.
   absl::Status LeaveGroup(bool unload, const std::string& reason);
   absl::Status SetServing(bool serving);
   // Head only (ready or serving): one greedy generation with priority. Waits up to the request's
   // timeout_ms (30 s when 0, 10 min at most); `caller_gone` (polled every 200 ms) cancels it early.
+  // A probe the engine took and did not finish well is marked ProbeFailure; other errors are
+  // refusals (the rank's state, the request, an engine that takes no requests).
   absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request,
                                                 const std::function<bool()>& caller_gone = nullptr);
 

@@ -69,7 +69,6 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
     if (group_ && (state_ == v1::RANK_STATE_READY || state_ == v1::RANK_STATE_SERVING)) {
       if (generation_ == req.generation()) {
         v1::JoinGroupResponse r;  // a retried JoinGroup of the same group: already in it
-        r.set_ok(true);
         r.set_kv_tokens(kv_tokens_);
         r.set_transport(transport_);
         r.set_api_endpoint(api_endpoint_);
@@ -166,7 +165,6 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   g->monitor.Start([this, gp = g.get()] { MonitorLoop(*gp); });
 
   v1::JoinGroupResponse r;
-  r.set_ok(true);  // always: a failure is the status (older controllers still read it)
   r.set_transport(g->comm ? g->comm->transport() : "local");
   r.set_seconds(SecondsSince(t0));
   {

@@ -92,12 +92,15 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
     if (gone || Clock::now() >= until) {
       l.unlock();
       g->stack->engine().Cancel(request_id);
-      if (gone) return absl::CancelledError("the caller of the probe went away");
-      return absl::DeadlineExceededError("the probe did not finish within " + std::to_string(timeout.count()) + " ms");
+      if (gone) return ProbeFailure(absl::CancelledError("the caller of the probe went away"));
+      return ProbeFailure(
+          absl::DeadlineExceededError("the probe did not finish within " + std::to_string(timeout.count()) + " ms"));
     }
   }
-  if (!res->error.ok()) return absl::UnavailableError("the probe failed: " + StatusText(res->error));
-  if (res->finish_reason == "abort") return absl::UnavailableError("the probe was aborted (engine shutting down)");
+  if (!res->error.ok()) return ProbeFailure(absl::UnavailableError("the probe failed: " + StatusText(res->error)));
+  if (res->finish_reason == "abort") {
+    return ProbeFailure(absl::UnavailableError("the probe was aborted (engine shutting down)"));
+  }
   v1::GenerateResponse out;
   for (int32_t id : res->ids) out.add_token_ids(id);
   out.set_text(res->text);

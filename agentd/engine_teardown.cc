@@ -6,7 +6,6 @@
 #include "agentd/engine_group.h"
 #include "common/failpoint.h"
 #include "common/log.h"
-#include "common/status.h"
 #include "proto/rank_state.h"
 
 namespace tandem::agentd {
@@ -126,9 +125,13 @@ absl::Status EngineHost::LeaveGroup(bool unload, const std::string& reason) {
   if (!op.try_lock_for(options_.leave_deadline)) {
     SetState(v1::RANK_STATE_FAILED, "leave: the operation in progress did not stop within " +
                                         std::to_string(options_.leave_deadline.count()) + " ms");
-    return absl::DeadlineExceededError("another operation did not stop in time");
+    return RankFailure(absl::DeadlineExceededError("another operation did not stop in time"));
   }
-  RETURN_IF_ERROR(LeaveLocked(unload, reason.empty() ? "left the group" : "left the group: " + reason));
+  // A teardown that left threads behind has failed the rank (LeaveLocked says what was released).
+  if (absl::Status left = LeaveLocked(unload, reason.empty() ? "left the group" : "left the group: " + reason);
+      !left.ok()) {
+    return RankFailure(left);
+  }
   if (!options_.state_dir.empty()) {
     absl::Status st = ClearAssignment(options_.state_dir);
     if (!st.ok()) TLOG(WARN) << st.message();

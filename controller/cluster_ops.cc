@@ -47,11 +47,6 @@ absl::Status NodeFailures(const ClusterSpec& spec, const std::vector<absl::Statu
   return absl::Status(code, absl::StrJoin(failures, "; "));
 }
 
-// The agent's own verdict inside an answer that arrived (it carries no code).
-absl::Status InBandError(const std::string& error) {
-  return error.empty() ? absl::OkStatus() : absl::UnknownError(error);
-}
-
 absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
   if (path.empty()) return std::string();
   return ReadSecretFile(path, "api.key_file");
@@ -68,7 +63,6 @@ std::string FormatBytes(uint64_t done, uint64_t total) {
 absl::StatusOr<ProbeAnswer> JudgeProbe(const ProbeSpec& p, uint64_t generation,
                                        const absl::StatusOr<v1::GenerateResponse>& resp, ControllerState& st) {
   if (!resp.ok()) return resp.status();
-  if (!resp->error().empty()) return absl::UnknownError("the head answered with an error: " + resp->error());
   ProbeAnswer a;
   a.token_ids.assign(resp->token_ids().begin(), resp->token_ids().end());
   if (!p.expect.empty()) {
@@ -255,7 +249,7 @@ absl::Status LoadRanks(const ClusterContext& ctx, const ClusterPlan& plan, const
       say(absl::StrCat("load ", r.node, ": ", ev.phase(), " ", FormatBytes(ev.bytes_done(), ev.bytes_total())));
     };
     absl::StatusOr<v1::LoadModelEvent> done = ctx.agents->Control(r.agent)->LoadModel(r.load, timeout, on_event);
-    loaded[i] = done.ok() ? InBandError(done->error()) : done.status();
+    loaded[i] = done.status();
     if (loaded[i].ok()) say(absl::StrFormat("load %s: done in %.2f s", r.node, done->seconds()));
   });
   return NodeFailures(ctx.spec, loaded);
@@ -271,7 +265,7 @@ absl::StatusOr<JoinedGroup> JoinRanks(const ClusterContext& ctx, const ClusterPl
   for (size_t i = 1; i < n; ++i) {
     workers.emplace_back([&, i] {
       joins[i] = ctx.agents->Control(plan.ranks[i].agent)->JoinGroup(plan.ranks[i].join, timeout);
-      if (!joins[i].ok() || !joins[i]->ok()) worker_failed = true;
+      if (!joins[i].ok()) worker_failed = true;
     });
   }
   // Give the workers' calls a moment to reach their agents, so the head really is last.
@@ -284,7 +278,7 @@ absl::StatusOr<JoinedGroup> JoinRanks(const ClusterContext& ctx, const ClusterPl
   std::vector<std::string> transports;
   for (size_t i = 0; i < n; ++i) {
     if (i == 0 && !head_joins) continue;  // nothing happened on the head
-    joined[i] = joins[i].ok() ? (joins[i]->ok() ? absl::OkStatus() : InBandError(joins[i]->error())) : joins[i].status();
+    joined[i] = joins[i].status();
     if (!joined[i].ok()) continue;
     transports.push_back(joins[i]->transport());
     say(absl::StrFormat("join %s: rank %d ready, kv %d tokens, transport %s (%.2f s)", ctx.spec.nodes[i].name, i,

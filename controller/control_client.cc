@@ -29,15 +29,34 @@ absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chro
   }
 }
 
-absl::Status ControlOpError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
+namespace {
+
+// The agent's ControlError details of `st`: nullopt when there are none (the status did not come
+// from the agent's handler: transport, auth) or they say nothing.
+std::optional<v1::ControlError> AgentDetails(const grpc::Status& st) {
   v1::ControlError details;
   if (st.error_details().empty() || !details.ParseFromString(st.error_details()) ||
       details.outcome() == v1::ControlError::OUTCOME_UNSPECIFIED) {
-    return ControlRpcError(st, what, timeout);
+    return std::nullopt;
   }
+  return details;
+}
+
+}  // namespace
+
+absl::Status ControlOpError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
+  const std::optional<v1::ControlError> details = AgentDetails(st);
+  if (!details) return ControlRpcError(st, what, timeout);
   const auto code = static_cast<absl::StatusCode>(st.error_code());
-  if (details.outcome() == v1::ControlError::FAILED) return absl::Status(code, st.error_message());
+  if (details->outcome() == v1::ControlError::FAILED) return absl::Status(code, st.error_message());
   return absl::Status(code, absl::StrCat(what, ": ", st.error_message()));
+}
+
+absl::Status ControlAnswerError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
+  if (!AgentDetails(st)) return ControlRpcError(st, what, timeout);
+  const auto code = static_cast<absl::StatusCode>(st.error_code());
+  return absl::Status(code, absl::StrCat(what, ": the agent answered ", absl::StatusCodeToString(code), ": ",
+                                         st.error_message()));
 }
 
 ControlClient::ControlClient(const std::string& address, const AgentCredentials& credentials)
@@ -86,7 +105,7 @@ absl::Status ControlClient::LeaveGroup(bool unload, const std::string& reason, s
   req.set_reason(reason);
   v1::LeaveGroupResponse resp;
   grpc::Status st = stub_->LeaveGroup(&ctx, req, &resp);
-  if (!st.ok()) return ControlRpcError(st, "LeaveGroup", timeout);
+  if (!st.ok()) return ControlAnswerError(st, "LeaveGroup", timeout);
   return absl::OkStatus();
 }
 
@@ -97,7 +116,7 @@ absl::Status ControlClient::SetServing(bool serving, std::chrono::milliseconds t
   req.set_serving(serving);
   v1::SetServingResponse resp;
   grpc::Status st = stub_->SetServing(&ctx, req, &resp);
-  if (!st.ok()) return ControlRpcError(st, "SetServing", timeout);
+  if (!st.ok()) return ControlAnswerError(st, "SetServing", timeout);
   return absl::OkStatus();
 }
 
@@ -107,7 +126,7 @@ absl::StatusOr<v1::GenerateResponse> ControlClient::Generate(const v1::GenerateR
   Prepare(&ctx, timeout);
   v1::GenerateResponse resp;
   grpc::Status st = stub_->Generate(&ctx, req, &resp);
-  if (!st.ok()) return ControlRpcError(st, "Generate", timeout);
+  if (!st.ok()) return ControlAnswerError(st, "Generate", timeout);
   return resp;
 }
 

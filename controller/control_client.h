@@ -19,8 +19,13 @@ absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chro
 // LoadModel and JoinGroup: a status with the agent's ControlError details is the agent's own
 // answer, never read as a transport error (its UNAVAILABLE is "busy, retry", not "unreachable"):
 // a refusal reads "JoinGroup: <why>", a load or join that ran and failed reads as the agent wrote
-// it (the rank's failure). Without the details (transport, auth, an older agent): ControlRpcError.
+// it (the rank's failure). Without the details (transport, auth): ControlRpcError.
 absl::Status ControlOpError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
+// LeaveGroup, SetServing and Generate: a status with the agent's ControlError details reads
+// "Generate: the agent answered DEADLINE_EXCEEDED: <its message>" (with the code: the agent's
+// UNAVAILABLE or DEADLINE_EXCEEDED is not "unreachable" or "no answer within N s"). Without the
+// details (transport, auth): ControlRpcError, as for every other call.
+absl::Status ControlAnswerError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
 
 class ControlClient {
  public:

@@ -1,6 +1,7 @@
-// agentd/control_service.h: what LoadModel and JoinGroup put on the wire when they do not
-// succeed: the code and message as the gRPC status, and a ControlError in its details telling a
-// refusal from a load or join that ran and failed. Auth refusals carry no details.
+// agentd/control_service.h: what LoadModel, JoinGroup, SetServing and Generate put on the wire
+// when they do not succeed: the code and message as the gRPC status, and a ControlError in its
+// details telling a refusal from a load, join or probe that ran and failed. Auth refusals carry
+// no details.
 #include "agentd/control_service.h"
 
 #include <grpcpp/grpcpp.h>
@@ -15,6 +16,7 @@
 #include "agentd/model_roots.h"
 #include "agentd/rendezvous_store.h"
 #include "tests/agentd/temp_dir.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::agentd {
 namespace {
@@ -27,7 +29,7 @@ class ControlServiceTest : public ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(tmp_ / "models/broken");
     std::ofstream(tmp_ / "models/broken/config.json") << "{ not json";
-    auto roots = ModelRoots::Create({tmp_ / "models"});
+    auto roots = ModelRoots::Create({tmp_ / "models", testing::CanonicalTestdataDir()});
     ASSERT_TRUE(roots.ok()) << roots.status();
     roots_ = std::make_unique<ModelRoots>(std::move(*roots));
     EngineHostOptions o;
@@ -112,6 +114,57 @@ TEST_F(ControlServiceTest, RefusalsCarryRefusedDetails) {
   EXPECT_EQ(join.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << join.error_message();
   EXPECT_EQ(Details(join).outcome(), v1::ControlError::REFUSED);
   EXPECT_EQ(join.error_message(), "no model is loaded: LoadModel first");
+}
+
+// The probe's own errors are its answer: a refusal (no group here) and a probe the engine took
+// and did not finish in its time (DEADLINE_EXCEEDED with PROBE_FAILED details, which the
+// controller shows as the agent's answer, not as "no answer within N s"). The gate refuses the
+// same way.
+TEST_F(ControlServiceTest, TheProbeAndTheGateAnswerWithDetails) {
+  v1::GenerateRequest g;
+  g.add_prompt_ids(1);
+  g.set_max_tokens(4000);
+  g.set_timeout_ms(1);
+  v1::GenerateResponse resp;
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    const grpc::Status refused = stub_->Generate(&ctx, g, &resp);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+    EXPECT_EQ(Details(refused).outcome(), v1::ControlError::REFUSED);
+  }
+  {
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    v1::SetServingRequest serve;
+    serve.set_serving(true);
+    v1::SetServingResponse served;
+    const grpc::Status refused = stub_->SetServing(&ctx, serve, &served);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+    EXPECT_EQ(Details(refused).outcome(), v1::ControlError::REFUSED);
+  }
+  // A group of one on the tiny model; 4000 tokens do not fit in the probe's 1 ms.
+  v1::LoadModelRequest l;
+  l.set_model_path(testing::CanonicalTestdataDir() + "/qwen3moe-tiny");
+  l.set_backend("cpu");
+  l.set_world_size(1);
+  l.set_threads(1);
+  ASSERT_TRUE(host_->LoadModel(l, nullptr).ok());
+  v1::JoinGroupRequest j;
+  j.set_generation(1);
+  j.set_world_size(1);
+  j.set_api_listen("127.0.0.1:0");
+  j.set_kv_tokens(4096);
+  j.set_max_model_len(4096);
+  auto joined = host_->JoinGroup(j);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  const grpc::Status late = stub_->Generate(&ctx, g, &resp);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << late.error_message();
+  EXPECT_EQ(late.error_message(), "the probe did not finish within 1 ms");
+  EXPECT_EQ(Details(late).outcome(), v1::ControlError::PROBE_FAILED);
+  EXPECT_TRUE(host_->LeaveGroup(true, "").ok());
 }
 
 TEST_F(ControlServiceTest, AWrongTokenHasNoDetails) {

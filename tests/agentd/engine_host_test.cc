@@ -56,6 +56,7 @@ TEST(EngineHostTest, StatesWithoutAModel) {
   EXPECT_FALSE(IsRankFailure(host.JoinGroup(j).status())) << "a refusal, not a failure";
   EXPECT_TRUE(absl::IsFailedPrecondition(host.SetServing(true)));
   EXPECT_TRUE(absl::IsFailedPrecondition(host.Generate(v1::GenerateRequest{}).status()));
+  EXPECT_FALSE(IsProbeFailure(host.Generate(v1::GenerateRequest{}).status())) << "a refusal: nothing ran";
   EXPECT_TRUE(host.LeaveGroup(true, "").ok());
   // No model roots: every path is refused before anything is opened; the rank stays idle.
   v1::LoadModelRequest l;
@@ -136,6 +137,7 @@ TEST(EngineHostTest, CommEnvIsLimitedToTheTransportAndAProbeEndsWithItsCaller) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("probe whose caller went away: %s after %.3f s\n", gone.status().ToString().c_str(), s);
   EXPECT_TRUE(absl::IsCancelled(gone.status())) << gone.status();
+  EXPECT_TRUE(IsProbeFailure(gone.status())) << "the engine took the probe";
   EXPECT_LT(s, 1.0);
   EXPECT_TRUE(host.LeaveGroup(true, "").ok());
 }

@@ -76,6 +76,7 @@ TEST(EngineTeardownTest, StuckTeardownFreesThePortAndALaterGroupStarts) {
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("leave with a stuck engine shutdown: %.2f s: %s\n", seconds, std::string(left.message()).c_str());
   EXPECT_TRUE(absl::IsAborted(left)) << left;
+  EXPECT_TRUE(IsRankFailure(left)) << "the leave ran and left the rank failed";
   EXPECT_NE(left.message().find("API port released"), absl::string_view::npos);
   EXPECT_NE(left.message().find("restart the agent"), absl::string_view::npos) << "on_stuck unset: report only";
   EXPECT_LT(seconds, 5.0);  // 0.5 s graceful + 3 s after the abort

@@ -15,6 +15,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "controller/control_client.h"
+#include "tests/controller/agent_answer.h"
 
 namespace tandem::controller {
 namespace {
@@ -22,14 +24,16 @@ namespace {
 using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
 
-// How one fake agent answers.
+// How one fake agent answers. The load, join and probe failures are gRPC statuses as they arrive
+// (with the agent's ControlError details when the agent answered: AgentAnswer), read the way
+// ControlClient reads them.
 struct AgentScript {
   v1::RankState state = v1::RANK_STATE_IDLE;  // what GetStatus reports
   uint64_t generation = 0;
   absl::Status status_error;    // GetStatus fails with it
-  absl::Status load_error;      // LoadModel fails with it
-  std::string load_inband;      // LoadModel's final event carries this error
-  absl::Status join_error;      // JoinGroup fails with it at once (and the group cannot form)
+  grpc::Status load_error;      // LoadModel fails with it at once
+  grpc::Status load_failure;    // LoadModel streams its progress, then fails with it (the load ran)
+  grpc::Status join_error;      // JoinGroup fails with it at once (and the group cannot form)
   absl::Status serving_error;   // SetServing(true) fails with it
 };
 
@@ -54,7 +58,8 @@ class FakeAgents final : public ClusterAgents {
 
   std::map<std::string, AgentScript> script;  // by agent address
   std::vector<NodeObservation> observations;   // what preflight sees
-  absl::StatusOr<v1::GenerateResponse> answer;  // the head's answer to a probe
+  v1::GenerateResponse answer;                  // the head's answer to a probe
+  grpc::Status probe_error;                     // or how its Generate fails
   int load_progress_events = 3;                 // before the final one, 1 s apart on the fake clock
 
   std::unique_ptr<NodeControl> Control(const std::string& agent) override;
@@ -145,12 +150,12 @@ class FakeAgents final : public ClusterAgents {
   // The rendezvous: a worker's JoinGroup returns once the head's has arrived, and runs into its
   // deadline when a member failed (the group cannot form; the real one would wait timeouts.join).
   absl::StatusOr<v1::JoinGroupResponse> Join(const std::string& agent, const v1::JoinGroupRequest& req,
-                                             const absl::Status& scripted) {
+                                             milliseconds timeout, const grpc::Status& scripted) {
     std::unique_lock<std::mutex> lock(mu_);
     if (!scripted.ok()) {
       group_broken_ = true;
       arrived_.notify_all();
-      return scripted;
+      return ControlOpError(scripted, "JoinGroup", timeout);
     }
     if (agent == head_) {
       workers_at_head_ = waiting_workers_;
@@ -162,7 +167,6 @@ class FakeAgents final : public ClusterAgents {
       if (!head_arrived_) return absl::DeadlineExceededError("JoinGroup: the group never formed");
     }
     v1::JoinGroupResponse resp;
-    resp.set_ok(true);
     resp.set_transport("gloo/tcp");
     resp.set_kv_tokens(2048);
     resp.set_seconds(0.5);
@@ -192,7 +196,7 @@ class FakeNode final : public NodeControl {
                                                const std::function<void(const v1::LoadModelEvent&)>& on_event) override {
     agents_->Record({agent_, "LoadModel", timeout});
     AgentScript s = agents_->Script(agent_);
-    if (!s.load_error.ok()) return s.load_error;
+    if (!s.load_error.ok()) return ControlOpError(s.load_error, "LoadModel", timeout);
     for (int i = 1; i <= agents_->load_progress_events; ++i) {
       v1::LoadModelEvent ev;
       ev.set_phase("weights");
@@ -201,16 +205,16 @@ class FakeNode final : public NodeControl {
       on_event(ev);
       agents_->now_ms_ += 500;  // two events a second: every other one is shown
     }
+    if (!s.load_failure.ok()) return ControlOpError(s.load_failure, "LoadModel", timeout);
     v1::LoadModelEvent done;
     done.set_done(true);
     done.set_seconds(1.25);
-    done.set_error(s.load_inband);
     on_event(done);
     return done;
   }
   absl::StatusOr<v1::JoinGroupResponse> JoinGroup(const v1::JoinGroupRequest& req, milliseconds timeout) override {
     agents_->Record({agent_, "JoinGroup", timeout, req.timeout_ms()});
-    return agents_->Join(agent_, req, agents_->Script(agent_).join_error);
+    return agents_->Join(agent_, req, timeout, agents_->Script(agent_).join_error);
   }
   absl::Status LeaveGroup(bool unload, const std::string& reason, milliseconds timeout) override {
     agents_->Record({agent_, unload ? "LeaveGroup(unload)" : "LeaveGroup", timeout});
@@ -222,6 +226,7 @@ class FakeNode final : public NodeControl {
   }
   absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& req, milliseconds timeout) override {
     agents_->Record({agent_, "Generate", timeout, req.timeout_ms()});
+    if (!agents_->probe_error.ok()) return ControlAnswerError(agents_->probe_error, "Generate", timeout);
     return agents_->answer;
   }
   absl::StatusOr<v1::RankStatus> GetStatus(milliseconds timeout) override {
@@ -398,7 +403,7 @@ TEST_F(ClusterOpsTest, EveryCallCarriesItsDeadline) {
       EXPECT_EQ(c.timeout, milliseconds(5000));
     }
   }
-  agents_->script[kHead].load_error = absl::UnavailableError("LoadModel: unreachable");
+  agents_->script[kHead].load_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused");
   ASSERT_FALSE(Up().ok());
   for (const Call& c : agents_->Calls()) {
     if (absl::StartsWith(c.rpc, "LeaveGroup") || c.rpc == "SetServing(false)") {
@@ -467,8 +472,9 @@ TEST_F(ClusterOpsTest, UnreachableAgentFailsThePlan) {
 
 TEST_F(ClusterOpsTest, FailingLoadNamesEveryFailedNodeAndLeaves) {
   MakeCluster(3);
-  agents_->script[kWorker1].load_error = absl::DeadlineExceededError("LoadModel: no answer within 60.0 s");
-  agents_->script[kWorker2].load_inband = "model.safetensors: truncated";
+  agents_->script[kWorker1].load_error = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+  agents_->script[kWorker2].load_failure =
+      AgentAnswer(grpc::StatusCode::DATA_LOSS, "model.safetensors: truncated", v1::ControlError::FAILED);
   absl::Status up = UpFailsIn("load");
   EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(up.message(), "n2: LoadModel: no answer within 60.0 s; n3: model.safetensors: truncated");
@@ -479,7 +485,8 @@ TEST_F(ClusterOpsTest, FailingLoadNamesEveryFailedNodeAndLeaves) {
 
 TEST_F(ClusterOpsTest, FailedWorkerJoinKeepsTheHeadOut) {
   MakeCluster(2);
-  agents_->script[kWorker1].join_error = absl::FailedPreconditionError("JoinGroup: no model loaded");
+  agents_->script[kWorker1].join_error =
+      AgentAnswer(grpc::StatusCode::FAILED_PRECONDITION, "no model loaded", v1::ControlError::REFUSED);
   absl::Status up = UpFailsIn("join");
   EXPECT_EQ(up.message(), "n2: JoinGroup: no model loaded");
   EXPECT_EQ(agents_->Agents("JoinGroup"), std::vector<std::string>{kWorker1});  // the head never joined
@@ -490,7 +497,7 @@ TEST_F(ClusterOpsTest, FailedWorkerJoinKeepsTheHeadOut) {
 
 TEST_F(ClusterOpsTest, JoinDeadlineOfOneWorkerFailsTheJoin) {
   MakeCluster(3);
-  agents_->script[kWorker2].join_error = absl::DeadlineExceededError("JoinGroup: no answer within 30.0 s");
+  agents_->script[kWorker2].join_error = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
   absl::Status up = UpFailsIn("join");
   EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
   // n2 waited for a head that did not come, into its own deadline.
@@ -501,16 +508,17 @@ TEST_F(ClusterOpsTest, JoinDeadlineOfOneWorkerFailsTheJoin) {
 
 TEST_F(ClusterOpsTest, FailingHeadJoinIsReported) {
   MakeCluster(2);
-  agents_->script[kHead].join_error = absl::InternalError("JoinGroup: rendezvous failed");
+  agents_->script[kHead].join_error = AgentAnswer(
+      grpc::StatusCode::INTERNAL, "join of generation 1 failed: rendezvous failed", v1::ControlError::FAILED);
   absl::Status up = UpFailsIn("join");
-  EXPECT_EQ(up.message(), "n1: JoinGroup: rendezvous failed; n2: JoinGroup: the group never formed");
+  EXPECT_EQ(up.message(), "n1: join of generation 1 failed: rendezvous failed; n2: JoinGroup: the group never formed");
   EXPECT_EQ(agents_->Agents("JoinGroup").back(), kHead);
   ExpectLeftEverywhere();
 }
 
 TEST_F(ClusterOpsTest, FailingProbeLeavesAndKeepsTheGateShut) {
   MakeCluster(2);
-  agents_->answer = absl::DeadlineExceededError("Generate: no answer within 5.0 s");
+  agents_->probe_error = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
   absl::Status up = UpFailsIn("probe");
   EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(up.message(), "Generate: no answer within 5.0 s");
@@ -552,10 +560,13 @@ TEST_F(ClusterOpsTest, ProbeComparesWithTheGenerationsReference) {
   // A new generation has no reference yet: its first answer becomes it.
   EXPECT_TRUE(RunProbe(ctx_, 5).ok());
 
-  v1::GenerateResponse error;
-  error.set_error("engine stopped");
-  agents_->answer = error;
-  EXPECT_EQ(RunProbe(ctx_, 5).status().message(), "the head answered with an error: engine stopped");
+  // The agent's own UNAVAILABLE is its answer (with its code), not an unreachable head.
+  agents_->probe_error = AgentAnswer(grpc::StatusCode::UNAVAILABLE, "the probe failed: engine stopped",
+                                     v1::ControlError::PROBE_FAILED);
+  absl::StatusOr<ProbeAnswer> failed = RunProbe(ctx_, 5);
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  EXPECT_EQ(failed.status().message(), "Generate: the agent answered UNAVAILABLE: the probe failed: engine stopped");
+  agents_->probe_error = grpc::Status::OK;
   agents_->answer = v1::GenerateResponse{};
   EXPECT_EQ(RunProbe(ctx_, 5).status().message(), "the head answered with no tokens");
   absl::StatusOr<ControllerState> st = LoadControllerState(dir_, "t");

@@ -1,39 +1,34 @@
-// controller/control_client.h: how the controller reads a failed LoadModel or JoinGroup. With the
-// agent's ControlError details a status is the agent's answer, worded as the operator saw it
-// before the details existed; without them it is a transport or auth error (ControlRpcError).
+// controller/control_client.h: how the controller reads a failed AgentControl call. With the
+// agent's ControlError details a status is the agent's answer (LoadModel and JoinGroup worded as
+// the operator saw them before the details existed; LeaveGroup, SetServing and Generate as "the
+// agent answered CODE"); without them it is a transport or auth error (ControlRpcError).
 #include "controller/control_client.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/controller/agent_answer.h"
 
 namespace tandem::controller {
 namespace {
 
 using namespace std::chrono_literals;
 
-grpc::Status FromAgent(grpc::StatusCode code, const std::string& message, v1::ControlError::Outcome outcome) {
-  v1::ControlError e;
-  e.set_code(static_cast<int>(code));
-  e.set_message(message);
-  e.set_outcome(outcome);
-  return grpc::Status(code, message, e.SerializeAsString());
-}
-
 TEST(ControlClientTest, TheAgentsAnswersAreNotTransportErrors) {
   // A join that ran and failed: the agent's text as it is (what the rank reports).
   absl::Status st = ControlOpError(
-      FromAgent(grpc::StatusCode::DEADLINE_EXCEEDED, "join of generation 4 failed: rendezvous timed out",
-                v1::ControlError::FAILED),
+      AgentAnswer(grpc::StatusCode::DEADLINE_EXCEEDED, "join of generation 4 failed: rendezvous timed out",
+                  v1::ControlError::FAILED),
       "JoinGroup", 60s);
   EXPECT_TRUE(absl::IsDeadlineExceeded(st));
   EXPECT_EQ(st.message(), "join of generation 4 failed: rendezvous timed out");
   // A busy rank: the agent's UNAVAILABLE is "retry", not "unreachable".
-  st = ControlOpError(FromAgent(grpc::StatusCode::UNAVAILABLE, "another load, join or leave is in progress",
-                                v1::ControlError::REFUSED),
+  st = ControlOpError(AgentAnswer(grpc::StatusCode::UNAVAILABLE, "another load, join or leave is in progress",
+                                  v1::ControlError::REFUSED),
                       "LoadModel", 60s);
   EXPECT_TRUE(absl::IsUnavailable(st));
   EXPECT_EQ(st.message(), "LoadModel: another load, join or leave is in progress");
-  st = ControlOpError(FromAgent(grpc::StatusCode::FAILED_PRECONDITION, "no model is loaded: LoadModel first",
-                                v1::ControlError::REFUSED),
+  st = ControlOpError(AgentAnswer(grpc::StatusCode::FAILED_PRECONDITION, "no model is loaded: LoadModel first",
+                                  v1::ControlError::REFUSED),
                       "JoinGroup", 60s);
   EXPECT_EQ(st.message(), "JoinGroup: no model is loaded: LoadModel first");
 }
@@ -49,6 +44,40 @@ TEST(ControlClientTest, WithoutDetailsItIsTheTransport) {
   EXPECT_EQ(ControlOpError(other, "LoadModel", 1s), ControlRpcError(other, "LoadModel", 1s));
   const grpc::Status empty(grpc::StatusCode::UNAVAILABLE, "x", v1::ControlError().SerializeAsString());
   EXPECT_EQ(ControlOpError(empty, "LoadModel", 1s), ControlRpcError(empty, "LoadModel", 1s));
+}
+
+// Generate and LeaveGroup: the agent's own UNAVAILABLE and DEADLINE_EXCEEDED are its answer, with
+// its code and message; the same codes from the transport keep their words.
+TEST(ControlClientTest, AnAgentsAnswerToAProbeOrALeaveIsNotTheTransport) {
+  absl::Status st = ControlAnswerError(AgentAnswer(grpc::StatusCode::UNAVAILABLE, "the probe failed: engine stopped",
+                                                   v1::ControlError::PROBE_FAILED),
+                                       "Generate", 5s);
+  EXPECT_TRUE(absl::IsUnavailable(st));
+  EXPECT_EQ(st.message(), "Generate: the agent answered UNAVAILABLE: the probe failed: engine stopped");
+  st = ControlAnswerError(AgentAnswer(grpc::StatusCode::DEADLINE_EXCEEDED, "the probe did not finish within 3000 ms",
+                                      v1::ControlError::PROBE_FAILED),
+                          "Generate", 5s);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(st));
+  EXPECT_EQ(st.message(), "Generate: the agent answered DEADLINE_EXCEEDED: the probe did not finish within 3000 ms");
+  st = ControlAnswerError(AgentAnswer(grpc::StatusCode::FAILED_PRECONDITION, "cannot generate: this rank is loaded",
+                                      v1::ControlError::REFUSED),
+                          "Generate", 5s);
+  EXPECT_EQ(st.message(), "Generate: the agent answered FAILED_PRECONDITION: cannot generate: this rank is loaded");
+  st = ControlAnswerError(AgentAnswer(grpc::StatusCode::DEADLINE_EXCEEDED, "another operation did not stop in time",
+                                      v1::ControlError::FAILED),
+                          "LeaveGroup", 4s);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(st));
+  EXPECT_EQ(st.message(), "LeaveGroup: the agent answered DEADLINE_EXCEEDED: another operation did not stop in time");
+
+  // The transport: unreachable and silent agents read as before.
+  const grpc::Status refused(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses");
+  EXPECT_EQ(ControlAnswerError(refused, "Generate", 5s).message(),
+            "Generate: unreachable: failed to connect to all addresses");
+  const grpc::Status silent(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
+  EXPECT_EQ(ControlAnswerError(silent, "Generate", 5s).message(), "Generate: no answer within 5.0 s");
+  EXPECT_EQ(ControlAnswerError(silent, "LeaveGroup", 4s), ControlRpcError(silent, "LeaveGroup", 4s));
+  const grpc::Status empty(grpc::StatusCode::UNAVAILABLE, "x", v1::ControlError().SerializeAsString());
+  EXPECT_EQ(ControlAnswerError(empty, "LeaveGroup", 4s), ControlRpcError(empty, "LeaveGroup", 4s));
 }
 
 }  // namespace
