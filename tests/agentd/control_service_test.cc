@@ -16,6 +16,7 @@
 #include "agentd/model_roots.h"
 #include "agentd/rendezvous_store.h"
 #include "tests/agentd/temp_dir.h"
+#include "tests/agentd/tiny_rank.h"
 #include "tests/common/test_util.h"
 
 namespace tandem::agentd {
@@ -144,19 +145,8 @@ TEST_F(ControlServiceTest, TheProbeAndTheGateAnswerWithDetails) {
     EXPECT_EQ(Details(refused).outcome(), v1::ControlError::REFUSED);
   }
   // A group of one on the tiny model; 4000 tokens do not fit in the probe's 1 ms.
-  v1::LoadModelRequest l;
-  l.set_model_path(testing::CanonicalTestdataDir() + "/qwen3moe-tiny");
-  l.set_backend("cpu");
-  l.set_world_size(1);
-  l.set_threads(1);
-  ASSERT_TRUE(host_->LoadModel(l, nullptr).ok());
-  v1::JoinGroupRequest j;
-  j.set_generation(1);
-  j.set_world_size(1);
-  j.set_api_listen("127.0.0.1:0");
-  j.set_kv_tokens(4096);
-  j.set_max_model_len(4096);
-  auto joined = host_->JoinGroup(j);
+  ASSERT_TRUE(host_->LoadModel(TinyLoad(0, 1), nullptr).ok());
+  auto joined = host_->JoinGroup(SoloJoin(1));
   ASSERT_TRUE(joined.ok()) << joined.status();
   grpc::ClientContext ctx;
   Prepare(&ctx);

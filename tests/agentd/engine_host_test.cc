@@ -17,6 +17,7 @@
 #include "agentd/model_roots.h"
 #include "agentd/rendezvous_store.h"
 #include "tests/agentd/temp_dir.h"
+#include "tests/agentd/tiny_rank.h"
 #include "tests/common/test_util.h"
 
 namespace tandem::agentd {
@@ -34,17 +35,6 @@ EngineHostOptions UnitOptions(RendezvousStore* store, const ModelRoots* roots) {
 }
 
 absl::StatusOr<ModelRoots> TestdataRoots() { return ModelRoots::Create({testing::CanonicalTestdataDir()}); }
-
-// A cpu load of the tiny model as `rank` of `world`, one thread.
-v1::LoadModelRequest TinyLoad(uint32_t rank, uint32_t world) {
-  v1::LoadModelRequest l;
-  l.set_model_path(testing::CanonicalTestdataDir() + "/qwen3moe-tiny");
-  l.set_backend("cpu");
-  l.set_rank(rank);
-  l.set_world_size(world);
-  l.set_threads(1);
-  return l;
-}
 
 TEST(EngineHostTest, StatesWithoutAModel) {
   RendezvousStore store;
@@ -110,12 +100,7 @@ TEST(EngineHostTest, CommEnvIsLimitedToTheTransportAndAProbeEndsWithItsCaller) {
   RendezvousStore store;
   EngineHost host(UnitOptions(&store, &*roots));
   ASSERT_TRUE(host.LoadModel(TinyLoad(0, 1), nullptr).ok());
-  v1::JoinGroupRequest j;
-  j.set_generation(1);
-  j.set_world_size(1);
-  j.set_api_listen("127.0.0.1:0");
-  j.set_kv_tokens(4096);
-  j.set_max_model_len(4096);
+  v1::JoinGroupRequest j = SoloJoin(1);
   for (const char* bad : {"LD_PRELOAD", "PATH", "NCCL_", "NCCL_ib_hca", "GLOOX"}) {
     (*j.mutable_comm_env()->mutable_env())[bad] = "/tmp/evil.so";
     auto r = host.JoinGroup(j);

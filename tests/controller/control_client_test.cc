@@ -49,25 +49,31 @@ TEST(ControlClientTest, WithoutDetailsItIsTheTransport) {
 // Generate and LeaveGroup: the agent's own UNAVAILABLE and DEADLINE_EXCEEDED are its answer, with
 // its code and message; the same codes from the transport keep their words.
 TEST(ControlClientTest, AnAgentsAnswerToAProbeOrALeaveIsNotTheTransport) {
-  absl::Status st = ControlAnswerError(AgentAnswer(grpc::StatusCode::UNAVAILABLE, "the probe failed: engine stopped",
-                                                   v1::ControlError::PROBE_FAILED),
-                                       "Generate", 5s);
-  EXPECT_TRUE(absl::IsUnavailable(st));
-  EXPECT_EQ(st.message(), "Generate: the agent answered UNAVAILABLE: the probe failed: engine stopped");
-  st = ControlAnswerError(AgentAnswer(grpc::StatusCode::DEADLINE_EXCEEDED, "the probe did not finish within 3000 ms",
-                                      v1::ControlError::PROBE_FAILED),
-                          "Generate", 5s);
-  EXPECT_TRUE(absl::IsDeadlineExceeded(st));
-  EXPECT_EQ(st.message(), "Generate: the agent answered DEADLINE_EXCEEDED: the probe did not finish within 3000 ms");
-  st = ControlAnswerError(AgentAnswer(grpc::StatusCode::FAILED_PRECONDITION, "cannot generate: this rank is loaded",
-                                      v1::ControlError::REFUSED),
-                          "Generate", 5s);
-  EXPECT_EQ(st.message(), "Generate: the agent answered FAILED_PRECONDITION: cannot generate: this rank is loaded");
-  st = ControlAnswerError(AgentAnswer(grpc::StatusCode::DEADLINE_EXCEEDED, "another operation did not stop in time",
-                                      v1::ControlError::FAILED),
-                          "LeaveGroup", 4s);
-  EXPECT_TRUE(absl::IsDeadlineExceeded(st));
-  EXPECT_EQ(st.message(), "LeaveGroup: the agent answered DEADLINE_EXCEEDED: another operation did not stop in time");
+  struct Case {
+    const char* what;
+    grpc::StatusCode code;
+    const char* message;
+    v1::ControlError::Outcome outcome;
+    const char* shown;
+  };
+  const Case cases[] = {
+      {"Generate", grpc::StatusCode::UNAVAILABLE, "the probe failed: engine stopped", v1::ControlError::PROBE_FAILED,
+       "Generate: the agent answered UNAVAILABLE: the probe failed: engine stopped"},
+      {"Generate", grpc::StatusCode::DEADLINE_EXCEEDED, "the probe did not finish within 3000 ms",
+       v1::ControlError::PROBE_FAILED,
+       "Generate: the agent answered DEADLINE_EXCEEDED: the probe did not finish within 3000 ms"},
+      {"Generate", grpc::StatusCode::FAILED_PRECONDITION, "cannot generate: this rank is loaded",
+       v1::ControlError::REFUSED,
+       "Generate: the agent answered FAILED_PRECONDITION: cannot generate: this rank is loaded"},
+      {"LeaveGroup", grpc::StatusCode::DEADLINE_EXCEEDED, "another operation did not stop in time",
+       v1::ControlError::FAILED,
+       "LeaveGroup: the agent answered DEADLINE_EXCEEDED: another operation did not stop in time"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status st = ControlAnswerError(AgentAnswer(c.code, c.message, c.outcome), c.what, 5s);
+    EXPECT_EQ(static_cast<int>(st.code()), static_cast<int>(c.code)) << c.shown;
+    EXPECT_EQ(st.message(), c.shown);
+  }
 
   // The transport: unreachable and silent agents read as before.
   const grpc::Status refused(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses");
