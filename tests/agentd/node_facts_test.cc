@@ -34,6 +34,14 @@ const v1::NetDev* FindNetdev(const v1::NodeFacts& f, const std::string& name) {
   return nullptr;
 }
 
+// The facts of a fake node whose HCA number `hca` has the GID table `layout`.
+v1::NodeFacts FactsWithGids(int hca, GidLayout layout) {
+  TempDir tmp;
+  FakeNodeOptions o;
+  o.hcas[hca].gids = layout;
+  return CollectNodeFacts(Roots(WriteFakeNode(tmp.path(), o)), "n", "");
+}
+
 void PrintGids(const v1::RdmaPort& port) {
   for (const auto& g : port.gids()) {
     std::cout << "  gid[" << g.index() << "] " << g.gid() << " type=" << g.type() << " ndev=" << g.netdev()
@@ -115,11 +123,7 @@ TEST(NodeFactsTest, DgxSparkDefaults) {
 }
 
 TEST(NodeFactsTest, ExtraIpv6EntriesShiftTheIpv4Index) {
-  TempDir tmp;
-  FakeNodeOptions o;
-  o.hcas[0].gids = GidLayout::kDgxSparkWithIpv6;
-  auto roots = Roots(WriteFakeNode(tmp.path(), o));
-  v1::NodeFacts f = CollectNodeFacts(roots, "n", "");
+  v1::NodeFacts f = FactsWithGids(0, GidLayout::kDgxSparkWithIpv6);
   const v1::RdmaPort& port = FindHca(f, "rocep1s0f0")->ports(0);
   PrintGids(port);
   ASSERT_EQ(port.gids_size(), 6);
@@ -133,11 +137,7 @@ TEST(NodeFactsTest, ExtraIpv6EntriesShiftTheIpv4Index) {
 }
 
 TEST(NodeFactsTest, NoIpv4LeavesOnlyLinkLocalEntries) {
-  TempDir tmp;
-  FakeNodeOptions o;
-  o.hcas[1].gids = GidLayout::kNoIpv4;
-  auto roots = Roots(WriteFakeNode(tmp.path(), o));
-  v1::NodeFacts f = CollectNodeFacts(roots, "n", "");
+  v1::NodeFacts f = FactsWithGids(1, GidLayout::kNoIpv4);
   const v1::RdmaPort& port = FindHca(f, "rocep1s0f1")->ports(0);
   PrintGids(port);
   ASSERT_EQ(port.gids_size(), 2);
