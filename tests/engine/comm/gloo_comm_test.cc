@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -28,6 +29,27 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Two ranks as threads with a collective deadline of `timeout`: rank 1 stays alive and connected
+// but joins no collective until `rank0` (rank 0's part of the test) has returned.
+absl::Status RunWithSilentRank1(std::chrono::milliseconds timeout, const std::function<void(Comm&)>& rank0) {
+  std::promise<void> rank0_done;
+  std::shared_future<void> rank0_done_future = rank0_done.get_future().share();
+  RankThreadsOptions opts;
+  opts.timeout = timeout;
+  return RunRanksAsThreads(
+      2,
+      [&](Comm& comm) -> absl::Status {
+        if (comm.rank() == 1) {
+          rank0_done_future.wait();
+          return absl::OkStatus();
+        }
+        rank0(comm);
+        rank0_done.set_value();
+        return absl::OkStatus();
+      },
+      opts);
 }
 
 // Rank r contributes (r + 1) * 1000 + i * 0.25 at index i: every term and every partial sum is
@@ -165,42 +187,29 @@ class DeadlineTest : public ::testing::TestWithParam<size_t> {};
 TEST_P(DeadlineTest, MissingPeerGivesDeadlineExceededThenFailsFast) {
   const size_t n = GetParam();
   const std::string what = "all-reduce of " + std::to_string(n) + " floats";
-  std::promise<void> rank0_done;
-  auto rank0_done_future = rank0_done.get_future().share();
-  RankThreadsOptions opts;
-  opts.timeout = 1000ms;
-  absl::Status st = RunRanksAsThreads(
-      2,
-      [&](Comm& comm) -> absl::Status {
-        if (comm.rank() == 1) {
-          rank0_done_future.wait();  // alive and connected, but never joins the all-reduce
-          return absl::OkStatus();
-        }
-        std::vector<float> data(n, 1.0f);
-        auto start = Clock::now();
-        absl::Status s = comm.AllReduceSum(data.data(), data.size());
-        double took = SecondsSince(start);
-        std::printf("missing peer: %s after %.3f s\n", std::string(s.message()).c_str(), took);
-        EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-        EXPECT_NE(s.message().find(what + " did not complete within 1 s (rank 0 of 2); peer lost?"),
-                  absl::string_view::npos);
-        EXPECT_GE(took, 0.9);
-        EXPECT_LT(took, 1.0 + 2.0);
-        EXPECT_TRUE(comm.aborted());
+  absl::Status st = RunWithSilentRank1(1000ms, [&](Comm& comm) {
+    std::vector<float> data(n, 1.0f);
+    auto start = Clock::now();
+    absl::Status s = comm.AllReduceSum(data.data(), data.size());
+    double took = SecondsSince(start);
+    std::printf("missing peer: %s after %.3f s\n", std::string(s.message()).c_str(), took);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_NE(s.message().find(what + " did not complete within 1 s (rank 0 of 2); peer lost?"),
+              absl::string_view::npos);
+    EXPECT_GE(took, 0.9);
+    EXPECT_LT(took, 1.0 + 2.0);
+    EXPECT_TRUE(comm.aborted());
 
-        start = Clock::now();
-        absl::Status later = comm.Barrier();
-        double later_took = SecondsSince(start);
-        std::printf("later call: %s after %.4f s\n", std::string(later.message()).c_str(),
-                    later_took);
-        EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
-        EXPECT_NE(later.message().find("comm aborted: " + what + " did not complete"),
-                  absl::string_view::npos);
-        EXPECT_LT(later_took, 0.1);
-        rank0_done.set_value();
-        return absl::OkStatus();
-      },
-      opts);
+    start = Clock::now();
+    absl::Status later = comm.Barrier();
+    double later_took = SecondsSince(start);
+    std::printf("later call: %s after %.4f s\n", std::string(later.message()).c_str(),
+                later_took);
+    EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(later.message().find("comm aborted: " + what + " did not complete"),
+              absl::string_view::npos);
+    EXPECT_LT(later_took, 0.1);
+  });
   EXPECT_TRUE(st.ok()) << st;
 }
 
@@ -208,39 +217,26 @@ INSTANTIATE_TEST_SUITE_P(Sizes, DeadlineTest, ::testing::Values(size_t{4096}, si
 
 // Abort from a third thread while rank 0 waits in an all-reduce that rank 1 never joins.
 TEST(AbortTest, AbortFromAnotherThreadUnblocksPendingCollective) {
-  std::promise<void> rank0_done;
-  auto rank0_done_future = rank0_done.get_future().share();
-  RankThreadsOptions opts;
-  opts.timeout = 30000ms;
-  absl::Status st = RunRanksAsThreads(
-      2,
-      [&](Comm& comm) -> absl::Status {
-        if (comm.rank() == 1) {
-          rank0_done_future.wait();
-          return absl::OkStatus();
-        }
-        std::thread aborter([&] {
-          std::this_thread::sleep_for(300ms);
-          comm.Abort("operator pressed stop");
-        });
-        std::vector<float> data(128, 1.0f);
-        auto start = Clock::now();
-        absl::Status s = comm.AllReduceSum(data.data(), data.size());
-        double took = SecondsSince(start);
-        aborter.join();
-        std::printf("aborted collective: %s after %.3f s\n", std::string(s.message()).c_str(),
-                    took);
-        EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
-        EXPECT_NE(s.message().find("operator pressed stop"), absl::string_view::npos);
-        EXPECT_GE(took, 0.25);
-        EXPECT_LT(took, 2.0);  // far below the 30 s deadline
-        absl::Status later = comm.AllReduceSum(data.data(), data.size());
-        EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
-        EXPECT_EQ(later.message(), "comm aborted: operator pressed stop");
-        rank0_done.set_value();
-        return absl::OkStatus();
-      },
-      opts);
+  absl::Status st = RunWithSilentRank1(30000ms, [&](Comm& comm) {
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(300ms);
+      comm.Abort("operator pressed stop");
+    });
+    std::vector<float> data(128, 1.0f);
+    auto start = Clock::now();
+    absl::Status s = comm.AllReduceSum(data.data(), data.size());
+    double took = SecondsSince(start);
+    aborter.join();
+    std::printf("aborted collective: %s after %.3f s\n", std::string(s.message()).c_str(),
+                took);
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+    EXPECT_NE(s.message().find("operator pressed stop"), absl::string_view::npos);
+    EXPECT_GE(took, 0.25);
+    EXPECT_LT(took, 2.0);  // far below the 30 s deadline
+    absl::Status later = comm.AllReduceSum(data.data(), data.size());
+    EXPECT_EQ(later.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(later.message(), "comm aborted: operator pressed stop");
+  });
   EXPECT_TRUE(st.ok()) << st;
 }
 
