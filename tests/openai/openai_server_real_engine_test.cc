@@ -2,11 +2,6 @@
 // the golden prompts (alone and 16 at once, streaming and not) give the golden continuations;
 // a client that hangs up frees its KV blocks; overload is refused fast; chat works with the
 // Qwen3 tokenizer copied next to the tiny weights.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -204,27 +199,12 @@ TEST_F(HttpRealEngineTest, GoldenGreedyAloneAndSixteenAtOnce) {
   EXPECT_EQ(out, "");
 }
 
-// Streams a long request on a raw socket, reads the first bytes, hangs up.
+// Streams a long request on a raw socket, reads the headers and a few token chunks, hangs up.
 void StreamThenHangUp(int port, const std::string& body) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
-  char buf[2048];
-  // Headers and a few token chunks.
-  size_t got = 0;
-  while (got < 600) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    ASSERT_GT(n, 0);
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
+  http::testing::RawClient raw(port);
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", body)));
+  while (raw.buffered().size() < 600) ASSERT_TRUE(raw.ReadMore(std::chrono::seconds(60)));
 }
 
 TEST_F(HttpRealEngineTest, DisconnectFreesKvBlocks) {

@@ -3,11 +3,6 @@
 // -> Cancel, and /metrics through promtool.
 #include "openai/openai_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -258,20 +253,10 @@ TEST_F(HttpServerTest, ChatUsesTheTemplateAndImEnd) {
 
 // Opens a raw connection, sends a streaming request, reads the first bytes and closes.
 void StartStreamThenHangUp(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const std::string body = R"({"prompt":[1,2],"max_tokens":200,"stream":true})";
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
-  char buf[512];
-  ASSERT_GT(read(fd, buf, sizeof(buf)), 0);  // headers (and maybe the first chunk) arrived
-  close(fd);
+  http::testing::RawClient raw(port);
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", R"({"prompt":[1,2],"max_tokens":200,"stream":true})")));
+  ASSERT_TRUE(raw.ReadMore(std::chrono::seconds(60)));  // headers (and maybe the first chunk) arrived
 }
 
 TEST_F(HttpServerTest, DisconnectCancelsTheSequence) {
