@@ -126,6 +126,9 @@ grpc::Status ControlService::StoreGet(grpc::ServerContext* context, const v1::St
   // A gRPC thread is held while waiting: cap the wait (clients loop in slices anyway).
   const auto timeout = std::chrono::milliseconds(std::min<uint32_t>(request->timeout_ms(), 10000));
   auto v = store_->Get(request->key(), timeout);
+  // A key that did not appear within the wait is NOT_FOUND ("not there yet"), so that the caller
+  // (GrpcStore) tells it from its own call's DEADLINE_EXCEEDED (no answer) by the code alone.
+  if (absl::IsDeadlineExceeded(v.status())) return ToGrpcStatus(absl::NotFoundError(v.status().message()));
   if (!v.ok()) return ToGrpcStatus(v.status());
   response->set_value(std::move(*v));
   return grpc::Status::OK;

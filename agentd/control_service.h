@@ -32,7 +32,7 @@ class ControlService final : public v1::AgentControl::Service {
                          v1::RankStatus* response) override;
   grpc::Status StoreSet(grpc::ServerContext* context, const v1::StoreSetRequest* request,
                         v1::StoreSetResponse* response) override;
-  // Waits up to min(timeout_ms, 10 s); a key still missing: DEADLINE_EXCEEDED ("did not appear").
+  // Waits up to min(timeout_ms, 10 s); a key still missing: NOT_FOUND ("did not appear").
   grpc::Status StoreGet(grpc::ServerContext* context, const v1::StoreGetRequest* request,
                         v1::StoreGetResponse* response) override;
 

@@ -5,25 +5,17 @@
 #include <grpcpp/grpcpp.h>
 
 #include "agentd/auth.h"
+#include "rpc/grpc_status.h"
 
 namespace tandem::agentd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using rpc::FromGrpcStatus;
 
-absl::Status FromGrpc(const grpc::Status& st, const std::string& what) {
-  const std::string msg = what + ": " + st.error_message();
-  switch (st.error_code()) {
-    case grpc::StatusCode::OK: return absl::OkStatus();
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return absl::DeadlineExceededError(msg);
-    case grpc::StatusCode::UNAVAILABLE: return absl::UnavailableError(msg);
-    case grpc::StatusCode::UNAUTHENTICATED: return absl::UnauthenticatedError(msg);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return absl::ResourceExhaustedError(msg);
-    case grpc::StatusCode::CANCELLED: return absl::CancelledError(msg);
-    case grpc::StatusCode::INVALID_ARGUMENT: return absl::InvalidArgumentError(msg);
-    default: return absl::UnknownError(msg);
-  }
-}
+// The head's answer to a StoreGet whose key did not appear within the wait it was given
+// (ControlService::StoreGet): the key is not there yet, which is not an error of the call.
+bool NotThereYet(const grpc::Status& st) { return st.error_code() == grpc::StatusCode::NOT_FOUND; }
 
 // Worth another try: the store's agent was unreachable or did not answer in time.
 bool Retryable(const grpc::Status& st) {
@@ -64,14 +56,14 @@ absl::Status GrpcStore::Set(const std::string& key, const std::string& value) {
   for (;;) {
     const grpc::Status st = SetRpc(key, value, std::chrono::seconds(2));
     if (st.ok()) return absl::OkStatus();
-    if (!Retryable(st) || Clock::now() >= deadline) return FromGrpc(st, "setting '" + key + "' in " + Describe());
+    if (!Retryable(st) || Clock::now() >= deadline) return FromGrpcStatus(st, "setting '" + key + "' in " + Describe());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
 absl::Status GrpcStore::SetOnce(const std::string& key, const std::string& value,
                                 std::chrono::milliseconds rpc_deadline) {
-  return FromGrpc(SetRpc(key, value, rpc_deadline), "setting '" + key + "' in " + Describe());
+  return FromGrpcStatus(SetRpc(key, value, rpc_deadline), "setting '" + key + "' in " + Describe());
 }
 
 absl::StatusOr<std::string> GrpcStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -88,9 +80,10 @@ absl::StatusOr<std::string> GrpcStore::Get(const std::string& key, std::chrono::
     v1::StoreGetResponse resp;
     const grpc::Status st = stub_->StoreGet(&ctx, req, &resp);
     if (st.ok()) return resp.value();
-    if (!Retryable(st)) return FromGrpc(st, "reading '" + key + "' from " + Describe());
+    // Not there yet (a slice passed) or no answer in time: ask again until our own deadline.
+    if (!NotThereYet(st) && !Retryable(st)) return FromGrpcStatus(st, "reading '" + key + "' from " + Describe());
     if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      last = FromGrpc(st, Describe() + " unreachable");
+      last = FromGrpcStatus(st, Describe() + " unreachable");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (Clock::now() >= deadline) {
@@ -112,13 +105,10 @@ absl::StatusOr<std::optional<std::string>> GrpcStore::Probe(const std::string& k
   v1::StoreGetResponse resp;
   const grpc::Status st = stub_->StoreGet(&ctx, req, &resp);
   if (st.ok()) return std::optional<std::string>(resp.value());
-  // The server answers DEADLINE_EXCEEDED with a "did not appear" message for a missing key; a
-  // client-side deadline (no answer at all) says "Deadline Exceeded" and counts as unreachable.
-  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-      st.error_message().find("did not appear") != std::string::npos) {
-    return std::optional<std::string>();
-  }
-  return FromGrpc(st, Describe());
+  // A missing key is the head's NOT_FOUND; a DEADLINE_EXCEEDED is this call's own deadline (no
+  // answer at all) and counts as unreachable.
+  if (NotThereYet(st)) return std::optional<std::string>();
+  return FromGrpcStatus(st, Describe());
 }
 
 }  // namespace tandem::agentd

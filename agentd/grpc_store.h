@@ -2,7 +2,9 @@
 // Gloo's rendezvous of the workers goes through it, so every rank only needs to reach the head
 // agent's gRPC port to find its peers. Every RPC has a deadline: a long Get is a series of
 // short StoreGet calls (so an unreachable head shows up as Unavailable, retried until the Get's
-// own deadline, and a restarted head is picked up on the next call).
+// own deadline, and a restarted head is picked up on the next call). The head answers NOT_FOUND
+// for a key that did not appear within a call's wait; a DEADLINE_EXCEEDED of a call is the call's
+// own deadline (the head did not answer).
 #pragma once
 
 #include <chrono>

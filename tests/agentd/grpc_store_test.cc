@@ -1,5 +1,6 @@
 // agentd/grpc_store.h: the store client against an in-process AgentControl server (auth,
-// missing keys, a wait spanning slices) and against an address nobody listens on.
+// missing keys, a wait spanning slices), a head that answers with a scripted code, and an
+// address nobody listens on.
 #include "agentd/grpc_store.h"
 
 #include <arpa/inet.h>
@@ -79,6 +80,63 @@ TEST_F(GrpcStoreTest, SetGetProbeThroughTheHead) {
   GrpcStore wrong(endpoint(), "nope", nullptr, 200ms);
   EXPECT_TRUE(absl::IsUnauthenticated(wrong.Set("k", "v"))) << wrong.Set("k", "v");
   EXPECT_TRUE(absl::IsUnauthenticated(wrong.Probe("k", 1000ms).status()));
+}
+
+// A key that did not appear within the wait is NOT_FOUND on the wire: Get and Probe read the code
+// (a DEADLINE_EXCEEDED is their own call's deadline), never the message.
+TEST_F(GrpcStoreTest, MissingKeyIsNotFoundOnTheWire) {
+  auto stub = v1::AgentControl::NewStub(grpc::CreateChannel(endpoint(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  TokenAuth::AddTo(&ctx, "t0k");
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  v1::StoreGetRequest req;
+  req.set_key("gen3/9");
+  req.set_timeout_ms(50);
+  v1::StoreGetResponse resp;
+  const grpc::Status st = stub->StoreGet(&ctx, req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
+  EXPECT_NE(st.error_message().find("'gen3/9' did not appear"), std::string::npos) << st.error_message();
+}
+
+// A head whose store answers every call with one scripted status.
+class ScriptedHead final : public v1::AgentControl::Service {
+ public:
+  explicit ScriptedHead(grpc::Status answer) : answer_(std::move(answer)) {}
+  grpc::Status StoreSet(grpc::ServerContext*, const v1::StoreSetRequest*, v1::StoreSetResponse*) override {
+    return answer_;
+  }
+  grpc::Status StoreGet(grpc::ServerContext*, const v1::StoreGetRequest*, v1::StoreGetResponse*) override {
+    return answer_;
+  }
+
+ private:
+  const grpc::Status answer_;
+};
+
+// What the head answers comes back with its own code (a FAILED_PRECONDITION or PERMISSION_DENIED
+// once became UNKNOWN on the way), and the message names the key and the store.
+TEST(GrpcStoreCodesTest, TheHeadsCodeComesBackUnchanged) {
+  for (const grpc::StatusCode code : {grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::PERMISSION_DENIED,
+                                      grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::INTERNAL}) {
+    ScriptedHead head(grpc::Status(code, "scripted answer"));
+    int port = 0;
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&head);
+    std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+    ASSERT_GT(port, 0);
+    GrpcStore remote("127.0.0.1:" + std::to_string(port), "", nullptr, 200ms);
+    const auto want = static_cast<absl::StatusCode>(code);
+    const absl::Status set = remote.Set("gen1/0", "addr");
+    EXPECT_EQ(set.code(), want) << set;
+    EXPECT_EQ(set.message(), "setting 'gen1/0' in the store at 127.0.0.1:" + std::to_string(port) + ": scripted answer");
+    EXPECT_EQ(remote.SetOnce("gen1/0", "addr", 1000ms).code(), want);
+    const absl::StatusOr<std::string> get = remote.Get("gen1/1", 1000ms);
+    EXPECT_EQ(get.status().code(), want) << get.status();
+    EXPECT_NE(get.status().message().find("reading 'gen1/1'"), std::string::npos) << get.status();
+    EXPECT_EQ(remote.Probe("gen1/1", 1000ms).status().code(), want);
+    server->Shutdown(std::chrono::system_clock::now() + 1s);
+  }
 }
 
 TEST(GrpcStoreUnreachableTest, ProbeFailsWithinItsDeadline) {
