@@ -39,7 +39,7 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_path is empty");
   }
   const absl::StatusOr<std::string> folder = config_.model_roots.ResolveTree(request->model_path());
-  if (!folder.ok() && folder.status().code() == absl::StatusCode::kPermissionDenied) {
+  if (!folder.ok()) {
     TLOG(WARN) << "refused to hash for " << context->peer() << ": " << StatusText(folder.status());
     return rpc::ToGrpcStatus(folder.status());
   }
@@ -56,18 +56,16 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
     *ev.mutable_progress() = p;
     if (!stream_broken && !writer->Write(ev)) stream_broken = true;
   };
-  // A path inside a root that does not exist reaches the hasher, which reports it in the manifest.
   auto manifest = hasher_.Hash(request->model_path(), opts);
   if (!manifest.ok()) {
     if (manifest.status().code() == absl::StatusCode::kCancelled) {
       TLOG(INFO) << "hashing " << request->model_path() << " cancelled by the client";
       return grpc::Status(grpc::StatusCode::CANCELLED, "hashing cancelled");
     }
-    v1::HashWeightsEvent ev;
-    ev.mutable_manifest()->set_model_path(request->model_path());
-    ev.mutable_manifest()->set_error(StatusText(manifest.status()));
-    writer->Write(ev);
-    return grpc::Status::OK;
+    // The request failed as a whole (the folder went away since it was resolved, ...): the
+    // stream ends with that status, no manifest.
+    TLOG(WARN) << "hashing " << request->model_path() << " failed: " << StatusText(manifest.status());
+    return rpc::ToGrpcStatus(manifest.status());
   }
   if (metrics_) metrics_->SetHashThroughput(manifest->hashed_bytes_per_second());
   TLOG(INFO) << "hashed " << request->model_path() << ": " << manifest->files_size() << " files, "

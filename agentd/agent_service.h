@@ -31,10 +31,11 @@ class AgentService final : public v1::Agent::Service {
   grpc::Status GetFacts(grpc::ServerContext* context, const v1::GetFactsRequest* request,
                         v1::NodeFacts* response) override;
 
-  // A model folder that does not exist is not an RPC failure: the stream ends with a manifest
-  // whose `error` says so (like every other fact). A path outside the model roots (symlinks
-  // inside the folder included) is PERMISSION_DENIED before anything is read. Cancelled by the
-  // client: CANCELLED.
+  // A request that fails as a whole ends with its gRPC status and no manifest, before anything
+  // is read: PERMISSION_DENIED for a path outside the model roots (symlinks inside the folder
+  // included), NOT_FOUND for a folder that does not exist, INVALID_ARGUMENT for an empty or
+  // relative path; cancelled by the client: CANCELLED. What failed for one entry stays in the
+  // manifest (FileDigest.error, and WeightsManifest.error for sub-folders that could not be listed).
   grpc::Status HashWeights(grpc::ServerContext* context, const v1::HashWeightsRequest* request,
                            grpc::ServerWriter<v1::HashWeightsEvent>* writer) override;
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "rpc/grpc_status.h"
 
 namespace tandem::controller {
 namespace {
@@ -25,7 +26,8 @@ absl::Status FromGrpc(const grpc::Status& st, const std::string& address, const 
       return absl::UnauthenticatedError(absl::StrCat(what, ": rejected by the agent: ", st.error_message(),
                                                      " (check auth.token_file against the agent's --token-file)"));
     default:
-      return absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat(what, ": ", st.error_message()));
+      // The agent's own answer (HashWeights: NOT_FOUND, PERMISSION_DENIED, ...) keeps its code.
+      return rpc::FromGrpcStatus(st, what);
   }
 }
 
@@ -73,6 +75,7 @@ absl::StatusOr<v1::WeightsManifest> AgentClient::HashWeights(
     if (ev.has_progress() && on_progress) on_progress(ev.progress());
     if (ev.has_manifest()) manifest = ev.manifest();
   }
+  // A request that failed as a whole ends with its status, after the progress already read.
   grpc::Status st = reader->Finish();
   if (!st.ok()) return FromGrpc(st, address_, "HashWeights", timeout);
   if (!manifest) return absl::InternalError("HashWeights ended without a manifest");

@@ -27,6 +27,8 @@ class AgentClient {
 
   // The weights manifest; `on_progress` sees every progress event (called on this thread).
   // `ignore_cache`: the agent reads every byte (preflight --rehash, preflight.verify: full).
+  // The agent's refusal or failure of the whole request keeps its code ("HashWeights: <why>":
+  // NOT_FOUND, PERMISSION_DENIED, ...); per-file and per-folder errors are in the manifest.
   absl::StatusOr<v1::WeightsManifest> HashWeights(const std::string& model_path, std::chrono::milliseconds timeout,
                                                   const std::function<void(const v1::HashProgress&)>& on_progress,
                                                   bool ignore_cache = false);

@@ -587,6 +587,8 @@ PreflightReport ComparePreflight(const ClusterSpec& spec, const std::vector<Node
                       "same sha256 for every file on every node", ""});
       continue;
     }
+    // Not comparable: the agent could not hash the folder (the RPC's status) or could not list
+    // a sub-folder of it (the manifest's error: the files under it are missing).
     if (!m->ok() || !(*m)->error().empty()) {
       std::string err = m->ok() ? (*m)->error() : StatusText(m->status());
       rows.push_back({kCheckWeightsParity, node.name, CheckStatus::kFail, absl::StrCat("hashing failed: ", err),

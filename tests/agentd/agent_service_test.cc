@@ -124,20 +124,21 @@ TEST_F(AgentServiceTest, HashWeightsStreamsProgressThenManifest) {
   EXPECT_NE(text.find("tandem_hash_files_done 3"), std::string::npos) << text;
 }
 
-TEST_F(AgentServiceTest, HashWeightsMissingFolderEndsWithAnErrorManifest) {
+// A request that fails as a whole is the RPC's status, not an OK stream with an error inside.
+TEST_F(AgentServiceTest, HashWeightsMissingFolderIsNotFound) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 10);
   v1::HashWeightsRequest req;
   req.set_model_path(tmp_ / "models/no-such-model");
   auto reader = stub_->HashWeights(&ctx, req);
   v1::HashWeightsEvent ev;
-  std::vector<v1::HashWeightsEvent> events;
-  while (reader->Read(&ev)) events.push_back(ev);
-  ASSERT_TRUE(reader->Finish().ok());
-  ASSERT_EQ(events.size(), 1u);
-  ASSERT_TRUE(events[0].has_manifest());
-  std::cout << "error: " << events[0].manifest().error() << "\n";
-  EXPECT_NE(events[0].manifest().error().find("does not exist"), std::string::npos);
+  int events = 0;
+  while (reader->Read(&ev)) ++events;
+  const grpc::Status st = reader->Finish();
+  std::cout << "error: " << st.error_code() << " " << st.error_message() << "\n";
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(st.error_message().find("no-such-model"), std::string::npos) << st.error_message();
+  EXPECT_EQ(events, 0) << "no progress and no manifest for a folder that is not there";
 }
 
 // The reproduction of issue 12: an unauthenticated HashWeights of /etc returned the sha256 of
@@ -206,14 +207,18 @@ TEST_F(AgentServiceTest, IgnoreCacheReadsEveryByte) {
   }
 }
 
-TEST_F(AgentServiceTest, HashWeightsEmptyPathIsInvalid) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, 10);
-  auto reader = stub_->HashWeights(&ctx, v1::HashWeightsRequest{});
-  v1::HashWeightsEvent ev;
-  while (reader->Read(&ev)) {
+TEST_F(AgentServiceTest, HashWeightsEmptyOrRelativePathIsInvalid) {
+  for (const std::string path : {"", "models/m"}) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 10);
+    v1::HashWeightsRequest req;
+    req.set_model_path(path);
+    auto reader = stub_->HashWeights(&ctx, req);
+    v1::HashWeightsEvent ev;
+    while (reader->Read(&ev)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "'" << path << "'";
   }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(AgentServiceTest, MetricsRenderNodeInfoFromFakeTree) {

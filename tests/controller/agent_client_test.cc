@@ -1,4 +1,5 @@
-// The agent client against an address with nothing listening: a clear error, fast.
+// The agent client against an address with nothing listening (a clear error, fast) and against
+// an agent that fails a hash as a whole (its code and words come back).
 #include "controller/agent_client.h"
 
 #include <arpa/inet.h>
@@ -6,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
@@ -45,6 +47,44 @@ TEST(AgentClient, ObserveNodesInParallelReportsEveryNode) {
   for (const auto& o : obs) EXPECT_FALSE(o.facts.ok());
   std::printf("  3 unreachable agents observed in %.3f s\n", s);
   EXPECT_LT(s, 5.0);
+}
+
+// An agent whose HashWeights streams one progress event and then ends with a scripted status.
+class ScriptedAgent final : public v1::Agent::Service {
+ public:
+  explicit ScriptedAgent(grpc::Status answer) : answer_(std::move(answer)) {}
+  grpc::Status HashWeights(grpc::ServerContext*, const v1::HashWeightsRequest*,
+                           grpc::ServerWriter<v1::HashWeightsEvent>* writer) override {
+    v1::HashWeightsEvent ev;
+    ev.mutable_progress()->set_files_total(2);
+    writer->Write(ev);
+    return answer_;
+  }
+
+ private:
+  const grpc::Status answer_;
+};
+
+// preflight shows it as "hashing failed: HashWeights: <the agent's words>".
+TEST(AgentClient, HashWeightsThatFailedKeepsTheAgentsCode) {
+  for (const grpc::StatusCode code :
+       {grpc::StatusCode::NOT_FOUND, grpc::StatusCode::PERMISSION_DENIED, grpc::StatusCode::INVALID_ARGUMENT}) {
+    ScriptedAgent agent(grpc::Status(code, "model folder /models/q: No such file or directory"));
+    int port = 0;
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&agent);
+    std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+    ASSERT_GT(port, 0);
+    AgentClient client("127.0.0.1:" + std::to_string(port));
+    int progress = 0;
+    absl::StatusOr<v1::WeightsManifest> m =
+        client.HashWeights("/models/q", std::chrono::milliseconds(5000), [&](const v1::HashProgress&) { ++progress; });
+    EXPECT_EQ(m.status().code(), static_cast<absl::StatusCode>(code)) << m.status();
+    EXPECT_EQ(m.status().message(), "HashWeights: model folder /models/q: No such file or directory");
+    EXPECT_EQ(progress, 1) << "the progress before the failure still reaches the caller";
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
 }
 
 }  // namespace

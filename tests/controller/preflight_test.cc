@@ -396,6 +396,33 @@ TEST(Preflight, WeightsDifferAndMissingNameFiles) {
   EXPECT_TRUE(absl::StrContains(r1.expected, "as on spark2")) << r1.expected;
 }
 
+// A node whose folder could not be hashed is left out of parity with its own failed row: the
+// agent refused or failed the whole request (its status), or could not list a sub-folder (the
+// manifest's error: the files under it are missing, so the manifest cannot be compared).
+TEST(Preflight, HashingThatFailedIsItsOwnRow) {
+  struct Case {
+    std::function<void(NodeObservation*)> observe;
+    std::string found;
+  };
+  const std::vector<Case> cases = {
+      {[](NodeObservation* o) { o->manifest = absl::NotFoundError("HashWeights: model folder /models/q: gone"); },
+       "hashing failed: HashWeights: model folder /models/q: gone"},
+      {[](NodeObservation* o) { (*o->manifest)->set_error("cannot list /models/q/sub: Permission denied"); },
+       "hashing failed: cannot list /models/q/sub: Permission denied"},
+  };
+  for (const Case& c : cases) {
+    auto obs = Observe(SparkFacts("spark1"), SparkFacts("spark2"));
+    c.observe(&obs[1]);
+    PreflightReport r = ComparePreflight(Spec(), obs);
+    const CheckResult& failed = Row(r, kCheckWeightsParity, "spark2");
+    EXPECT_EQ(failed.status, CheckStatus::kFail);
+    EXPECT_EQ(failed.found, c.found);
+    EXPECT_EQ(failed.fix, "check /models/q on spark2");
+    // The other node has nobody to be compared with: it passes alone.
+    EXPECT_EQ(Row(r, kCheckWeightsParity, "spark1").status, CheckStatus::kPass);
+  }
+}
+
 TEST(Preflight, UnreachableAgentFailsNamingAddressAndOthersStillCompared) {
   auto obs = Observe(SparkFacts("spark1"), SparkFacts("spark2"));
   obs[1].facts = absl::UnavailableError("unreachable: connection refused");
