@@ -8,10 +8,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "common/subprocess.h"
@@ -31,13 +29,6 @@ std::string AgentBinary() {
   return TANDEM_AGENTD_BINARY;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 struct ReadyLine {
   std::string node, grpc_host, metrics_host;
   int grpc_port = 0, metrics_port = 0;
@@ -50,7 +41,7 @@ bool WaitForReady(Subprocess* p, const std::string& stdout_path, ReadyLine* out,
   const auto until = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < until) {
     std::smatch m;
-    const std::string text = ReadFile(stdout_path);
+    const std::string text = tandem::testing::ReadTextFile(stdout_path);
     if (std::regex_search(text, m, kReady)) {
       *out = ReadyLine{m[1], m[2], m[4], std::stoi(m[3]), std::stoi(m[5])};
       return true;
@@ -79,7 +70,7 @@ TEST(AgentdProcessTest, ServesFactsAndMetricsAndStopsOnSigterm) {
   const auto t0 = std::chrono::steady_clock::now();
   ReadyLine ready;
   ASSERT_TRUE(WaitForReady(&agent, so.stdout_path, &ready, std::chrono::seconds(15)))
-      << "stdout: " << ReadFile(so.stdout_path) << "\nstderr: " << ReadFile(so.stderr_path);
+      << "stdout: " << tandem::testing::ReadTextFile(so.stdout_path) << "\nstderr: " << tandem::testing::ReadTextFile(so.stderr_path);
   std::cout << "ready after "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s: grpc port "
             << ready.grpc_port << ", metrics port " << ready.metrics_port << "\n";
@@ -126,7 +117,7 @@ TEST(AgentdProcessTest, ServesFactsAndMetricsAndStopsOnSigterm) {
   std::cout << "stopped "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_start).count()
             << " s after SIGTERM; agent log:\n"
-            << ReadFile(so.stderr_path);
+            << tandem::testing::ReadTextFile(so.stderr_path);
   ASSERT_TRUE(status.has_value()) << "agent did not stop within 10 s of SIGTERM";
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
 }
@@ -146,10 +137,10 @@ TEST(AgentdProcessTest, RefusesTheNetworkWithoutAuthenticationUnlessInsecure) {
     auto status = agent.Wait(std::chrono::milliseconds(5000));
     ASSERT_TRUE(status.has_value());
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << DescribeWaitStatus(*status);
-    const std::string log = ReadFile(tmp / "refused.err");
+    const std::string log = tandem::testing::ReadTextFile(tmp / "refused.err");
     std::cout << "no auth on 0.0.0.0: " << log;
     EXPECT_NE(log.find("refusing to listen on 0.0.0.0:0 without authentication"), std::string::npos) << log;
-    EXPECT_EQ(ReadFile(tmp / "refused.out").find("ready"), std::string::npos);
+    EXPECT_EQ(tandem::testing::ReadTextFile(tmp / "refused.out").find("ready"), std::string::npos);
   }
   Subprocess agent;
   SubprocessOptions so;
@@ -159,8 +150,8 @@ TEST(AgentdProcessTest, RefusesTheNetworkWithoutAuthenticationUnlessInsecure) {
   std::string err;
   ASSERT_TRUE(agent.Start(so, &err)) << err;
   ReadyLine ready;
-  ASSERT_TRUE(WaitForReady(&agent, so.stdout_path, &ready, std::chrono::seconds(15))) << ReadFile(so.stderr_path);
-  EXPECT_NE(ReadFile(so.stderr_path).find("INSECURE"), std::string::npos) << "--insecure is logged loudly";
+  ASSERT_TRUE(WaitForReady(&agent, so.stdout_path, &ready, std::chrono::seconds(15))) << tandem::testing::ReadTextFile(so.stderr_path);
+  EXPECT_NE(tandem::testing::ReadTextFile(so.stderr_path).find("INSECURE"), std::string::npos) << "--insecure is logged loudly";
   auto stub = v1::Agent::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(ready.grpc_port),
                                                      grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
@@ -191,7 +182,7 @@ TEST(AgentdProcessTest, BadFlagExitsWithUsage) {
   auto status = agent.Wait(std::chrono::milliseconds(5000));
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2);
-  EXPECT_NE(ReadFile(tmp / "out").find("unknown flag"), std::string::npos);
+  EXPECT_NE(tandem::testing::ReadTextFile(tmp / "out").find("unknown flag"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/common/test_util.h"
+
 namespace tandem {
 namespace {
 
@@ -15,9 +17,7 @@ namespace fs = std::filesystem;
 class SecretFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/tandem-secret-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = testing::MakeTempDir("tandem-secret");
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string Write(const std::string& name, const std::string& text, mode_t mode) {

@@ -8,6 +8,10 @@ namespace tandem::testing {
 
 // The whole file as a string ("" when it cannot be read).
 std::string ReadTextFile(const std::string& path);
+// A fresh directory PREFIX-XXXXXX (mkdtemp) in the temporary folder. Aborts the test binary,
+// saying why, when none can be made: no test that asks for one could run without it. Removing
+// it is the caller's: the integration tests keep theirs when a test failed.
+std::string MakeTempDir(const std::string& prefix);
 // A loopback port with nothing listening: bind port 0, read it back, close.
 int UnusedLoopbackPort();
 

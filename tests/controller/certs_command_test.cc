@@ -32,9 +32,8 @@ TEST(CertsCommandFlags, ParsesSanFlags) {
 }
 
 TEST(CertsCommand, ExitCodes) {
-  char tmpl[] = "/tmp/tandem-certs-command-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string root = tmpl, out = root + "/tls", yaml = root + "/cluster.yaml";
+  const std::string root = tandem::testing::MakeTempDir("tandem-certs-command"), out = root + "/tls",
+                    yaml = root + "/cluster.yaml";
   std::ofstream(yaml) << "model: {path: /m}\nnodes:\n  - {name: spark1, agent: '10.0.0.1:9300'}\n";
   auto file = [&](const std::string& name) { return ReadTextFile(out + "/" + name); };
   EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--days", "90", "--san", "spark1=10.9.9.9"}), 0);

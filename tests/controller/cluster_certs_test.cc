@@ -40,9 +40,7 @@ nodes:
 class ClusterCerts : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/tandem-certs-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = tandem::testing::MakeTempDir("tandem-certs");
     out_ = root_ + "/tls";
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
@@ -218,9 +216,7 @@ struct Identity {
 class CertsHandshake : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/tandem-handshake-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = new std::string(tmpl);
+    root_ = new std::string(tandem::testing::MakeTempDir("tandem-handshake"));
     constexpr char kYaml[] =
         "model: {path: /m}\nnodes:\n  - {name: spark1, agent: '127.0.0.1:9301'}\n"
         "  - {name: spark2, agent: '127.0.0.1:9302'}\n";

@@ -4,14 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "common/subprocess.h"
 #include "engine/model/safetensors.h"
+#include "tests/common/test_util.h"
 #include "tests/engine/cpu/golden.h"
 
 namespace tandem::engine {
@@ -23,13 +22,6 @@ std::string InferBinary() {
   if (const char* d = std::getenv("TANDEM_BIN_DIR"); d != nullptr) return std::string(d) + "/infer/tandem-infer";
   const auto self = std::filesystem::read_symlink("/proc/self/exe");
   return (self.parent_path() / "../../infer/tandem-infer").lexically_normal().string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 std::string Join(const std::vector<int32_t>& ids) {
@@ -68,8 +60,8 @@ RunResult RunInfer(const std::vector<std::string>& args, const std::map<std::str
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!st) p.Stop();
   r.status = st.value_or(-1);
-  r.out = ReadFile(opts.stdout_path);
-  r.err = ReadFile(opts.stderr_path);
+  r.out = tandem::testing::ReadTextFile(opts.stdout_path);
+  r.err = tandem::testing::ReadTextFile(opts.stderr_path);
   std::filesystem::remove_all(dir);
   return r;
 }

@@ -96,9 +96,7 @@ struct CtlResult {
 class LoopbackCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/tandem-orch-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = ::tandem::testing::MakeTempDir("tandem-orch");
     std::filesystem::path tiny = std::filesystem::path(::tandem::testing::TestdataDir()) / "qwen3moe-tiny";
     ASSERT_TRUE(std::filesystem::exists(tiny / "model.safetensors")) << tiny;
     for (const char* m : {"model1", "model2"}) {

@@ -50,9 +50,7 @@ struct CtlResult {
 class PreflightIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/tandem-preflight-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = testing::MakeTempDir("tandem-preflight");
     WriteFile(dir_ / "token", "preflight-integration-token\n");
     fs::permissions(dir_ / "token", fs::perms::owner_read | fs::perms::owner_write);
     fs::create_directories(dir_ / "models");

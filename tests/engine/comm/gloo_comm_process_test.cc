@@ -10,8 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "common/subprocess.h"
 #include "engine/comm/gloo_comm.h"
 #include "engine/comm/store.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::engine {
 namespace {
@@ -26,18 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "comm_proc_XXXXXX").string();
-  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string TempDir() { return testing::MakeTempDir("comm_proc"); }
 
 Subprocess StartRank(const std::string& dir, int rank, int world, const std::string& mode) {
   SubprocessOptions o;
@@ -63,7 +51,7 @@ TEST_P(ProcessGroupTest, EveryCollectiveMatchesAcrossProcesses) {
   for (int i = 0; i < world; ++i) {
     const int r = world - 1 - i;
     auto status = ranks[i].Wait(60s);
-    std::string log = ReadFile(dir + "/rank" + std::to_string(r) + ".log");
+    std::string log = testing::ReadTextFile(dir + "/rank" + std::to_string(r) + ".log");
     std::printf("--- rank %d (%s):\n%s", r,
                 status ? DescribeWaitStatus(*status).c_str() : "timeout", log.c_str());
     ASSERT_TRUE(status.has_value()) << "rank " << r << " did not finish in 60 s";

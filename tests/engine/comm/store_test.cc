@@ -6,10 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
+
+#include "tests/common/test_util.h"
 
 namespace tandem::engine {
 namespace {
@@ -17,12 +18,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "comm_store_XXXXXX").string();
-  char* made = mkdtemp(tmpl.data());
-  EXPECT_NE(made, nullptr);
-  return tmpl;
-}
+std::string TempDir() { return testing::MakeTempDir("comm_store"); }
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();

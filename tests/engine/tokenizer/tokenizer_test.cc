@@ -9,9 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -27,13 +25,6 @@ namespace {
 
 using testing::ThreadCpuSeconds;
 std::string TestdataDir() { return testing::Qwen3TokenizerDir(); }
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string Head(const std::vector<int32_t>& ids, size_t n = 6) {
   std::string s = "[";
@@ -52,7 +43,7 @@ class Qwen3TokenizerTest : public ::testing::Test {
     load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_TRUE(t.ok()) << t.status();
     tokenizer_ = t->release();
-    refs_ = new nlohmann::json(nlohmann::json::parse(ReadAll(TestdataDir() + "/encodings.json")));
+    refs_ = new nlohmann::json(nlohmann::json::parse(tandem::testing::ReadTextFile(TestdataDir() + "/encodings.json")));
   }
   static void TearDownTestSuite() {
     delete tokenizer_;
