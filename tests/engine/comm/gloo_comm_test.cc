@@ -283,24 +283,20 @@ TEST(GenerationTest, RanksOfDifferentGenerationsDoNotRendezvous) {
   MemoryStore base;
   PrefixStore gen1(base, GenerationPrefix(1));
   PrefixStore gen2(base, GenerationPrefix(2));
+  auto rank_of_two = [](Store* store, int rank) {
+    GlooCommOptions o;
+    o.store = store;
+    o.rank = rank;
+    o.world_size = 2;
+    o.connect_timeout = 1500ms;
+    return o;
+  };
   absl::Status st_old, st_new;
   double took_new = 0;
-  std::thread old_rank([&] {
-    GlooCommOptions o;
-    o.store = &gen1;
-    o.rank = 1;
-    o.world_size = 2;
-    o.connect_timeout = 1500ms;
-    st_old = CreateGlooComm(o).status();
-  });
+  std::thread old_rank([&] { st_old = CreateGlooComm(rank_of_two(&gen1, 1)).status(); });
   std::thread new_rank([&] {
-    GlooCommOptions o;
-    o.store = &gen2;
-    o.rank = 0;
-    o.world_size = 2;
-    o.connect_timeout = 1500ms;
     auto start = Clock::now();
-    st_new = CreateGlooComm(o).status();
+    st_new = CreateGlooComm(rank_of_two(&gen2, 0)).status();
     took_new = SecondsSince(start);
   });
   old_rank.join();
