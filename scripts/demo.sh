@@ -50,7 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-. scripts/lib-agents.sh  # make_cluster_secrets, start_agent (cwd is the repository root)
+. scripts/lib-agents.sh  # make_cluster_secrets, start_agent, the yaml pieces (cwd is the repository root)
 # The cluster token and mutual-TLS certificates (tandemctl certs), as on a real cluster.
 make_cluster_secrets node1 node2
 start_agent node1 > "$WORK/node1.addr"
@@ -72,16 +72,7 @@ engine:
 api:
   listen: 127.0.0.1:$API_PORT
 $(cluster_secrets_yaml)
-probe:
-  prompt: "The capital of France is"
-  max_tokens: 8
-nccl:
-  socket_ifname: lo
-nodes:
-  - name: node1
-    agent: $(cat "$WORK/node1.addr")
-  - name: node2
-    agent: $(cat "$WORK/node2.addr")
+$(two_local_nodes_yaml)
 YAML
 
 echo "demo: tandemctl up (two agents, TP=2, cpu backend)" >&2

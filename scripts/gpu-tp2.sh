@@ -190,20 +190,21 @@ if [[ ,$steps, == *,c,* ]]; then
   c_fail=""
   model="$WORK/model"
   run 300 c-make-model "$INFER" make-model --out "$model" --tokenizer-from "$TOKDIR" || c_fail="make-model"
-  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/token"
-  chmod 600 "$WORK/token"
-  . "$here/lib-agents.sh"  # start_agent NAME [FLAGS...] (needs AGENTD, WORK, PIDS)
+  . "$here/lib-agents.sh"  # make_cluster_secrets, start_agent, the yaml pieces
+  MODEL_ROOT="$WORK"  # the agents may read $WORK/model and nothing outside $WORK
+  # The cluster token and mutual-TLS certificates (tandemctl certs), as the demos run them.
+  [[ $dry == 1 || -n $c_fail ]] || make_cluster_secrets node1 node2 || c_fail="certs"
   if [[ $dry == 1 ]]; then
     echo "  CUDA_VISIBLE_DEVICES=0 $AGENTD --listen 127.0.0.1:0 --node-name node1 --state-dir $WORK/state-node1 --token-file $WORK/token &"
     echo "  CUDA_VISIBLE_DEVICES=1 $AGENTD --listen 127.0.0.1:0 --node-name node2 --state-dir $WORK/state-node2 --token-file $WORK/token &"
     echo "127.0.0.1:1" > "$WORK/node1.addr"; echo "127.0.0.1:2" > "$WORK/node2.addr"
   elif [[ -z $c_fail ]]; then
     if [[ $backend == cuda ]]; then
-      CUDA_VISIBLE_DEVICES=0 start_agent node1 --token-file "$WORK/token" > "$WORK/node1.addr" || c_fail="agent node1"
-      CUDA_VISIBLE_DEVICES=1 start_agent node2 --token-file "$WORK/token" > "$WORK/node2.addr" || c_fail="$c_fail agent node2"
+      CUDA_VISIBLE_DEVICES=0 start_agent node1 > "$WORK/node1.addr" || c_fail="agent node1"
+      CUDA_VISIBLE_DEVICES=1 start_agent node2 > "$WORK/node2.addr" || c_fail="$c_fail agent node2"
     else
-      start_agent node1 --token-file "$WORK/token" > "$WORK/node1.addr" || c_fail="agent node1"
-      start_agent node2 --token-file "$WORK/token" > "$WORK/node2.addr" || c_fail="$c_fail agent node2"
+      start_agent node1 > "$WORK/node1.addr" || c_fail="agent node1"
+      start_agent node2 > "$WORK/node2.addr" || c_fail="$c_fail agent node2"
     fi
   fi
   api_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
@@ -226,18 +227,8 @@ $engine_keys
   max_model_len: 4096
 api:
   listen: 127.0.0.1:$api_port
-auth:
-  token_file: $WORK/token
-probe:
-  prompt: "The capital of France is"
-  max_tokens: 8
-nccl:
-  socket_ifname: lo
-nodes:
-  - name: node1
-    agent: $(cat "$WORK/node1.addr" 2>/dev/null)
-  - name: node2
-    agent: $(cat "$WORK/node2.addr" 2>/dev/null)
+$(cluster_secrets_yaml)
+$(two_local_nodes_yaml)
 YAML
   [[ $dry == 1 ]] && sed 's/^/    /' "$WORK/cluster.yaml"
   if [[ -z $c_fail ]]; then

@@ -1,6 +1,9 @@
 # Sourced by the network-namespace integration tests. Two namespaces of this test's own joined by
-# a veth pair; nothing leaves them. Skips (exit 77) without root or iproute2.
-#
+# a veth pair; nothing leaves them. Skips (exit 77) without root or iproute2. The cluster secrets
+# and the wait for an agent's ready line are the demos' (scripts/lib-agents.sh: make_cluster_secrets,
+# cluster_secrets_yaml, wait_agent_ready).
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib-agents.sh"
+
 # netns_pair NAME PREFIX: creates namespaces $A and $B with PREFIX.1 and PREFIX.2 (/24) on the
 # veth ends $VA and $VB, a work folder $WORK, the PIDS array, and a cleanup trap that kills
 # PIDS, deletes the namespaces and the folder, and on failure prints the tail of every
@@ -39,33 +42,4 @@ netns_cleanup() {
   ip netns del "$A" 2>/dev/null || true
   ip netns del "$B" 2>/dev/null || true
   rm -rf "$WORK"
-}
-
-# wait_ready NAME: waits (10 s) for the ready line in $WORK/NAME.out; prints the gRPC address.
-wait_ready() {
-  for _ in $(seq 1 100); do
-    if grep -q '^tandem-agentd ready' "$WORK/$1.out" 2>/dev/null; then
-      sed -n 's/^tandem-agentd ready .*grpc=\([^ ]*\).*/\1/p' "$WORK/$1.out" | head -1
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "agent $1 did not start:" >&2; cat "$WORK/$1.err" >&2; return 1
-}
-
-# cluster_secrets NODE=HOST:PORT...: $WORK/token (0600), and certificates for those nodes and
-# the controller in $WORK/tls (tandemctl certs); $SECRETS_YAML holds the matching cluster.yaml lines.
-cluster_secrets() {
-  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/token"
-  chmod 600 "$WORK/token"
-  { echo "model: {path: /m}"; echo "nodes:"
-    for n in "$@"; do echo "  - {name: ${n%%=*}, agent: '${n#*=}'}"; done; } > "$WORK/certs.yaml"
-  "$TANDEMCTL" certs -f "$WORK/certs.yaml" --out "$WORK/tls" >/dev/null
-  SECRETS_YAML="auth:
-  token_file: $WORK/token
-tls:
-  ca: $WORK/tls/ca.pem
-  cert: $WORK/tls/controller.pem
-  key: $WORK/tls/controller.key
-"
 }

@@ -10,7 +10,7 @@ set -euo pipefail
 AGENTD="$1" TANDEMCTL="$2" MODEL="$3"
 . "$(dirname "$0")/lib-netns.sh"
 netns_pair "netns test" 10.77.0
-cluster_secrets head=10.77.0.1:7101 worker=10.77.0.2:7101
+make_cluster_secrets head=10.77.0.1:7101 worker=10.77.0.2:7101
 echo "api-key-$tag-0123456789abcdef" > "$WORK/api.key"
 chmod 600 "$WORK/api.key"
 MODEL_ROOT="$(dirname "$(readlink -f "$MODEL")")"
@@ -20,7 +20,7 @@ start_agent() {  # ns ip name
     --token-file "$WORK/token" --model-root "$MODEL_ROOT" --tls-cert "$WORK/tls/$3.pem" --tls-key "$WORK/tls/$3.key" \
     --tls-ca "$WORK/tls/ca.pem" >"$WORK/$3.out" 2>"$WORK/$3.err" &
   PIDS+=("$!")
-  wait_ready "$3" >/dev/null
+  wait_agent_ready "$3" 100 >/dev/null
 }
 start_agent "$A" 10.77.0.1 head
 start_agent "$B" 10.77.0.2 worker
@@ -39,7 +39,8 @@ engine:
 api:
   listen: 10.77.0.1:8011
   key_file: $WORK/api.key
-${SECRETS_YAML}probe:
+$(cluster_secrets_yaml)
+probe:
   prompt_ids: [1, 2, 3]
   max_tokens: 4
 nodes:

@@ -39,7 +39,7 @@ cluster() {  # cluster FILE MODEL_PATH NODE=AGENT... (extra YAML from $EXTRA)
 echo "== 1. default flags: loopback only"
 ip netns exec "$A" "$AGENTD" --node-name plain --state-dir "$WORK/state-plain" >"$WORK/plain.out" 2>"$WORK/plain.err" &
 PIDS+=("$!")
-addr=$(wait_ready plain)
+addr=$(wait_agent_ready plain 100)
 echo "  default-flags agent listens on $addr"
 [ "$addr" = "127.0.0.1:50051" ] || fail "expected 127.0.0.1:50051, got $addr"
 if ip netns exec "$B" timeout 3 bash -c 'exec 3<>/dev/tcp/10.78.0.1/50051' 2>/dev/null; then
@@ -74,7 +74,7 @@ echo "  refused: $(grep -o 'refusing to listen[^:]*' "$WORK/open.err")"
 ip netns exec "$A" "$AGENTD" --listen 10.78.0.1:50053 --node-name insecure --insecure \
   >"$WORK/insecure.out" 2>"$WORK/insecure.err" &
 PIDS+=("$!")
-wait_ready insecure >/dev/null
+wait_agent_ready insecure 100 >/dev/null
 grep -q 'INSECURE' "$WORK/insecure.err" || fail "--insecure is not logged loudly"
 EXTRA="" cluster "$WORK/insecure.yaml" "$MODEL" insecure=10.78.0.1:50053
 set +e
@@ -85,7 +85,8 @@ set -e
 check_row "$WORK/insecure.json" agent-security insecure fail "--insecure"
 
 echo "== 3. token + mutual TLS + model roots: preflight over the veth pair passes the security rows"
-cluster_secrets head=10.78.0.1:50054 worker=10.78.0.2:50054
+make_cluster_secrets head=10.78.0.1:50054 worker=10.78.0.2:50054
+SECRETS_YAML="$(cluster_secrets_yaml)"$'\n'
 ROOT="$(dirname "$(readlink -f "$MODEL")")"
 for n in head:"$A":10.78.0.1 worker:"$B":10.78.0.2; do
   IFS=: read -r name ns ip <<<"$n"
@@ -93,7 +94,7 @@ for n in head:"$A":10.78.0.1 worker:"$B":10.78.0.2; do
     --token-file "$WORK/token" --model-root "$ROOT" --tls-cert "$WORK/tls/$name.pem" --tls-key "$WORK/tls/$name.key" \
     --tls-ca "$WORK/tls/ca.pem" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PIDS+=("$!")
-  wait_ready "$name" >/dev/null
+  wait_agent_ready "$name" 100 >/dev/null
 done
 EXTRA="$SECRETS_YAML" cluster "$WORK/secure.yaml" "$MODEL" head=10.78.0.1:50054 worker=10.78.0.2:50054
 ip netns exec "$A" timeout 60 "$TANDEMCTL" preflight -f "$WORK/secure.yaml" --json --skip-weights >"$WORK/secure.json" 2>/dev/null || true
