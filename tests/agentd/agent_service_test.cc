@@ -10,10 +10,12 @@
 #include "agentd/sha256.h"
 #include "tests/agentd/temp_dir.h"
 #include "tests/common/fake_node.h"
+#include "tests/common/loopback_server.h"
 
 namespace tandem::agentd {
 namespace {
 using tandem::testing::FakeNodeOptions;
+using tandem::testing::LoopbackServer;
 using tandem::testing::TempDir;
 using tandem::testing::WriteFakeNode;
 using tandem::testing::WriteTextFile;
@@ -29,26 +31,39 @@ class AgentServiceTest : public ::testing::Test {
     cfg.security.add_model_roots(cfg.model_roots.roots()[0]);
     metrics_ = std::make_unique<AgentMetrics>(cfg.roots, cfg.node_name);
     service_ = std::make_unique<AgentService>(cfg, metrics_.get());
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
-    ASSERT_NE(port_, 0);
-    stub_ = v1::Agent::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
+    server_ = std::make_unique<LoopbackServer>(service_.get());
+    ASSERT_NE(server_->port(), 0);
+    stub_ = v1::Agent::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   }
-  void TearDown() override { server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
 
   static void SetDeadline(grpc::ClientContext* ctx, int seconds) {
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   }
 
+  // One HashWeights call: every event it streamed, then its status.
+  struct HashCall {
+    std::vector<v1::HashWeightsEvent> events;
+    grpc::Status status;
+  };
+  HashCall Hash(const std::string& path, bool ignore_cache = false) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, 10);
+    v1::HashWeightsRequest req;
+    req.set_model_path(path);
+    req.set_ignore_cache(ignore_cache);
+    auto reader = stub_->HashWeights(&ctx, req);
+    HashCall call;
+    v1::HashWeightsEvent ev;
+    while (reader->Read(&ev)) call.events.push_back(ev);
+    call.status = reader->Finish();
+    return call;
+  }
+
   TempDir tmp_;
   std::unique_ptr<AgentMetrics> metrics_;
   std::unique_ptr<AgentService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<LoopbackServer> server_;
   std::unique_ptr<v1::Agent::Stub> stub_;
-  int port_ = 0;
 };
 
 TEST_F(AgentServiceTest, GetFacts) {
@@ -126,19 +141,11 @@ TEST_F(AgentServiceTest, HashWeightsStreamsProgressThenManifest) {
 
 // A request that fails as a whole is the RPC's status, not an OK stream with an error inside.
 TEST_F(AgentServiceTest, HashWeightsMissingFolderIsNotFound) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, 10);
-  v1::HashWeightsRequest req;
-  req.set_model_path(tmp_ / "models/no-such-model");
-  auto reader = stub_->HashWeights(&ctx, req);
-  v1::HashWeightsEvent ev;
-  int events = 0;
-  while (reader->Read(&ev)) ++events;
-  const grpc::Status st = reader->Finish();
-  std::cout << "error: " << st.error_code() << " " << st.error_message() << "\n";
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_NE(st.error_message().find("no-such-model"), std::string::npos) << st.error_message();
-  EXPECT_EQ(events, 0) << "no progress and no manifest for a folder that is not there";
+  const HashCall call = Hash(tmp_ / "models/no-such-model");
+  std::cout << "error: " << call.status.error_code() << " " << call.status.error_message() << "\n";
+  EXPECT_EQ(call.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(call.status.error_message().find("no-such-model"), std::string::npos) << call.status.error_message();
+  EXPECT_TRUE(call.events.empty()) << "no progress and no manifest for a folder that is not there";
 }
 
 // The reproduction of issue 12: an unauthenticated HashWeights of /etc returned the sha256 of
@@ -158,19 +165,12 @@ TEST_F(AgentServiceTest, HashWeightsOutsideTheRootsIsPermissionDenied) {
       {tmp_ / "models/escape", "escape"},
   };
   for (const auto& [path, named] : cases) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, 10);
-    v1::HashWeightsRequest req;
-    req.set_model_path(path);
-    auto reader = stub_->HashWeights(&ctx, req);
-    v1::HashWeightsEvent ev;
-    int events = 0;
-    while (reader->Read(&ev)) ++events;
-    const grpc::Status st = reader->Finish();
+    const HashCall call = Hash(path);
+    const grpc::Status& st = call.status;
     std::cout << path << ": " << st.error_code() << " " << st.error_message() << "\n";
     EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << path;
     EXPECT_NE(st.error_message().find(named), std::string::npos) << st.error_message();
-    EXPECT_EQ(events, 0) << "nothing may be streamed for " << path;
+    EXPECT_TRUE(call.events.empty()) << "nothing may be streamed for " << path;
   }
 }
 
@@ -190,18 +190,10 @@ TEST_F(AgentServiceTest, GetFactsOutsideTheRootsReportsTheRefusal) {
 TEST_F(AgentServiceTest, IgnoreCacheReadsEveryByte) {
   WriteTextFile(tmp_ / "models/m/config.json", "abc");
   for (bool ignore : {false, false, true}) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, 10);
-    v1::HashWeightsRequest req;
-    req.set_model_path(tmp_ / "models/m");
-    req.set_ignore_cache(ignore);
-    auto reader = stub_->HashWeights(&ctx, req);
-    v1::HashWeightsEvent ev;
-    v1::WeightsManifest m;
-    while (reader->Read(&ev)) {
-      if (ev.has_manifest()) m = ev.manifest();
-    }
-    ASSERT_TRUE(reader->Finish().ok());
+    const HashCall call = Hash(tmp_ / "models/m", ignore);
+    ASSERT_TRUE(call.status.ok()) << call.status.error_message();
+    ASSERT_TRUE(!call.events.empty() && call.events.back().has_manifest());
+    const v1::WeightsManifest& m = call.events.back().manifest();
     ASSERT_EQ(m.files_size(), 1);
     if (ignore) EXPECT_FALSE(m.files(0).cached());
   }
@@ -209,15 +201,7 @@ TEST_F(AgentServiceTest, IgnoreCacheReadsEveryByte) {
 
 TEST_F(AgentServiceTest, HashWeightsEmptyOrRelativePathIsInvalid) {
   for (const std::string path : {"", "models/m"}) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, 10);
-    v1::HashWeightsRequest req;
-    req.set_model_path(path);
-    auto reader = stub_->HashWeights(&ctx, req);
-    v1::HashWeightsEvent ev;
-    while (reader->Read(&ev)) {
-    }
-    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "'" << path << "'";
+    EXPECT_EQ(Hash(path).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "'" << path << "'";
   }
 }
 

@@ -18,11 +18,13 @@
 #include "agentd/control_service.h"
 #include "agentd/engine_host.h"
 #include "agentd/rendezvous_store.h"
+#include "tests/common/loopback_server.h"
 
 namespace tandem::agentd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tandem::testing::LoopbackServer;
 using namespace std::chrono_literals;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -36,24 +38,20 @@ class GrpcStoreTest : public ::testing::Test {
     o.local_store = &store_;
     host_ = std::make_unique<EngineHost>(o);
     service_ = std::make_unique<ControlService>(host_.get(), &store_, &auth_);
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
-    ASSERT_GT(port_, 0);
+    server_ = std::make_unique<LoopbackServer>(service_.get());
+    ASSERT_GT(server_->port(), 0);
   }
   void TearDown() override {
-    server_->Shutdown(std::chrono::system_clock::now() + 1s);
+    server_.reset();
     host_->Shutdown();
   }
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string endpoint() const { return server_->address(); }
 
   RendezvousStore store_;
   TokenAuth auth_{"t0k"};
   std::unique_ptr<EngineHost> host_;
   std::unique_ptr<ControlService> service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
+  std::unique_ptr<LoopbackServer> server_;
 };
 
 TEST_F(GrpcStoreTest, SetGetProbeThroughTheHead) {
@@ -119,23 +117,18 @@ TEST(GrpcStoreCodesTest, TheHeadsCodeComesBackUnchanged) {
   for (const grpc::StatusCode code : {grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::PERMISSION_DENIED,
                                       grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::INTERNAL}) {
     ScriptedHead head(grpc::Status(code, "scripted answer"));
-    int port = 0;
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(&head);
-    std::unique_ptr<grpc::Server> server = b.BuildAndStart();
-    ASSERT_GT(port, 0);
-    GrpcStore remote("127.0.0.1:" + std::to_string(port), "", nullptr, 200ms);
+    LoopbackServer server(&head);
+    ASSERT_GT(server.port(), 0);
+    GrpcStore remote(server.address(), "", nullptr, 200ms);
     const auto want = static_cast<absl::StatusCode>(code);
     const absl::Status set = remote.Set("gen1/0", "addr");
     EXPECT_EQ(set.code(), want) << set;
-    EXPECT_EQ(set.message(), "setting 'gen1/0' in the store at 127.0.0.1:" + std::to_string(port) + ": scripted answer");
+    EXPECT_EQ(set.message(), "setting 'gen1/0' in the store at " + server.address() + ": scripted answer");
     EXPECT_EQ(remote.SetOnce("gen1/0", "addr", 1000ms).code(), want);
     const absl::StatusOr<std::string> get = remote.Get("gen1/1", 1000ms);
     EXPECT_EQ(get.status().code(), want) << get.status();
     EXPECT_NE(get.status().message().find("reading 'gen1/1'"), std::string::npos) << get.status();
     EXPECT_EQ(remote.Probe("gen1/1", 1000ms).status().code(), want);
-    server->Shutdown(std::chrono::system_clock::now() + 1s);
   }
 }
 

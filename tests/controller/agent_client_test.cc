@@ -7,16 +7,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "common/status.h"
+#include "tests/common/loopback_server.h"
 #include "tests/common/test_util.h"
 
 namespace tandem::controller {
 namespace {
 
+using tandem::testing::LoopbackServer;
 using tandem::testing::UnusedLoopbackPort;
 
 TEST(AgentClient, NothingListeningFailsWithinDeadline) {
@@ -70,20 +71,15 @@ TEST(AgentClient, HashWeightsThatFailedKeepsTheAgentsCode) {
   for (const grpc::StatusCode code :
        {grpc::StatusCode::NOT_FOUND, grpc::StatusCode::PERMISSION_DENIED, grpc::StatusCode::INVALID_ARGUMENT}) {
     ScriptedAgent agent(grpc::Status(code, "model folder /models/q: No such file or directory"));
-    int port = 0;
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(&agent);
-    std::unique_ptr<grpc::Server> server = b.BuildAndStart();
-    ASSERT_GT(port, 0);
-    AgentClient client("127.0.0.1:" + std::to_string(port));
+    LoopbackServer server(&agent);
+    ASSERT_GT(server.port(), 0);
+    AgentClient client(server.address());
     int progress = 0;
     absl::StatusOr<v1::WeightsManifest> m =
         client.HashWeights("/models/q", std::chrono::milliseconds(5000), [&](const v1::HashProgress&) { ++progress; });
     EXPECT_EQ(m.status().code(), static_cast<absl::StatusCode>(code)) << m.status();
     EXPECT_EQ(m.status().message(), "HashWeights: model folder /models/q: No such file or directory");
     EXPECT_EQ(progress, 1) << "the progress before the failure still reaches the caller";
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 }
 
