@@ -14,8 +14,8 @@
 
 #include "common/subprocess.h"
 #include "tandem/v1/agent.grpc.pb.h"
-#include "tests/agentd/temp_dir.h"
 #include "tests/common/fake_node.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::agentd {
 namespace {

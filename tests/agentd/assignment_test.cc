@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/agentd/temp_dir.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::agentd {
 namespace {

@@ -15,7 +15,6 @@
 #include "agentd/engine_host.h"
 #include "agentd/model_roots.h"
 #include "agentd/rendezvous_store.h"
-#include "tests/agentd/temp_dir.h"
 #include "tests/agentd/tiny_rank.h"
 #include "tests/common/test_util.h"
 

@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "tests/agentd/agent_process.h"
-#include "tests/agentd/temp_dir.h"
+#include "tests/common/test_util.h"
 #include "tests/engine/cpu/golden.h"
 
 namespace tandem::agentd {

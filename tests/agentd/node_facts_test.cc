@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "tests/agentd/temp_dir.h"
 #include "tests/common/fake_node.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::agentd {
 namespace {

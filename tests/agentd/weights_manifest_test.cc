@@ -11,7 +11,6 @@
 #include <iostream>
 
 #include "agentd/sha256.h"
-#include "tests/agentd/temp_dir.h"
 #include "tests/common/fake_node.h"
 #include "tests/common/test_util.h"
 

@@ -12,6 +12,22 @@ std::string ReadTextFile(const std::string& path);
 // saying why, when none can be made: no test that asks for one could run without it. Removing
 // it is the caller's: the integration tests keep theirs when a test failed.
 std::string MakeTempDir(const std::string& prefix);
+// A MakeTempDir folder owned by one test: removed with everything in it when the test ends.
+class TempDir {
+ public:
+  TempDir() : path_(MakeTempDir("tandem-test")) {}
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+
+ private:
+  std::string path_;
+};
 // A loopback port with nothing listening: bind port 0, read it back, close.
 int UnusedLoopbackPort();
 
