@@ -8,28 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "rpc/grpc_status.h"
+#include "controller/rpc_error.h"
 
 namespace tandem::controller {
 namespace {
-
-// The caller decides what to do next from the code: retry (unavailable) or fix (the rest).
-absl::Status FromGrpc(const grpc::Status& st, const std::string& address, const char* what,
-                      std::chrono::milliseconds timeout) {
-  switch (st.error_code()) {
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return absl::DeadlineExceededError(
-          absl::StrFormat("no answer to %s within %.1f s (agent down, firewalled or busy?)", what, timeout.count() / 1000.0));
-    case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat("unreachable: ", st.error_message(), TlsHint(st.error_message())));
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return absl::UnauthenticatedError(absl::StrCat(what, ": rejected by the agent: ", st.error_message(),
-                                                     " (check auth.token_file against the agent's --token-file)"));
-    default:
-      // The agent's own answer (HashWeights: NOT_FOUND, PERMISSION_DENIED, ...) keeps its code.
-      return rpc::FromGrpcStatus(st, what);
-  }
-}
 
 // Serializes progress lines of concurrent hashing threads.
 std::mutex& ProgressMutex() {
@@ -56,7 +38,7 @@ absl::StatusOr<v1::NodeFacts> AgentClient::GetFacts(const std::string& model_pat
   req.set_model_path(model_path);
   v1::NodeFacts facts;
   grpc::Status st = stub_->GetFacts(&ctx, req, &facts);
-  if (!st.ok()) return FromGrpc(st, address_, "GetFacts", timeout);
+  if (!st.ok()) return AgentRpcError(st, "GetFacts", timeout);
   return facts;
 }
 
@@ -77,7 +59,7 @@ absl::StatusOr<v1::WeightsManifest> AgentClient::HashWeights(
   }
   // A request that failed as a whole ends with its status, after the progress already read.
   grpc::Status st = reader->Finish();
-  if (!st.ok()) return FromGrpc(st, address_, "HashWeights", timeout);
+  if (!st.ok()) return AgentRpcError(st, "HashWeights", timeout);
   if (!manifest) return absl::InternalError("HashWeights ended without a manifest");
   return *manifest;
 }

@@ -8,26 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "controller/rpc_error.h"
+#include "rpc/grpc_status.h"
 
 namespace tandem::controller {
-
-absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
-  switch (st.error_code()) {
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return absl::DeadlineExceededError(absl::StrFormat("%s: no answer within %.1f s", what, timeout.count() / 1000.0));
-    case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat(what, ": unreachable: ", st.error_message(), TlsHint(st.error_message())));
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return absl::UnauthenticatedError(absl::StrCat(
-          what, ": rejected by the agent: ", st.error_message(),
-          " (check auth.token_file in cluster.yaml against the agent's --token-file)"));
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return absl::UnimplementedError(
-          absl::StrCat(what, ": the agent does not offer AgentControl (an older tandem-agentd?)"));
-    default:
-      return absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat(what, ": ", st.error_message()));
-  }
-}
 
 namespace {
 
@@ -46,15 +30,15 @@ std::optional<v1::ControlError> AgentDetails(const grpc::Status& st) {
 
 absl::Status ControlOpError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
   const std::optional<v1::ControlError> details = AgentDetails(st);
-  if (!details) return ControlRpcError(st, what, timeout);
-  const auto code = static_cast<absl::StatusCode>(st.error_code());
+  if (!details) return AgentRpcError(st, what, timeout);
+  const absl::StatusCode code = rpc::FromGrpcStatus(st).code();
   if (details->outcome() == v1::ControlError::FAILED) return absl::Status(code, st.error_message());
   return absl::Status(code, absl::StrCat(what, ": ", st.error_message()));
 }
 
 absl::Status ControlAnswerError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout) {
-  if (!AgentDetails(st)) return ControlRpcError(st, what, timeout);
-  const auto code = static_cast<absl::StatusCode>(st.error_code());
+  if (!AgentDetails(st)) return AgentRpcError(st, what, timeout);
+  const absl::StatusCode code = rpc::FromGrpcStatus(st).code();
   return absl::Status(code, absl::StrCat(what, ": the agent answered ", absl::StatusCodeToString(code), ": ",
                                          st.error_message()));
 }
@@ -136,7 +120,7 @@ absl::StatusOr<v1::RankStatus> ControlClient::GetStatus(std::chrono::millisecond
   v1::GetStatusRequest req;
   v1::RankStatus resp;
   grpc::Status st = stub_->GetStatus(&ctx, req, &resp);
-  if (!st.ok()) return ControlRpcError(st, "GetStatus", timeout);
+  if (!st.ok()) return AgentRpcError(st, "GetStatus", timeout);
   return resp;
 }
 

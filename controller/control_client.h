@@ -13,18 +13,16 @@
 
 namespace tandem::controller {
 
-// Turns a failed RPC into a Status whose message says what to do (unreachable, deadline,
-// wrong token). `what` names the call ("JoinGroup").
-absl::Status ControlRpcError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
 // LoadModel and JoinGroup: a status with the agent's ControlError details is the agent's own
 // answer, never read as a transport error (its UNAVAILABLE is "busy, retry", not "unreachable"):
 // a refusal reads "JoinGroup: <why>", a load or join that ran and failed reads as the agent wrote
-// it (the rank's failure). Without the details (transport, auth): ControlRpcError.
+// it (the rank's failure). Without the details (transport, auth): AgentRpcError
+// (controller/rpc_error.h).
 absl::Status ControlOpError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
 // LeaveGroup, SetServing and Generate: a status with the agent's ControlError details reads
 // "Generate: the agent answered DEADLINE_EXCEEDED: <its message>" (with the code: the agent's
 // UNAVAILABLE or DEADLINE_EXCEEDED is not "unreachable" or "no answer within N s"). Without the
-// details (transport, auth): ControlRpcError, as for every other call.
+// details (transport, auth): AgentRpcError, as for every other call.
 absl::Status ControlAnswerError(const grpc::Status& st, const char* what, std::chrono::milliseconds timeout);
 
 class ControlClient {

@@ -1,11 +1,12 @@
 // controller/control_client.h: how the controller reads a failed AgentControl call. With the
 // agent's ControlError details a status is the agent's answer (LoadModel and JoinGroup worded as
 // the operator saw them before the details existed; LeaveGroup, SetServing and Generate as "the
-// agent answered CODE"); without them it is a transport or auth error (ControlRpcError).
+// agent answered CODE"); without them it is a transport or auth error (AgentRpcError).
 #include "controller/control_client.h"
 
 #include <gtest/gtest.h>
 
+#include "controller/rpc_error.h"
 #include "tests/controller/agent_answer.h"
 
 namespace tandem::controller {
@@ -35,15 +36,15 @@ TEST(ControlClientTest, TheAgentsAnswersAreNotTransportErrors) {
 
 TEST(ControlClientTest, WithoutDetailsItIsTheTransport) {
   const grpc::Status deadline(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
-  EXPECT_EQ(ControlOpError(deadline, "JoinGroup", 1500ms).message(), "JoinGroup: no answer within 1.5 s");
-  EXPECT_EQ(ControlOpError(deadline, "JoinGroup", 1500ms), ControlRpcError(deadline, "JoinGroup", 1500ms));
+  EXPECT_EQ(ControlOpError(deadline, "JoinGroup", 1500ms).message(), "JoinGroup: no answer within 1.5 s (agent down, firewalled or busy?)");
+  EXPECT_EQ(ControlOpError(deadline, "JoinGroup", 1500ms), AgentRpcError(deadline, "JoinGroup", 1500ms));
   const grpc::Status refused(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses");
-  EXPECT_EQ(ControlOpError(refused, "LoadModel", 1s), ControlRpcError(refused, "LoadModel", 1s));
+  EXPECT_EQ(ControlOpError(refused, "LoadModel", 1s), AgentRpcError(refused, "LoadModel", 1s));
   // Details that are not a ControlError (or say nothing) do not count.
   const grpc::Status other(grpc::StatusCode::UNAVAILABLE, "x", "\xff\xff garbage");
-  EXPECT_EQ(ControlOpError(other, "LoadModel", 1s), ControlRpcError(other, "LoadModel", 1s));
+  EXPECT_EQ(ControlOpError(other, "LoadModel", 1s), AgentRpcError(other, "LoadModel", 1s));
   const grpc::Status empty(grpc::StatusCode::UNAVAILABLE, "x", v1::ControlError().SerializeAsString());
-  EXPECT_EQ(ControlOpError(empty, "LoadModel", 1s), ControlRpcError(empty, "LoadModel", 1s));
+  EXPECT_EQ(ControlOpError(empty, "LoadModel", 1s), AgentRpcError(empty, "LoadModel", 1s));
 }
 
 // Generate and LeaveGroup: the agent's own UNAVAILABLE and DEADLINE_EXCEEDED are its answer, with
@@ -80,10 +81,10 @@ TEST(ControlClientTest, AnAgentsAnswerToAProbeOrALeaveIsNotTheTransport) {
   EXPECT_EQ(ControlAnswerError(refused, "Generate", 5s).message(),
             "Generate: unreachable: failed to connect to all addresses");
   const grpc::Status silent(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
-  EXPECT_EQ(ControlAnswerError(silent, "Generate", 5s).message(), "Generate: no answer within 5.0 s");
-  EXPECT_EQ(ControlAnswerError(silent, "LeaveGroup", 4s), ControlRpcError(silent, "LeaveGroup", 4s));
+  EXPECT_EQ(ControlAnswerError(silent, "Generate", 5s).message(), "Generate: no answer within 5.0 s (agent down, firewalled or busy?)");
+  EXPECT_EQ(ControlAnswerError(silent, "LeaveGroup", 4s), AgentRpcError(silent, "LeaveGroup", 4s));
   const grpc::Status empty(grpc::StatusCode::UNAVAILABLE, "x", v1::ControlError().SerializeAsString());
-  EXPECT_EQ(ControlAnswerError(empty, "LeaveGroup", 4s), ControlRpcError(empty, "LeaveGroup", 4s));
+  EXPECT_EQ(ControlAnswerError(empty, "LeaveGroup", 4s), AgentRpcError(empty, "LeaveGroup", 4s));
 }
 
 }  // namespace
