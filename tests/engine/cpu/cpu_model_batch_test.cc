@@ -1,4 +1,5 @@
-// Invariants of the paged KV cache and of batching, on qwen3moe-tiny at TP=1 and TP=2 (threads):
+// A step batch on the cpu model (engine/cpu/cpu_model.cc): invariants of the paged KV cache and of
+// batching, on qwen3moe-tiny at TP=1 and TP=2 (threads):
 // - prefill in one chunk == the same prompt fed token by token (decode through the cache)
 //   == the prompt in two chunks of different sizes;
 // - a sequence whose block table is non-contiguous (blocks 5, 2, 9) == contiguous blocks;
@@ -72,7 +73,7 @@ std::vector<int32_t> Contiguous(int32_t first, int32_t n) {
   return t;
 }
 
-class CacheBatchTest : public ::testing::TestWithParam<int> {
+class cpu_model_batch : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     auto g = testing::LoadGolden(testing::TinyModelDir());
@@ -82,7 +83,7 @@ class CacheBatchTest : public ::testing::TestWithParam<int> {
   std::vector<testing::GoldenPrompt> golden_;
 };
 
-TEST_P(CacheBatchTest, PrefillEqualsDecodeAndChunkedPrefill) {
+TEST_P(cpu_model_batch, PrefillEqualsDecodeAndChunkedPrefill) {
   const auto& g = golden_[2];  // 33 tokens
   const int n = static_cast<int>(g.ids.size());
   absl::Status st = RunOnRanks(GetParam(), [&](StepDriver& driver) -> absl::Status {
@@ -108,7 +109,7 @@ TEST_P(CacheBatchTest, PrefillEqualsDecodeAndChunkedPrefill) {
   ASSERT_TRUE(st.ok()) << st;
 }
 
-TEST_P(CacheBatchTest, NonContiguousBlockTable) {
+TEST_P(cpu_model_batch, NonContiguousBlockTable) {
   const auto& g = golden_[1];  // 7 tokens: 2 blocks of 4
   const int n = static_cast<int>(g.ids.size());
   absl::Status st = RunOnRanks(GetParam(), [&](StepDriver& driver) -> absl::Status {
@@ -128,7 +129,7 @@ TEST_P(CacheBatchTest, NonContiguousBlockTable) {
   ASSERT_TRUE(st.ok()) << st;
 }
 
-TEST_P(CacheBatchTest, BatchOfThreeEqualsEachAlone) {
+TEST_P(cpu_model_batch, BatchOfThreeEqualsEachAlone) {
   absl::Status st = RunOnRanks(GetParam(), [&](StepDriver& driver) -> absl::Status {
     // Alone, each in its own blocks.
     std::vector<std::vector<float>> alone;
@@ -191,7 +192,7 @@ TEST_P(CacheBatchTest, BatchOfThreeEqualsEachAlone) {
   ASSERT_TRUE(st.ok()) << st;
 }
 
-TEST(CacheBatchErrors, BadPlansAreRejected) {
+TEST(cpu_model_batch_errors, BadPlansAreRejected) {
   absl::Status st = RunOnRanks(1, [&](StepDriver& driver) -> absl::Status {
     StepBatch uncovered;
     uncovered.seqs.push_back(Chunk(1, {1, 2, 3, 4, 5}, 0, 5, {0}));  // 5 tokens, one block of 4
@@ -214,7 +215,7 @@ TEST(CacheBatchErrors, BadPlansAreRejected) {
   ASSERT_TRUE(st.ok()) << st;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tp, CacheBatchTest, ::testing::Values(1, 2),
+INSTANTIATE_TEST_SUITE_P(Tp, cpu_model_batch, ::testing::Values(1, 2),
                          [](const ::testing::TestParamInfo<int>& p) { return "tp" + std::to_string(p.param); });
 
 }  // namespace

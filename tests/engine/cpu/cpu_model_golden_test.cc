@@ -1,4 +1,4 @@
-// The cpu backend against the transformers golden for qwen3moe-tiny: logits at every position of
+// The cpu backend (engine/cpu/cpu_model.cc) against the transformers golden for qwen3moe-tiny: logits at every position of
 // the three prompts within 1e-4 relative, and the identical 16-token greedy continuations, at
 // TP = 1, 2 and 4 with the ranks as threads of this process (Gloo over loopback).
 #include <cstdio>
@@ -15,9 +15,9 @@
 namespace tandem::engine {
 namespace {
 
-class GoldenTest : public ::testing::TestWithParam<int> {};
+class cpu_model_golden : public ::testing::TestWithParam<int> {};
 
-TEST_P(GoldenTest, LogitsAndGreedyMatchTransformers) {
+TEST_P(cpu_model_golden, LogitsAndGreedyMatchTransformers) {
   const int tp = GetParam();
   auto golden = testing::LoadGolden(testing::TinyModelDir());
   ASSERT_TRUE(golden.ok()) << golden.status();
@@ -29,7 +29,7 @@ TEST_P(GoldenTest, LogitsAndGreedyMatchTransformers) {
   ASSERT_TRUE(st.ok()) << st;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tp, GoldenTest, ::testing::Values(1, 2, 4, 8),
+INSTANTIATE_TEST_SUITE_P(Tp, cpu_model_golden, ::testing::Values(1, 2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& p) { return "tp" + std::to_string(p.param); });
 
 }  // namespace

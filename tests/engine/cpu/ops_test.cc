@@ -1,22 +1,15 @@
-// The small pieces against hand-computed values: the reference ops (rmsnorm, rope, softmax, top-k,
-// silu_mul, the router, matmul threaded vs a naive loop, the experts grouped by expert vs one pair
-// at a time, attention), the block allocator, and Model::Load's refusals of what the cpu backend
-// does not support.
+// The reference ops (engine/cpu/ops.{h,cc}) against hand-computed values: rmsnorm, rope, softmax,
+// top-k, silu_mul, the router, matmul threaded vs a naive loop, the experts grouped by expert vs
+// one pair at a time, attention.
 #include <cmath>
 #include <cstdio>
 
 #include <gtest/gtest.h>
 
 #include "engine/cpu/ops.h"
-#include "engine/generate.h"
-#include "engine/kv_cache.h"
-#include "engine/model.h"
-#include "tests/engine/cpu/golden.h"
 
-namespace tandem::engine {
+namespace tandem::engine::cpu {
 namespace {
-
-using namespace cpu;
 
 void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-6) {
   ASSERT_EQ(got.size(), want.size());
@@ -151,82 +144,5 @@ TEST(Ops, PagedAttentionOfOnePositionIsItsValue) {
   ExpectNear(out, {10, 11, 10, 11, 12, 13, 12, 13});
 }
 
-TEST(KvCache, BlockAllocator) {
-  BlockAllocator alloc(3);
-  EXPECT_EQ(*alloc.Allocate(), 0);
-  EXPECT_EQ(*alloc.Allocate(), 1);
-  EXPECT_EQ(alloc.num_used(), 2);
-  std::vector<int32_t> table;
-  EXPECT_TRUE(EnsureBlocks(alloc, 16, 16, table).ok());  // one block covers 16 tokens
-  EXPECT_EQ(table, (std::vector<int32_t>{2}));
-  auto full = alloc.Allocate();
-  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_FALSE(EnsureBlocks(alloc, 16, 17, table).ok());
-  alloc.Free(1);
-  alloc.Free(1);  // double free is ignored
-  EXPECT_EQ(alloc.num_free(), 1);
-  EXPECT_EQ(*alloc.Allocate(), 1);
-  alloc.Free(std::vector<int32_t>{0, 1, 2});
-  EXPECT_EQ(alloc.num_free(), 3);
-  KvCacheSpec spec{48, 2, 128, 2};
-  EXPECT_EQ(spec.bytes_per_token(), 2 * 48 * 2 * 128 * 2);
-}
-
-TEST(KvCache, PositionsMapThroughTheBlockTable) {
-  PagedKvCache kv(1, 10, 4, 2, 3);  // 1 layer, 10 blocks of 4 tokens, 2 kv heads, head_dim 3
-  std::vector<int32_t> table = {5, 2, 9};
-  // Position 6 is block table[1] = 2, slot 2: element offset (2 * 4 + 2) * 6.
-  float* k6 = kv.key(0, table, 6);
-  float* k0 = kv.key(0, {0}, 0);
-  EXPECT_EQ(k6 - k0, (2 * 4 + 2) * 6);
-  EXPECT_EQ(kv.value(0, table, 8) - kv.value(0, {0}, 0), (9 * 4 + 0) * 6);
-}
-
-TEST(ModelLoad, RefusesWhatTheCpuBackendDoesNotSupport) {
-  const std::string td = testing::TestdataDir();
-  struct Case {
-    std::string dir;
-    ModelLoadOptions opt;
-    std::string want;
-  };
-  ModelLoadOptions tp3;
-  tp3.world = 3;
-  ModelLoadOptions tpu;
-  tpu.backend = "tpu";
-  ModelLoadOptions tp2_no_comm;
-  tp2_no_comm.world = 2;
-  std::vector<Case> cases = {
-      {td + "/qwen3next-tiny", {}, "model_type qwen3_next is not supported by the cpu backend yet"},
-      {td + "/qwen35moe-tiny", {}, "is not supported by the cpu backend yet"},
-      {td + "/qwen3moe-tiny", tp3, "num_attention_heads (8) is not divisible by the tensor-parallel size 3"},
-      {td + "/qwen3moe-tiny", tpu, "unknown backend \"tpu\""},
-      {td + "/qwen3moe-tiny", tp2_no_comm, "needs a comm"},
-      {td + "/does-not-exist", {}, "does-not-exist"},
-  };
-  for (const auto& c : cases) {
-    auto m = Model::Load(c.dir, c.opt);
-    ASSERT_FALSE(m.ok()) << c.dir;
-    const std::string msg(m.status().message());
-    std::printf("%s: %s\n", c.dir.c_str(), msg.c_str());
-    EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
-  }
-}
-
-TEST(Sampling, GreedyAndSeededTemperature) {
-  std::mt19937_64 rng(7);
-  const std::vector<float> logits = {0.0f, std::log(3.0f), -1.0f, 0.5f};
-  EXPECT_EQ(SampleToken(logits.data(), 4, 0.0f, rng), 1);  // argmax
-  // At T = 1 the draw follows softmax(logits): p(1) = 3 / (1 + 3 + e^-1 + e^0.5) = 0.5275.
-  const double p1 = 3.0 / (1.0 + 3.0 + std::exp(-1.0) + std::exp(0.5));
-  int ones = 0;
-  const int n = 20000;
-  for (int i = 0; i < n; ++i) ones += SampleToken(logits.data(), 4, 1.0f, rng) == 1;
-  std::printf("p(token 1) sampled %.4f, expected %.4f\n", static_cast<double>(ones) / n, p1);
-  EXPECT_NEAR(static_cast<double>(ones) / n, p1, 0.02);
-  // The same seed gives the same sequence of draws.
-  std::mt19937_64 a(42), b(42);
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(SampleToken(logits.data(), 4, 0.8f, a), SampleToken(logits.data(), 4, 0.8f, b));
-}
-
 }  // namespace
-}  // namespace tandem::engine
+}  // namespace tandem::engine::cpu
