@@ -80,8 +80,10 @@ std::string ResponseHead(int status, const Headers& headers, std::string_view co
 }
 
 std::string SerializeResponse(const Response& r, bool keep_alive) {
-  std::string out = ResponseHead(r.status, r.headers, r.body.empty() && r.status == 204 ? "" : r.content_type,
-                                 r.body.size(), false, keep_alive);
+  // A 204 has no content, so it names neither a type nor a length (RFC 9110 8.6).
+  const bool no_content = r.body.empty() && r.status == 204;
+  std::string out = ResponseHead(r.status, r.headers, no_content ? "" : r.content_type,
+                                 no_content ? std::nullopt : std::optional<size_t>(r.body.size()), false, keep_alive);
   out += r.body;
   return out;
 }
