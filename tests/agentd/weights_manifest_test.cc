@@ -59,22 +59,6 @@ void ExpectOnlyConfigRehashed(const v1::WeightsManifest& m, const std::string& s
   }
 }
 
-TEST(Sha256Test, KnownAnswers) {
-  EXPECT_EQ(Sha256Hex("abc"), kSha256Abc);
-  EXPECT_EQ(Sha256Hex(""), kSha256Empty);
-  TempDir tmp;
-  // Bigger than one 4 MiB chunk, so the chunk loop is exercised: compare with the in-memory hash.
-  std::string big((4u << 20) * 2 + 12345, '\0');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + (i >> 13));
-  WriteTextFile(tmp / "big", big);
-  uint64_t n = 0;
-  auto sha = Sha256File(tmp / "big", &n);
-  ASSERT_TRUE(sha.ok()) << sha.status();
-  EXPECT_EQ(n, big.size());
-  EXPECT_EQ(*sha, Sha256Hex(big));
-  EXPECT_FALSE(Sha256File(tmp / "missing").ok());
-}
-
 TEST(WeightsManifestTest, SortedRecursiveWithSymlinksResolved) {
   TempDir tmp;
   MakeModel(tmp);
