@@ -1,0 +1,123 @@
+// The serving metrics' exposition: the format rules on a fresh and a used registry, the series a
+// dashboard reads before the first request (at zero), and engine/HTTP totals turned into counter
+// increments that never run backwards.
+#include "openai/serve_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/common/metrics_text.h"
+
+namespace tandem::openai {
+namespace {
+using tandem::testing::ExpositionProblems;
+using tandem::testing::SeriesValue;
+
+std::string Tiny(const std::string& name) { return name + "{model_name=\"tiny\"}"; }
+
+TEST(ServeMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
+  ServeMetrics m("tiny");
+  const std::string text = m.Text();
+  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
+  for (const char* name :
+       {"tandem_prompt_tokens_total", "tandem_generation_tokens_total", "tandem_num_preemptions_total",
+        "tandem_iterations_total", "tandem_num_requests_running", "tandem_num_requests_waiting",
+        "tandem_kv_cache_usage_perc", "tandem_kv_cache_tokens", "tandem_http_connections",
+        "tandem_http_connections_evicted_total", "tandem_http_timeouts_total", "tandem_http_clients_gone_total",
+        "tandem_time_to_first_token_seconds_count", "tandem_inter_token_latency_seconds_count",
+        "tandem_e2e_request_latency_seconds_count", "tandem_step_seconds_count", "tandem_allreduce_seconds_count"}) {
+    EXPECT_EQ(SeriesValue(text, Tiny(name)), 0.0) << name;
+  }
+  // Requests by finish reason and by refusal appear with their first request.
+  EXPECT_EQ(text.find("tandem_request_success_total{"), std::string::npos);
+}
+
+TEST(ServeMetricsTest, RequestObservationsLandInTheirSeries) {
+  ServeMetrics m("tiny");
+  m.ObserveTimeToFirstToken(0.03);
+  m.ObserveInterTokenLatency(0.004);
+  m.ObserveEndToEndLatency(1.2);
+  m.AddPromptTokens(5);
+  m.AddPromptTokens(2);
+  m.AddGenerationTokens(16);
+  m.CountFinishedRequest("stop");
+  m.CountFinishedRequest("stop");
+  m.CountFinishedRequest("abort");
+  m.CountRejectedRequest(429);
+  m.ObserveStep(0.002);
+  m.ObserveAllReduce(0.00003);
+  const std::string text = m.Text();
+  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_time_to_first_token_seconds_count")), 1.0);
+  EXPECT_DOUBLE_EQ(*SeriesValue(text, Tiny("tandem_time_to_first_token_seconds_sum")), 0.03);
+  // 0.03 s falls between the 0.02 and 0.04 bounds (buckets are cumulative).
+  EXPECT_EQ(SeriesValue(text, "tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.02\"}"), 0.0);
+  EXPECT_EQ(SeriesValue(text, "tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.04\"}"), 1.0);
+  EXPECT_EQ(SeriesValue(text, "tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"}"), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_inter_token_latency_seconds_count")), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_e2e_request_latency_seconds_count")), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_step_seconds_count")), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_allreduce_seconds_count")), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_prompt_tokens_total")), 7.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_generation_tokens_total")), 16.0);
+  EXPECT_EQ(SeriesValue(text, "tandem_request_success_total{finished_reason=\"stop\",model_name=\"tiny\"}"), 2.0);
+  EXPECT_EQ(SeriesValue(text, "tandem_request_success_total{finished_reason=\"abort\",model_name=\"tiny\"}"), 1.0);
+  EXPECT_EQ(SeriesValue(text, "tandem_request_rejected_total{code=\"429\",model_name=\"tiny\"}"), 1.0);
+}
+
+// The engine and the HTTP server keep running totals; the counters follow them forward only, so a
+// total that restarts lower (a new engine) does not make a counter go backwards.
+TEST(ServeMetricsTest, TotalsBecomeIncrementsThatNeverRunBackwards) {
+  ServeMetrics m("tiny");
+  engine::EngineStats s;
+  s.iterations = 10;
+  s.preemptions = 3;
+  s.running = 2;
+  s.waiting = 1;
+  s.kv_blocks_used = 3;
+  s.kv_blocks_total = 4;
+  s.kv_tokens_total = 4096;
+  m.UpdateFromStats(s);
+  ServeMetrics::HttpCounts h{5, 1, 2, 3};
+  m.UpdateFromHttp(h);
+  std::string text = m.Text();
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_iterations_total")), 10.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_preemptions_total")), 3.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_requests_running")), 2.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_requests_waiting")), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_kv_cache_usage_perc")), 0.75);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_kv_cache_tokens")), 4096.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections")), 5.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections_evicted_total")), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_timeouts_total")), 2.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_clients_gone_total")), 3.0);
+
+  s = engine::EngineStats{};
+  s.iterations = 4;  // lower than before
+  s.preemptions = 5;
+  m.UpdateFromStats(s);
+  m.UpdateFromHttp({0, 0, 7, 1});
+  text = m.Text();
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_iterations_total")), 10.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_preemptions_total")), 5.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_kv_cache_usage_perc")), 0.0) << "no KV pool: no usage, not NaN";
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections")), 0.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections_evicted_total")), 1.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_timeouts_total")), 7.0);
+  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_clients_gone_total")), 3.0);
+}
+
+// The agent hands its own registry in, so one /metrics serves both.
+TEST(ServeMetricsTest, ASharedRegistryHoldsTheSeries) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  ServeMetrics m("tiny", registry);
+  EXPECT_EQ(&m.registry(), registry.get());
+  m.AddGenerationTokens(3);
+  bool found = false;
+  for (const auto& family : registry->Collect()) {
+    if (family.name == "tandem_generation_tokens_total") found = family.metric.at(0).counter.value == 3.0;
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace tandem::openai
