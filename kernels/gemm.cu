@@ -83,6 +83,30 @@ StreamState& StateFor(cudaStream_t stream) {
   return (*g_states)[{dev, stream}];  // std::map: references stay valid as it grows
 }
 
+// Grows `slot` of `s` to at least `bytes` (see StreamScratch). On an error the slot is left empty
+// (a later call tries again) and the error comes back.
+cudaError_t GrowScratch(StreamState& s, cudaStream_t stream, int slot, size_t bytes) {
+  if (s.scratch_bytes[slot] >= bytes) return cudaSuccess;
+  if (s.scratch[slot] != nullptr) {
+    // Queued kernels may still read the old buffer.
+    if (const cudaError_t err = cudaStreamSynchronize(stream); err != cudaSuccess) return err;
+    const cudaError_t err = cudaFree(s.scratch[slot]);
+    s.scratch[slot] = nullptr;
+    s.scratch_bytes[slot] = 0;
+    if (err != cudaSuccess) return err;
+  }
+  const size_t grown = bytes + bytes / 4;  // headroom: prefill lengths vary step to step
+  if (const cudaError_t err = cudaMalloc(&s.scratch[slot], grown); err != cudaSuccess) {
+    s.scratch[slot] = nullptr;
+    (void)cudaGetLastError();  // not sticky: keep it out of the next launch's KERNEL_CHECK
+    return err;
+  }
+  s.scratch_bytes[slot] = grown;
+  return cudaSuccess;
+}
+
+size_t GemmScratchBytes(int64_t T, int64_t in) { return static_cast<size_t>(T * in) * sizeof(bf16_bits); }
+
 __global__ void FloatsToBf16Kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
   const int64_t i4 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   if (i4 + 3 < n) {
@@ -124,22 +148,39 @@ bool UseGemmPath(int64_t T, cudaStream_t stream) {
   return st == cudaStreamCaptureStatusNone;
 }
 
+cudaError_t ReserveStreamScratch(cudaStream_t stream, int slot, size_t bytes) {
+  KERNEL_REQUIRE(slot >= 0 && slot < kScratchSlots);
+  std::lock_guard<std::mutex> lock(g_mu);
+  return GrowScratch(StateFor(stream), stream, slot, bytes);
+}
+
 void* StreamScratch(cudaStream_t stream, int slot, size_t bytes) {
   KERNEL_REQUIRE(slot >= 0 && slot < kScratchSlots);
   std::lock_guard<std::mutex> lock(g_mu);
   StreamState& s = StateFor(stream);
-  if (s.scratch_bytes[slot] < bytes) {
-    if (s.scratch[slot] != nullptr) {
-      CUDA_CHECK(cudaStreamSynchronize(stream));  // queued kernels may still read the old buffer
-      CUDA_CHECK(cudaFree(s.scratch[slot]));
-      s.scratch[slot] = nullptr;
-      s.scratch_bytes[slot] = 0;
-    }
-    const size_t grown = bytes + bytes / 4;  // headroom: prefill lengths vary step to step
-    CUDA_CHECK(cudaMalloc(&s.scratch[slot], grown));
-    s.scratch_bytes[slot] = grown;
-  }
+  // Only a caller that skipped the Reserve* calls grows here (kernel tests, benchmarks).
+  CUDA_CHECK(GrowScratch(s, stream, slot, bytes));
   return s.scratch[slot];
+}
+
+cudaError_t ReserveGemm(cudaStream_t stream, int64_t T, int64_t max_in) {
+  const Cublas* lib = LoadCublas();
+  if (lib == nullptr) return cudaSuccess;  // gemm_bf16 will not run
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    StreamState& s = StateFor(stream);
+    if (s.handle == nullptr) {
+      // cublasCreate allocates device memory: out of memory is the one failure expected here.
+      const cublasStatus_t st = lib->create(&s.handle);
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        s.handle = nullptr;
+        if (st == CUBLAS_STATUS_ALLOC_FAILED) return cudaErrorMemoryAllocation;
+        std::fprintf(stderr, "tandem kernels: cublasCreate: %s\n", lib->status_string(st));
+        return cudaErrorUnknown;
+      }
+    }
+  }
+  return ReserveStreamScratch(stream, 0, GemmScratchBytes(T, max_in));
 }
 
 void floats_to_bf16(bf16_bits* dst, const float* src, int64_t n, cudaStream_t stream) {
@@ -157,7 +198,7 @@ bool gemm_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t 
   if (lib == nullptr) return false;
   KERNEL_REQUIRE(T <= INT32_MAX && in <= INT32_MAX && out <= INT32_MAX);
   if (T == 0 || out == 0) return true;
-  auto* xb = static_cast<bf16_bits*>(StreamScratch(stream, 0, static_cast<size_t>(T * in) * sizeof(bf16_bits)));
+  auto* xb = static_cast<bf16_bits*>(StreamScratch(stream, 0, GemmScratchBytes(T, in)));
   floats_to_bf16(xb, x, T * in, stream);
   cublasHandle_t handle;
   {

@@ -218,10 +218,16 @@ struct SortedPairs {
   int64_t tile_bound;
 };
 
+int64_t TileBound(int64_t n_pairs) { return (n_pairs + kBM - 1) / kBM + std::min(n_pairs, kMaxExperts); }
+// Scratch slot 1: the tile table and the sorted pairs.
+size_t SortBytes(int64_t n_pairs) { return TileBound(n_pairs) * sizeof(int4) + n_pairs * sizeof(int32_t); }
+// Scratch slot 2: moe_down_grouped's weighted partial rows.
+size_t PartialBytes(int64_t T, int64_t K, int64_t H) { return static_cast<size_t>(T * K * H) * sizeof(float); }
+bool SizesSupported(int64_t H, int64_t I) { return H % 64 == 0 && I % 64 == 0 && H > 0 && I > 0; }
+
 SortedPairs SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) {
-  const int64_t tile_bound = (n_pairs + kBM - 1) / kBM + std::min(n_pairs, kMaxExperts);
-  const size_t bytes = tile_bound * sizeof(int4) + n_pairs * sizeof(int32_t);
-  auto* tiles = static_cast<int4*>(StreamScratch(stream, 1, bytes));
+  const int64_t tile_bound = TileBound(n_pairs);
+  auto* tiles = static_cast<int4*>(StreamScratch(stream, 1, SortBytes(n_pairs)));
   auto* sorted = reinterpret_cast<int32_t*>(tiles + tile_bound);
   MoeSortKernel<<<1, kSortThreads, 0, stream>>>(tiles, sorted, ids, static_cast<int>(n_pairs),
                                                static_cast<int>(tile_bound));
@@ -232,7 +238,13 @@ SortedPairs SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) 
 }  // namespace
 
 bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t I) {
-  return H % 64 == 0 && I % 64 == 0 && H > 0 && I > 0 && Aligned16(x) && Aligned16(w);
+  return SizesSupported(H, I) && Aligned16(x) && Aligned16(w);
+}
+
+cudaError_t ReserveMoeGrouped(cudaStream_t stream, int64_t T, int64_t K, int64_t H, int64_t I) {
+  if (!SizesSupported(H, I) || T * K == 0 || T * K > INT32_MAX / 2) return cudaSuccess;  // no grouped launch
+  if (const cudaError_t err = ReserveStreamScratch(stream, 1, SortBytes(T * K)); err != cudaSuccess) return err;
+  return ReserveStreamScratch(stream, 2, PartialBytes(T, K, H));
 }
 
 bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
@@ -252,7 +264,7 @@ bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const fl
   if (!MoeGroupedSupported(act, down, H, I) || !Aligned16(out) || T * K > INT32_MAX / 2 || T > 65535) return false;
   if (T * K == 0) return true;
   const SortedPairs s = SortPairs(ids, T * K, stream);
-  auto* part = static_cast<float*>(StreamScratch(stream, 2, static_cast<size_t>(T * K * H) * sizeof(float)));
+  auto* part = static_cast<float*>(StreamScratch(stream, 2, PartialBytes(T, K, H)));
   const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>((H + kBN - 1) / kBN));
   MoeGroupedKernel<MoeOp::kDown><<<grid, kThreads, 0, stream>>>(part, act, s.sorted, s.tiles, weights, down, K, H, I);
   KERNEL_CHECK();

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include <driver_types.h>  // cudaError_t: these entry points are only called from CUDA code
+
 #include "kernels/bf16.h"
 #include "kernels/stream.h"
 
@@ -28,6 +30,11 @@ constexpr int64_t kMaxExperts = 1024;
 
 // True when the grouped path handles these sizes: H and I multiples of 64, pointers 16-byte aligned.
 bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t I);
+
+// Prepares the scratch both launches take for T tokens (kernels/gemm.h ReserveGemm says why): the
+// CUDA error, cudaErrorMemoryAllocation when the device is full, instead of an abort in the launch.
+// cudaSuccess, reserving nothing, for sizes the grouped path does not take.
+cudaError_t ReserveMoeGrouped(cudaStream_t stream, int64_t T, int64_t K, int64_t H, int64_t I);
 
 // As moe_gate_up / moe_down. Return false, launching nothing, when !MoeGroupedSupported.
 bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,

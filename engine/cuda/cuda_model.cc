@@ -23,9 +23,10 @@
 #include "engine/model/tp_shard.h"
 #include "engine/model/weight_names.h"
 #include "kernels/attention.h"
-#include "kernels/cuda_check.h"
 #include "kernels/embedding.h"
+#include "kernels/gemm.h"
 #include "kernels/matmul.h"
+#include "kernels/moe_gemm.h"
 
 namespace tandem::engine::cuda {
 
@@ -44,11 +45,25 @@ struct DecoderLayer {
 
 class CudaModel final : public Model {
  public:
-  // `comm` (not owned) is required when world > 1; the model runs on the current CUDA device.
-  CudaModel(ModelConfig cfg, int rank, int world, Comm* comm)
-      : cfg_(std::move(cfg)), rank_(rank), world_(world), shard_(ComputeTpShard(cfg_, rank, world)) {
-    CUDA_CHECK(cudaGetDevice(&device_));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // A model on the current CUDA device, without weights yet; `comm` (not owned) is required when
+  // world > 1. Failing CUDA calls (no device, out of memory for the stream) come back as a status.
+  static absl::StatusOr<std::unique_ptr<CudaModel>> Create(ModelConfig cfg, int rank, int world, Comm* comm) {
+    int device = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
+    cudaStream_t stream = nullptr;
+    RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+    return std::unique_ptr<CudaModel>(new CudaModel(std::move(cfg), rank, world, comm, device, stream));
+  }
+  ~CudaModel() override {
+    ClearGraphs();
+    cudaStreamDestroy(stream_);
+  }
+
+ private:
+  // Takes ownership of `stream`.
+  CudaModel(ModelConfig cfg, int rank, int world, Comm* comm, int device, cudaStream_t stream)
+      : cfg_(std::move(cfg)), rank_(rank), world_(world), shard_(ComputeTpShard(cfg_, rank, world)),
+        device_(device), stream_(stream) {
     const char* g = std::getenv("TANDEM_CUDA_GRAPHS");
     use_graphs_ = !(g != nullptr && std::string(g) == "0");
     if (world_ > 1) {
@@ -67,11 +82,8 @@ class CudaModel final : public Model {
     kv_spec_.head_dim = L_.head_dim;
     kv_spec_.bytes_per_element = sizeof(float);
   }
-  ~CudaModel() override {
-    ClearGraphs();
-    cudaStreamDestroy(stream_);
-  }
 
+ public:
   absl::Status InitRope();
   // The weights from `src` (a checkpoint, or random ones), in the order of engine/model/layer_weights.h.
   absl::Status LoadWeights(const ModelWeightSpec& spec, WeightSource& src, RandomWeights* random);
@@ -97,6 +109,9 @@ class CudaModel final : public Model {
   // The step's metadata in the pinned host buffer, its buffers grown, and the metadata on the device.
   absl::StatusOr<StepMeta> PrepareStep(const StepBatch& batch, bool pad_for_graph);
   absl::Status Reserve(const StepMeta& m);
+  // The scratch and cuBLAS handle the prefill products of a T-token step take, grown before the step
+  // (out of memory: RESOURCE_EXHAUSTED) so that no launch allocates.
+  absl::Status ReservePrefillScratch(int64_t T);
   // Every kernel of one step, on stream_ (captured into a graph for decode steps), with the TP
   // collectives enqueued on the same stream; ends with the logits in a_.logits on rank 0.
   absl::Status RunLayers(const StepMeta& m, int64_t max_positions, std::vector<int32_t>* ids_per_layer);
@@ -252,6 +267,7 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
       cap_rows_ = m.R;
     }
     RETURN_IF_ERROR(a_.meta.Reserve(m.total(), &grew));
+    RETURN_IF_ERROR(ReservePrefillScratch(T));
     RETURN_IF_ERROR(a_.attn_scratch.Reserve(scratch, &grew));
     const int64_t counters = kernels::attention_counter_count(T, attn);
     bool new_counters = false;
@@ -265,6 +281,19 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
   }();
   if (grew) ClearGraphs();
   return st;
+}
+
+absl::Status CudaModel::ReservePrefillScratch(int64_t T) {
+  // Graphs capture no prefill product (kernels/gemm.h UseGemmPath), so this growth leaves them valid.
+  if (T < kernels::GemmMinTokens()) return absl::OkStatus();
+  // matmul_bf16's inputs: hidden (qkv, router, dense gate_up, lm_head), q_dim (o_proj), the dense
+  // MLP's intermediate slice (down).
+  const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter});
+  RETURN_IF_ERROR(CudaStatus(kernels::ReserveGemm(stream_, T, max_in), "prefill GEMM scratch"));
+  if (cfg_.num_experts == 0) return absl::OkStatus();
+  return CudaStatus(kernels::ReserveMoeGrouped(stream_, T, cfg_.num_experts_per_tok, cfg_.hidden_size,
+                                               shard_.moe_inter),
+                    "prefill MoE GEMM scratch");
 }
 
 absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std::vector<int32_t>* ids_per_layer) {
@@ -428,7 +457,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   RETURN_IF_ERROR(CheckSupported(config, options.world));
   RETURN_IF_ERROR(CheckComm(options));
   RETURN_IF_ERROR(CheckDevice());
-  auto model = std::make_unique<CudaModel>(config, options.rank, options.world, options.comm);
+  ASSIGN_OR_RETURN(auto model, CudaModel::Create(config, options.rank, options.world, options.comm));
   RETURN_IF_ERROR(model->InitRope());
   return model;
 }

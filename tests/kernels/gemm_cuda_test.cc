@@ -2,6 +2,7 @@
 // CPU references on fresh random inputs with poisoned outputs, at the tiny model's and Qwen3-30B-A3B's
 // shapes and ragged ones (token counts off the tile size, experts with no pairs, one expert with
 // all of them, expert ids up to kMaxExperts - 1). Bound 1e-2: the activations are rounded to bf16.
+// The scratch reservations report out of memory instead of aborting.
 // (Their throughput at 2048 tokens is bench/prefill_gemm_bench.)
 // Skips (with the reason) where no GPU is present.
 #include <algorithm>
@@ -56,6 +57,32 @@ TEST(gemm_cuda, DenseMatchesReference) {
     gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
     EXPECT_TRUE(SameBits(d_y.Download(), got)) << "gemm_bf16 not deterministic " << Shape({T, in, out});
   }
+}
+
+// The reservations a model makes before a prefill step: more memory than the device has comes back
+// as cudaErrorMemoryAllocation (no abort, no error left for the next launch to trip on), and the
+// scratch serves the next step after a reservation that fits.
+TEST(gemm_cuda, ReserveReportsOutOfMemoryAndRecovers) {
+  SKIP_WITHOUT_GPU();
+  // 2^40 tokens of 4096 inputs in bf16; 2^23 routed pairs' partial rows of 2^14 floats (512 GiB).
+  EXPECT_EQ(ReserveGemm(nullptr, int64_t{1} << 40, 4096), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(ReserveMoeGrouped(nullptr, int64_t{1} << 20, 8, int64_t{1} << 14, 64), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // Sizes the grouped path does not take reserve nothing.
+  EXPECT_EQ(ReserveMoeGrouped(nullptr, int64_t{1} << 20, 8, 136, 64), cudaSuccess);
+
+  const int64_t T = 96, in = 256, out = 128;
+  ASSERT_EQ(ReserveGemm(nullptr, T, in), cudaSuccess);
+  auto x = RandomFloats(T * in);
+  auto w = RandomBf16(out * in, 0.05f);
+  DeviceBuffer<float> d_x(x), d_y(T * out);
+  DeviceBuffer<bf16_bits> d_w(w);
+  d_y.Poison();
+  ASSERT_TRUE(gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr));
+  std::vector<float> want(T * out);
+  ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
+  ExpectClose("gemm_bf16 after a failed reservation " + Shape({T, in, out}), d_y.Download(), want, kBound);
 }
 
 // matmul_bf16 itself on both sides of the threshold (the decode kernels below, cuBLAS from it on).
