@@ -13,16 +13,12 @@
 
 namespace tandem::agentd {
 namespace {
-using tandem::testing::ExpositionProblems;
-using tandem::testing::FakeNodeOptions;
-using tandem::testing::SeriesValue;
-using tandem::testing::TempDir;
-using tandem::testing::WriteFakeNode;
+using namespace tandem::testing;  // the exposition checks and their Series/Problems
 
 class AgentMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto [sys, proc] = WriteFakeNode(tmp_ / "node", FakeNodeOptions{});
+    auto [sys, proc] = WriteFakeNode(tmp_ / "node", {});
     metrics_ = std::make_unique<AgentMetrics>(FactsRoots{sys, proc}, "spark-a");
   }
   TempDir tmp_;
@@ -32,29 +28,39 @@ class AgentMetricsTest : public ::testing::Test {
 TEST_F(AgentMetricsTest, NodeFactsAndHashGaugesBeforeAnyHash) {
   const std::string text = metrics_->Render();
   std::cout << text.substr(0, text.find("tandem_memory_total_bytes")) << "\n";
-  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
+  EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
   EXPECT_NE(text.find("tandem_node_info{"), std::string::npos);
   EXPECT_NE(text.find("driver=\"580.95.05\""), std::string::npos);
   EXPECT_NE(text.find("kernel=\"6.11.0-1016-nvidia\""), std::string::npos);
   EXPECT_NE(text.find("node=\"spark-a\""), std::string::npos);
-  EXPECT_EQ(SeriesValue(text, "tandem_memory_total_bytes"), 137438953472.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_memory_available_bytes"), 120.0 * 1024 * 1024 * 1024);
-  EXPECT_EQ(SeriesValue(text, "tandem_swap_total_bytes"), 0.0);
-  for (const char* name : {"tandem_hash_bytes_done", "tandem_hash_bytes_total", "tandem_hash_files_done",
-                           "tandem_hash_throughput_bytes_per_second"}) {
-    EXPECT_EQ(SeriesValue(text, name), 0.0) << name;
-  }
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_memory_total_bytes", 137438953472.0},
+                                    {"tandem_memory_available_bytes", 120.0 * 1024 * 1024 * 1024},
+                                    {"tandem_swap_total_bytes", 0},
+                                    {"tandem_hash_bytes_done", 0},
+                                    {"tandem_hash_bytes_total", 0},
+                                    {"tandem_hash_files_done", 0},
+                                    {"tandem_hash_throughput_bytes_per_second", 0}}),
+            Problems{});
   EXPECT_EQ(text.find("tandem_rank_state"), std::string::npos) << "no rank hosted: no rank series";
 }
 
 TEST_F(AgentMetricsTest, HashProgressMovesItsGauges) {
   metrics_->SetHashProgress(2, 1000, 4000);
   metrics_->SetHashThroughput(5e8);
-  const std::string text = metrics_->Render();
-  EXPECT_EQ(SeriesValue(text, "tandem_hash_files_done"), 2.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_hash_bytes_done"), 1000.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_hash_bytes_total"), 4000.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_hash_throughput_bytes_per_second"), 5e8);
+  EXPECT_EQ(SeriesMismatches(metrics_->Render(), {{"tandem_hash_files_done", 2},
+                                                  {"tandem_hash_bytes_done", 1000},
+                                                  {"tandem_hash_bytes_total", 4000},
+                                                  {"tandem_hash_throughput_bytes_per_second", 5e8}}),
+            Problems{});
+}
+
+// tandem_rank_state of node spark-a: 1 for `current`, 0 for every other state.
+Series RankStates(const std::string& current) {
+  Series out;
+  for (const char* s : {"idle", "loading", "loaded", "joining", "ready", "serving", "failed"}) {
+    out.emplace_back(std::string("tandem_rank_state{node=\"spark-a\",state=\"") + s + "\"}", s == current);
+  }
+  return out;
 }
 
 // Read at scrape time: a second scrape sees the rank's new state without anything pushed.
@@ -67,23 +73,17 @@ TEST_F(AgentMetricsTest, RankSeriesComeFromTheSourceAtScrapeTime) {
   status.set_iterations(120);
   metrics_->SetRankStatusSource([&] { return status; });
   std::string text = metrics_->Render();
-  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
-  const char* states[] = {"idle", "loading", "loaded", "joining", "ready", "serving", "failed"};
-  for (const char* s : states) {
-    EXPECT_EQ(SeriesValue(text, std::string("tandem_rank_state{node=\"spark-a\",state=\"") + s + "\"}"),
-              std::string(s) == "serving" ? 1.0 : 0.0)
-        << s;
-  }
-  EXPECT_EQ(SeriesValue(text, "tandem_group_generation{node=\"spark-a\"}"), 4.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_rank_queue_depth{node=\"spark-a\"}"), 3.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_rank_kv_tokens{node=\"spark-a\"}"), 8192.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_rank_iterations_total{node=\"spark-a\"}"), 120.0);
+  EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
+  EXPECT_EQ(SeriesMismatches(text, RankStates("serving")), Problems{});
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_group_generation{node=\"spark-a\"}", 4},
+                                    {"tandem_rank_queue_depth{node=\"spark-a\"}", 3},
+                                    {"tandem_rank_kv_tokens{node=\"spark-a\"}", 8192},
+                                    {"tandem_rank_iterations_total{node=\"spark-a\"}", 120}}),
+            Problems{});
   EXPECT_NE(text.find("# TYPE tandem_rank_iterations_total counter"), std::string::npos);
 
   status.set_state(v1::RANK_STATE_FAILED);
-  text = metrics_->Render();
-  EXPECT_EQ(SeriesValue(text, "tandem_rank_state{node=\"spark-a\",state=\"serving\"}"), 0.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_rank_state{node=\"spark-a\",state=\"failed\"}"), 1.0);
+  EXPECT_EQ(SeriesMismatches(metrics_->Render(), RankStates("failed")), Problems{});
 }
 
 TEST_F(AgentMetricsTest, ListenServesOnAPortOrSaysWhy) {

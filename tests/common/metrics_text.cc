@@ -63,8 +63,8 @@ std::string FamilyOf(const std::string& name, const std::map<std::string, Family
 
 }  // namespace
 
-std::vector<std::string> ExpositionProblems(const std::string& text) {
-  std::vector<std::string> problems;
+Problems ExpositionProblems(const std::string& text) {
+  Problems problems;
   std::map<std::string, Family> families;
   std::istringstream in(text);
   std::string line;
@@ -116,6 +116,23 @@ std::optional<double> SeriesValue(const std::string& text, const std::string& se
     if (s == series) return ParseValue(rest);
   }
   return std::nullopt;
+}
+
+Problems SeriesMismatches(const std::string& text, const Series& want) {
+  Problems out;
+  for (const auto& [series, value] : want) {
+    const std::optional<double> got = SeriesValue(text, series);
+    if (got == value) continue;
+    std::ostringstream line;
+    line << series << ": want " << value << ", ";
+    if (got) {
+      line << "got " << *got;
+    } else {
+      line << "absent";
+    }
+    out.push_back(line.str());
+  }
+  return out;
 }
 
 }  // namespace tandem::testing

@@ -27,7 +27,7 @@ constexpr const char* kGood =
     "up +Inf\n";
 
 TEST(MetricsTextTest, AWellFormedTextPasses) {
-  EXPECT_EQ(ExpositionProblems(kGood), std::vector<std::string>{});
+  EXPECT_EQ(ExpositionProblems(kGood), Problems{});
   EXPECT_EQ(SeriesValue(kGood, "a_total{node=\"x y\",why=\"say \\\"}\\\"\"}"), 3);
   EXPECT_EQ(SeriesValue(kGood, "lat_sum"), 1.25);
   EXPECT_EQ(SeriesValue(kGood, "lat_bucket{le=\"+Inf\"}"), 2);
@@ -36,6 +36,9 @@ TEST(MetricsTextTest, AWellFormedTextPasses) {
   EXPECT_EQ(SeriesValue(kGood, "g"), 0);
   EXPECT_EQ(SeriesValue(kGood, "a_total"), std::nullopt) << "the series is the name with its labels";
   EXPECT_EQ(SeriesValue(kGood, "nope"), std::nullopt);
+  EXPECT_EQ(SeriesMismatches(kGood, {{"lat_sum", 1.25}, {"g", 0}}), Problems{});
+  EXPECT_EQ(SeriesMismatches(kGood, {{"lat_sum", 1}, {"g", 0}, {"nope", 2}}),
+            (Problems{"lat_sum: want 1, got 1.25", "nope: want 2, absent"}));
 }
 
 TEST(MetricsTextTest, EachBrokenRuleIsReported) {
@@ -52,7 +55,7 @@ TEST(MetricsTextTest, EachBrokenRuleIsReported) {
       {"# HELP h A.\n# TYPE h gauge\n", ""},
   };
   for (const auto& [text, want] : cases) {
-    const std::vector<std::string> problems = ExpositionProblems(text);
+    const Problems problems = ExpositionProblems(text);
     if (want.empty()) {
       EXPECT_TRUE(problems.empty()) << text;
       continue;

@@ -12,8 +12,7 @@
 
 namespace tandem::controller {
 namespace {
-using tandem::testing::ExpositionProblems;
-using tandem::testing::SeriesValue;
+using namespace tandem::testing;  // the exposition checks and their Series/Problems
 
 std::string Text(ControllerMetrics& m) {
   std::ostringstream out;
@@ -21,28 +20,42 @@ std::string Text(ControllerMetrics& m) {
   return out.str();
 }
 
-std::string State(const char* name) { return std::string("tandem_controller_cluster_state{state=\"") + name + "\"}"; }
-std::string Waiting(const char* name) { return std::string("tandem_controller_waiting{reason=\"") + name + "\"}"; }
+// The one-hot gauges: each state (reason) with 1 for `current`, 0 for the others.
+Series States(const char* current) {
+  Series out;
+  for (const char* s : {"serving", "degraded", "starting", "down", "failed"}) {
+    out.emplace_back(std::string("tandem_controller_cluster_state{state=\"") + s + "\"}", std::string(s) == current);
+  }
+  return out;
+}
+Series Waiting(const char* current) {
+  Series out;
+  for (const char* r : {"agent_unreachable", "preflight_failed", "backoff", "budget_exhausted"}) {
+    out.emplace_back(std::string("tandem_controller_waiting{reason=\"") + r + "\"}", std::string(r) == current);
+  }
+  return out;
+}
 
 TEST(ControllerMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
   ControllerMetrics m;
   const std::string text = Text(m);
-  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
-  for (const std::string& series :
-       {State("serving"), State("degraded"), State("starting"), State("down"), State("failed"),
-        Waiting("agent_unreachable"), Waiting("preflight_failed"), Waiting("backoff"), Waiting("budget_exhausted"),
-        std::string("tandem_controller_operator_needed"), std::string("tandem_controller_group_generation"),
-        std::string("tandem_controller_restarts_total{result=\"ok\"}"),
-        std::string("tandem_controller_restarts_total{result=\"failed\"}"),
-        std::string("tandem_controller_preflight_failures_total"),
-        std::string("tandem_controller_restart_attempts_in_window"), std::string("tandem_controller_restart_budget"),
-        std::string("tandem_controller_probes_total{result=\"ok\"}"),
-        std::string("tandem_controller_probes_total{result=\"failed\"}"),
-        std::string("tandem_controller_probe_success"), std::string("tandem_controller_probe_latency_seconds_count"),
-        std::string("tandem_controller_reconcile_seconds_count")}) {
-    EXPECT_EQ(SeriesValue(text, series), 0.0) << series;
-  }
-  EXPECT_EQ(SeriesValue(text, Waiting("none")), std::nullopt) << "not waiting is all reasons at 0, not a series";
+  EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
+  EXPECT_EQ(SeriesMismatches(text, States("")), Problems{});
+  EXPECT_EQ(SeriesMismatches(text, Waiting("")), Problems{});
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_controller_operator_needed", 0},
+                                    {"tandem_controller_group_generation", 0},
+                                    {"tandem_controller_restarts_total{result=\"ok\"}", 0},
+                                    {"tandem_controller_restarts_total{result=\"failed\"}", 0},
+                                    {"tandem_controller_preflight_failures_total", 0},
+                                    {"tandem_controller_restart_attempts_in_window", 0},
+                                    {"tandem_controller_restart_budget", 0},
+                                    {"tandem_controller_probes_total{result=\"ok\"}", 0},
+                                    {"tandem_controller_probes_total{result=\"failed\"}", 0},
+                                    {"tandem_controller_probe_success", 0},
+                                    {"tandem_controller_probe_latency_seconds_count", 0},
+                                    {"tandem_controller_reconcile_seconds_count", 0}}),
+            Problems{});
+  EXPECT_EQ(text.find("reason=\"none\""), std::string::npos) << "not waiting is all reasons at 0, not a series";
 }
 
 TEST(ControllerMetricsTest, StateAndRecoveryAreOneHot) {
@@ -50,24 +63,20 @@ TEST(ControllerMetricsTest, StateAndRecoveryAreOneHot) {
   m.SetClusterState(ClusterState::kDegraded, true, 7);
   m.SetRecovery(WaitReason::kBackoff, 2, 3);
   std::string text = Text(m);
-  for (const char* s : {"serving", "degraded", "starting", "down", "failed"}) {
-    EXPECT_EQ(SeriesValue(text, State(s)), std::string(s) == "degraded" ? 1.0 : 0.0) << s;
-  }
-  for (const char* r : {"agent_unreachable", "preflight_failed", "backoff", "budget_exhausted"}) {
-    EXPECT_EQ(SeriesValue(text, Waiting(r)), std::string(r) == "backoff" ? 1.0 : 0.0) << r;
-  }
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_operator_needed"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_group_generation"), 7.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_restart_attempts_in_window"), 2.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_restart_budget"), 3.0);
+  EXPECT_EQ(SeriesMismatches(text, States("degraded")), Problems{});
+  EXPECT_EQ(SeriesMismatches(text, Waiting("backoff")), Problems{});
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_controller_operator_needed", 1},
+                                    {"tandem_controller_group_generation", 7},
+                                    {"tandem_controller_restart_attempts_in_window", 2},
+                                    {"tandem_controller_restart_budget", 3}}),
+            Problems{});
 
   m.SetClusterState(ClusterState::kServing, false, 8);
   m.SetRecovery(WaitReason::kNone, 0, 3);
   text = Text(m);
-  EXPECT_EQ(SeriesValue(text, State("serving")), 1.0);
-  EXPECT_EQ(SeriesValue(text, State("degraded")), 0.0);
-  EXPECT_EQ(SeriesValue(text, Waiting("backoff")), 0.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_operator_needed"), 0.0);
+  EXPECT_EQ(SeriesMismatches(text, States("serving")), Problems{});
+  EXPECT_EQ(SeriesMismatches(text, Waiting("")), Problems{});
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_controller_operator_needed", 0}}), Problems{});
 }
 
 TEST(ControllerMetricsTest, RecordsCountByOutcome) {
@@ -79,20 +88,22 @@ TEST(ControllerMetricsTest, RecordsCountByOutcome) {
   m.RecordProbe(true, 0.2);
   m.RecordProbe(false, 3.0);
   m.RecordReconcile(0.02);
-  std::string text = Text(m);
-  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_restarts_total{result=\"ok\"}"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_restarts_total{result=\"failed\"}"), 2.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_preflight_failures_total"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_probes_total{result=\"ok\"}"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_probes_total{result=\"failed\"}"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_probe_success"), 0.0) << "the last probe failed";
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_probe_latency_seconds_count"), 2.0);
-  EXPECT_DOUBLE_EQ(*SeriesValue(text, "tandem_controller_probe_latency_seconds_sum"), 3.2);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_probe_latency_seconds_bucket{le=\"0.25\"}"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_controller_reconcile_seconds_count"), 1.0);
+  const std::string text = Text(m);
+  EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
+  // The last probe failed: probe_success is 0.
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_controller_restarts_total{result=\"ok\"}", 1},
+                                    {"tandem_controller_restarts_total{result=\"failed\"}", 2},
+                                    {"tandem_controller_preflight_failures_total", 1},
+                                    {"tandem_controller_probes_total{result=\"ok\"}", 1},
+                                    {"tandem_controller_probes_total{result=\"failed\"}", 1},
+                                    {"tandem_controller_probe_success", 0},
+                                    {"tandem_controller_probe_latency_seconds_count", 2},
+                                    {"tandem_controller_probe_latency_seconds_sum", 3.2},
+                                    {"tandem_controller_probe_latency_seconds_bucket{le=\"0.25\"}", 1},
+                                    {"tandem_controller_reconcile_seconds_count", 1}}),
+            Problems{});
   m.RecordProbe(true, 0.1);
-  EXPECT_EQ(SeriesValue(Text(m), "tandem_controller_probe_success"), 1.0);
+  EXPECT_EQ(SeriesMismatches(Text(m), {{"tandem_controller_probe_success", 1}}), Problems{});
 }
 
 TEST(ControllerMetricsTest, ListenBindsAPortOrSaysWhy) {

@@ -9,15 +9,20 @@
 
 namespace tandem::openai {
 namespace {
-using tandem::testing::ExpositionProblems;
-using tandem::testing::SeriesValue;
+using namespace tandem::testing;  // the exposition checks and their Series/Problems
 
-std::string Tiny(const std::string& name) { return name + "{model_name=\"tiny\"}"; }
+// The series of model "tiny" named in `want`, with their values.
+Series Tiny(const Series& want) {
+  Series out;
+  for (const auto& [name, value] : want) out.emplace_back(name + "{model_name=\"tiny\"}", value);
+  return out;
+}
 
 TEST(ServeMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
   ServeMetrics m("tiny");
   const std::string text = m.Text();
-  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
+  EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
+  Series zeros;
   for (const char* name :
        {"tandem_prompt_tokens_total", "tandem_generation_tokens_total", "tandem_num_preemptions_total",
         "tandem_iterations_total", "tandem_num_requests_running", "tandem_num_requests_waiting",
@@ -25,8 +30,9 @@ TEST(ServeMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
         "tandem_http_connections_evicted_total", "tandem_http_timeouts_total", "tandem_http_clients_gone_total",
         "tandem_time_to_first_token_seconds_count", "tandem_inter_token_latency_seconds_count",
         "tandem_e2e_request_latency_seconds_count", "tandem_step_seconds_count", "tandem_allreduce_seconds_count"}) {
-    EXPECT_EQ(SeriesValue(text, Tiny(name)), 0.0) << name;
+    zeros.emplace_back(name, 0.0);
   }
+  EXPECT_EQ(SeriesMismatches(text, Tiny(zeros)), Problems{});
   // Requests by finish reason and by refusal appear with their first request.
   EXPECT_EQ(text.find("tandem_request_success_total{"), std::string::npos);
 }
@@ -46,22 +52,25 @@ TEST(ServeMetricsTest, RequestObservationsLandInTheirSeries) {
   m.ObserveStep(0.002);
   m.ObserveAllReduce(0.00003);
   const std::string text = m.Text();
-  EXPECT_EQ(ExpositionProblems(text), std::vector<std::string>{}) << text;
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_time_to_first_token_seconds_count")), 1.0);
-  EXPECT_DOUBLE_EQ(*SeriesValue(text, Tiny("tandem_time_to_first_token_seconds_sum")), 0.03);
+  EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
+  EXPECT_EQ(SeriesMismatches(text, Tiny({{"tandem_time_to_first_token_seconds_count", 1},
+                                         {"tandem_time_to_first_token_seconds_sum", 0.03},
+                                         {"tandem_inter_token_latency_seconds_count", 1},
+                                         {"tandem_e2e_request_latency_seconds_count", 1},
+                                         {"tandem_step_seconds_count", 1},
+                                         {"tandem_allreduce_seconds_count", 1},
+                                         {"tandem_prompt_tokens_total", 7},
+                                         {"tandem_generation_tokens_total", 16}})),
+            Problems{});
   // 0.03 s falls between the 0.02 and 0.04 bounds (buckets are cumulative).
-  EXPECT_EQ(SeriesValue(text, "tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.02\"}"), 0.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.04\"}"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"}"), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_inter_token_latency_seconds_count")), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_e2e_request_latency_seconds_count")), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_step_seconds_count")), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_allreduce_seconds_count")), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_prompt_tokens_total")), 7.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_generation_tokens_total")), 16.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_request_success_total{finished_reason=\"stop\",model_name=\"tiny\"}"), 2.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_request_success_total{finished_reason=\"abort\",model_name=\"tiny\"}"), 1.0);
-  EXPECT_EQ(SeriesValue(text, "tandem_request_rejected_total{code=\"429\",model_name=\"tiny\"}"), 1.0);
+  EXPECT_EQ(SeriesMismatches(
+                text, {{"tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.02\"}", 0},
+                       {"tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.04\"}", 1},
+                       {"tandem_time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"}", 1},
+                       {"tandem_request_success_total{finished_reason=\"stop\",model_name=\"tiny\"}", 2},
+                       {"tandem_request_success_total{finished_reason=\"abort\",model_name=\"tiny\"}", 1},
+                       {"tandem_request_rejected_total{code=\"429\",model_name=\"tiny\"}", 1}}),
+            Problems{});
 }
 
 // The engine and the HTTP server keep running totals; the counters follow them forward only, so a
@@ -77,33 +86,33 @@ TEST(ServeMetricsTest, TotalsBecomeIncrementsThatNeverRunBackwards) {
   s.kv_blocks_total = 4;
   s.kv_tokens_total = 4096;
   m.UpdateFromStats(s);
-  ServeMetrics::HttpCounts h{5, 1, 2, 3};
-  m.UpdateFromHttp(h);
-  std::string text = m.Text();
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_iterations_total")), 10.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_preemptions_total")), 3.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_requests_running")), 2.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_requests_waiting")), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_kv_cache_usage_perc")), 0.75);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_kv_cache_tokens")), 4096.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections")), 5.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections_evicted_total")), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_timeouts_total")), 2.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_clients_gone_total")), 3.0);
+  m.UpdateFromHttp({5, 1, 2, 3});
+  EXPECT_EQ(SeriesMismatches(m.Text(), Tiny({{"tandem_iterations_total", 10},
+                                             {"tandem_num_preemptions_total", 3},
+                                             {"tandem_num_requests_running", 2},
+                                             {"tandem_num_requests_waiting", 1},
+                                             {"tandem_kv_cache_usage_perc", 0.75},
+                                             {"tandem_kv_cache_tokens", 4096},
+                                             {"tandem_http_connections", 5},
+                                             {"tandem_http_connections_evicted_total", 1},
+                                             {"tandem_http_timeouts_total", 2},
+                                             {"tandem_http_clients_gone_total", 3}})),
+            Problems{});
 
   s = engine::EngineStats{};
   s.iterations = 4;  // lower than before
   s.preemptions = 5;
   m.UpdateFromStats(s);
   m.UpdateFromHttp({0, 0, 7, 1});
-  text = m.Text();
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_iterations_total")), 10.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_num_preemptions_total")), 5.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_kv_cache_usage_perc")), 0.0) << "no KV pool: no usage, not NaN";
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections")), 0.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_connections_evicted_total")), 1.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_timeouts_total")), 7.0);
-  EXPECT_EQ(SeriesValue(text, Tiny("tandem_http_clients_gone_total")), 3.0);
+  // No KV pool: usage 0, not NaN.
+  EXPECT_EQ(SeriesMismatches(m.Text(), Tiny({{"tandem_iterations_total", 10},
+                                             {"tandem_num_preemptions_total", 5},
+                                             {"tandem_kv_cache_usage_perc", 0},
+                                             {"tandem_http_connections", 0},
+                                             {"tandem_http_connections_evicted_total", 1},
+                                             {"tandem_http_timeouts_total", 7},
+                                             {"tandem_http_clients_gone_total", 3}})),
+            Problems{});
 }
 
 // The agent hands its own registry in, so one /metrics serves both.
