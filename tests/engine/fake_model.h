@@ -1,9 +1,13 @@
 // A Model with no weights for the tests of what drives a model (engine/step_driver.h,
-// engine/generate.h): it checks each step as a backend does (engine/step.h CheckBatch), records
-// the KV pools and steps it was given, and answers logits whose argmax is the next token id
-// (token + 1) % vocab, so a greedy continuation of t is t+1, t+2, ...
+// engine/generate.h, engine/batching/llm_engine.h): it checks each step as a backend does
+// (engine/step.h CheckBatch), records the KV pools and steps it was given, and answers logits
+// whose argmax is the next token id Next(t) = (t + 1) % vocab, so a greedy continuation of t is
+// t+1, t+2, ... A test can make Forward fail after some steps (a lost peer) or block until
+// released (a slow step); the engine calls Forward from its own thread, hence the lock.
 #pragma once
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,13 +22,16 @@ namespace tandem::engine::testing {
 class FakeModel final : public Model {
  public:
   explicit FakeModel(int64_t vocab = 8, int rank = 0, int world = 1) : rank_(rank), world_(world) {
+    config_.model_type = "fake";
     config_.vocab_size = vocab;
   }
+  static int32_t Next(int32_t token, int64_t vocab) { return static_cast<int32_t>((token + 1) % vocab); }
 
   const ModelConfig& config() const override { return config_; }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
-  KvCacheSpec kv_spec() const override { return {1, 1, 1, 4}; }
+  // One layer, one head of 4 floats: 32 bytes of KV per token.
+  KvCacheSpec kv_spec() const override { return {1, 1, 4}; }
   int32_t kv_block_size() const override { return block_size_; }
   absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size) override {
     pools.emplace_back(num_blocks, block_size);
@@ -33,9 +40,16 @@ class FakeModel final : public Model {
     return absl::OkStatus();
   }
   absl::StatusOr<Logits> Forward(const StepBatch& batch) override {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return !hold_; });
+    }
     RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, config_.vocab_size));
-    steps.push_back(batch.Serialize());
-    if (!fail_forward.ok()) return fail_forward;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      steps.push_back(batch.Serialize());
+      if (!fail_.ok() && static_cast<int>(steps.size()) > fail_after_) return fail_;
+    }
     Logits out;
     if (rank_ != 0) return out;
     out.vocab = config_.vocab_size;
@@ -44,7 +58,7 @@ class FakeModel final : public Model {
       for (size_t i = s.want_all_logits ? 0 : n - 1; i < n; ++i) {
         if (!s.want_all_logits && !s.want_logits) break;
         std::vector<float> row(out.vocab, 0.0f);
-        row[(s.tokens[i] + 1) % out.vocab] = 1.0f;
+        row[Next(s.tokens[i], out.vocab)] = 1.0f;
         out.data.insert(out.data.end(), row.begin(), row.end());
         out.seq_ids.push_back(s.seq_id);
         out.positions.push_back(s.start_pos + static_cast<int32_t>(i));
@@ -53,14 +67,36 @@ class FakeModel final : public Model {
     return out;
   }
 
+  // The model's end-of-sequence ids, as a config.json would list them (before the engine reads them).
+  void SetEos(std::vector<int64_t> ids) { config_.eos_token_ids = std::move(ids); }
+  // Forward returns `error` (after recording the batch) from step `steps + 1` on.
+  void FailAfter(int steps, absl::Status error) {
+    std::lock_guard<std::mutex> l(mu_);
+    fail_after_ = steps;
+    fail_ = std::move(error);
+  }
+  // While held, Forward waits before doing anything.
+  void Hold(bool hold) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      hold_ = hold;
+    }
+    cv_.notify_all();
+  }
+
+  // Read these once the callers of Forward and AllocateKvCache have finished.
   std::vector<std::pair<int32_t, int32_t>> pools;  // (num_blocks, block_size) per AllocateKvCache
   std::vector<std::string> steps;                  // each Forward's batch, serialized
-  absl::Status fail_forward;                       // returned by Forward (after recording) when set
 
  private:
   ModelConfig config_;
   int rank_, world_;
   int32_t num_blocks_ = 0, block_size_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;
+  int fail_after_ = 0;
+  absl::Status fail_;
 };
 
 }  // namespace tandem::engine::testing

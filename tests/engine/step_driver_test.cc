@@ -80,7 +80,7 @@ TEST(StepDriver, AGroupOfOneCallsTheModel) {
 TEST(StepDriver, AWorkerWhoseModelFailsLeavesWithItsError) {
   std::vector<std::unique_ptr<FakeModel>> models;
   for (int r = 0; r < 2; ++r) models.push_back(std::make_unique<FakeModel>(8, r, 2));
-  models[1]->fail_forward = absl::InternalError("fake forward failed");
+  models[1]->FailAfter(0, absl::InternalError("fake forward failed"));
   std::mutex mu;
   absl::Status worker;
   absl::Status st = RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {

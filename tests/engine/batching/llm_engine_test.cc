@@ -10,6 +10,7 @@
 #include "engine/batching/llm_engine.h"
 #include "engine/step_driver.h"
 #include "tests/engine/batching/llm_engine_test_util.h"
+#include "tests/engine/fake_model.h"
 
 namespace tandem::engine {
 namespace {
@@ -18,8 +19,10 @@ using testing::FakeModel;
 using testing::Sink;
 using Clock = std::chrono::steady_clock;
 
+constexpr int64_t kVocab = 64;
+
 // The tokens FakeModel produces after `last`.
-std::vector<int32_t> Expected(int32_t last, int n, int64_t vocab = 64) {
+std::vector<int32_t> Expected(int32_t last, int n, int64_t vocab = kVocab) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) out.push_back(last = FakeModel::Next(last, vocab));
   return out;
@@ -46,7 +49,7 @@ TEST(EngineFakeModelTest, KvTokensBeyondHostMemoryAreRefused) {
   // An explicit kv_tokens is taken as given, but not past MemAvailable: 2^31 blocks of 65536
   // tokens of 32 bytes (4.5 PB) must come back as an error, not as an allocation that ends the
   // process.
-  FakeModel model;
+  FakeModel model(kVocab);
   StepDriver driver(&model, nullptr);
   EngineOptions o = SmallOptions();
   o.block_size = 1 << 16;
@@ -58,7 +61,7 @@ TEST(EngineFakeModelTest, KvTokensBeyondHostMemoryAreRefused) {
 }
 
 TEST(EngineFakeModelTest, LengthAndUsage) {
-  FakeModel model;
+  FakeModel model(kVocab);
   StepDriver driver(&model, nullptr);
   auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -82,7 +85,7 @@ TEST(EngineFakeModelTest, LengthAndUsage) {
 }
 
 TEST(EngineFakeModelTest, KvPoolFromMemoryIsCapped) {
-  FakeModel model;  // 32 bytes of KV per token: any real machine's memory exceeds the cap
+  FakeModel model(kVocab);  // 32 bytes of KV per token: any real machine's memory exceeds the cap
   StepDriver driver(&model, nullptr);
   EngineOptions o;
   o.kv_tokens = 0;
@@ -102,8 +105,9 @@ TEST(EngineFakeModelTest, KvPoolFromMemoryIsCapped) {
 }
 
 TEST(EngineFakeModelTest, EosFromConfigAndStopTokenIds) {
-  // From 7 the fake model goes 22, 3, 10, 31, 30, ...: eos 10 stops after two tokens.
-  FakeModel model(64, {10});
+  // From 7 the fake model goes 8, 9, 10, 11, 12, ...: eos 10 stops after two tokens.
+  FakeModel model(kVocab);
+  model.SetEos({10});
   StepDriver driver(&model, nullptr);
   auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -134,7 +138,7 @@ TEST(EngineFakeModelTest, EosFromConfigAndStopTokenIds) {
 }
 
 TEST(EngineFakeModelTest, ValidationErrors) {
-  FakeModel model;
+  FakeModel model(kVocab);
   StepDriver driver(&model, nullptr);
   auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -163,7 +167,7 @@ TEST(EngineFakeModelTest, ValidationErrors) {
 }
 
 TEST(EngineFakeModelTest, CancelFreesBlocksAndQueueLimitRefuses) {
-  FakeModel model;
+  FakeModel model(kVocab);
   StepDriver driver(&model, nullptr);
   EngineOptions o = SmallOptions();
   o.max_num_seqs = 1;
@@ -210,7 +214,7 @@ TEST(EngineFakeModelTest, CancelFreesBlocksAndQueueLimitRefuses) {
 }
 
 TEST(EngineFakeModelTest, FatalStepErrorFailsEverythingAtOnce) {
-  FakeModel model;
+  FakeModel model(kVocab);
   StepDriver driver(&model, nullptr);
   EngineOptions o = SmallOptions();
   o.max_num_seqs = 2;  // some requests stay queued
@@ -223,7 +227,8 @@ TEST(EngineFakeModelTest, FatalStepErrorFailsEverythingAtOnce) {
     sinks.push_back(std::make_unique<Sink>());
     ASSERT_TRUE(e.Submit(Greedy("r" + std::to_string(i), {1, 2}, 50), sinks.back()->Callback()).ok());
   }
-  model.FailAfter(3);
+  model.FailAfter(3, absl::DeadlineExceededError(
+                         "all-reduce did not complete within 30000 ms (peer rank 1 lost)"));
   const auto t0 = Clock::now();
   model.Hold(false);
   for (auto& s : sinks) ASSERT_TRUE(s->Wait(std::chrono::seconds(5)));
@@ -246,7 +251,7 @@ TEST(EngineFakeModelTest, FatalStepErrorFailsEverythingAtOnce) {
 }
 
 TEST(EngineFakeModelTest, StepObserverAndShutdownAborts) {
-  FakeModel model;
+  FakeModel model(kVocab);
   StepDriver driver(&model, nullptr);
   EngineOptions o = SmallOptions();
   std::atomic<int64_t> steps{0}, tokens{0};
