@@ -9,6 +9,7 @@
 #include "engine/model.h"
 #include "engine/step_driver.h"
 #include "gtest/gtest.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::infer {
 namespace {
@@ -22,13 +23,7 @@ using engine::ModelLoadOptions;
 using engine::RunRanksAsThreads;
 using engine::RunWorkerLoop;
 using engine::StepDriver;
-
-std::string TempDir(const std::string& name) {
-  auto p = std::filesystem::temp_directory_path() / ("tandem-make-model-" + name + "-" +
-                                                     std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  return p.string();
-}
+using ::tandem::testing::TempDir;
 
 std::vector<int32_t> Greedy(const std::string& dir, int world) {
   std::vector<int32_t> out;
@@ -55,8 +50,9 @@ std::vector<int32_t> Greedy(const std::string& dir, int world) {
 }
 
 TEST(MakeModelTest, LoadsAndGeneratesTheSameTokensAtTp1AndTp2) {
+  TempDir tmp;
   MakeModelOptions o;
-  o.out_dir = TempDir("gen");
+  o.out_dir = tmp / "gen";  // make-model creates it: it must not exist yet
   o.vocab_size = 2048 * 8;  // small and divisible by the TP sizes; covers the prompt ids
   ASSERT_TRUE(MakeRandomQwen3MoeModel(o).ok());
   auto config = LoadModelConfig(o.out_dir);
@@ -70,25 +66,23 @@ TEST(MakeModelTest, LoadsAndGeneratesTheSameTokensAtTp1AndTp2) {
   EXPECT_EQ(tp1, tp2);
   std::printf("make-model greedy tokens TP=1 vs TP=2: %d %d %d ... (%zu compared)\n", tp1[0], tp1[1],
               tp1[2], tp1.size());
-  std::filesystem::remove_all(o.out_dir);
 }
 
 TEST(MakeModelTest, RefusesToOverwriteAndNeedsTokenizerFiles) {
+  TempDir tmp;
   MakeModelOptions o;
-  o.out_dir = TempDir("twice");
+  o.out_dir = tmp / "twice";
   o.vocab_size = 1024;
   ASSERT_TRUE(MakeRandomQwen3MoeModel(o).ok());
   absl::Status again = MakeRandomQwen3MoeModel(o);
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
   std::filesystem::remove_all(o.out_dir);
 
-  o.tokenizer_dir = TempDir("no-tokenizer");
+  o.tokenizer_dir = tmp / "no-tokenizer";
   std::filesystem::create_directories(o.tokenizer_dir);
   absl::Status st = MakeRandomQwen3MoeModel(o);
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
   EXPECT_NE(std::string(st.message()).find("tokenizer.json"), std::string::npos) << st;
-  std::filesystem::remove_all(o.out_dir);
-  std::filesystem::remove_all(o.tokenizer_dir);
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ TEST(Checkpoint, DtypesF16ConvertedIntegerRejected) {
   t[0] = {"h", DType::kF16, {2, 2}, {}, {}, std::string("\x00\x3c\x00\xc0\xff\x7b\x01\x00", 8)};
   t[1] = {"ids", DType::kI32, {2}, {}, {7, 8}, {}};
   t[2] = {"f", DType::kF32, {2}, {0.5f, 0.25f}, {}, {}};
-  ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"), t).ok());
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", t).ok());
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   auto h = (*ckpt)->Read("h", {2, 2});
@@ -202,13 +202,13 @@ TEST(Checkpoint, DtypesF16ConvertedIntegerRejected) {
 
 void WriteIndex(const TempDir& dir, const nlohmann::json& weight_map) {
   nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}};
-  WriteAll(dir.File("model.safetensors.index.json"), index.dump(2));
+  WriteAll(dir / "model.safetensors.index.json", index.dump(2));
 }
 
 TEST(Checkpoint, ShardedWithIndex) {
   TempDir dir;
-  ASSERT_TRUE(WriteSafetensors(dir.File("model-00001-of-00002.safetensors"), Shard({"a", "b"})).ok());
-  ASSERT_TRUE(WriteSafetensors(dir.File("model-00002-of-00002.safetensors"), Shard({"c"})).ok());
+  ASSERT_TRUE(WriteSafetensors(dir / "model-00001-of-00002.safetensors", Shard({"a", "b"})).ok());
+  ASSERT_TRUE(WriteSafetensors(dir / "model-00002-of-00002.safetensors", Shard({"c"})).ok());
   WriteIndex(dir, {{"a", "model-00001-of-00002.safetensors"},
                    {"b", "model-00001-of-00002.safetensors"},
                    {"c", "model-00002-of-00002.safetensors"}});
@@ -243,18 +243,18 @@ TEST(Checkpoint, ShardedWithIndex) {
   // A path instead of a file name is refused (the index is outside input).
   WriteIndex(dir, {{"a", "../model-00001-of-00002.safetensors"}});
   EXPECT_FALSE(Checkpoint::Open(dir.path()).ok());
-  WriteAll(dir.File("model.safetensors.index.json"), "{\"weight_map\": [");
+  WriteAll(dir / "model.safetensors.index.json", "{\"weight_map\": [");
   EXPECT_FALSE(Checkpoint::Open(dir.path()).ok());
 }
 
 TEST(Checkpoint, SeveralFilesWithoutIndexAndDuplicates) {
   TempDir dir;
-  ASSERT_TRUE(WriteSafetensors(dir.File("part-a.safetensors"), Shard({"x"})).ok());
-  ASSERT_TRUE(WriteSafetensors(dir.File("part-b.safetensors"), Shard({"y"})).ok());
+  ASSERT_TRUE(WriteSafetensors(dir / "part-a.safetensors", Shard({"x"})).ok());
+  ASSERT_TRUE(WriteSafetensors(dir / "part-b.safetensors", Shard({"y"})).ok());
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_EQ((*ckpt)->Names(), (std::vector<std::string>{"x", "y"}));
-  ASSERT_TRUE(WriteSafetensors(dir.File("part-c.safetensors"), Shard({"y"})).ok());
+  ASSERT_TRUE(WriteSafetensors(dir / "part-c.safetensors", Shard({"y"})).ok());
   auto dup = Checkpoint::Open(dir.path());
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(Msg(dup.status()).find("tensor 'y' appears in both part-b.safetensors and part-c"),
@@ -263,14 +263,14 @@ TEST(Checkpoint, SeveralFilesWithoutIndexAndDuplicates) {
 
   TempDir empty;
   EXPECT_EQ(Checkpoint::Open(empty.path()).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(Checkpoint::Open(empty.File("nowhere")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Checkpoint::Open(empty / "nowhere").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(Checkpoint, BrokenModelFileErrorsNameTheFile) {
   TempDir dir;
-  ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"), Shard({"w"})).ok());
-  const std::string bytes = ReadAll(dir.File("model.safetensors"));
-  WriteAll(dir.File("model.safetensors"), bytes.substr(0, bytes.size() - 1));
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", Shard({"w"})).ok());
+  const std::string bytes = ReadAll(dir / "model.safetensors");
+  WriteAll(dir / "model.safetensors", bytes.substr(0, bytes.size() - 1));
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_FALSE(ckpt.ok());
   EXPECT_EQ(Msg(ckpt.status()).rfind("model.safetensors: truncated", 0), 0u) << ckpt.status();

@@ -135,14 +135,14 @@ TEST(ModelConfig, GenerationConfigEosMerged) {
   TempDir dir;
   json j = MinimalQwen3Moe();
   j["eos_token_id"] = 151643;
-  WriteAll(dir.File("config.json"), j.dump());
-  WriteAll(dir.File("generation_config.json"),
+  WriteAll(dir / "config.json", j.dump());
+  WriteAll(dir / "generation_config.json",
            json{{"eos_token_id", {151645, 151643}}, {"bos_token_id", 151643}}.dump());
   auto c = LoadModelConfig(dir.path());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{151643, 151645}));
   EXPECT_EQ(c->bos_token_id, 151643);
-  WriteAll(dir.File("generation_config.json"), "{nope");
+  WriteAll(dir / "generation_config.json", "{nope");
   auto bad = LoadModelConfig(dir.path());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(Msg(bad.status()).find("generation_config.json"), std::string::npos);

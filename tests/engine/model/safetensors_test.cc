@@ -137,7 +137,7 @@ TEST(Conversions, Bf16RoundsToNearestEven) {
 
 TEST(SafetensorsWriter, RoundTripsF32Bf16I32) {
   TempDir dir;
-  const std::string path = dir.File("t.safetensors");
+  const std::string path = dir / "t.safetensors";
   std::vector<float> f = {0.0f, -1.5f, 3.14159265f, 1e-20f, 65504.0f, -7e30f};
   std::vector<int32_t> ids = {0, -1, 2147483647, -2147483647 - 1, 42};
   std::vector<NamedTensorData> tensors(3);
@@ -180,12 +180,12 @@ TEST(SafetensorsWriter, RejectsWrongCountsAndDtypes) {
   TempDir dir;
   std::vector<NamedTensorData> t(1);
   t[0] = {"x", DType::kF32, {2, 2}, {1, 2, 3}, {}, {}};
-  EXPECT_FALSE(WriteSafetensors(dir.File("a.safetensors"), t).ok());
+  EXPECT_FALSE(WriteSafetensors(dir / "a.safetensors", t).ok());
   t[0] = {"x", DType::kI64, {1}, {}, {1}, {}};
-  EXPECT_FALSE(WriteSafetensors(dir.File("a.safetensors"), t).ok());
+  EXPECT_FALSE(WriteSafetensors(dir / "a.safetensors", t).ok());
   t[0] = {"x", DType::kF16, {2}, {}, {}, std::string("\x00\x3c\x00\xc0", 4)};  // raw f16 [1, -2]
-  ASSERT_TRUE(WriteSafetensors(dir.File("f16.safetensors"), t).ok());
-  auto f = SafetensorsFile::Open(dir.File("f16.safetensors"));
+  ASSERT_TRUE(WriteSafetensors(dir / "f16.safetensors", t).ok());
+  auto f = SafetensorsFile::Open(dir / "f16.safetensors");
   ASSERT_TRUE(f.ok());
   auto v = (*f)->ReadFloat("x");
   ASSERT_TRUE(v.ok());
@@ -197,7 +197,7 @@ std::string ValidFile(const TempDir& dir) {
   std::vector<NamedTensorData> t(2);
   t[0] = {"a", DType::kF32, {4}, {1, 2, 3, 4}, {}, {}};
   t[1] = {"b", DType::kBF16, {2, 2}, {1, 2, 3, 4}, {}, {}};
-  const std::string path = dir.File("valid.safetensors");
+  const std::string path = dir / "valid.safetensors";
   EXPECT_TRUE(WriteSafetensors(path, t).ok());
   return ReadAll(path);
 }
@@ -236,7 +236,7 @@ TEST(SafetensorsFile, BrokenFilesNameTheFileAndTheProblem) {
        "model.safetensors: unsupported dtype F8_E5M2 for tensor w"},
   };
   for (const auto& c : cases) {
-    const std::string path = dir.File("model.safetensors");
+    const std::string path = dir / "model.safetensors";
     WriteAll(path, c.bytes);
     auto f = SafetensorsFile::Open(path);
     ASSERT_FALSE(f.ok()) << c.what;
@@ -244,7 +244,7 @@ TEST(SafetensorsFile, BrokenFilesNameTheFileAndTheProblem) {
         << c.what << ": got '" << f.status().message() << "'";
     std::printf("  %-24s -> %s\n", c.what, Msg(f.status()).substr(0, 140).c_str());
   }
-  auto missing = SafetensorsFile::Open(dir.File("absent.safetensors"));
+  auto missing = SafetensorsFile::Open(dir / "absent.safetensors");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 

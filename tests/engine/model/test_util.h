@@ -1,10 +1,8 @@
-// Helpers shared by the engine/model tests: temp folders and reference-data paths.
+// Helpers shared by the engine/model tests: reference-data paths, whole-file reads and writes,
+// hand-made safetensors bytes and shards.
 #pragma once
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,25 +20,8 @@ inline std::string TestData(const std::string& rel) {
 // The message of a status as a std::string, for find() and printing.
 inline std::string Msg(const absl::Status& st) { return std::string(st.message()); }
 
-// A fresh folder under the system temp dir, removed at destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("tandem-model-test-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+// The test's own temporary folder (removed when the test ends): the one all tests share.
+using ::tandem::testing::TempDir;
 
 inline std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

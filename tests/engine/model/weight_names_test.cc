@@ -45,7 +45,7 @@ TEST(WeightNames, KeysAndPrefixDetection) {
 
   // A multimodal-style checkpoint with tied embeddings.
   TempDir dir;
-  ASSERT_TRUE(WriteSafetensors(dir.File("model.safetensors"),
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors",
                                Shard({"model.language_model.embed_tokens.weight",
                                       "model.visual.patch_embed.weight"}))
                   .ok());
