@@ -4,6 +4,7 @@
 
 #include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
+#include "proto/rank_state.h"
 
 namespace tandem::agentd {
 namespace {
@@ -69,13 +70,13 @@ std::vector<prometheus::MetricFamily> RankStatusCollectable::Collect() const {
   state.name = "tandem_rank_state";
   state.help = "State of the engine rank this agent hosts: 1 for the current state.";
   state.type = prometheus::MetricType::Gauge;
-  static const std::pair<v1::RankState, const char*> kStates[] = {
-      {v1::RANK_STATE_IDLE, "idle"},       {v1::RANK_STATE_LOADING, "loading"}, {v1::RANK_STATE_LOADED, "loaded"},
-      {v1::RANK_STATE_JOINING, "joining"}, {v1::RANK_STATE_READY, "ready"},     {v1::RANK_STATE_SERVING, "serving"},
-      {v1::RANK_STATE_FAILED, "failed"}};
-  for (const auto& [value, name] : kStates) {
+  // One series per state agent.proto defines (UNSPECIFIED is no state), named as the agent's logs
+  // and `tandemctl status` name it: a state added to the proto gets its series here.
+  for (int v = v1::RANK_STATE_IDLE; v <= v1::RankState_MAX; ++v) {
+    if (!v1::RankState_IsValid(v)) continue;
+    const auto value = static_cast<v1::RankState>(v);
     prometheus::ClientMetric m;
-    m.label = {{"node", node_name_}, {"state", name}};
+    m.label = {{"node", node_name_}, {"state", RankStateName(value)}};
     m.gauge.value = s.state() == value ? 1.0 : 0.0;
     state.metric.push_back(std::move(m));
   }
