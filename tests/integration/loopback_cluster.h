@@ -64,29 +64,6 @@ inline int HttpRequest(int port, const std::string& method, const std::string& p
   return std::atoi(out.c_str() + 9);
 }
 
-// `promtool check metrics` on a /metrics text: "" when it passes, else its findings; nullopt
-// when promtool is not installed (scripts/setup-debian.sh installs it).
-inline std::optional<std::string> PromtoolFindings(const std::string& metrics_text, const std::string& scratch_dir) {
-  const char* promtool = "/usr/bin/promtool";
-  if (access(promtool, X_OK) != 0) return std::nullopt;
-  std::string in = scratch_dir + "/metrics.txt", out = scratch_dir + "/promtool.out";
-  WriteTextFile(in, metrics_text);
-  SubprocessOptions so;
-  so.argv = {"/bin/sh", "-c", std::string(promtool) + " check metrics < " + in};
-  so.stdout_path = out;
-  so.stderr_path = out;
-  std::filesystem::remove(out);
-  Subprocess p;
-  std::string error;
-  if (!p.Start(so, &error)) return "cannot run promtool: " + error;
-  std::optional<int> rc = p.Wait(std::chrono::seconds(30));
-  std::string findings = ReadTextFile(out);
-  if (!rc || !WIFEXITED(*rc) || WEXITSTATUS(*rc) != 0) {
-    return "promtool failed (" + (rc ? DescribeWaitStatus(*rc) : std::string("timeout")) + "): " + findings;
-  }
-  return findings;
-}
-
 struct CtlResult {
   int exit_code = -1;
   std::string out;

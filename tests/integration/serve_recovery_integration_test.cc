@@ -7,9 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cmath>
 #include <thread>
 
+#include "tests/common/metrics_text.h"
+#include "tests/common/promtool.h"
 #include "tests/integration/loopback_cluster.h"
 
 namespace tandem {
@@ -19,20 +20,13 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using std::chrono::seconds;
 using testing::CtlResult;
+using testing::Problems;
+using testing::SeriesMismatches;
+using testing::SeriesValue;
 
 int64_t UnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// The value of one exact series ("name" or "name{labels}") in a /metrics text; NaN when absent.
-double MetricValue(const std::string& text, const std::string& series) {
-  size_t at = 0;
-  while ((at = text.find(series + " ", at)) != std::string::npos) {
-    if (at == 0 || text[at - 1] == '\n') return std::strtod(text.c_str() + at + series.size() + 1, nullptr);
-    at += series.size();
-  }
-  return std::nan("");
 }
 
 class ServeRecovery : public testing::LoopbackCluster {
@@ -97,10 +91,12 @@ TEST_F(ServeRecovery, SevenSecondOutagesOfWorkerThenHeadSpendOneAttemptEach) {
               std::string::npos);
     EXPECT_EQ(st.json["serve"]["attempts_in_window"], attempts_before);
     std::string m = Scrape(metrics_port);
-    EXPECT_EQ(MetricValue(m, "tandem_controller_waiting{reason=\"agent_unreachable\"}"), 1) << m;
-    EXPECT_EQ(MetricValue(m, "tandem_controller_waiting{reason=\"backoff\"}"), 0);
-    EXPECT_EQ(MetricValue(m, "tandem_controller_restart_attempts_in_window"), attempts_before);
-    EXPECT_EQ(MetricValue(m, "tandem_controller_operator_needed"), 0);
+    EXPECT_EQ(SeriesMismatches(m, {{"tandem_controller_waiting{reason=\"agent_unreachable\"}", 1},
+                                   {"tandem_controller_waiting{reason=\"backoff\"}", 0},
+                                   {"tandem_controller_restart_attempts_in_window", attempts_before},
+                                   {"tandem_controller_operator_needed", 0}}),
+              Problems{})
+        << m;
     std::this_thread::sleep_until(Clock::now() + std::chrono::milliseconds(o.killed_ms + 7000 - UnixMs()));
     o.restarted_ms = UnixMs();
     StartAgent(agent);
@@ -137,16 +133,17 @@ TEST_F(ServeRecovery, SevenSecondOutagesOfWorkerThenHeadSpendOneAttemptEach) {
   std::string m;
   for (auto until = Clock::now() + seconds(5); Clock::now() < until;) {
     m = Scrape(metrics_port);
-    if (MetricValue(m, "tandem_controller_cluster_state{state=\"serving\"}") == 1) break;
+    if (SeriesValue(m, "tandem_controller_cluster_state{state=\"serving\"}") == 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_EQ(MetricValue(m, "tandem_controller_restarts_total{result=\"ok\"}"), 2);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_restarts_total{result=\"failed\"}"), 0);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_restart_attempts_in_window"), 2);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_restart_budget"), 3);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_waiting{reason=\"agent_unreachable\"}"), 0);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_cluster_state{state=\"serving\"}"), 1);
-  std::optional<std::string> lint = testing::PromtoolFindings(m, dir_.string());
+  EXPECT_EQ(SeriesMismatches(m, {{"tandem_controller_restarts_total{result=\"ok\"}", 2},
+                                 {"tandem_controller_restarts_total{result=\"failed\"}", 0},
+                                 {"tandem_controller_restart_attempts_in_window", 2},
+                                 {"tandem_controller_restart_budget", 3},
+                                 {"tandem_controller_waiting{reason=\"agent_unreachable\"}", 0},
+                                 {"tandem_controller_cluster_state{state=\"serving\"}", 1}}),
+            Problems{});
+  std::optional<std::string> lint = testing::PromtoolFindings(m);
   if (lint) EXPECT_EQ(*lint, "") << "promtool check metrics";
   std::printf("promtool check metrics: %s\n", lint ? (lint->empty() ? "ok" : lint->c_str()) : "not installed");
   std::string log = ServeLog();
@@ -160,11 +157,13 @@ TEST_F(ServeRecovery, SevenSecondOutagesOfWorkerThenHeadSpendOneAttemptEach) {
   std::string m2;
   for (auto until = Clock::now() + seconds(10); Clock::now() < until;) {
     m2 = Scrape(metrics_port);
-    if (MetricValue(m2, "tandem_controller_restart_budget") == 3) break;  // set after the first turn
+    if (SeriesValue(m2, "tandem_controller_restart_budget") == 3) break;  // set after the first turn
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_EQ(MetricValue(m2, "tandem_controller_restart_attempts_in_window"), 2) << m2;
-  EXPECT_EQ(MetricValue(m2, "tandem_controller_restarts_total{result=\"ok\"}"), 0);
+  EXPECT_EQ(SeriesMismatches(m2, {{"tandem_controller_restart_attempts_in_window", 2},
+                                  {"tandem_controller_restarts_total{result=\"ok\"}", 0}}),
+            Problems{})
+      << m2;
   EXPECT_NE(ServeLog().find("2 attempt(s) recorded"), std::string::npos) << ServeLog();
   CtlResult st = Status(cluster);
   ASSERT_TRUE(st.json.is_object()) << st.out;
@@ -198,14 +197,14 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   auto wait_metric = [&](const std::string& series, double value, seconds limit) {
     for (auto until = Clock::now() + limit; Clock::now() < until;) {
       m = Scrape(metrics_port);
-      if (MetricValue(m, series) == value) return true;
+      if (SeriesValue(m, series) == value) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
   };
   ASSERT_TRUE(wait_metric("tandem_controller_waiting{reason=\"preflight_failed\"}", 1, seconds(15))) << m << ServeLog();
-  EXPECT_GE(MetricValue(m, "tandem_controller_preflight_failures_total"), 1);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_restart_attempts_in_window"), 0);
+  EXPECT_GE(SeriesValue(m, "tandem_controller_preflight_failures_total"), 1);
+  EXPECT_EQ(SeriesValue(m, "tandem_controller_restart_attempts_in_window"), 0);
   CtlResult st = Status(cluster);
   std::printf("model folder gone on n2: status says serve %s\n", st.json["serve"].dump().c_str());
   EXPECT_EQ(st.json["serve"]["waiting"], "preflight_failed");
@@ -226,9 +225,10 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   KillAgent(1);
   StartAgent(1);
   ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 1, seconds(40))) << m << ServeLog();
-  EXPECT_EQ(MetricValue(m, "tandem_controller_waiting{reason=\"budget_exhausted\"}"), 1);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_restart_attempts_in_window"), 3);
-  EXPECT_EQ(MetricValue(m, "tandem_controller_restarts_total{result=\"failed\"}"), 2);
+  EXPECT_EQ(SeriesMismatches(m, {{"tandem_controller_waiting{reason=\"budget_exhausted\"}", 1},
+                                 {"tandem_controller_restart_attempts_in_window", 3},
+                                 {"tandem_controller_restarts_total{result=\"failed\"}", 2}}),
+            Problems{});
   nlohmann::json serve = ServeRecordOnDisk();
   std::printf("budget spent: state file serve record %s\n", serve.dump().c_str());
   EXPECT_TRUE(serve["operator_needed"].get<bool>());
@@ -247,13 +247,13 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   CtlResult up = Ctl({"up", "-f", cluster.string()});
   ASSERT_EQ(up.exit_code, 0) << up.out;
   ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 0, seconds(10))) << m << ServeLog();
-  EXPECT_EQ(MetricValue(m, "tandem_controller_waiting{reason=\"budget_exhausted\"}"), 0);
+  EXPECT_EQ(SeriesValue(m, "tandem_controller_waiting{reason=\"budget_exhausted\"}"), 0);
   st = Status(cluster);
   EXPECT_EQ(st.json["state"], "serving");
   EXPECT_FALSE(st.json["serve"]["operator_needed"].get<bool>());
   EXPECT_EQ(st.json["serve"]["waiting"], "none");
   EXPECT_EQ(st.json["serve"]["attempts_in_window"], 3);
-  std::optional<std::string> lint = testing::PromtoolFindings(m, dir_.string());
+  std::optional<std::string> lint = testing::PromtoolFindings(m);
   if (lint) EXPECT_EQ(*lint, "") << "promtool check metrics";
   std::printf("wall time %.1f s\n", std::chrono::duration<double>(Clock::now() - test_start).count());
 }

@@ -5,13 +5,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <gtest/gtest.h>
 
 #include "engine/tokenizer/chat_template.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/openai/fake_llm_engine.h"
+#include "tests/common/promtool.h"
 #include "tests/common/test_util.h"
 #include "tests/http/raw_client.h"
 
@@ -349,19 +349,10 @@ TEST_F(HttpServerTest, MetricsPassPromtool) {
   EXPECT_NE(text.find("tandem_generation_tokens_total{model_name=\"tiny\"} 8"), std::string::npos) << text;
   EXPECT_NE(text.find("tandem_time_to_first_token_seconds_count{model_name=\"tiny\"} 2"), std::string::npos);
 
-  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "promtool not installed";
-  const std::string path = ::testing::TempDir() + "/tandem_metrics.txt";
-  std::ofstream(path) << text;
-  const std::string cmd = "/usr/bin/promtool check metrics < " + path + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[256];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  const int rc = pclose(p);
-  std::cout << "promtool check metrics: rc=" << rc << " output='" << out << "' (" << text.size() << " bytes scraped)\n";
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(out, "") << "promtool lint findings";
+  const std::optional<std::string> findings = ::tandem::testing::PromtoolFindings(text);
+  if (!findings) GTEST_SKIP() << "promtool not installed";
+  std::cout << "promtool check metrics: '" << *findings << "' (" << text.size() << " bytes scraped)\n";
+  EXPECT_EQ(*findings, "") << "promtool lint findings";
 }
 
 }  // namespace
