@@ -25,7 +25,8 @@ using BioPtr = std::unique_ptr<BIO, OpenSslDeleter<BIO_free>>;
 // A read-only BIO over `text` (which must outlive it).
 BioPtr MemBio(const std::string& text);
 
-// The newest error queued by the failing call, and the queue cleared ("" when it was empty).
+// The first error the failing call queued (the deepest cause: callers up the stack queue theirs
+// after it), and the queue cleared ("" when it was empty).
 std::string OpenSslError();
 
 // An ASN1_TIME (a certificate's notBefore/notAfter) as Unix seconds; 0 when it cannot be read.
