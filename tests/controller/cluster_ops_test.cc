@@ -477,7 +477,7 @@ TEST_F(ClusterOpsTest, FailingLoadNamesEveryFailedNodeAndLeaves) {
       AgentAnswer(grpc::StatusCode::DATA_LOSS, "model.safetensors: truncated", v1::ControlError::FAILED);
   absl::Status up = UpFailsIn("load");
   EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(up.message(), "n2: LoadModel: no answer within 60.0 s; n3: model.safetensors: truncated");
+  EXPECT_EQ(up.message(), "n2: LoadModel: no answer within 60.0 s (agent down, firewalled or busy?); n3: model.safetensors: truncated");
   EXPECT_EQ(PhaseNames(), (std::vector<std::string>{"preflight", "plan", "load"}));
   EXPECT_TRUE(agents_->Agents("JoinGroup").empty());
   ExpectLeftEverywhere();
@@ -521,7 +521,7 @@ TEST_F(ClusterOpsTest, FailingProbeLeavesAndKeepsTheGateShut) {
   agents_->probe_error = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "Deadline Exceeded");
   absl::Status up = UpFailsIn("probe");
   EXPECT_EQ(up.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(up.message(), "Generate: no answer within 5.0 s");
+  EXPECT_EQ(up.message(), "Generate: no answer within 5.0 s (agent down, firewalled or busy?)");
   EXPECT_TRUE(Said("probe: FAILED in "));
   EXPECT_TRUE(agents_->Agents("SetServing(true)").empty());
   ExpectLeftEverywhere();
