@@ -24,8 +24,11 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
   {
     std::lock_guard<std::mutex> l(mu_);
     if (state_ != v1::RANK_STATE_READY && state_ != v1::RANK_STATE_SERVING) {
-      return absl::FailedPreconditionError(std::string("cannot generate: this rank is ") + RankStateName(state_) +
-                                           (reason_.empty() ? "" : " (" + reason_ + ")"));
+      const std::string why = std::string("cannot generate: this rank is ") + RankStateName(state_) +
+                              (reason_.empty() ? "" : " (" + reason_ + ")");
+      // Loading or joining ends by itself: a retry works (UNAVAILABLE). Otherwise the operator acts.
+      const bool passing = state_ == v1::RANK_STATE_LOADING || state_ == v1::RANK_STATE_JOINING;
+      return passing ? absl::UnavailableError(why) : absl::FailedPreconditionError(why);
     }
     g = group_;
     request_id = "probe-" + std::to_string(++next_probe_id_);

@@ -161,6 +161,11 @@ TEST(EngineHostTest, ABusyRankAnswersUnavailableAndACalledOffJoinIsARankFailure)
   EXPECT_TRUE(absl::IsUnavailable(busy)) << busy;
   EXPECT_EQ(busy.message(), "another load, join or leave is in progress");
   EXPECT_FALSE(IsRankFailure(busy));
+  // A probe while the join runs: the join ends by itself, so a retry works (UNAVAILABLE); a loaded
+  // rank outside any group needs the operator (FAILED_PRECONDITION, StatesWithoutAModel).
+  const absl::Status probe = host.Generate(v1::GenerateRequest{}).status();
+  EXPECT_TRUE(absl::IsUnavailable(probe)) << probe;
+  EXPECT_FALSE(IsProbeFailure(probe)) << "a refusal: nothing ran";
   EXPECT_TRUE(host.LeaveGroup(false, "test").ok());
   auto joined = join.get();
   ASSERT_FALSE(joined.ok());
