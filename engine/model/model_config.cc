@@ -272,6 +272,22 @@ absl::Status ParseFields(const ConfigReader& r, const std::string& prefix, Model
   if (hybrid && c.linear_num_value_heads % c.linear_num_key_heads != 0) {
     return r.Error("linear_num_value_heads", "must be a multiple of linear_num_key_heads");
   }
+  ASSIGN_OR_RETURN(c.attention_output_gate, r.Bool("attn_output_gate", hybrid));
+  if (c.attention_output_gate && !hybrid) {
+    return r.Error("attn_output_gate", "true is supported only for the hybrid models");
+  }
+  c.zero_centered_norms = hybrid;
+  const std::string mtp_key =
+      r.Find("mtp_num_hidden_layers") != nullptr ? "mtp_num_hidden_layers" : "num_nextn_predict_layers";
+  ASSIGN_OR_RETURN(c.mtp_num_hidden_layers, r.Int(mtp_key, false, 0, 0, kMaxLayers));
+  ASSIGN_OR_RETURN(std::string act, r.String("hidden_act", false));
+  if (!act.empty()) {
+    if (act != "silu") return r.Error("hidden_act", "unsupported value '" + act + "' (supported: silu)");
+    c.hidden_act = act;
+  }
+  if (c.rope_type != "default") {
+    return r.Error(rtype_key, "unsupported value '" + c.rope_type + "' (supported: default)");
+  }
   if (const json* lt = r.Find("layer_types")) {
     if (!lt->is_array()) return r.Error("layer_types", "expected a list of strings");
     for (const json& e : *lt) {
@@ -314,6 +330,11 @@ bool ModelConfig::IsFullAttentionLayer(int64_t layer) const {
   return layer_types[layer] == "full_attention";
 }
 
+bool ModelConfig::IsLinearAttentionLayer(int64_t layer) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(layer_types.size())) return false;
+  return layer_types[layer] == "linear_attention";
+}
+
 int64_t ModelConfig::RotaryDim() const {
   return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
 }
@@ -340,6 +361,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     text = tc;
     wrapper = &root;
     prefix = "text_config.";
+    c.wrapper_model_type = c.model_type;
     auto mt = tc->find("model_type");
     if (mt != tc->end() && mt->is_string()) c.model_type = mt->get<std::string>();
   }

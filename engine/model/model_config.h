@@ -59,10 +59,36 @@ struct ModelConfig {
   int64_t linear_value_head_dim = 0;
   int64_t linear_conv_kernel_dim = 0;
 
+  // Hybrid-model details (docs/model-notes.md, "Qwen3-Next and Qwen3.5-MoE"); false / 0 / empty
+  // for qwen3_moe.
+  // The model_type of a multimodal wrapper ("qwen3_5_moe" when the text part was read from its
+  // text_config; empty for a text-only config.json).
+  std::string wrapper_model_type;
+  // Gated full attention: q_proj holds 2 * head_dim rows per query head (q, then the output
+  // gate), the attention output multiplied by sigmoid(gate) before o_proj. Key attn_output_gate;
+  // default true for the hybrid models (HF always gates them), false otherwise.
+  bool attention_output_gate = false;
+  // Input, post-attention, final and q/k RMSNorms store w near 0 and compute (1 + w) * x_hat
+  // (Qwen3NextRMSNorm); the DeltaNet's output norm (linear_attn.norm) is plain w * x_hat. True
+  // exactly for the hybrid models (no config key says it).
+  bool zero_centered_norms = false;
+  // Multi-token-prediction layers stored under mtp.* (mtp_num_hidden_layers, or
+  // num_nextn_predict_layers); 0 = none. Only listed by the loader (speculative decoding later).
+  int64_t mtp_num_hidden_layers = 0;
+  // hidden_act: only "silu" is supported (anything else is refused naming the value).
+  std::string hidden_act = "silu";
+
   // True for qwen3_next / qwen3_5_moe(_text): layer_types is then filled (one per layer).
   bool IsHybrid() const;
   // layer_types[layer] == "full_attention", or true for every layer of a non-hybrid model.
   bool IsFullAttentionLayer(int64_t layer) const;
+  // layer_types[layer] == "linear_attention" (Gated DeltaNet); false for a non-hybrid model.
+  bool IsLinearAttentionLayer(int64_t layer) const;
+  // Gated DeltaNet widths: key dim n_k * dk, value dim n_v * dv, and the conv1d channels
+  // q|k|v = 2 * key dim + value dim.
+  int64_t LinearKeyDim() const { return linear_num_key_heads * linear_key_head_dim; }
+  int64_t LinearValueDim() const { return linear_num_value_heads * linear_value_head_dim; }
+  int64_t LinearConvDim() const { return 2 * LinearKeyDim() + LinearValueDim(); }
   // Dims of each head that RoPE rotates: partial_rotary_factor * head_dim (even).
   int64_t RotaryDim() const;
 

@@ -42,7 +42,11 @@ TEST(ModelConfig, TinyQwen3Moe) {
   EXPECT_EQ(c->max_position_embeddings, 4096);
   EXPECT_EQ(c->RotaryDim(), 32);
   EXPECT_FALSE(c->IsHybrid());
+  EXPECT_FALSE(c->attention_output_gate);
+  EXPECT_FALSE(c->zero_centered_norms);
+  EXPECT_TRUE(c->wrapper_model_type.empty());
   for (int l = 0; l < 4; ++l) {
+    EXPECT_FALSE(c->IsLinearAttentionLayer(l));
     EXPECT_TRUE(c->IsMoeLayer(l));
     EXPECT_TRUE(c->IsFullAttentionLayer(l));
   }
@@ -72,6 +76,16 @@ void ExpectTinyHybrid(const ModelConfig& c) {
   EXPECT_EQ(c.linear_value_head_dim, 32);
   EXPECT_EQ(c.linear_conv_kernel_dim, 4);
   for (int l = 0; l < 4; ++l) EXPECT_TRUE(c.IsMoeLayer(l));
+  EXPECT_TRUE(c.IsLinearAttentionLayer(0));
+  EXPECT_FALSE(c.IsLinearAttentionLayer(3));
+  EXPECT_EQ(c.LinearKeyDim(), 128);
+  EXPECT_EQ(c.LinearValueDim(), 256);
+  EXPECT_EQ(c.LinearConvDim(), 512);  // conv1d.weight [512, 1, 4] in both fixtures
+  EXPECT_TRUE(c.attention_output_gate);
+  EXPECT_TRUE(c.zero_centered_norms);
+  EXPECT_EQ(c.mtp_num_hidden_layers, 0);
+  EXPECT_EQ(c.hidden_act, "silu");
+  EXPECT_EQ(c.rope_type, "default");
 }
 
 TEST(ModelConfig, TinyHybrids) {
@@ -158,6 +172,7 @@ TEST(ModelConfig, MultimodalWrapperReadsTextConfig) {
                {"linear_num_key_heads", 4},        {"linear_num_value_heads", 8},
                {"linear_key_head_dim", 32},        {"linear_value_head_dim", 32},
                {"linear_conv_kernel_dim", 4},      {"eos_token_id", 248044},
+               {"mtp_num_hidden_layers", 1},       {"attn_output_gate", true},
                {"rope_parameters", {{"rope_theta", 1e7}, {"partial_rotary_factor", 0.25},
                                     {"rope_type", "default"}}}};
   json wrapper = {{"model_type", "qwen3_5_moe"},
@@ -168,6 +183,9 @@ TEST(ModelConfig, MultimodalWrapperReadsTextConfig) {
   auto c = ParseModelConfig(wrapper.dump(), "mm/config.json");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_type, "qwen3_5_moe_text");
+  EXPECT_EQ(c->wrapper_model_type, "qwen3_5_moe");
+  EXPECT_TRUE(c->attention_output_gate);
+  EXPECT_EQ(c->mtp_num_hidden_layers, 1);
   EXPECT_EQ(c->architecture, "Qwen3_5MoeForConditionalGeneration");
   EXPECT_EQ(c->hidden_size, 128);
   EXPECT_EQ(c->rope_theta, 1e7);
@@ -218,6 +236,14 @@ TEST(ModelConfig, ErrorsNameKeyAndFile) {
        "m/config.json: missing required key 'linear_num_key_heads'"},
       {"bad rope", [](json& j) { j["rope_parameters"] = {{"rope_theta", "big"}}; },
        "m/config.json: key 'rope_parameters.rope_theta': expected a number"},
+      {"gate on qwen3_moe", [](json& j) { j["attn_output_gate"] = true; },
+       "m/config.json: key 'attn_output_gate': true is supported only for the hybrid models"},
+      {"activation", [](json& j) { j["hidden_act"] = "gelu"; },
+       "m/config.json: key 'hidden_act': unsupported value 'gelu' (supported: silu)"},
+      {"rope type", [](json& j) { j["rope_parameters"] = {{"rope_type", "yarn"}}; },
+       "m/config.json: key 'rope_parameters.rope_type': unsupported value 'yarn'"},
+      {"old rope scaling", [](json& j) { j["rope_scaling"] = {{"type", "linear"}}; },
+       "m/config.json: key 'rope_scaling.type': unsupported value 'linear'"},
       {"not an object", [](json& j) { j = json::array(); }, "m/config.json: expected a JSON object"},
   };
   for (const auto& c : cases) {
