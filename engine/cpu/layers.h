@@ -35,6 +35,7 @@ struct StepContext {
   ThreadPool* pool = nullptr;
   PagedKvCache* kv = nullptr;
   const float* inv_freq = nullptr;  // (rotary_dim / 2)
+  const StepBatch* batch = nullptr;  // the step (sequence ids and chunk starts: recurrent state)
   int64_t num_tokens() const { return m.T; }
 };
 

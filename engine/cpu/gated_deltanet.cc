@@ -1,0 +1,80 @@
+#include "engine/cpu/gated_deltanet.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/ops.h"
+
+namespace tandem::engine::cpu {
+
+absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Create(DeltaNetWeights w, const DeltaNetShape& D,
+                                                                      int64_t hidden, float eps) {
+  if (D.n_k <= 0 || D.n_v <= 0 || D.n_v % D.n_k != 0 || D.dk <= 0 || D.dv <= 0 || D.conv_kernel < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("gated deltanet: unsupported heads n_k=", D.n_k, " n_v=", D.n_v,
+                                                   " dk=", D.dk, " dv=", D.dv, " conv kernel=", D.conv_kernel));
+  }
+  const std::pair<const std::vector<float>*, int64_t> want[] = {
+      {&w.in_qkv, D.conv_dim() * hidden}, {&w.in_z, D.value_dim() * hidden}, {&w.in_b, D.n_v * hidden},
+      {&w.in_a, D.n_v * hidden},          {&w.conv, D.conv_dim() * D.conv_kernel}, {&w.A_log, D.n_v},
+      {&w.dt_bias, D.n_v},                {&w.norm, D.dv},                     {&w.out, hidden * D.value_dim()}};
+  const char* names[] = {"in_qkv", "in_z", "in_b", "in_a", "conv", "A_log", "dt_bias", "norm", "out"};
+  for (size_t i = 0; i < std::size(want); ++i) {
+    if (static_cast<int64_t>(want[i].first->size()) != want[i].second) {
+      return absl::InvalidArgumentError(absl::StrCat("gated deltanet weight ", names[i], " has ",
+                                                     want[i].first->size(), " values, want ", want[i].second));
+    }
+  }
+  auto m = std::make_unique<GatedDeltaNet>();
+  m->D_ = D;
+  m->hidden_ = hidden;
+  m->eps_ = eps;
+  // One product for the four input projections: rows qkv | z | b | a.
+  for (const std::vector<float>* p : {&w.in_qkv, &w.in_z, &w.in_b, &w.in_a}) {
+    m->w_in_.insert(m->w_in_.end(), p->begin(), p->end());
+  }
+  w.in_qkv.clear(), w.in_z.clear(), w.in_b.clear(), w.in_a.clear();
+  m->w_ = std::move(w);
+  return m;
+}
+
+absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out) {
+  if (ctx.batch == nullptr) return absl::InternalError("gated deltanet needs the step's batch");
+  const StepMeta& m = ctx.m;
+  const int64_t T = ctx.num_tokens(), H = hidden_, C = D_.conv_dim(), V = D_.value_dim();
+  const int64_t row = C + V + 2 * D_.n_v;  // qkv | z | b | a
+  std::vector<float> proj(T * row), o(T * V);
+  matmul(ctx.pool, proj.data(), x, w_in_.data(), T, H, row);
+
+  // The recurrence, token after token; tokens of one sequence come in position order.
+  for (int64_t t = 0; t < T; ++t) {
+    const SeqChunk& chunk = ctx.batch->seqs[ctx.meta[m.token_seq() + t]];
+    const int64_t pos = ctx.meta[m.pos() + t];
+    SeqState* st;
+    if (pos == 0) {
+      SeqState& fresh = states_[chunk.seq_id];
+      fresh.conv.assign(D_.conv_state_size(), 0.0f);
+      fresh.S.assign(D_.state_size(), 0.0f);
+      st = &fresh;
+    } else {
+      auto it = states_.find(chunk.seq_id);
+      if (it == states_.end() || it->second.next_pos != pos) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "gated deltanet: sequence ", chunk.seq_id, " continues at position ", pos, " but its recurrent state is ",
+            it == states_.end() ? std::string("missing (no chunk at position 0)")
+                                : absl::StrCat("at position ", it->second.next_pos)));
+      }
+      st = &it->second;
+    }
+    float* p = proj.data() + t * row;
+    gated_deltanet_token(o.data() + t * V, p, st->conv.data(), st->S.data(), p + C + V, p + C + V + D_.n_v,
+                         w_.conv.data(), w_.A_log.data(), w_.dt_bias.data(), D_);
+    st->next_pos = pos + 1;
+    // Output norm per value head, gated by silu(z).
+    gated_rmsnorm(o.data() + t * V, o.data() + t * V, w_.norm.data(), p + C, D_.n_v, D_.dv, eps_);
+  }
+  // out_proj is row-parallel: this rank's value heads give a partial sum.
+  matmul(ctx.pool, out, o.data(), w_.out.data(), T, V, H);
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::engine::cpu

@@ -1,0 +1,57 @@
+// The Gated DeltaNet mixer of the hybrid models (Qwen3-Next, Qwen3.5-MoE; docs/model-notes.md),
+// this rank's heads, with each sequence's conv and recurrent state. Prefill runs the recurrence
+// token by token (the reference); decode is the same step. The math: engine/cpu/linear_attention.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/cpu/layers.h"
+#include "engine/cpu/linear_attention.h"
+
+namespace tandem::engine::cpu {
+
+// This rank's DeltaNet weights in float32, heads of the rank only (key head i with its value heads).
+struct DeltaNetWeights {
+  std::vector<float> in_qkv;   // (conv_dim, H) rows q (n_k dk) | k (n_k dk) | v (n_v dv)
+  std::vector<float> in_z;     // (n_v dv, H)
+  std::vector<float> in_b;     // (n_v, H)
+  std::vector<float> in_a;     // (n_v, H)
+  std::vector<float> conv;     // (conv_dim, K) the depthwise conv1d, channels as in_qkv's rows
+  std::vector<float> A_log;    // (n_v)
+  std::vector<float> dt_bias;  // (n_v)
+  std::vector<float> norm;     // (dv) the gated output norm (plain w)
+  std::vector<float> out;      // (H, n_v dv) out_proj's columns of this rank's value heads
+};
+
+class GatedDeltaNet final : public Mixer {
+ public:
+  // Checks every weight's size against the shape.
+  static absl::StatusOr<std::unique_ptr<GatedDeltaNet>> Create(DeltaNetWeights w, const DeltaNetShape& shape,
+                                                               int64_t hidden, float eps);
+  // out (T, hidden) = this rank's partial out_proj sum. A chunk starting at position 0 (re)starts its
+  // sequence's state from zeros; any other chunk must continue where the sequence's last ended.
+  absl::Status Forward(StepContext& ctx, const float* x, float* out) override;
+
+  int64_t num_states() const { return static_cast<int64_t>(states_.size()); }
+  // Drops a sequence's state (finished or cancelled).
+  void Release(int64_t seq_id) { states_.erase(seq_id); }
+
+ private:
+  struct SeqState {
+    std::vector<float> conv;   // (conv_dim, K-1)
+    std::vector<float> S;      // (n_v, dk, dv)
+    int64_t next_pos = 0;      // the position the next token must have
+  };
+  DeltaNetWeights w_;
+  std::vector<float> w_in_;    // (conv_dim + n_v dv + 2 n_v, H) in_qkv | in_z | in_b | in_a rows: one product
+  DeltaNetShape D_;
+  int64_t hidden_ = 0;
+  float eps_ = 1e-6f;
+  std::map<int64_t, SeqState> states_;
+};
+
+}  // namespace tandem::engine::cpu
