@@ -11,7 +11,7 @@ absl::StatusOr<std::vector<float>> ReadWeight(const Checkpoint& ckpt, const Weig
   std::vector<float> out(spec.numel(), 0.0f);
   int64_t at = 0;
   for (const WeightSlice& s : spec.slices) {
-    ASSIGN_OR_RETURN(Tensor t, ckpt.ReadSlice(s.name, s.shape, s.dim, s.start, s.len));
+    ASSIGN_OR_RETURN(Tensor t, ReadWeightSlice(ckpt, s));
     if (at + static_cast<int64_t>(t.data.size()) > spec.numel()) {
       return absl::InternalError("weight slices of " + s.name + " exceed their packed shape");
     }

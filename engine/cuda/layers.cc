@@ -38,10 +38,24 @@ absl::Status CheckpointWeights::Read(const WeightSpec& spec, DeviceArray<bf16_bi
 
 absl::Status CheckpointWeights::Upload(const WeightSlice& s, bf16_bits* dst) {
   const std::string& name = s.name;
-  const std::vector<int64_t>& shape = s.shape;
-  const int dim = s.dim;
+  // A slice of entry s.index of a stacked tensor (fused experts) is a slice of that 2-D entry.
+  const bool indexed = s.index >= 0;
+  const std::vector<int64_t> shape = indexed && !s.shape.empty()
+                                         ? std::vector<int64_t>(s.shape.begin() + 1, s.shape.end())
+                                         : s.shape;
+  const int dim = indexed ? s.dim - 1 : s.dim;
   const int64_t start = s.start, len = s.len;
   ASSIGN_OR_RETURN(TensorView v, ckpt_.View(name));
+  if (indexed && (v.shape != s.shape || s.shape.empty() || s.index >= s.shape[0])) {
+    return absl::InvalidArgumentError("tensor '" + name + "' in " + v.file + ": entry " + std::to_string(s.index) +
+                                      " of a stack of the wrong shape or out of range");
+  }
+  if (indexed) {
+    int64_t sub = 1;
+    for (int64_t d : shape) sub *= d;
+    v.data += static_cast<size_t>(s.index * sub) * DTypeSize(v.dtype);
+    v.shape.erase(v.shape.begin());
+  }
   if (v.shape != shape) {
     std::string want, got;
     for (int64_t d : shape) want += std::to_string(d) + ",";
@@ -66,7 +80,7 @@ absl::Status CheckpointWeights::Upload(const WeightSlice& s, bf16_bits* dst) {
                                    len * sizeof(bf16_bits), rows, cudaMemcpyHostToDevice),
                       "upload " + name);
   }
-  ASSIGN_OR_RETURN(Tensor t, ckpt_.ReadSlice(name, shape, dim, start, len));
+  ASSIGN_OR_RETURN(Tensor t, ReadWeightSlice(ckpt_, s));
   std::vector<bf16_bits> b(t.data.size());
   for (size_t i = 0; i < b.size(); ++i) b[i] = kernels::FloatToBf16(t.data[i]);
   return CudaStatus(cudaMemcpy(dst, b.data(), b.size() * sizeof(bf16_bits), cudaMemcpyHostToDevice), "upload " + name);

@@ -21,6 +21,20 @@ using nlohmann::json;
 constexpr char kIndexFile[] = "model.safetensors.index.json";
 constexpr char kSingleFile[] = "model.safetensors";
 
+// The entry and slice of a ReadIndexedSlice exist in `shape`.
+absl::Status CheckIndexedSlice(const std::string& name, const std::vector<int64_t>& shape,
+                               int64_t index, int dim, int64_t start, int64_t len) {
+  if (shape.size() < 2 || index < 0 || index >= shape[0] || dim < 1 ||
+      dim >= static_cast<int>(shape.size()) || start < 0 || len < 0 || start > shape[dim] ||
+      len > shape[dim] - start) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': slice [", start, ", ",
+                                                   start + len, ") of dim ", dim, " of entry ",
+                                                   index, " out of range for shape ",
+                                                   ShapeString(shape)));
+  }
+  return absl::OkStatus();
+}
+
 class SafetensorsCheckpoint final : public Checkpoint {
  public:
   explicit SafetensorsCheckpoint(std::string dir) : dir_(std::move(dir)) {}
@@ -163,6 +177,15 @@ class SafetensorsCheckpoint final : public Checkpoint {
     return ReadSliceUnchecked(*loc, dim, start, len);
   }
 
+  absl::StatusOr<Tensor> ReadIndexedSlice(const std::string& name,
+                                          const std::vector<int64_t>& expected_shape, int64_t index,
+                                          int dim, int64_t start, int64_t len) const override {
+    ASSIGN_OR_RETURN(const Location* loc, Checked(name, expected_shape));
+    const auto& shape = loc->info->shape;
+    RETURN_IF_ERROR(CheckIndexedSlice(name, shape, index, dim, start, len));
+    return ReadSliceUnchecked(*loc, dim, start, len, index);
+  }
+
   std::vector<std::string> Names() const override {
     std::vector<std::string> names;
     names.reserve(where_.size());
@@ -221,8 +244,10 @@ class SafetensorsCheckpoint final : public Checkpoint {
 
   // Rows [start, start+len) of `dim`: the tensor is `outer` blocks of shape[dim] * inner
   // elements; from each block we copy one contiguous run of len * inner elements.
+  // With index >= 0 (dim >= 1): the same within the sub-tensor `index` of dim 0, whose shape
+  // (the stored one less dim 0) the result has.
   absl::StatusOr<Tensor> ReadSliceUnchecked(const Location& loc, int dim, int64_t start,
-                                            int64_t len) const {
+                                            int64_t len, int64_t index = -1) const {
     const TensorInfo& t = *loc.info;
     Tensor out;
     out.shape = t.shape;
@@ -232,12 +257,16 @@ class SafetensorsCheckpoint final : public Checkpoint {
       return out;
     }
     out.shape[dim] = len;
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < dim; ++i) outer *= t.shape[i];
+    const int first = index >= 0 ? 1 : 0;  // the dims the slice lives in start here
+    if (index >= 0) out.shape.erase(out.shape.begin());
+    int64_t outer = 1, inner = 1, sub = 1;
+    for (int i = first; i < dim; ++i) outer *= t.shape[i];
     for (size_t i = dim + 1; i < t.shape.size(); ++i) inner *= t.shape[i];
+    for (size_t i = 1; i < t.shape.size(); ++i) sub *= t.shape[i];
     out.data.resize(static_cast<size_t>(outer * len * inner));
     const size_t esize = DTypeSize(t.dtype);
-    const uint8_t* base = files_[loc.file]->Data(t);
+    const uint8_t* base = files_[loc.file]->Data(t) +
+                          (index >= 0 ? static_cast<size_t>(index * sub) * esize : 0);
     const int64_t run = len * inner;
     for (int64_t o = 0; o < outer; ++o) {
       const uint8_t* src = base + static_cast<size_t>((o * t.shape[dim] + start) * inner) * esize;
@@ -259,6 +288,26 @@ int64_t Tensor::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+absl::StatusOr<Tensor> Checkpoint::ReadIndexedSlice(const std::string& name,
+                                                    const std::vector<int64_t>& expected_shape,
+                                                    int64_t index, int dim, int64_t start,
+                                                    int64_t len) const {
+  RETURN_IF_ERROR(CheckIndexedSlice(name, expected_shape, index, dim, start, len));
+  ASSIGN_OR_RETURN(Tensor whole, ReadSlice(name, expected_shape, 0, index, 1));
+  Tensor out;
+  out.shape.assign(expected_shape.begin() + 1, expected_shape.end());
+  out.shape[dim - 1] = len;
+  int64_t outer = 1, inner = 1;
+  for (int i = 1; i < dim; ++i) outer *= expected_shape[i];
+  for (size_t i = dim + 1; i < expected_shape.size(); ++i) inner *= expected_shape[i];
+  out.data.reserve(static_cast<size_t>(outer * len * inner));
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* src = whole.data.data() + (o * expected_shape[dim] + start) * inner;
+    out.data.insert(out.data.end(), src, src + len * inner);
+  }
+  return out;
 }
 
 absl::StatusOr<TensorView> Checkpoint::View(const std::string& name) const {

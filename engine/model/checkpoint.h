@@ -61,6 +61,14 @@ class Checkpoint {
   virtual absl::StatusOr<Tensor> ReadSlice(const std::string& name,
                                            const std::vector<int64_t>& expected_shape, int dim,
                                            int64_t start, int64_t len) const = 0;
+  // The same slice of the sub-tensor `index` of dim 0 (a fused-experts tensor [E, rows, cols]
+  // holds expert e at index e): `dim` (>= 1) counts the stored tensor's dims, so the result has
+  // the stored shape less dim 0, with shape[dim] = len. The default reads the whole sub-tensor
+  // through ReadSlice and cuts it; file checkpoints read only the slice.
+  virtual absl::StatusOr<Tensor> ReadIndexedSlice(const std::string& name,
+                                                  const std::vector<int64_t>& expected_shape,
+                                                  int64_t index, int dim, int64_t start,
+                                                  int64_t len) const;
   // Every tensor name, sorted.
   virtual std::vector<std::string> Names() const = 0;
 

@@ -27,10 +27,15 @@ WeightSpec Whole(std::string name, std::vector<int64_t> shape) {
 
 int64_t WeightSlice::numel() const {
   int64_t n = len;
-  for (size_t d = 0; d < shape.size(); ++d) {
+  for (size_t d = index >= 0 ? 1 : 0; d < shape.size(); ++d) {
     if (static_cast<int>(d) != dim) n *= shape[d];
   }
   return n;
+}
+
+absl::StatusOr<Tensor> ReadWeightSlice(const Checkpoint& ckpt, const WeightSlice& s) {
+  if (s.index >= 0) return ckpt.ReadIndexedSlice(s.name, s.shape, s.index, s.dim, s.start, s.len);
+  return ckpt.ReadSlice(s.name, s.shape, s.dim, s.start, s.len);
 }
 
 int64_t WeightSpec::numel() const { return Product(shape); }
@@ -51,7 +56,92 @@ AttentionWeightSpec DescribeAttention(const WeightNames& names, const ModelConfi
   a.wo.slices = {Slice(key("o_proj.weight"), {H, nh * hd}, 1, q0, qd)};
   a.q_norm = Whole(key("q_norm.weight"), {hd});
   a.k_norm = Whole(key("k_norm.weight"), {hd});
+  if (config.attention_output_gate) {
+    // q_proj holds [q_h; gate_h] (2 hd rows) per head: this rank's heads' q rows, then gate rows.
+    const std::string q = key("q_proj.weight");
+    const std::vector<int64_t> q_shape = {nh * 2 * hd, H};
+    a.wqkv.slices.erase(a.wqkv.slices.begin());
+    std::vector<WeightSlice> q_rows;
+    a.gate.shape = {qd, H};
+    for (int64_t h = shard.q_head_start; h < shard.q_head_start + shard.n_heads; ++h) {
+      q_rows.push_back(Slice(q, q_shape, 0, h * 2 * hd, hd));
+      a.gate.slices.push_back(Slice(q, q_shape, 0, h * 2 * hd + hd, hd));
+    }
+    a.wqkv.slices.insert(a.wqkv.slices.begin(), q_rows.begin(), q_rows.end());
+  }
   return a;
+}
+
+LinearAttentionWeightSpec DescribeLinearAttention(const WeightNames& names, const ModelConfig& config,
+                                                  const TpShard& shard, int64_t layer) {
+  const int64_t H = config.hidden_size, dk = config.linear_key_head_dim, dv = config.linear_value_head_dim;
+  const int64_t NK = config.linear_num_key_heads, NV = config.linear_num_value_heads;
+  const int64_t r = NV / NK, W = config.linear_conv_kernel_dim;
+  const int64_t k0 = shard.linear_k_head_start, nk = shard.n_linear_k_heads;
+  const int64_t v0 = shard.linear_v_head_start, nv = shard.n_linear_v_heads;
+  const int64_t conv_dim = config.LinearConvDim(), local_conv = 2 * nk * dk + nv * dv;
+  auto key = [&](const char* suffix) { return names.Layer(layer, std::string("linear_attn.") + suffix); };
+  LinearAttentionWeightSpec a;
+  a.in_qkv.shape = {local_conv, H};
+  a.in_z.shape = {nv * dv, H};
+  a.in_b.shape = {nv, H};
+  a.in_a.shape = {nv, H};
+  const std::string qkvz = key("in_proj_qkvz.weight"), ba = key("in_proj_ba.weight");
+  if (config.model_type == "qwen3_next") {
+    // Per key head g: [q dk | k dk | v r dv | z r dv] rows of in_proj_qkvz, [b r | a r] of in_proj_ba.
+    const int64_t group = 2 * dk + 2 * r * dv;
+    const std::vector<int64_t> qkvz_shape = {NK * group, H}, ba_shape = {2 * NV, H};
+    for (int part = 0; part < 3; ++part) {  // q, k, v of every local key head
+      for (int64_t g = k0; g < k0 + nk; ++g) {
+        const int64_t off = part == 0 ? 0 : part == 1 ? dk : 2 * dk;
+        a.in_qkv.slices.push_back(Slice(qkvz, qkvz_shape, 0, g * group + off, part == 2 ? r * dv : dk));
+      }
+    }
+    for (int64_t g = k0; g < k0 + nk; ++g) {
+      a.in_z.slices.push_back(Slice(qkvz, qkvz_shape, 0, g * group + 2 * dk + r * dv, r * dv));
+      a.in_b.slices.push_back(Slice(ba, ba_shape, 0, g * 2 * r, r));
+      a.in_a.slices.push_back(Slice(ba, ba_shape, 0, g * 2 * r + r, r));
+    }
+  } else {
+    const std::string qkv = key("in_proj_qkv.weight");
+    const std::vector<int64_t> qkv_shape = {conv_dim, H};
+    a.in_qkv.slices = {Slice(qkv, qkv_shape, 0, k0 * dk, nk * dk),
+                       Slice(qkv, qkv_shape, 0, NK * dk + k0 * dk, nk * dk),
+                       Slice(qkv, qkv_shape, 0, 2 * NK * dk + v0 * dv, nv * dv)};
+    a.in_z.slices = {Slice(key("in_proj_z.weight"), {NV * dv, H}, 0, v0 * dv, nv * dv)};
+    a.in_b.slices = {Slice(key("in_proj_b.weight"), {NV, H}, 0, v0, nv)};
+    a.in_a.slices = {Slice(key("in_proj_a.weight"), {NV, H}, 0, v0, nv)};
+  }
+  // The conv channels are q|k|v in both layouts.
+  const std::string conv = key("conv1d.weight");
+  const std::vector<int64_t> conv_shape = {conv_dim, 1, W};
+  a.conv.shape = {local_conv, W};
+  a.conv.slices = {Slice(conv, conv_shape, 0, k0 * dk, nk * dk),
+                   Slice(conv, conv_shape, 0, NK * dk + k0 * dk, nk * dk),
+                   Slice(conv, conv_shape, 0, 2 * NK * dk + v0 * dv, nv * dv)};
+  a.a_log.shape = {nv};
+  a.a_log.slices = {Slice(key("A_log"), {NV}, 0, v0, nv)};
+  a.dt_bias.shape = {nv};
+  a.dt_bias.slices = {Slice(key("dt_bias"), {NV}, 0, v0, nv)};
+  a.norm = Whole(key("norm.weight"), {dv});
+  a.out.shape = {H, nv * dv};
+  a.out.slices = {Slice(key("out_proj.weight"), {H, NV * dv}, 1, v0 * dv, nv * dv)};
+  return a;
+}
+
+SharedExpertWeightSpec DescribeSharedExpert(const WeightNames& names, const ModelConfig& config,
+                                            const TpShard& shard, int64_t layer) {
+  const int64_t H = config.hidden_size, FS = config.shared_expert_intermediate_size;
+  const int64_t S = shard.shared_inter, S0 = shard.shared_inter_start;
+  auto key = [&](const char* suffix) { return names.Layer(layer, std::string("mlp.shared_expert.") + suffix); };
+  SharedExpertWeightSpec m;
+  m.gate_up.shape = {2 * S, H};
+  m.gate_up.slices = {Slice(key("gate_proj.weight"), {FS, H}, 0, S0, S),
+                      Slice(key("up_proj.weight"), {FS, H}, 0, S0, S)};
+  m.down.shape = {H, S};
+  m.down.slices = {Slice(key("down_proj.weight"), {H, FS}, 1, S0, S)};
+  m.gate = Whole(names.Layer(layer, "mlp.shared_expert_gate.weight"), {1, H});
+  return m;
 }
 
 MoeWeightSpec DescribeMoe(const WeightNames& names, const ModelConfig& config, const TpShard& shard, int64_t layer) {
@@ -61,10 +151,26 @@ MoeWeightSpec DescribeMoe(const WeightNames& names, const ModelConfig& config, c
   m.router = Whole(names.Layer(layer, "mlp.gate.weight"), {E, H});
   m.gate_up.shape = {E, 2 * I, H};
   m.down.shape = {E, H, I};
+  const std::string fused_gate_up = names.FusedExperts(layer, "gate_up_proj");
+  const std::string fused_down = names.FusedExperts(layer, "down_proj");
   for (int64_t e = 0; e < E; ++e) {
+    if (names.fused_experts) {
+      WeightSlice gate = Slice(fused_gate_up, {E, 2 * FI, H}, 1, I0, I);
+      WeightSlice up = Slice(fused_gate_up, {E, 2 * FI, H}, 1, FI + I0, I);
+      WeightSlice down = Slice(fused_down, {E, H, FI}, 2, I0, I);
+      gate.index = up.index = down.index = e;
+      m.gate_up.slices.push_back(std::move(gate));
+      m.gate_up.slices.push_back(std::move(up));
+      m.down.slices.push_back(std::move(down));
+      continue;
+    }
     m.gate_up.slices.push_back(Slice(names.Expert(layer, e, "gate_proj"), {FI, H}, 0, I0, I));
     m.gate_up.slices.push_back(Slice(names.Expert(layer, e, "up_proj"), {FI, H}, 0, I0, I));
     m.down.slices.push_back(Slice(names.Expert(layer, e, "down_proj"), {H, FI}, 1, I0, I));
+  }
+  if (config.shared_expert_intermediate_size > 0) {
+    m.shared = true;
+    m.shared_expert = DescribeSharedExpert(names, config, shard, layer);
   }
   return m;
 }
@@ -92,7 +198,12 @@ ModelWeightSpec DescribeWeights(const WeightNames& names, const ModelConfig& con
     LayerWeightSpec layer;
     layer.input_norm = Whole(names.Layer(l, "input_layernorm.weight"), {H});
     layer.post_norm = Whole(names.Layer(l, "post_attention_layernorm.weight"), {H});
-    layer.attention = DescribeAttention(names, config, shard, l);
+    layer.linear = config.IsLinearAttentionLayer(l);
+    if (layer.linear) {
+      layer.linear_attention = DescribeLinearAttention(names, config, shard, l);
+    } else {
+      layer.attention = DescribeAttention(names, config, shard, l);
+    }
     layer.moe = config.IsMoeLayer(l);
     if (layer.moe) {
       layer.experts = DescribeMoe(names, config, shard, l);

@@ -35,6 +35,14 @@ absl::Status CheckTpShard(const ModelConfig& config, int world) {
   if (dense && config.intermediate_size % world != 0) {
     return Indivisible("intermediate_size", config.intermediate_size, world);
   }
+  if (moe && config.shared_expert_intermediate_size % world != 0) {
+    return Indivisible("shared_expert_intermediate_size", config.shared_expert_intermediate_size, world);
+  }
+  bool linear = false;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) linear |= config.IsLinearAttentionLayer(l);
+  if (linear && config.linear_num_key_heads % world != 0) {
+    return Indivisible("linear_num_key_heads", config.linear_num_key_heads, world);
+  }
   return absl::OkStatus();
 }
 
@@ -56,6 +64,15 @@ TpShard ComputeTpShard(const ModelConfig& config, int rank, int world) {
   s.inter_start = r * s.inter;
   s.moe_inter = config.moe_intermediate_size / W;
   s.moe_inter_start = r * s.moe_inter;
+  s.shared_inter = config.shared_expert_intermediate_size / W;
+  s.shared_inter_start = r * s.shared_inter;
+  s.n_linear_k_heads = config.linear_num_key_heads / W;
+  s.linear_k_head_start = r * s.n_linear_k_heads;
+  if (config.linear_num_key_heads > 0) {
+    const int64_t per_key = config.linear_num_value_heads / config.linear_num_key_heads;
+    s.n_linear_v_heads = s.n_linear_k_heads * per_key;
+    s.linear_v_head_start = s.linear_k_head_start * per_key;
+  }
   s.vocab_per_rank = (V + W - 1) / W;
   s.vocab_start = r * s.vocab_per_rank;
   s.vocab_len = std::max<int64_t>(0, std::min(V, s.vocab_start + s.vocab_per_rank) - s.vocab_start);

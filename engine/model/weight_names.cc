@@ -28,6 +28,10 @@ std::string ExpertKey(std::string_view prefix, int64_t layer, int64_t expert, st
                       AsAbsl(proj), ".weight");
 }
 
+std::string FusedExpertsKey(std::string_view prefix, int64_t layer, std::string_view proj) {
+  return absl::StrCat(AsAbsl(prefix), "layers.", layer, ".mlp.experts.", AsAbsl(proj));
+}
+
 std::string EmbedKey(std::string_view prefix) {
   return absl::StrCat(AsAbsl(prefix), "embed_tokens.weight");
 }
@@ -42,6 +46,14 @@ absl::StatusOr<WeightNames> ResolveWeightNames(const Checkpoint& ckpt, const Mod
   WeightNames w;
   ASSIGN_OR_RETURN(w.prefix, DetectWeightPrefix(ckpt.Names()));
   w.tie_word_embeddings = config.tie_word_embeddings;
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    if (!config.IsMoeLayer(l)) continue;
+    w.fused_experts = ckpt.Has(w.FusedExperts(l, "gate_up_proj"));
+    break;
+  }
+  for (const std::string& name : ckpt.Names()) {
+    if (name.rfind(kMtpPrefix, 0) == 0) w.mtp.push_back(name);
+  }
   if (!ckpt.Has(w.LmHead())) {
     return absl::NotFoundError(absl::StrCat(
         "tensor '", w.LmHead(), "' not found in the checkpoint (tie_word_embeddings is ",

@@ -6,7 +6,12 @@
 // checkpoint by looking for the embedding. Experts are one tensor per expert:
 //   <prefix>layers.L.mlp.experts.E.{gate,up,down}_proj.weight   gate/up: [moe_inter, hidden],
 //                                                                down:    [hidden, moe_inter]
+// or fused over the experts (transformers 5 exports), detected from the checkpoint:
+//   <prefix>layers.L.mlp.experts.gate_up_proj  [E, 2 moe_inter, hidden] (gate rows, then up)
+//   <prefix>layers.L.mlp.experts.down_proj     [E, hidden, moe_inter]
 // lm_head.weight is never prefixed; with tie_word_embeddings the embedding is the lm_head.
+// Other top-level groups: model.visual.* (a multimodal checkpoint's vision tower) is never read;
+// mtp.* (the multi-token-prediction head) is listed in WeightNames::mtp, not loaded.
 // Why: key layouts differ between checkpoint families; keeping them here makes a new family a
 // change of one file.
 #pragma once
@@ -33,6 +38,8 @@ absl::StatusOr<std::string> DetectWeightPrefix(const std::vector<std::string>& n
 std::string LayerKey(std::string_view prefix, int64_t layer, std::string_view suffix);
 // <prefix>layers.<layer>.mlp.experts.<expert>.<proj>.weight; proj is gate_proj, up_proj, down_proj.
 std::string ExpertKey(std::string_view prefix, int64_t layer, int64_t expert, std::string_view proj);
+// <prefix>layers.<layer>.mlp.experts.<proj>; proj is gate_up_proj or down_proj (fused experts).
+std::string FusedExpertsKey(std::string_view prefix, int64_t layer, std::string_view proj);
 std::string EmbedKey(std::string_view prefix);      // <prefix>embed_tokens.weight  [vocab, hidden]
 std::string FinalNormKey(std::string_view prefix);  // <prefix>norm.weight          [hidden]
 // "lm_head.weight" [vocab, hidden], or EmbedKey(prefix) when the embeddings are tied.
@@ -42,6 +49,8 @@ std::string LmHeadKey(std::string_view prefix, bool tie_word_embeddings);
 struct WeightNames {
   std::string prefix;
   bool tie_word_embeddings = false;
+  bool fused_experts = false;     // experts stored as gate_up_proj / down_proj stacks
+  std::vector<std::string> mtp;   // the mtp.* tensors, sorted (kept aside: speculative decoding)
 
   std::string Layer(int64_t layer, std::string_view suffix) const {
     return LayerKey(prefix, layer, suffix);
@@ -49,12 +58,20 @@ struct WeightNames {
   std::string Expert(int64_t layer, int64_t expert, std::string_view proj) const {
     return ExpertKey(prefix, layer, expert, proj);
   }
+  std::string FusedExperts(int64_t layer, std::string_view proj) const {
+    return FusedExpertsKey(prefix, layer, proj);
+  }
   std::string Embed() const { return EmbedKey(prefix); }
   std::string FinalNorm() const { return FinalNormKey(prefix); }
   std::string LmHead() const { return LmHeadKey(prefix, tie_word_embeddings); }
 };
 
-// Detects the prefix from `ckpt` and checks that the lm_head (or tied embedding) is present.
+inline constexpr char kMtpPrefix[] = "mtp.";
+inline constexpr char kVisualPrefix[] = "model.visual.";
+
+// Detects the prefix and the expert layout from `ckpt` (fused when the first MoE layer has
+// mlp.experts.gate_up_proj), lists the mtp.* tensors, and checks that the lm_head (or tied
+// embedding) is present.
 absl::StatusOr<WeightNames> ResolveWeightNames(const Checkpoint& ckpt, const ModelConfig& config);
 
 }  // namespace tandem::engine

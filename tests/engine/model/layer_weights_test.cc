@@ -2,8 +2,16 @@
 // and slices of every weight of the tiny model's shapes at TP 1 and 2, dense and MoE layers.
 #include "engine/model/layer_weights.h"
 
+#include <map>
+#include <set>
+
 #include <gtest/gtest.h>
 
+#include "engine/generate.h"
+#include "engine/model.h"
+#include "engine/step_driver.h"
+#include "nlohmann/json.hpp"
+#include "tests/engine/model/test_util.h"
 #include "tests/engine/model/tiny_config.h"
 
 namespace tandem::engine {
@@ -99,6 +107,205 @@ TEST(LayerWeights, LmHeadRowsByVocabularyTiedOrNot) {
   // vocab 5 over 4 ranks: rank 3 has no rows at all, only padding.
   c.vocab_size = 5;
   EXPECT_TRUE(DescribeWeights(WeightNames{"model.", false}, c, ComputeTpShard(c, 3, 4)).lm_head.slices.empty());
+}
+
+
+// Every tensor the hybrid fixtures hold is described (and read with its stored shape) at TP 1, and
+// at TP 2 and 4 every spec's slices fill it exactly (lm_head padding aside).
+TEST(LayerWeights, HybridFixturesAreDescribedWhole) {
+  for (const char* fixture : {"qwen35moe-tiny", "qwen3next-tiny"}) {
+    auto config = LoadModelConfig(testing::TestData(fixture));
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto ckpt = Checkpoint::Open(testing::TestData(fixture));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto names = ResolveWeightNames(**ckpt, *config);
+    ASSERT_TRUE(names.ok()) << names.status();
+    EXPECT_FALSE(names->fused_experts);
+    for (int tp : {1, 2, 4}) {
+      ASSERT_TRUE(CheckTpShard(*config, tp).ok()) << fixture << " tp " << tp;
+      for (int rank = 0; rank < tp; ++rank) {
+        const ModelWeightSpec m = DescribeWeights(*names, *config, ComputeTpShard(*config, rank, tp));
+        ASSERT_TRUE(m.layers[0].linear);
+        ASSERT_FALSE(m.layers[3].linear);
+        EXPECT_TRUE(m.layers[0].experts.shared);
+        testing::RecordingCheckpoint rec(**ckpt);
+        for (const WeightSpec* w : testing::AllSpecs(m)) {
+          auto data = testing::ReadSpec(rec, *w);
+          ASSERT_TRUE(data.ok()) << fixture << " tp " << tp << ": " << data.status();
+          if (w != &m.lm_head) {
+            int64_t n = 0;
+            for (const WeightSlice& s : w->slices) n += s.numel();
+            EXPECT_EQ(n, w->numel()) << w->slices.at(0).name;
+          }
+        }
+        if (tp == 1) {
+          std::set<std::string> read(rec.read().begin(), rec.read().end());
+          const std::vector<std::string> all = (*ckpt)->Names();
+          EXPECT_EQ(std::vector<std::string>(read.begin(), read.end()), all) << fixture;
+          std::printf("  %s: %zu of %zu tensors read at tp 1\n", fixture, read.size(), all.size());
+        }
+      }
+    }
+  }
+  // The gated q_proj of the full-attention layer: per head [q; gate], rank 1 of 2 gets heads 4..7.
+  auto config = LoadModelConfig(testing::TestData("qwen35moe-tiny"));
+  ASSERT_TRUE(config.ok());
+  const AttentionWeightSpec a = DescribeAttention(WeightNames{"model.", false}, *config, ComputeTpShard(*config, 1, 2), 3);
+  ASSERT_EQ(a.wqkv.slices.size(), 4u + 2u);
+  ExpectSlice(a.wqkv.slices[0], "model.layers.3.self_attn.q_proj.weight", {512, 128}, 0, 4 * 64, 32);
+  ExpectSlice(a.gate.slices.at(3), "model.layers.3.self_attn.q_proj.weight", {512, 128}, 0, 7 * 64 + 32, 32);
+  EXPECT_EQ(a.gate.shape, (std::vector<int64_t>{128, 128}));
+  const LinearAttentionWeightSpec l = DescribeLinearAttention(WeightNames{"model.", false}, *config, ComputeTpShard(*config, 1, 2), 0);
+  // Key heads 2..3 (q rows 64..127, k rows 128 + 64..), value heads 4..7 (v rows 256 + 128..).
+  ExpectSlice(l.in_qkv.slices.at(0), "model.layers.0.linear_attn.in_proj_qkv.weight", {512, 128}, 0, 64, 64);
+  ExpectSlice(l.in_qkv.slices.at(1), "model.layers.0.linear_attn.in_proj_qkv.weight", {512, 128}, 0, 192, 64);
+  ExpectSlice(l.in_qkv.slices.at(2), "model.layers.0.linear_attn.in_proj_qkv.weight", {512, 128}, 0, 384, 128);
+  ExpectSlice(l.conv.slices.at(2), "model.layers.0.linear_attn.conv1d.weight", {512, 1, 4}, 0, 384, 128);
+  ExpectSlice(l.a_log.slices.at(0), "model.layers.0.linear_attn.A_log", {8}, 0, 4, 4);
+  ExpectSlice(l.out.slices.at(0), "model.layers.0.linear_attn.out_proj.weight", {128, 256}, 1, 128, 128);
+}
+
+// Qwen3-Next's fused in_proj_qkvz / in_proj_ba, built here from qwen35moe-tiny's split ones, read
+// into exactly the same packed tensors at TP 1, 2 and 4.
+TEST(LayerWeights, FusedQkvzReadsLikeTheSplitLayout) {
+  const std::string src = testing::TestData("qwen35moe-tiny");
+  auto config = LoadModelConfig(src);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const int64_t H = 128, dk = 32, dv = 32, NK = 4, NV = 8, r = NV / NK;
+  std::vector<NamedTensorData> tensors = testing::ReadAllTensors(src);
+  ASSERT_FALSE(tensors.empty());
+  std::map<std::string, NamedTensorData> by_name;
+  for (auto& t : tensors) by_name[t.name] = std::move(t);
+  std::vector<NamedTensorData> out;
+  for (auto& [name, t] : by_name) {
+    const std::string::size_type at = name.find("linear_attn.in_proj_qkv.weight");
+    if (at == std::string::npos) {
+      if (name.find("linear_attn.in_proj_") == std::string::npos) out.push_back(t);
+      continue;
+    }
+    const std::string base = name.substr(0, at) + "linear_attn.";
+    const auto& qkv = t.floats;
+    const auto& z = by_name[base + "in_proj_z.weight"].floats;
+    const auto& b = by_name[base + "in_proj_b.weight"].floats;
+    const auto& a = by_name[base + "in_proj_a.weight"].floats;
+    auto rows = [&](const std::vector<float>& w, int64_t r0, int64_t n, std::vector<float>& dst) {
+      dst.insert(dst.end(), w.begin() + r0 * H, w.begin() + (r0 + n) * H);
+    };
+    NamedTensorData qkvz{base + "in_proj_qkvz.weight", DType::kBF16, {NK * (2 * dk + 2 * r * dv), H}, {}, {}, {}};
+    NamedTensorData ba{base + "in_proj_ba.weight", DType::kBF16, {2 * NV, H}, {}, {}, {}};
+    for (int64_t g = 0; g < NK; ++g) {
+      rows(qkv, g * dk, dk, qkvz.floats);
+      rows(qkv, NK * dk + g * dk, dk, qkvz.floats);
+      rows(qkv, 2 * NK * dk + g * r * dv, r * dv, qkvz.floats);
+      rows(z, g * r * dv, r * dv, qkvz.floats);
+      rows(b, g * r, r, ba.floats);
+      rows(a, g * r, r, ba.floats);
+    }
+    out.push_back(std::move(qkvz));
+    out.push_back(std::move(ba));
+  }
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", out).ok());
+  ModelConfig next = *config;
+  next.model_type = "qwen3_next";
+  auto split_ckpt = Checkpoint::Open(src);
+  auto fused_ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(split_ckpt.ok() && fused_ckpt.ok());
+  const WeightNames names{"model.", false};
+  for (int tp : {1, 2, 4}) {
+    for (int rank = 0; rank < tp; ++rank) {
+      const LinearAttentionWeightSpec s = DescribeLinearAttention(names, *config, ComputeTpShard(*config, rank, tp), 1);
+      const LinearAttentionWeightSpec f = DescribeLinearAttention(names, next, ComputeTpShard(next, rank, tp), 1);
+      EXPECT_EQ(f.in_qkv.slices.at(0).name, "model.layers.1.linear_attn.in_proj_qkvz.weight");
+      for (auto part : {&LinearAttentionWeightSpec::in_qkv, &LinearAttentionWeightSpec::in_z,
+                        &LinearAttentionWeightSpec::in_b, &LinearAttentionWeightSpec::in_a}) {
+        EXPECT_EQ((s.*part).shape, (f.*part).shape);
+        auto want = testing::ReadSpec(**split_ckpt, s.*part);
+        auto got = testing::ReadSpec(**fused_ckpt, f.*part);
+        ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+        EXPECT_EQ(*want, *got) << "tp " << tp << " rank " << rank << " " << (f.*part).slices.at(0).name;
+      }
+    }
+  }
+}
+
+// qwen3moe-tiny with its experts fused (gate_up_proj [E, 2I, H], down_proj [E, H, I], as
+// transformers 5 saves them): the same packed expert weights on every rank of TP 1/2/4, and
+// bit-identical cpu logits.
+TEST(LayerWeights, FusedExpertsGiveIdenticalLogits) {
+  const std::string src = testing::TestData("qwen3moe-tiny");
+  auto config = LoadModelConfig(src);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const int64_t E = config->num_experts, I = config->moe_intermediate_size, H = config->hidden_size;
+  std::map<std::string, NamedTensorData> by_name;
+  for (auto& t : testing::ReadAllTensors(src)) by_name[t.name] = std::move(t);
+  ASSERT_FALSE(by_name.empty());
+  std::vector<NamedTensorData> out;
+  for (auto& [name, t] : by_name) {
+    if (name.find(".mlp.experts.") == std::string::npos) out.push_back(t);
+  }
+  for (int64_t l = 0; l < config->num_hidden_layers; ++l) {
+    NamedTensorData gate_up{FusedExpertsKey("model.", l, "gate_up_proj"), DType::kBF16, {E, 2 * I, H}, {}, {}, {}};
+    NamedTensorData down{FusedExpertsKey("model.", l, "down_proj"), DType::kBF16, {E, H, I}, {}, {}, {}};
+    for (int64_t e = 0; e < E; ++e) {
+      for (const char* p : {"gate_proj", "up_proj"}) {
+        const auto& w = by_name.at(ExpertKey("model.", l, e, p)).floats;
+        gate_up.floats.insert(gate_up.floats.end(), w.begin(), w.end());
+      }
+      const auto& d = by_name.at(ExpertKey("model.", l, e, "down_proj")).floats;
+      down.floats.insert(down.floats.end(), d.begin(), d.end());
+    }
+    out.push_back(std::move(gate_up));
+    out.push_back(std::move(down));
+  }
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", out).ok());
+  testing::WriteAll(dir / "config.json", testing::ReadAll(src + "/config.json"));
+
+  auto per_expert = Checkpoint::Open(src);
+  auto fused = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(per_expert.ok() && fused.ok());
+  auto fused_names = ResolveWeightNames(**fused, *config);
+  ASSERT_TRUE(fused_names.ok()) << fused_names.status();
+  EXPECT_TRUE(fused_names->fused_experts);
+  for (int tp : {1, 2, 4}) {
+    for (int rank = 0; rank < tp; ++rank) {
+      const TpShard shard = ComputeTpShard(*config, rank, tp);
+      const MoeWeightSpec want_spec = DescribeMoe(WeightNames{"model.", false}, *config, shard, 2);
+      const MoeWeightSpec got_spec = DescribeMoe(*fused_names, *config, shard, 2);
+      EXPECT_EQ(got_spec.gate_up.slices.at(3).name, "model.layers.2.mlp.experts.gate_up_proj");
+      EXPECT_EQ(got_spec.gate_up.slices.at(3).index, 1);
+      for (auto part : {&MoeWeightSpec::gate_up, &MoeWeightSpec::down}) {
+        auto want = testing::ReadSpec(**per_expert, want_spec.*part);
+        auto got = testing::ReadSpec(**fused, got_spec.*part);
+        // The default ReadIndexedSlice (through ReadSlice) reads the same as the file's own.
+        testing::RecordingCheckpoint generic(**fused);
+        auto got_generic = testing::ReadSpec(generic, got_spec.*part);
+        ASSERT_TRUE(want.ok() && got.ok() && got_generic.ok()) << want.status() << got.status();
+        EXPECT_EQ(*want, *got) << "tp " << tp << " rank " << rank;
+        EXPECT_EQ(*want, *got_generic) << "tp " << tp << " rank " << rank;
+      }
+    }
+  }
+
+  // End to end on the cpu backend: the same prompt, bit-identical logits.
+  const std::vector<int32_t> prompt = {1, 17, 300, 4000, 42, 42, 7, 2048, 9};
+  std::vector<std::vector<float>> logits;
+  for (const std::string& model_dir : {src, dir.path()}) {
+    ModelLoadOptions opt;
+    opt.threads = 1;
+    auto model = Model::Load(model_dir, opt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    StepDriver driver(model->get(), nullptr);
+    auto l = PromptLogits(driver, prompt);
+    ASSERT_TRUE(l.ok()) << l.status();
+    logits.push_back(l->data);
+  }
+  ASSERT_EQ(logits[0].size(), prompt.size() * 4096);
+  EXPECT_TRUE(logits[0] == logits[1]) << "fused experts changed the logits";
+  size_t differ = 0;
+  for (size_t i = 0; i < logits[0].size(); ++i) differ += logits[0][i] != logits[1][i];
+  std::printf("  fused vs per-expert: %zu of %zu logits differ\n", differ, logits[0].size());
 }
 
 }  // namespace

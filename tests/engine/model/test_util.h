@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/layer_weights.h"
 #include "engine/model/safetensors.h"
 #include "tests/common/test_util.h"
 
@@ -49,6 +51,93 @@ inline std::vector<NamedTensorData> Shard(const std::vector<std::string>& names)
   std::vector<NamedTensorData> out;
   float v = 1;
   for (const auto& n : names) out.push_back({n, DType::kBF16, {2, 3}, {v, v + 1, v + 2, v + 3, v + 4, v + 5}, {}, {}}), v += 10;
+  return out;
+}
+
+// Every tensor of the checkpoint folder `dir`, as bf16 tensors to write again (exact for the
+// bf16 fixtures), sorted by name: for tests that build other layouts of the same weights.
+inline std::vector<NamedTensorData> ReadAllTensors(const std::string& dir) {
+  std::vector<NamedTensorData> out;
+  auto ckpt = Checkpoint::Open(dir);
+  if (!ckpt.ok()) return out;
+  for (const std::string& name : (*ckpt)->Names()) {
+    auto shape = (*ckpt)->Shape(name);
+    auto t = (*ckpt)->Read(name, *shape);
+    if (!t.ok()) return {};
+    out.push_back({name, DType::kBF16, *shape, std::move(t->data), {}, {}});
+  }
+  return out;
+}
+
+// A checkpoint that forwards to another and records the name of every tensor read.
+class RecordingCheckpoint final : public Checkpoint {
+ public:
+  explicit RecordingCheckpoint(const Checkpoint& inner) : inner_(inner) {}
+  bool Has(const std::string& name) const override { return inner_.Has(name); }
+  absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const override {
+    return inner_.Shape(name);
+  }
+  absl::StatusOr<Tensor> Read(const std::string& name, const std::vector<int64_t>& shape) const override {
+    read_.push_back(name);
+    return inner_.Read(name, shape);
+  }
+  absl::StatusOr<Tensor> ReadSlice(const std::string& name, const std::vector<int64_t>& shape, int dim,
+                                   int64_t start, int64_t len) const override {
+    read_.push_back(name);
+    return inner_.ReadSlice(name, shape, dim, start, len);
+  }
+  std::vector<std::string> Names() const override { return inner_.Names(); }
+  // Not overridden: ReadIndexedSlice (the base class's, through ReadSlice above) and View.
+  const std::vector<std::string>& read() const { return read_; }
+
+ private:
+  const Checkpoint& inner_;
+  mutable std::vector<std::string> read_;
+};
+
+// One WeightSpec read the way the cpu backend reads it: slices packed, then zeros.
+inline absl::StatusOr<std::vector<float>> ReadSpec(const Checkpoint& ckpt, const WeightSpec& spec) {
+  std::vector<float> out(spec.numel(), 0.0f);
+  size_t at = 0;
+  for (const WeightSlice& s : spec.slices) {
+    auto t = ReadWeightSlice(ckpt, s);
+    if (!t.ok()) return t.status();
+    if (t->data.size() != static_cast<size_t>(s.numel()) || at + t->data.size() > out.size()) {
+      return absl::InternalError("slice of " + s.name + " does not fit its spec");
+    }
+    std::copy(t->data.begin(), t->data.end(), out.begin() + at);
+    at += t->data.size();
+  }
+  return out;
+}
+
+// Every WeightSpec of a model description, in a fixed order (for comparing two layouts).
+inline std::vector<const WeightSpec*> AllSpecs(const ModelWeightSpec& m) {
+  std::vector<const WeightSpec*> out = {&m.embed, &m.final_norm, &m.lm_head};
+  for (const LayerWeightSpec& l : m.layers) {
+    for (const WeightSpec* w : {&l.input_norm, &l.post_norm}) out.push_back(w);
+    if (l.linear) {
+      const auto& a = l.linear_attention;
+      for (const WeightSpec* w : {&a.in_qkv, &a.in_z, &a.in_b, &a.in_a, &a.conv, &a.a_log, &a.dt_bias, &a.norm, &a.out}) {
+        out.push_back(w);
+      }
+    } else {
+      const auto& a = l.attention;
+      for (const WeightSpec* w : {&a.wqkv, &a.wo, &a.q_norm, &a.k_norm}) out.push_back(w);
+      if (!a.gate.slices.empty()) out.push_back(&a.gate);
+    }
+    if (l.moe) {
+      const auto& e = l.experts;
+      for (const WeightSpec* w : {&e.router, &e.gate_up, &e.down}) out.push_back(w);
+      if (e.shared) {
+        for (const WeightSpec* w : {&e.shared_expert.gate_up, &e.shared_expert.down, &e.shared_expert.gate}) {
+          out.push_back(w);
+        }
+      }
+    } else {
+      for (const WeightSpec* w : {&l.mlp.gate_up, &l.mlp.down}) out.push_back(w);
+    }
+  }
   return out;
 }
 
