@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "engine/model/checkpoint.h"
+#include "engine/model/layer_weights.h"
 #include "engine/model/model_config.h"
 #include "engine/model/safetensors.h"
+#include "nlohmann/json.hpp"
 #include "tests/engine/model/test_util.h"
 
 namespace tandem::engine {
@@ -62,6 +66,88 @@ TEST(WeightNames, KeysAndPrefixDetection) {
   ASSERT_FALSE(no_head.ok());
   EXPECT_NE(Msg(no_head.status()).find("lm_head.weight"), std::string::npos);
   EXPECT_FALSE(DetectWeightPrefix({"transformer.wte.weight"}).ok());
+}
+
+
+// The multimodal checkpoint as published (Qwen3_5MoeForConditionalGeneration), built from
+// qwen35moe-tiny: text weights under model.language_model., lm_head at the top, the config nested
+// under text_config, a vision tower (model.visual.*, stored as I32 so that any read of it fails)
+// and two mtp.* tensors. It describes the same weights as the text-only folder, reads the same
+// values, never reads model.visual.*, and lists the mtp tensors.
+TEST(WeightNames, MultimodalLayoutResolvesTheTextModel) {
+  const std::string src = TestData("qwen35moe-tiny");
+  std::vector<NamedTensorData> tensors = testing::ReadAllTensors(src);
+  ASSERT_FALSE(tensors.empty());
+  for (NamedTensorData& t : tensors) {
+    if (t.name.rfind("model.", 0) == 0) t.name = "model.language_model." + t.name.substr(6);
+  }
+  tensors.push_back({"model.visual.patch_embed.proj.weight", DType::kI32, {4, 3}, {}, std::vector<int32_t>(12, 7), {}});
+  tensors.push_back({"mtp.fc.weight", DType::kBF16, {128, 256}, std::vector<float>(128 * 256, 0.5f), {}, {}});
+  tensors.push_back({"mtp.layers.0.input_layernorm.weight", DType::kBF16, {128}, std::vector<float>(128, 1.0f), {}, {}});
+  TempDir dir;
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", tensors).ok());
+  nlohmann::json text = nlohmann::json::parse(testing::ReadAll(src + "/config.json"));
+  text.erase("architectures");
+  text["mtp_num_hidden_layers"] = 1;
+  const nlohmann::json wrapper = {{"model_type", "qwen3_5_moe"},
+                                  {"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                                  {"tie_word_embeddings", false},
+                                  {"vision_config", {{"depth", 1}, {"hidden_size", 64}}},
+                                  {"text_config", text}};
+  testing::WriteAll(dir / "config.json", wrapper.dump(2));
+
+  auto config = LoadModelConfig(dir.path());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->wrapper_model_type, "qwen3_5_moe");
+  EXPECT_EQ(config->model_type, "qwen3_5_moe_text");
+  EXPECT_EQ(config->mtp_num_hidden_layers, 1);
+  auto text_config = LoadModelConfig(src);
+  ASSERT_TRUE(text_config.ok());
+  auto mm = Checkpoint::Open(dir.path());
+  auto plain = Checkpoint::Open(src);
+  ASSERT_TRUE(mm.ok() && plain.ok());
+  auto mm_names = ResolveWeightNames(**mm, *config);
+  ASSERT_TRUE(mm_names.ok()) << mm_names.status();
+  EXPECT_EQ(mm_names->prefix, "model.language_model.");
+  EXPECT_EQ(mm_names->LmHead(), "lm_head.weight");
+  EXPECT_EQ(mm_names->mtp, (std::vector<std::string>{"mtp.fc.weight", "mtp.layers.0.input_layernorm.weight"}));
+  auto plain_names = ResolveWeightNames(**plain, *text_config);
+  ASSERT_TRUE(plain_names.ok());
+  EXPECT_TRUE(plain_names->mtp.empty());
+
+  for (int tp : {1, 2}) {
+    for (int rank = 0; rank < tp; ++rank) {
+      const ModelWeightSpec want = DescribeWeights(*plain_names, *text_config, ComputeTpShard(*text_config, rank, tp));
+      const ModelWeightSpec got = DescribeWeights(*mm_names, *config, ComputeTpShard(*config, rank, tp));
+      const auto want_specs = testing::AllSpecs(want), got_specs = testing::AllSpecs(got);
+      ASSERT_EQ(want_specs.size(), got_specs.size());
+      testing::RecordingCheckpoint rec(**mm);
+      for (size_t i = 0; i < want_specs.size(); ++i) {
+        ASSERT_EQ(want_specs[i]->slices.size(), got_specs[i]->slices.size());
+        for (size_t k = 0; k < want_specs[i]->slices.size(); ++k) {
+          std::string name = want_specs[i]->slices[k].name;
+          if (name.rfind("model.", 0) == 0) name = "model.language_model." + name.substr(6);
+          EXPECT_EQ(got_specs[i]->slices[k].name, name);
+        }
+        auto a = testing::ReadSpec(**plain, *want_specs[i]);
+        auto b = testing::ReadSpec(rec, *got_specs[i]);
+        ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+        EXPECT_EQ(*a, *b) << got_specs[i]->slices.at(0).name;
+      }
+      std::set<std::string> read(rec.read().begin(), rec.read().end());
+      for (const std::string& n : read) {
+        EXPECT_NE(n.rfind("model.visual.", 0), 0u) << n;
+        EXPECT_NE(n.rfind("mtp.", 0), 0u) << n;
+      }
+      if (tp == 1) {
+        std::printf("  multimodal layout: %zu tensors read, of %zu stored (1 visual, 2 mtp not read)\n", read.size(),
+                    (*mm)->Names().size());
+        EXPECT_EQ(read.size() + 3, (*mm)->Names().size());
+      }
+    }
+  }
+  // Reading the vision tower would have failed: it is not a float tensor.
+  EXPECT_FALSE((*mm)->Read("model.visual.patch_embed.proj.weight", {4, 3}).ok());
 }
 
 }  // namespace
