@@ -277,5 +277,39 @@ TEST(Checkpoint, BrokenModelFileErrorsNameTheFile) {
   std::printf("  %s\n", Msg(ckpt.status()).c_str());
 }
 
+
+// A fused-experts stack [E, rows, cols]: ReadIndexedSlice reads entry e's rows or columns, from
+// the file directly and through the default (ReadSlice of the whole entry, then cut); errors name
+// the tensor, the entry and the shape.
+TEST(Checkpoint, ReadIndexedSliceOfAStack) {
+  TempDir dir;
+  std::vector<float> v(3 * 4 * 5);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", {{"stack", DType::kF32, {3, 4, 5}, v, {}, {}}}).ok());
+  auto ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  testing::RecordingCheckpoint generic(**ckpt);
+  for (const Checkpoint* c : {static_cast<const Checkpoint*>(ckpt->get()), static_cast<const Checkpoint*>(&generic)}) {
+    auto rows = c->ReadIndexedSlice("stack", {3, 4, 5}, 2, 1, 1, 2);  // entry 2, rows 1..2
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    EXPECT_EQ(rows->shape, (std::vector<int64_t>{2, 5}));
+    std::vector<float> want;
+    for (int r = 1; r < 3; ++r) {
+      for (int k = 0; k < 5; ++k) want.push_back(static_cast<float>(40 + r * 5 + k));
+    }
+    EXPECT_EQ(rows->data, want);
+    auto cols = c->ReadIndexedSlice("stack", {3, 4, 5}, 1, 2, 3, 2);  // entry 1, columns 3..4
+    ASSERT_TRUE(cols.ok()) << cols.status();
+    EXPECT_EQ(cols->shape, (std::vector<int64_t>{4, 2}));
+    EXPECT_EQ(cols->data, (std::vector<float>{23, 24, 28, 29, 33, 34, 38, 39}));
+    auto bad = c->ReadIndexedSlice("stack", {3, 4, 5}, 3, 1, 0, 1);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(Msg(bad.status()), "tensor 'stack': slice [0, 1) of dim 1 of entry 3 out of range for shape [3, 4, 5]");
+    EXPECT_FALSE(c->ReadIndexedSlice("stack", {3, 4, 5}, 0, 0, 0, 1).ok());  // dim 0 is the entry
+    EXPECT_FALSE(c->ReadIndexedSlice("stack", {3, 4, 5}, 0, 2, 4, 2).ok());
+    EXPECT_FALSE(c->ReadIndexedSlice("stack", {3, 5, 4}, 0, 1, 0, 1).ok());  // wrong shape
+  }
+}
+
 }  // namespace
 }  // namespace tandem::engine

@@ -115,5 +115,42 @@ TEST(CheckTpShard, NamesTheDimensionThatDoesNotSplit) {
   EXPECT_TRUE(CheckTpShard(moe_only, 8).ok());
 }
 
+
+// The hybrid shapes (Qwen3.5-35B-A3B: 16 key heads, 32 value heads, shared expert 512): the linear
+// key heads split with their value heads, the shared expert's rows split like the experts', and
+// the errors name the hybrid dimensions.
+ModelConfig Hybrid(int64_t linear_k, int64_t linear_v, int64_t shared) {
+  ModelConfig c = Config(16, 2, 0, 512, 248320);
+  c.model_type = "qwen3_5_moe_text";
+  c.layer_types = {"linear_attention", "full_attention"};
+  c.linear_num_key_heads = linear_k;
+  c.linear_num_value_heads = linear_v;
+  c.linear_key_head_dim = 128;
+  c.linear_value_head_dim = 128;
+  c.shared_expert_intermediate_size = shared;
+  return c;
+}
+
+TEST(TpShard, SplitsLinearHeadsAndTheSharedExpert) {
+  const ModelConfig c = Hybrid(16, 32, 512);
+  const TpShard s = ComputeTpShard(c, 3, 4);
+  EXPECT_EQ(s.n_linear_k_heads, 4);
+  EXPECT_EQ(s.linear_k_head_start, 12);
+  EXPECT_EQ(s.n_linear_v_heads, 8);
+  EXPECT_EQ(s.linear_v_head_start, 24);
+  EXPECT_EQ(s.shared_inter, 128);
+  EXPECT_EQ(s.shared_inter_start, 384);
+  for (int w : {1, 2, 4, 8, 16}) EXPECT_TRUE(CheckTpShard(c, w).ok()) << w;
+  const absl::Status heads = CheckTpShard(Hybrid(6, 12, 512), 4);
+  EXPECT_EQ(std::string(heads.message()), "linear_num_key_heads (6) is not divisible by the tensor-parallel size 4");
+  const absl::Status shared = CheckTpShard(Hybrid(16, 32, 100), 8);
+  EXPECT_EQ(std::string(shared.message()),
+            "shared_expert_intermediate_size (100) is not divisible by the tensor-parallel size 8");
+  // No linear-attention layer: its head count does not matter.
+  ModelConfig full = Hybrid(6, 12, 512);
+  full.layer_types = {"full_attention", "full_attention"};
+  EXPECT_TRUE(CheckTpShard(full, 4).ok());
+}
+
 }  // namespace
 }  // namespace tandem::engine
