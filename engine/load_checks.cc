@@ -7,17 +7,24 @@
 
 namespace tandem::engine {
 
-absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend) {
+absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend, bool hybrid) {
   const std::string& mt = config.model_type;
-  if (mt != "qwen3_moe" && mt != "qwen3") {
+  const bool hybrid_type = mt == "qwen3_next" || mt == "qwen3_5_moe" || mt == "qwen3_5_moe_text";
+  if (mt != "qwen3_moe" && mt != "qwen3" && !(hybrid && hybrid_type)) {
     return absl::UnimplementedError("model_type " + mt + " is not supported by the " + std::string(backend) +
                                     " backend yet");
   }
   for (const auto& lt : config.layer_types) {
-    if (lt != "full_attention") {
+    if (lt != "full_attention" && !(hybrid && lt == "linear_attention")) {
       return absl::UnimplementedError("layer type " + lt + " is not supported by the " + std::string(backend) +
                                       " backend yet");
     }
+  }
+  if (hybrid_type && (config.linear_num_key_heads <= 0 ||
+                      config.linear_num_value_heads % config.linear_num_key_heads != 0)) {
+    return absl::InvalidArgumentError("linear_num_value_heads " + std::to_string(config.linear_num_value_heads) +
+                                      " is not a multiple of linear_num_key_heads " +
+                                      std::to_string(config.linear_num_key_heads));
   }
   RETURN_IF_ERROR(CheckTpShard(config, world));
   bool moe = false;

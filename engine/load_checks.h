@@ -12,7 +12,11 @@ namespace tandem::engine {
 
 // Errors say what is unsupported and by which backend ("model_type X is not supported by the cpu
 // backend yet"), or which dimension does not split over `world` ranks.
-absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend);
+// `hybrid`: the backend has the hybrid models' layers (Gated DeltaNet, gated attention, shared
+// expert), so qwen3_next / qwen3_5_moe(_text) and layer types linear_attention / full_attention
+// pass; the TP split then includes the linear key heads and the shared expert (CheckTpShard).
+absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend,
+                                 bool hybrid = false);
 
 // A comm is needed beyond one rank, and must be the rank `options.rank` of `options.world`.
 absl::Status CheckComm(const ModelLoadOptions& options);

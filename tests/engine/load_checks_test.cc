@@ -45,6 +45,28 @@ TEST(CheckModelSupported, ModelAndLayerTypesNameTheBackend) {
               "layer type linear_attention is not supported by the cpu backend yet");
 }
 
+TEST(CheckModelSupported, HybridModelsWhereTheBackendHasTheirLayers) {
+  ModelConfig c = testing::TinyMoeConfig();
+  c.model_type = "qwen3_5_moe_text";
+  c.layer_types = {"linear_attention", "linear_attention", "linear_attention", "full_attention"};
+  c.linear_num_key_heads = 4;
+  c.linear_num_value_heads = 8;
+  c.linear_key_head_dim = c.linear_value_head_dim = 32;
+  c.shared_expert_intermediate_size = 64;
+  for (int w : {1, 2, 4}) EXPECT_TRUE(CheckModelSupported(c, w, "cpu", true).ok()) << w;
+  ExpectError(CheckModelSupported(c, 1, "cuda"), absl::StatusCode::kUnimplemented,
+              "model_type qwen3_5_moe_text is not supported by the cuda backend yet");
+  ExpectError(CheckModelSupported(c, 8, "cpu", true), absl::StatusCode::kInvalidArgument,
+              "linear_num_key_heads (4) is not divisible by the tensor-parallel size 8");
+  c.linear_num_value_heads = 6;
+  ExpectError(CheckModelSupported(c, 1, "cpu", true), absl::StatusCode::kInvalidArgument,
+              "linear_num_value_heads 6 is not a multiple of linear_num_key_heads 4");
+  c.linear_num_value_heads = 8;
+  c.layer_types[1] = "sliding_attention";
+  ExpectError(CheckModelSupported(c, 1, "cpu", true), absl::StatusCode::kUnimplemented,
+              "layer type sliding_attention is not supported by the cpu backend yet");
+}
+
 TEST(CheckModelSupported, SplitAndRouting) {
   ExpectError(CheckModelSupported(testing::TinyMoeConfig(), 3, "cpu"), absl::StatusCode::kInvalidArgument,
               "num_attention_heads (8) is not divisible by the tensor-parallel size 3");
