@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "engine/cpu/ops.h"
 
 namespace tandem::engine::cpu {
@@ -35,6 +36,24 @@ absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Create(DeltaNetWei
   w.in_qkv.clear(), w.in_z.clear(), w.in_b.clear(), w.in_a.clear();
   m->w_ = std::move(w);
   return m;
+}
+
+absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Load(const Checkpoint& ckpt,
+                                                                    const LinearAttentionWeightSpec& spec,
+                                                                    const ModelConfig& cfg, const TpShard& shard) {
+  const DeltaNetShape D{shard.n_linear_k_heads, shard.n_linear_v_heads, cfg.linear_key_head_dim,
+                        cfg.linear_value_head_dim, cfg.linear_conv_kernel_dim};
+  DeltaNetWeights w;
+  ASSIGN_OR_RETURN(w.in_qkv, ReadWeight(ckpt, spec.in_qkv));
+  ASSIGN_OR_RETURN(w.in_z, ReadWeight(ckpt, spec.in_z));
+  ASSIGN_OR_RETURN(w.in_b, ReadWeight(ckpt, spec.in_b));
+  ASSIGN_OR_RETURN(w.in_a, ReadWeight(ckpt, spec.in_a));
+  ASSIGN_OR_RETURN(w.conv, ReadWeight(ckpt, spec.conv));
+  ASSIGN_OR_RETURN(w.A_log, ReadWeight(ckpt, spec.a_log));
+  ASSIGN_OR_RETURN(w.dt_bias, ReadWeight(ckpt, spec.dt_bias));
+  ASSIGN_OR_RETURN(w.norm, ReadWeight(ckpt, spec.norm));  // plain w (not zero-centred)
+  ASSIGN_OR_RETURN(w.out, ReadWeight(ckpt, spec.out));
+  return Create(std::move(w), D, cfg.hidden_size, static_cast<float>(cfg.rms_norm_eps));
 }
 
 absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out) {

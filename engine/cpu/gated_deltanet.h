@@ -29,6 +29,11 @@ struct DeltaNetWeights {
 
 class GatedDeltaNet final : public Mixer {
  public:
+  // This rank's heads of a checkpoint's layer (engine/model/layer_weights.h describes both the
+  // Qwen3.5 and the fused Qwen3-Next layouts into DeltaNetWeights' order).
+  static absl::StatusOr<std::unique_ptr<GatedDeltaNet>> Load(const Checkpoint& ckpt,
+                                                             const LinearAttentionWeightSpec& spec,
+                                                             const ModelConfig& cfg, const TpShard& shard);
   // Checks every weight's size against the shape.
   static absl::StatusOr<std::unique_ptr<GatedDeltaNet>> Create(DeltaNetWeights w, const DeltaNetShape& shape,
                                                                int64_t hidden, float eps);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/status.h"
+#include "engine/cpu/linear_attention.h"
 #include "engine/cpu/ops.h"
 
 namespace tandem::engine::cpu {
@@ -21,6 +22,14 @@ absl::StatusOr<std::vector<float>> ReadWeight(const Checkpoint& ckpt, const Weig
   return out;
 }
 
+absl::StatusOr<std::vector<float>> ReadNorm(const Checkpoint& ckpt, const WeightSpec& spec, bool zero_centered) {
+  ASSIGN_OR_RETURN(std::vector<float> w, ReadWeight(ckpt, spec));
+  if (zero_centered) {
+    for (float& v : w) v = 1.0f + v;
+  }
+  return w;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Attention
 
@@ -34,8 +43,15 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(const Checkpoint& ckp
   a->eps_ = static_cast<float>(cfg.rms_norm_eps);
   ASSIGN_OR_RETURN(a->wqkv_, ReadWeight(ckpt, spec.wqkv));
   ASSIGN_OR_RETURN(a->wo_, ReadWeight(ckpt, spec.wo));
-  ASSIGN_OR_RETURN(a->q_norm_, ReadWeight(ckpt, spec.q_norm));
-  ASSIGN_OR_RETURN(a->k_norm_, ReadWeight(ckpt, spec.k_norm));
+  ASSIGN_OR_RETURN(a->q_norm_, ReadNorm(ckpt, spec.q_norm, cfg.zero_centered_norms));
+  ASSIGN_OR_RETURN(a->k_norm_, ReadNorm(ckpt, spec.k_norm, cfg.zero_centered_norms));
+  if (cfg.attention_output_gate) {
+    ASSIGN_OR_RETURN(a->wgate_, ReadWeight(ckpt, spec.gate));
+    if (static_cast<int64_t>(a->wgate_.size()) != a->L_.q_dim() * a->hidden_) {
+      return absl::InternalError("attention output gate has " + std::to_string(a->wgate_.size()) + " values, want " +
+                                 std::to_string(a->L_.q_dim() * a->hidden_));
+    }
+  }
   return a;
 }
 
@@ -56,6 +72,11 @@ absl::Status Attention::Forward(StepContext& ctx, const float* x, float* out) {
   std::vector<float> att(T * L_.q_dim());  // (T, n_heads * head_dim)
   paged_attention(ctx.pool, att.data(), qkv.data(), k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.token_seq(),
                   ctx.meta + m.pos(), T, A, scale);
+  if (!wgate_.empty()) {  // gated attention: each head's output times sigmoid(its gate)
+    std::vector<float> gate(T * L_.q_dim());
+    matmul(ctx.pool, gate.data(), x, wgate_.data(), T, hidden_, L_.q_dim());
+    sigmoid_gate(att.data(), gate.data(), T, L_.q_dim(), L_.q_dim());
+  }
   // o_proj is row-parallel: this rank's heads give a partial sum, all-reduced by the model.
   matmul(ctx.pool, out, att.data(), wo_.data(), T, L_.q_dim(), hidden_);
   return absl::OkStatus();
@@ -94,6 +115,12 @@ absl::StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(const Checkpoint& ckpt, con
   ASSIGN_OR_RETURN(m->router_, ReadWeight(ckpt, spec.router));
   ASSIGN_OR_RETURN(m->gate_up_, ReadWeight(ckpt, spec.gate_up));
   ASSIGN_OR_RETURN(m->down_, ReadWeight(ckpt, spec.down));
+  if (spec.shared) {
+    m->shared_inter_ = shard.shared_inter;
+    ASSIGN_OR_RETURN(m->shared_gate_up_, ReadWeight(ckpt, spec.shared_expert.gate_up));
+    ASSIGN_OR_RETURN(m->shared_down_, ReadWeight(ckpt, spec.shared_expert.down));
+    ASSIGN_OR_RETURN(m->shared_gate_, ReadWeight(ckpt, spec.shared_expert.gate));
+  }
   return m;
 }
 
@@ -106,6 +133,18 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* x, float* out) {
   // Each expert runs once over the tokens routed to it; outputs are added with their weights.
   moe_gate_up(ctx.pool, act.data(), x, ids.data(), gate_up_.data(), T, K, H, I);
   moe_down(ctx.pool, out, act.data(), ids.data(), weights.data(), down_.data(), T, K, H, I);
+  if (shared_inter_ > 0) {  // out += sigmoid(shared_expert_gate x) * shared_expert(x), per token
+    const int64_t S = shared_inter_;
+    std::vector<float> gu(T * 2 * S), sa(T * S), so(T * H), sg(T);
+    matmul(ctx.pool, gu.data(), x, shared_gate_up_.data(), T, H, 2 * S);
+    silu_mul(sa.data(), gu.data(), T, S);
+    matmul(ctx.pool, so.data(), sa.data(), shared_down_.data(), T, S, H);
+    matmul(ctx.pool, sg.data(), x, shared_gate_.data(), T, H, 1);
+    for (int64_t t = 0; t < T; ++t) {
+      const float g = sigmoid(sg[t]);
+      for (int64_t d = 0; d < H; ++d) out[t * H + d] += g * so[t * H + d];
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -25,6 +25,9 @@ namespace tandem::engine::cpu {
 // The cpu backend's one weight reader: a WeightSpec's slices as float32, packed, zero-padded to
 // its shape (a new weight format is converted here).
 absl::StatusOr<std::vector<float>> ReadWeight(const Checkpoint& ckpt, const WeightSpec& spec);
+// ReadWeight of a norm: 1 + w when `zero_centered` (the hybrid models' (1 + w) * x_hat norms),
+// so one RMSNorm op serves both.
+absl::StatusOr<std::vector<float>> ReadNorm(const Checkpoint& ckpt, const WeightSpec& spec, bool zero_centered);
 
 // What every part sees of the step: the flattened metadata (engine/step.h), the threads, the KV
 // pool and the rotary frequencies.
@@ -53,7 +56,8 @@ class Ffn {
   virtual absl::Status Forward(StepContext& ctx, const float* x, float* out) = 0;
 };
 
-// Grouped-query self-attention over the paged KV cache, this rank's heads only.
+// Grouped-query self-attention over the paged KV cache, this rank's heads only. Gated (the hybrid
+// models): the output of each head multiplied by sigmoid of its gate rows before o_proj.
 class Attention final : public Mixer {
  public:
   // `kv_layer` is this layer's index in the KV cache.
@@ -72,6 +76,7 @@ class Attention final : public Mixer {
   std::vector<float> wo_;      // (hidden, q_dim) the columns of this rank's heads
   std::vector<float> q_norm_;  // (head_dim)
   std::vector<float> k_norm_;  // (head_dim)
+  std::vector<float> wgate_;   // (q_dim, hidden) the output-gate rows of this rank's heads; empty: no gate
 };
 
 // SwiGLU MLP: down(silu(gate x) * up x), this rank's slice of the intermediate dimension.
@@ -88,7 +93,8 @@ class DenseMlp final : public Ffn {
 };
 
 // Routed mixture of experts: router softmax -> top-k (renormalised when norm_topk_prob) ->
-// weighted sum of SwiGLU experts. Every rank holds the full router (so all pick the same experts)
+// weighted sum of SwiGLU experts, plus (hybrid models) a shared SwiGLU expert scaled by
+// sigmoid(shared_expert_gate x). Every rank holds the full router (so all pick the same experts)
 // and a slice of every expert's intermediate dimension.
 class MoeFfn final : public Ffn {
  public:
@@ -102,6 +108,10 @@ class MoeFfn final : public Ffn {
   std::vector<float> router_;   // (num_experts, hidden)
   std::vector<float> gate_up_;  // (num_experts, 2 inter, hidden)
   std::vector<float> down_;     // (num_experts, hidden, inter)
+  int64_t shared_inter_ = 0;           // this rank's slice of the shared expert; 0: none
+  std::vector<float> shared_gate_up_;  // (2 shared_inter, hidden)
+  std::vector<float> shared_down_;     // (hidden, shared_inter)
+  std::vector<float> shared_gate_;     // (hidden) shared_expert_gate, replicated
 };
 
 }  // namespace tandem::engine::cpu

@@ -1,6 +1,7 @@
 // The cpu backend's parts (engine/cpu/layers.cc) one at a time, outside the model: at TP 2 the two
 // ranks' partial outputs add up to the TP 1 output, for the attention and the routed experts of
-// qwen3moe-tiny's layer 0 and for a dense MLP on a small synthetic checkpoint. This pins the shard
+// qwen3moe-tiny's layer 0, for qwen35moe-tiny's gated attention, Gated DeltaNet and MoE with a
+// shared expert, and for a dense MLP on a small synthetic checkpoint. This pins the shard
 // arithmetic each part reads (engine/model/tp_shard.h, layer_weights.h) to its math.
 #include "engine/cpu/layers.h"
 
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "common/status.h"
+#include "engine/cpu/gated_deltanet.h"
 #include "engine/cpu/ops.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tp_shard.h"
@@ -66,6 +68,7 @@ void ExpectRanksAddUp(const ModelConfig& cfg, const std::string& what, const Run
     ctx.pool = &pool;
     ctx.kv = &kv;
     ctx.inv_freq = inv_freq.data();
+    ctx.batch = &step.batch;
     std::vector<float> out(kTokens * H, 0.0f);
     const absl::Status st = run(shard, ctx, out.data());
     ASSERT_TRUE(st.ok()) << what << " rank " << rank << "/" << world << ": " << st;
@@ -83,11 +86,12 @@ void ExpectRanksAddUp(const ModelConfig& cfg, const std::string& what, const Run
 
 class TinyLayer0 : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto cfg = LoadModelConfig(testing::TinyModelDir());
+  void SetUp() override { Open(testing::TinyModelDir()); }
+  void Open(const std::string& dir) {
+    auto cfg = LoadModelConfig(dir);
     ASSERT_TRUE(cfg.ok()) << cfg.status();
     cfg_ = *cfg;
-    auto ckpt = Checkpoint::Open(testing::TinyModelDir());
+    auto ckpt = Checkpoint::Open(dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
     ckpt_ = std::move(*ckpt);
     auto names = ResolveWeightNames(*ckpt_, cfg_);
@@ -112,6 +116,41 @@ TEST_F(TinyLayer0, MoeFfnRanksAddUpToTp1) {
   const std::vector<float> x = Input(cfg_.hidden_size);
   ExpectRanksAddUp(cfg_, "moe ffn", [&](const TpShard& shard, StepContext& ctx, float* out) -> absl::Status {
     ASSIGN_OR_RETURN(auto part, MoeFfn::Load(*ckpt_, DescribeMoe(names_, cfg_, shard, 0), cfg_, shard));
+    return part->Forward(ctx, x.data(), out);
+  });
+}
+
+// qwen35moe-tiny: layer 0 is a Gated DeltaNet, layer 3 gated full attention; every layer's MoE
+// has a shared expert.
+class TinyHybrid : public TinyLayer0 {
+ protected:
+  void SetUp() override { Open(testing::Qwen35MoeTinyDir()); }
+};
+
+TEST_F(TinyHybrid, GatedAttentionRanksAddUpToTp1) {
+  ASSERT_TRUE(cfg_.attention_output_gate);
+  const std::vector<float> x = Input(cfg_.hidden_size);
+  ExpectRanksAddUp(cfg_, "gated attention", [&](const TpShard& shard, StepContext& ctx, float* out) -> absl::Status {
+    ASSIGN_OR_RETURN(auto part, Attention::Load(*ckpt_, DescribeAttention(names_, cfg_, shard, 3), cfg_, shard, 0));
+    return part->Forward(ctx, x.data(), out);
+  });
+}
+
+TEST_F(TinyHybrid, MoeWithSharedExpertRanksAddUpToTp1) {
+  const std::vector<float> x = Input(cfg_.hidden_size);
+  ExpectRanksAddUp(cfg_, "moe + shared expert", [&](const TpShard& shard, StepContext& ctx, float* out) -> absl::Status {
+    const MoeWeightSpec spec = DescribeMoe(names_, cfg_, shard, 0);
+    if (!spec.shared) return absl::InternalError("no shared expert described");
+    ASSIGN_OR_RETURN(auto part, MoeFfn::Load(*ckpt_, spec, cfg_, shard));
+    return part->Forward(ctx, x.data(), out);
+  });
+}
+
+TEST_F(TinyHybrid, GatedDeltaNetRanksAddUpToTp1) {
+  const std::vector<float> x = Input(cfg_.hidden_size);
+  ExpectRanksAddUp(cfg_, "gated deltanet", [&](const TpShard& shard, StepContext& ctx, float* out) -> absl::Status {
+    ASSIGN_OR_RETURN(auto part,
+                     GatedDeltaNet::Load(*ckpt_, DescribeLinearAttention(names_, cfg_, shard, 0), cfg_, shard));
     return part->Forward(ctx, x.data(), out);
   });
 }
