@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "engine/cpu/gated_deltanet.h"
 #include "engine/cpu/layers.h"
 #include "engine/cpu/ops.h"
 #include "engine/load_checks.h"
@@ -62,7 +63,8 @@ absl::Status CpuModel::LoadWeights(const Checkpoint& ckpt) {
   ASSIGN_OR_RETURN(const WeightNames names, ResolveWeightNames(ckpt, cfg_));
   const ModelWeightSpec spec = DescribeWeights(names, cfg_, shard_);
   ASSIGN_OR_RETURN(embed_, ReadWeight(ckpt, spec.embed));
-  ASSIGN_OR_RETURN(final_norm_, ReadWeight(ckpt, spec.final_norm));
+  const bool zc = cfg_.zero_centered_norms;  // the hybrid models' (1 + w) norms, loaded as 1 + w
+  ASSIGN_OR_RETURN(final_norm_, ReadNorm(ckpt, spec.final_norm, zc));
   // lm_head split by vocabulary; tied embeddings read the embedding matrix instead.
   ASSIGN_OR_RETURN(lm_head_, ReadWeight(ckpt, spec.lm_head));
   inv_freq_ = rope_inv_freq(cfg_.rope_theta, cfg_.RotaryDim());
@@ -70,11 +72,16 @@ absl::Status CpuModel::LoadWeights(const Checkpoint& ckpt) {
   int64_t kv_layers = 0;
   for (const LayerWeightSpec& ls : spec.layers) {
     DecoderLayer layer;
-    ASSIGN_OR_RETURN(layer.input_norm, ReadWeight(ckpt, ls.input_norm));
-    ASSIGN_OR_RETURN(layer.post_norm, ReadWeight(ckpt, ls.post_norm));
-    // Mixer: full attention (the hybrid models' linear attention slots in here by layer_types).
-    ASSIGN_OR_RETURN(layer.mixer, Attention::Load(ckpt, ls.attention, cfg_, shard_, kv_layers++));
-    // Ffn: routed experts or a dense MLP (a shared expert would be added inside the MoE).
+    ASSIGN_OR_RETURN(layer.input_norm, ReadNorm(ckpt, ls.input_norm, zc));
+    ASSIGN_OR_RETURN(layer.post_norm, ReadNorm(ckpt, ls.post_norm, zc));
+    // Mixer: Gated DeltaNet (hybrid models' linear_attention layers, state per sequence, no KV)
+    // or full attention (a KV cache layer).
+    if (ls.linear) {
+      ASSIGN_OR_RETURN(layer.mixer, GatedDeltaNet::Load(ckpt, ls.linear_attention, cfg_, shard_));
+    } else {
+      ASSIGN_OR_RETURN(layer.mixer, Attention::Load(ckpt, ls.attention, cfg_, shard_, kv_layers++));
+    }
+    // Ffn: routed experts (with the shared expert when the model has one) or a dense MLP.
     if (ls.moe) {
       ASSIGN_OR_RETURN(layer.ffn, MoeFfn::Load(ckpt, ls.experts, cfg_, shard_));
     } else {
@@ -113,6 +120,7 @@ absl::StatusOr<Logits> CpuModel::Forward(const StepBatch& batch) {
   ctx.pool = &pool_;
   ctx.kv = &kv_;
   ctx.inv_freq = inv_freq_.data();
+  ctx.batch = &batch;
   const int64_t T = ctx.num_tokens(), H = cfg_.hidden_size;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
@@ -174,7 +182,21 @@ absl::StatusOr<Logits> CpuModel::ComputeLogits(const StepBatch& batch, const Ste
 }  // namespace
 
 absl::Status CheckSupported(const ModelConfig& config, int world) {
-  return CheckModelSupported(config, world, "cpu");
+  if (!config.IsHybrid()) return CheckModelSupported(config, world, "cpu");
+  // The hybrid models (qwen3_next, qwen3_5_moe): Gated DeltaNet and gated full attention layers.
+  for (size_t l = 0; l < config.layer_types.size(); ++l) {
+    const std::string& lt = config.layer_types[l];
+    if (lt != "full_attention" && lt != "linear_attention") {
+      return absl::UnimplementedError("layer_types[" + std::to_string(l) + "] = " + lt +
+                                      " is not supported by the cpu backend");
+    }
+  }
+  RETURN_IF_ERROR(CheckTpShard(config, world));  // with the DeltaNet heads' split
+  // The checks shared with qwen3_moe (routing), on the config seen without its linear layers.
+  ModelConfig rest = config;
+  rest.model_type = "qwen3_moe";
+  rest.layer_types.clear();
+  return CheckModelSupported(rest, world, "cpu");
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadCpuModel(const std::string& dir, const ModelConfig& config,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -120,10 +121,19 @@ TEST(InferProcessFailure, DeadRankFailsTheRunQuickly) {
 }
 
 TEST(InferProcessFailure, UnsupportedModelIsRefusedClearly) {
-  RunResult r = RunInfer({"generate", "--model", testing::TestdataDir() + "/qwen3next-tiny", "--prompt-ids", "1"});
+  // The tiny model's weights under a config.json saying model_type "llama".
+  const auto dir = std::filesystem::temp_directory_path() / ("tandem-llama-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(testing::TinyModelDir() + "/model.safetensors", dir / "model.safetensors");
+  std::ifstream in(testing::TinyModelDir() + "/config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  cfg["model_type"] = "llama";
+  std::ofstream(dir / "config.json") << cfg.dump();
+  RunResult r = RunInfer({"generate", "--model", dir.string(), "--prompt-ids", "1"});
+  std::filesystem::remove_all(dir);
   EXPECT_NE(r.status, 0);
   std::printf("%s", r.err.c_str());
-  EXPECT_NE(r.err.find("model_type qwen3_next is not supported by the cpu backend yet"), std::string::npos);
+  EXPECT_NE(r.err.find("unsupported architecture: model_type 'llama'"), std::string::npos);
 }
 
 // A folder with the tiny model and the Qwen3 tokenizer (symlinks): --prompt TEXT is tokenized on

@@ -15,7 +15,8 @@ std::vector<int32_t> ToInt32(const std::vector<int64_t>& v) { return std::vector
 absl::StatusOr<std::vector<GoldenPrompt>> LoadGolden(const std::string& model_dir) {
   ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(model_dir + "/golden.safetensors"));
   std::vector<GoldenPrompt> prompts;
-  for (int i = 0; i < 3; ++i) {
+  // prompt0..2 always; prompt3 (150 tokens) and later where the file has them.
+  for (int i = 0; i < 3 || file->Find("prompt" + std::to_string(i) + ".ids") != nullptr; ++i) {
     const std::string p = "prompt" + std::to_string(i) + ".";
     GoldenPrompt g;
     ASSIGN_OR_RETURN(auto ids, file->ReadInts(p + "ids"));

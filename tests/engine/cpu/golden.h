@@ -1,4 +1,4 @@
-// The qwen3moe-tiny golden reference (transformers 5.17, float32, eager attention) and the
+// The tiny models' golden references (qwen3moe-tiny; the hybrid qwen35moe-tiny and qwen3next-tiny) (transformers 5.17, float32, eager attention) and the
 // comparisons the cpu tests make against it.
 #pragma once
 
@@ -20,8 +20,10 @@ struct GoldenPrompt {
 
 inline std::string TestdataDir() { return ::tandem::testing::TestdataDir(); }
 inline std::string TinyModelDir() { return TestdataDir() + "/qwen3moe-tiny"; }
+inline std::string Qwen35MoeTinyDir() { return TestdataDir() + "/qwen35moe-tiny"; }
+inline std::string Qwen3NextTinyDir() { return TestdataDir() + "/qwen3next-tiny"; }
 
-// prompt0..2 of <dir>/golden.safetensors.
+// prompt0..2 of <dir>/golden.safetensors, and prompt3.. where present.
 absl::StatusOr<std::vector<GoldenPrompt>> LoadGolden(const std::string& model_dir);
 
 // max |got - want| / max |want| over all values.

@@ -11,14 +11,14 @@
 namespace tandem::engine::testing {
 
 absl::Status RunOnRanks(int tp, ModelLoadOptions opt, const std::function<absl::Status()>& on_rank,
-                        const std::function<absl::Status(StepDriver&)>& check) {
+                        const std::function<absl::Status(StepDriver&)>& check, const std::string& model_dir) {
   return RunRanksAsThreads(tp, [&](Comm& comm) -> absl::Status {
     if (on_rank) RETURN_IF_ERROR(on_rank());
     ModelLoadOptions o = opt;
     o.rank = comm.rank();
     o.world = comm.world_size();
     o.comm = &comm;
-    ASSIGN_OR_RETURN(auto model, Model::Load(TinyModelDir(), o));
+    ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, o));
     if (comm.rank() != 0) return RunWorkerLoop(*model, comm);
     StepDriver driver(model.get(), &comm);
     absl::Status st = check(driver);

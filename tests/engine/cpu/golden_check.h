@@ -14,11 +14,12 @@
 
 namespace tandem::engine::testing {
 
-// Loads the tiny model with `opt` (rank, world and comm filled in) on `tp` ranks as threads;
+// Loads the tiny model (`model_dir`, qwen3moe-tiny unless given) with `opt` (rank, world and comm filled in) on `tp` ranks as threads;
 // `on_rank` (may be empty) runs first on each rank's thread (e.g. cudaSetDevice). Rank 0 runs
 // `check(driver)`, the others serve steps.
 absl::Status RunOnRanks(int tp, ModelLoadOptions opt, const std::function<absl::Status()>& on_rank,
-                        const std::function<absl::Status(StepDriver&)>& check);
+                        const std::function<absl::Status(StepDriver&)>& check,
+                        const std::string& model_dir = TinyModelDir());
 
 // For every prompt: PromptLogits vs the golden logits (max |diff| / max |logit| < bound) and
 // Generate's greedy tokens vs the golden continuation, as gtest expectations; prints each
