@@ -1,6 +1,8 @@
 // config.json parsing: the three tiny reference configs, both spellings, wrappers, errors.
 #include "engine/model/model_config.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "nlohmann/json.hpp"
@@ -264,6 +266,75 @@ TEST(ModelConfig, ErrorsNameKeyAndFile) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(Msg(none.status()).find("config.json"), std::string::npos);
+}
+
+
+// The published configs of the models the operators run (their text fields as on the hub):
+// Qwen3-Next-80B-A3B (top-level rope keys, no layer_types) and Qwen3.5-35B-A3B (multimodal
+// wrapper, mrope keys in rope_parameters that text-only serving ignores, attn_output_gate, mtp).
+TEST(ModelConfig, PublishedHybridConfigs) {
+  const char* next = R"({"architectures": ["Qwen3NextForCausalLM"], "attention_bias": false,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645,
+    "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 5120, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "mlp_only_layers": [], "model_type": "qwen3_next",
+    "moe_intermediate_size": 512, "norm_topk_prob": true, "num_attention_heads": 16,
+    "num_experts": 512, "num_experts_per_tok": 10, "num_hidden_layers": 48,
+    "num_key_value_heads": 2, "partial_rotary_factor": 0.25, "rms_norm_eps": 1e-06,
+    "rope_scaling": null, "rope_theta": 10000000, "shared_expert_intermediate_size": 512,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 151936})";
+  auto n = ParseModelConfig(next, "next/config.json");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(n->layer_types.size(), 48u);
+  EXPECT_TRUE(n->IsLinearAttentionLayer(0));
+  EXPECT_TRUE(n->IsFullAttentionLayer(47));
+  EXPECT_EQ(n->RotaryDim(), 64);
+  EXPECT_EQ(n->rope_theta, 1e7);
+  EXPECT_EQ(n->LinearConvDim(), 8192);
+  EXPECT_TRUE(n->attention_output_gate);
+  EXPECT_EQ(n->eos_token_ids, (std::vector<int64_t>{151645}));
+
+  json text = {{"attn_output_gate", true}, {"dtype", "bfloat16"}, {"eos_token_id", 248044},
+               {"full_attention_interval", 4}, {"head_dim", 256}, {"hidden_act", "silu"},
+               {"hidden_size", 2048}, {"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 128},
+               {"linear_num_key_heads", 16}, {"linear_num_value_heads", 32},
+               {"linear_value_head_dim", 128}, {"max_position_embeddings", 262144},
+               {"mlp_only_layers", json::array()}, {"model_type", "qwen3_5_moe_text"},
+               {"moe_intermediate_size", 512}, {"mtp_num_hidden_layers", 1},
+               {"mtp_use_dedicated_embeddings", false}, {"num_attention_heads", 16},
+               {"num_experts", 256}, {"num_experts_per_tok", 8}, {"num_hidden_layers", 40},
+               {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-6},
+               {"shared_expert_intermediate_size", 512}, {"vocab_size", 248320},
+               {"rope_parameters", {{"mrope_interleaved", true}, {"mrope_section", {11, 11, 10}},
+                                    {"rope_type", "default"}, {"rope_theta", 10000000},
+                                    {"partial_rotary_factor", 0.25}}}};
+  json layer_types = json::array();
+  for (int l = 0; l < 40; ++l) layer_types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+  text["layer_types"] = layer_types;
+  const json wrapper = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                        {"image_token_id", 248056}, {"model_type", "qwen3_5_moe"},
+                        {"text_config", text}, {"tie_word_embeddings", false},
+                        {"vision_config", {{"depth", 27}, {"hidden_size", 1152}}}};
+  auto q = ParseModelConfig(wrapper.dump(), "q35/config.json");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->wrapper_model_type, "qwen3_5_moe");
+  EXPECT_EQ(q->num_experts, 256);
+  EXPECT_EQ(q->mtp_num_hidden_layers, 1);
+  EXPECT_EQ(q->RotaryDim(), 64);
+  EXPECT_TRUE(q->IsFullAttentionLayer(39));
+  EXPECT_FALSE(q->tie_word_embeddings);
+  for (int l = 0; l < 40; ++l) EXPECT_TRUE(q->IsMoeLayer(l));
+  std::printf("  Qwen3.5-35B-A3B: %lld layers (%lld full attention), %lld experts top-%lld, shared %lld\n",
+              (long long)q->num_hidden_layers, (long long)std::count(q->layer_types.begin(), q->layer_types.end(), "full_attention"),
+              (long long)q->num_experts, (long long)q->num_experts_per_tok, (long long)q->shared_expert_intermediate_size);
+  // A wrong entry in the published list is refused naming it.
+  json bad = wrapper;
+  bad["text_config"]["layer_types"][5] = "mamba";
+  auto refused = ParseModelConfig(bad.dump(), "q35/config.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(Msg(refused.status()).rfind("q35/config.json: key 'text_config.layer_types': unknown layer type 'mamba'", 0), 0u)
+      << refused.status();
 }
 
 }  // namespace
