@@ -6,10 +6,13 @@
 
 #include <set>
 
+#include "engine/generate.h"
+#include "engine/model.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/layer_weights.h"
 #include "engine/model/model_config.h"
 #include "engine/model/safetensors.h"
+#include "engine/step_driver.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model/test_util.h"
 
@@ -74,8 +77,8 @@ TEST(WeightNames, KeysAndPrefixDetection) {
 // under text_config, a vision tower (model.visual.*, stored as I32 so that any read of it fails)
 // and two mtp.* tensors. It describes the same weights as the text-only folder, reads the same
 // values, never reads model.visual.*, and lists the mtp tensors.
-TEST(WeightNames, MultimodalLayoutResolvesTheTextModel) {
-  const std::string src = TestData("qwen35moe-tiny");
+// Writes the multimodal layout of the text-only folder `src` into `dir`.
+void WriteMultimodalFolder(const std::string& src, const TempDir& dir) {
   std::vector<NamedTensorData> tensors = testing::ReadAllTensors(src);
   ASSERT_FALSE(tensors.empty());
   for (NamedTensorData& t : tensors) {
@@ -84,7 +87,6 @@ TEST(WeightNames, MultimodalLayoutResolvesTheTextModel) {
   tensors.push_back({"model.visual.patch_embed.proj.weight", DType::kI32, {4, 3}, {}, std::vector<int32_t>(12, 7), {}});
   tensors.push_back({"mtp.fc.weight", DType::kBF16, {128, 256}, std::vector<float>(128 * 256, 0.5f), {}, {}});
   tensors.push_back({"mtp.layers.0.input_layernorm.weight", DType::kBF16, {128}, std::vector<float>(128, 1.0f), {}, {}});
-  TempDir dir;
   ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", tensors).ok());
   nlohmann::json text = nlohmann::json::parse(testing::ReadAll(src + "/config.json"));
   text.erase("architectures");
@@ -95,7 +97,12 @@ TEST(WeightNames, MultimodalLayoutResolvesTheTextModel) {
                                   {"vision_config", {{"depth", 1}, {"hidden_size", 64}}},
                                   {"text_config", text}};
   testing::WriteAll(dir / "config.json", wrapper.dump(2));
+}
 
+TEST(WeightNames, MultimodalLayoutResolvesTheTextModel) {
+  const std::string src = TestData("qwen35moe-tiny");
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteMultimodalFolder(src, dir));
   auto config = LoadModelConfig(dir.path());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->wrapper_model_type, "qwen3_5_moe");
@@ -148,6 +155,32 @@ TEST(WeightNames, MultimodalLayoutResolvesTheTextModel) {
   }
   // Reading the vision tower would have failed: it is not a float tensor.
   EXPECT_FALSE((*mm)->Read("model.visual.patch_embed.proj.weight", {4, 3}).ok());
+}
+
+
+// End to end on the cpu backend: the multimodal folder gives bit-identical logits to the
+// text-only one (which cpu_model_hybrid_golden checks against transformers), at TP 1.
+TEST(WeightNames, MultimodalLayoutGivesTheTextModelsLogits) {
+  const std::string src = TestData("qwen35moe-tiny");
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteMultimodalFolder(src, dir));
+  const std::vector<int32_t> prompt = {1, 17, 300, 4000, 42, 42, 7, 2048, 9, 3, 100, 5};
+  std::vector<std::vector<float>> logits;
+  for (const std::string& model_dir : {src, dir.path()}) {
+    ModelLoadOptions opt;
+    opt.threads = 1;
+    auto model = Model::Load(model_dir, opt);
+    ASSERT_TRUE(model.ok()) << model_dir << ": " << model.status();
+    StepDriver driver(model->get(), nullptr);
+    auto l = PromptLogits(driver, prompt);
+    ASSERT_TRUE(l.ok()) << l.status();
+    logits.push_back(l->data);
+  }
+  ASSERT_EQ(logits[0].size(), prompt.size() * 4096);
+  size_t differ = 0;
+  for (size_t i = 0; i < logits[0].size(); ++i) differ += logits[0][i] != logits[1][i];
+  EXPECT_EQ(differ, 0u);
+  std::printf("  multimodal vs text-only folder: %zu of %zu logits differ\n", differ, logits[0].size());
 }
 
 }  // namespace
