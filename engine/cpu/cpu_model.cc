@@ -182,21 +182,8 @@ absl::StatusOr<Logits> CpuModel::ComputeLogits(const StepBatch& batch, const Ste
 }  // namespace
 
 absl::Status CheckSupported(const ModelConfig& config, int world) {
-  if (!config.IsHybrid()) return CheckModelSupported(config, world, "cpu");
-  // The hybrid models (qwen3_next, qwen3_5_moe): Gated DeltaNet and gated full attention layers.
-  for (size_t l = 0; l < config.layer_types.size(); ++l) {
-    const std::string& lt = config.layer_types[l];
-    if (lt != "full_attention" && lt != "linear_attention") {
-      return absl::UnimplementedError("layer_types[" + std::to_string(l) + "] = " + lt +
-                                      " is not supported by the cpu backend");
-    }
-  }
-  RETURN_IF_ERROR(CheckTpShard(config, world));  // with the DeltaNet heads' split
-  // The checks shared with qwen3_moe (routing), on the config seen without its linear layers.
-  ModelConfig rest = config;
-  rest.model_type = "qwen3_moe";
-  rest.layer_types.clear();
-  return CheckModelSupported(rest, world, "cpu");
+  // The cpu backend has the hybrid models' layers (Gated DeltaNet, gated attention, shared expert).
+  return CheckModelSupported(config, world, "cpu", /*hybrid=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadCpuModel(const std::string& dir, const ModelConfig& config,
