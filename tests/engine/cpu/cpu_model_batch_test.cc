@@ -1,5 +1,6 @@
 // A step batch on the cpu model (engine/cpu/cpu_model.cc): invariants of the paged KV cache and of
-// batching, on qwen3moe-tiny at TP=1 and TP=2 (threads):
+// batching, on qwen3moe-tiny and the hybrid qwen35moe-tiny / qwen3next-tiny (whose Gated DeltaNet
+// layers carry a recurrent state per sequence instead of KV) at TP=1 and TP=2 (threads):
 // - prefill in one chunk == the same prompt fed token by token (decode through the cache)
 //   == the prompt in two chunks of different sizes;
 // - a sequence whose block table is non-contiguous (blocks 5, 2, 9) == contiguous blocks;
@@ -7,6 +8,8 @@
 //   sequence's decode step).
 // Each comparison is also checked against the transformers golden.
 #include <cstdio>
+#include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -23,14 +26,14 @@ namespace {
 constexpr int32_t kBlockSize = 4;  // small blocks: the 33-token prompt spans 9 of them
 constexpr int32_t kNumBlocks = 64;
 
-absl::Status RunOnRanks(int tp, const std::function<absl::Status(StepDriver&)>& check) {
+absl::Status RunOnRanks(const std::string& dir, int tp, const std::function<absl::Status(StepDriver&)>& check) {
   return RunRanksAsThreads(tp, [&](Comm& comm) -> absl::Status {
     ModelLoadOptions opt;
     opt.rank = comm.rank();
     opt.world = comm.world_size();
     opt.comm = &comm;
     opt.threads = 1;
-    ASSIGN_OR_RETURN(auto model, Model::Load(testing::TinyModelDir(), opt));
+    ASSIGN_OR_RETURN(auto model, Model::Load(dir, opt));
     if (comm.rank() != 0) return RunWorkerLoop(*model, comm);
     StepDriver driver(model.get(), &comm);
     RETURN_IF_ERROR(driver.AllocateKvCache(kNumBlocks, kBlockSize));
@@ -73,10 +76,14 @@ std::vector<int32_t> Contiguous(int32_t first, int32_t n) {
   return t;
 }
 
-class cpu_model_batch : public ::testing::TestWithParam<int> {
+// (model folder under the test data, TP size)
+class cpu_model_batch : public ::testing::TestWithParam<std::tuple<std::string, int>> {
  protected:
+  std::string dir() const { return testing::TestdataDir() + "/" + std::get<0>(GetParam()); }
+  int tp() const { return std::get<1>(GetParam()); }
+  const char* model() const { return std::get<0>(GetParam()).c_str(); }
   void SetUp() override {
-    auto g = testing::LoadGolden(testing::TinyModelDir());
+    auto g = testing::LoadGolden(dir());
     ASSERT_TRUE(g.ok()) << g.status();
     golden_ = *g;
   }
@@ -86,7 +93,7 @@ class cpu_model_batch : public ::testing::TestWithParam<int> {
 TEST_P(cpu_model_batch, PrefillEqualsDecodeAndChunkedPrefill) {
   const auto& g = golden_[2];  // 33 tokens
   const int n = static_cast<int>(g.ids.size());
-  absl::Status st = RunOnRanks(GetParam(), [&](StepDriver& driver) -> absl::Status {
+  absl::Status st = RunOnRanks(dir(), tp(), [&](StepDriver& driver) -> absl::Status {
     const auto table = Contiguous(0, (n + kBlockSize - 1) / kBlockSize);
     ASSIGN_OR_RETURN(auto one_chunk, LogitsInChunks(driver, g.ids, {n}, table));
     std::vector<int> every_token;
@@ -97,9 +104,9 @@ TEST_P(cpu_model_batch, PrefillEqualsDecodeAndChunkedPrefill) {
     const double chunked_vs_prefill = testing::RelativeError(two_chunks, one_chunk);
     const double prefill_vs_golden = testing::RelativeError(one_chunk, g.logits);
     const double decode_vs_golden = testing::RelativeError(token_by_token, g.logits);
-    std::printf("tp=%d %d tokens: token-by-token vs one chunk %.3g, chunks 13+20 vs one chunk %.3g; "
+    std::printf("%s tp=%d %d tokens: token-by-token vs one chunk %.3g, chunks 13+20 vs one chunk %.3g; "
                 "vs golden: one chunk %.3g, token-by-token %.3g\n",
-                GetParam(), n, decode_vs_prefill, chunked_vs_prefill, prefill_vs_golden, decode_vs_golden);
+                model(), tp(), n, decode_vs_prefill, chunked_vs_prefill, prefill_vs_golden, decode_vs_golden);
     EXPECT_LT(decode_vs_prefill, 1e-5);
     EXPECT_LT(chunked_vs_prefill, 1e-5);
     EXPECT_LT(prefill_vs_golden, 1e-4);
@@ -112,7 +119,7 @@ TEST_P(cpu_model_batch, PrefillEqualsDecodeAndChunkedPrefill) {
 TEST_P(cpu_model_batch, NonContiguousBlockTable) {
   const auto& g = golden_[1];  // 7 tokens: 2 blocks of 4
   const int n = static_cast<int>(g.ids.size());
-  absl::Status st = RunOnRanks(GetParam(), [&](StepDriver& driver) -> absl::Status {
+  absl::Status st = RunOnRanks(dir(), tp(), [&](StepDriver& driver) -> absl::Status {
     // Fill blocks 0..15 with another sequence first, so stale KV sits in the pool.
     ASSIGN_OR_RETURN(auto filler, LogitsInChunks(driver, golden_[2].ids, {33}, Contiguous(0, 9)));
     (void)filler;
@@ -121,7 +128,7 @@ TEST_P(cpu_model_batch, NonContiguousBlockTable) {
     ASSIGN_OR_RETURN(auto scattered, LogitsInChunks(driver, g.ids, {5, 6, 7}, {5, 2, 9}));
     const double rel = testing::RelativeError(scattered, contiguous);
     const double vs_golden = testing::RelativeError(scattered, g.logits);
-    std::printf("tp=%d blocks {5,2,9} vs {20,21}: %.3g; vs golden %.3g\n", GetParam(), rel, vs_golden);
+    std::printf("%s tp=%d blocks {5,2,9} vs {20,21}: %.3g; vs golden %.3g\n", model(), tp(), rel, vs_golden);
     EXPECT_LT(rel, 1e-5);
     EXPECT_LT(vs_golden, 1e-4);
     return absl::OkStatus();
@@ -130,7 +137,7 @@ TEST_P(cpu_model_batch, NonContiguousBlockTable) {
 }
 
 TEST_P(cpu_model_batch, BatchOfThreeEqualsEachAlone) {
-  absl::Status st = RunOnRanks(GetParam(), [&](StepDriver& driver) -> absl::Status {
+  absl::Status st = RunOnRanks(dir(), tp(), [&](StepDriver& driver) -> absl::Status {
     // Alone, each in its own blocks.
     std::vector<std::vector<float>> alone;
     for (int p = 0; p < 3; ++p) {
@@ -155,7 +162,7 @@ TEST_P(cpu_model_batch, BatchOfThreeEqualsEachAlone) {
       row += n;
       const double rel = testing::RelativeError(mine, alone[p]);
       const double vs_golden = testing::RelativeError(mine, golden_[p].logits);
-      std::printf("tp=%d prompt%d batched with the others vs alone: %.3g; vs golden %.3g\n", GetParam(), p, rel,
+      std::printf("%s tp=%d prompt%d batched with the others vs alone: %.3g; vs golden %.3g\n", model(), tp(), p, rel,
                   vs_golden);
       EXPECT_LT(rel, 1e-5);
       EXPECT_LT(vs_golden, 1e-4);
@@ -181,7 +188,7 @@ TEST_P(cpu_model_batch, BatchOfThreeEqualsEachAlone) {
     const int64_t V = m.vocab;
     std::vector<float> want1(alone[1].end() - V, alone[1].end()), want2(alone[2].end() - V, alone[2].end());
     const double d1 = testing::RelativeError(decode_row, want1), d2 = testing::RelativeError(prefill_row, want2);
-    std::printf("tp=%d mixed step (prefill of prompt2 + decode of prompt1): %.3g, %.3g vs alone\n", GetParam(), d2,
+    std::printf("%s tp=%d mixed step (prefill of prompt2 + decode of prompt1): %.3g, %.3g vs alone\n", model(), tp(), d2,
                 d1);
     EXPECT_EQ(m.positions[0], 32);
     EXPECT_EQ(m.positions[1], 6);
@@ -193,7 +200,7 @@ TEST_P(cpu_model_batch, BatchOfThreeEqualsEachAlone) {
 }
 
 TEST(cpu_model_batch_errors, BadPlansAreRejected) {
-  absl::Status st = RunOnRanks(1, [&](StepDriver& driver) -> absl::Status {
+  absl::Status st = RunOnRanks(testing::TinyModelDir(), 1, [&](StepDriver& driver) -> absl::Status {
     StepBatch uncovered;
     uncovered.seqs.push_back(Chunk(1, {1, 2, 3, 4, 5}, 0, 5, {0}));  // 5 tokens, one block of 4
     auto r = driver.Forward(uncovered);
@@ -215,8 +222,17 @@ TEST(cpu_model_batch_errors, BadPlansAreRejected) {
   ASSERT_TRUE(st.ok()) << st;
 }
 
-INSTANTIATE_TEST_SUITE_P(Tp, cpu_model_batch, ::testing::Values(1, 2),
-                         [](const ::testing::TestParamInfo<int>& p) { return "tp" + std::to_string(p.param); });
+INSTANTIATE_TEST_SUITE_P(Tp, cpu_model_batch,
+                         ::testing::Combine(::testing::Values("qwen3moe-tiny", "qwen35moe-tiny", "qwen3next-tiny"),
+                                            ::testing::Values(1, 2)),
+                         [](const auto& p) {
+                           // qwen3moe-tiny keeps its names (tp1, tp2); the hybrids are prefixed.
+                           const std::string model = std::get<0>(p.param);
+                           std::string n = (model == "qwen3moe-tiny" ? "" : model + "_") + "tp" +
+                                           std::to_string(std::get<1>(p.param));
+                           for (char& c : n) c = (c == '-') ? '_' : c;
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace tandem::engine
