@@ -64,7 +64,11 @@ absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out
   std::vector<float> proj(T * row), o(T * V);
   matmul(ctx.pool, proj.data(), x, w_in_.data(), T, H, row);
 
-  // The recurrence, token after token; tokens of one sequence come in position order.
+  // Per token, in order (tokens of one sequence come in position order): the sequence's state,
+  // the conv and the gates. Then the recurrence, value heads on the threads, each head's tokens
+  // in order; then the gated output norm.
+  std::vector<float*> S(T);
+  std::vector<float> g(T * D_.n_v), beta(T * D_.n_v);
   for (int64_t t = 0; t < T; ++t) {
     const SeqChunk& chunk = ctx.batch->seqs[ctx.meta[m.token_seq() + t]];
     const int64_t pos = ctx.meta[m.pos() + t];
@@ -85,11 +89,22 @@ absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out
       st = &it->second;
     }
     float* p = proj.data() + t * row;
-    gated_deltanet_token(o.data() + t * V, p, st->conv.data(), st->S.data(), p + C + V, p + C + V + D_.n_v,
-                         w_.conv.data(), w_.A_log.data(), w_.dt_bias.data(), D_);
+    gated_deltanet_prepare(p, st->conv.data(), g.data() + t * D_.n_v, beta.data() + t * D_.n_v, p + C + V,
+                           p + C + V + D_.n_v, w_.conv.data(), w_.A_log.data(), w_.dt_bias.data(), D_);
     st->next_pos = pos + 1;
+    S[t] = st->S.data();
+  }
+  ParallelFor(T * D_.state_size() < (1 << 14) ? nullptr : ctx.pool, D_.n_v, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      for (int64_t t = 0; t < T; ++t) {
+        gated_deltanet_head(o.data() + t * V + h * D_.dv, S[t], proj.data() + t * row, g.data() + t * D_.n_v,
+                            beta.data() + t * D_.n_v, h, D_);
+      }
+    }
+  });
+  for (int64_t t = 0; t < T; ++t) {
     // Output norm per value head, gated by silu(z).
-    gated_rmsnorm(o.data() + t * V, o.data() + t * V, w_.norm.data(), p + C, D_.n_v, D_.dv, eps_);
+    gated_rmsnorm(o.data() + t * V, o.data() + t * V, w_.norm.data(), proj.data() + t * row + C, D_.n_v, D_.dv, eps_);
   }
   // out_proj is row-parallel: this rank's value heads give a partial sum.
   matmul(ctx.pool, out, o.data(), w_.out.data(), T, V, H);

@@ -99,33 +99,51 @@ struct DeltaNetShape {
   int64_t state_size() const { return n_v * dk * dv; }
 };
 
-// One token of the Gated DeltaNet core for every value head, after the projections:
-// qkv (conv_dim) = [q (n_k, dk) | k (n_k, dk) | v (n_v, dv)] before the conv (overwritten with the
-// conv output); b, a (n_v); conv_w (conv_dim, K); A_log, dt_bias (n_v); conv_state
-// (conv_dim, K-1) and state (n_v, dk, dv) of the sequence, updated; o (n_v, dv) = S^T q per head
-// (before the gated norm). Value head h uses key head h / (n_v / n_k).
+// The per-token part of the Gated DeltaNet before the recurrence: qkv (conv_dim) = [q (n_k, dk) |
+// k (n_k, dk) | v (n_v, dv)] goes through the conv (conv_state (conv_dim, K-1) updated) and SiLU,
+// then q and k are L2-normed per head and q scaled by 1/sqrt(dk), in place; per value head,
+// beta = sigmoid(b) and the decay g = -exp(A_log) softplus(a + dt_bias) (b, a, A_log, dt_bias (n_v)).
 template <typename Acc = float, typename W>
-void gated_deltanet_token(float* o, float* qkv, float* conv_state, float* state, const float* b, const float* a,
-                          const W* conv_w, const W* A_log, const W* dt_bias, const DeltaNetShape& D) {
+void gated_deltanet_prepare(float* qkv, float* conv_state, float* g, float* beta, const float* b, const float* a,
+                            const W* conv_w, const W* A_log, const W* dt_bias, const DeltaNetShape& D) {
   causal_conv1d_update<Acc>(qkv, conv_state, qkv, conv_w, D.conv_dim(), D.conv_kernel);
   float* q = qkv;
   float* k = qkv + D.key_dim();
-  const float* v = qkv + 2 * D.key_dim();
   const float q_scale = static_cast<float>(Acc(1) / std::sqrt(static_cast<Acc>(D.dk)));
   for (int64_t h = 0; h < D.n_k; ++h) {
     l2norm<Acc>(q + h * D.dk, D.dk, 1e-6f);
     l2norm<Acc>(k + h * D.dk, D.dk, 1e-6f);
     for (int64_t i = 0; i < D.dk; ++i) q[h * D.dk + i] *= q_scale;
   }
-  const int64_t group = D.n_v / D.n_k;
   for (int64_t h = 0; h < D.n_v; ++h) {
-    const Acc beta = sigmoid(static_cast<Acc>(b[h]));
-    const Acc g = -std::exp(static_cast<Acc>(ToFloat(A_log[h]))) *
-                  softplus(static_cast<Acc>(a[h]) + static_cast<Acc>(ToFloat(dt_bias[h])));
-    const int64_t kh = h / group;
-    gated_delta_rule_step<Acc>(o + h * D.dv, state + h * D.dk * D.dv, q + kh * D.dk, k + kh * D.dk, v + h * D.dv,
-                               static_cast<float>(g), static_cast<float>(beta), D.dk, D.dv);
+    beta[h] = static_cast<float>(sigmoid(static_cast<Acc>(b[h])));
+    g[h] = static_cast<float>(-std::exp(static_cast<Acc>(ToFloat(A_log[h]))) *
+                              softplus(static_cast<Acc>(a[h]) + static_cast<Acc>(ToFloat(dt_bias[h]))));
   }
+}
+
+// The recurrence of value head h for one prepared token (qkv, g, beta as gated_deltanet_prepare
+// leaves them): o_h (dv) = S_h^T q after the step, S_h = state + h dk dv. Value head h reads key
+// head h / (n_v / n_k).
+template <typename Acc = float>
+void gated_deltanet_head(float* o_h, float* state, const float* qkv, const float* g, const float* beta, int64_t h,
+                         const DeltaNetShape& D) {
+  const int64_t kh = h / (D.n_v / D.n_k);
+  const float* q = qkv + kh * D.dk;
+  const float* k = qkv + D.key_dim() + kh * D.dk;
+  const float* v = qkv + 2 * D.key_dim() + h * D.dv;
+  gated_delta_rule_step<Acc>(o_h, state + h * D.dk * D.dv, q, k, v, g[h], beta[h], D.dk, D.dv);
+}
+
+// One whole token of the Gated DeltaNet core for every value head, after the projections:
+// gated_deltanet_prepare, then gated_deltanet_head for each value head into o (n_v, dv) (before
+// the gated norm). state (n_v, dk, dv) and conv_state are the sequence's, updated.
+template <typename Acc = float, typename W>
+void gated_deltanet_token(float* o, float* qkv, float* conv_state, float* state, const float* b, const float* a,
+                          const W* conv_w, const W* A_log, const W* dt_bias, const DeltaNetShape& D) {
+  std::vector<float> g(D.n_v), beta(D.n_v);
+  gated_deltanet_prepare<Acc>(qkv, conv_state, g.data(), beta.data(), b, a, conv_w, A_log, dt_bias, D);
+  for (int64_t h = 0; h < D.n_v; ++h) gated_deltanet_head<Acc>(o + h * D.dv, state, qkv, g.data(), beta.data(), h, D);
 }
 
 // Gated full attention's output gate, in place: att (T, n_heads * hd) *= sigmoid(gate), gate read

@@ -1,6 +1,7 @@
 // The Gated DeltaNet mixer (engine/cpu/gated_deltanet.cc) on synthetic weights: a prompt prefilled
 // in one chunk, in two chunks and token by token gives the same outputs (the per-sequence conv and
-// recurrent state carry over exactly); two sequences in one step keep separate states; a chunk at
+// recurrent state carry over exactly); two sequences in one step keep separate states; threads
+// over the value heads change no number; a chunk at
 // position 0 restarts its sequence; a chunk that does not continue its sequence is refused.
 #include "engine/cpu/gated_deltanet.h"
 
@@ -52,7 +53,8 @@ struct Chunk {
   int32_t start;
   std::vector<float> x;
 };
-absl::StatusOr<std::vector<float>> RunStep(GatedDeltaNet& mixer, const std::vector<Chunk>& chunks) {
+absl::StatusOr<std::vector<float>> RunStep(GatedDeltaNet& mixer, const std::vector<Chunk>& chunks,
+                                           ThreadPool* pool = nullptr) {
   StepBatch batch;
   std::vector<float> x;
   for (const Chunk& c : chunks) {
@@ -70,6 +72,7 @@ absl::StatusOr<std::vector<float>> RunStep(GatedDeltaNet& mixer, const std::vect
   WriteStepMeta(batch, ctx.m, 4, meta.data());
   ctx.meta = meta.data();
   ctx.batch = &batch;
+  ctx.pool = pool;
   std::vector<float> out(x.size());
   absl::Status st = mixer.Forward(ctx, x.data(), out.data());
   if (!st.ok()) return st;
@@ -132,6 +135,18 @@ TEST(GatedDeltaNet, SequencesKeepSeparateStatesAndRestartAtZero) {
   EXPECT_LT(MaxDiff(*again, *ay), 1e-6);
   both_m->Release(1);
   EXPECT_EQ(both_m->num_states(), 1);
+}
+
+TEST(GatedDeltaNet, ThreadsSplittingHeadsGiveTheSameNumbers) {
+  // 100 tokens of two sequences: enough work (T n_v dk dv >= 2^14) for the pool to be used.
+  const std::vector<float> x = Values(100 * kHidden, 0.9f);
+  auto alone_m = Make(), pooled_m = Make();
+  ThreadPool pool(3);
+  const std::vector<Chunk> chunks = {{1, 0, Rows(x, 0, 60)}, {2, 0, Rows(x, 60, 100)}};
+  auto alone = RunStep(*alone_m, chunks);
+  auto pooled = RunStep(*pooled_m, chunks, &pool);
+  ASSERT_TRUE(alone.ok() && pooled.ok());
+  EXPECT_EQ(*pooled, *alone);
 }
 
 TEST(GatedDeltaNet, RefusesAChunkThatDoesNotContinueItsSequence) {
