@@ -50,7 +50,7 @@ struct WeightNames {
   std::string prefix;
   bool tie_word_embeddings = false;
   bool fused_experts = false;     // experts stored as gate_up_proj / down_proj stacks
-  std::vector<std::string> mtp;   // the mtp.* tensors, sorted (kept aside: speculative decoding)
+  std::vector<std::string> mtp = {};  // the mtp.* tensors, sorted (kept aside: speculative decoding)
 
   std::string Layer(int64_t layer, std::string_view suffix) const {
     return LayerKey(prefix, layer, suffix);
