@@ -1,9 +1,10 @@
 // The parts of the cpu forward pass, the same parts with the same weights as the cuda backend
 // (engine/cuda/layers.h; what each reads: engine/model/layer_weights.h). A decoder layer is a
-// "mixer" (how tokens see each other: full attention now; Gated DeltaNet linear attention later)
-// and an "ffn" (dense SwiGLU MLP or a routed MoE; later + shared expert), both chosen from the
-// config at load. Each takes the normed input and returns this rank's partial sum of its output
-// projection; the model all-reduces it (two per layer). The math is engine/cpu/ops.h in float32.
+// "mixer" (how tokens see each other: full attention, gated in the hybrid models, or the Gated
+// DeltaNet of engine/cpu/gated_deltanet.h) and an "ffn" (dense SwiGLU MLP or a routed MoE, with a
+// shared expert in the hybrid models), both chosen from the config at load. Each takes the normed
+// input and returns this rank's partial sum of its output projection; the model all-reduces it
+// (two per layer). The math is engine/cpu/ops.h and engine/cpu/linear_attention.h in float32.
 #pragma once
 
 #include <cstdint>
