@@ -488,6 +488,17 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(StepDriver* driver,
     return absl::InvalidArgumentError(
         "engine options: block_size, max_num_seqs, max_num_batched_tokens and max_model_len must be >= 1");
   }
+  // A hybrid model keeps a recurrent state per sequence that nothing frees yet when a request
+  // ends (the state slots beside the KV pool are the rest of issue 14): refuse to serve it rather
+  // than grow without bound. tandem-infer generate / logits run it.
+  const ModelConfig& cfg = driver->model().config();
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    if (cfg.IsLinearAttentionLayer(l)) {
+      return absl::UnimplementedError("serving " + cfg.model_type +
+                                      ": its linear-attention layers keep a state per sequence, and serving "
+                                      "has no state slots yet (tandem-infer generate/logits run it)");
+    }
+  }
   if (options.kv_tokens <= 0) {
     RETURN_IF_ERROR(ResolveMemoryFraction(options.backend, options.memory_fraction).status());
   }
