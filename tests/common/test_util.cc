@@ -23,7 +23,7 @@ std::string TestdataDir() {
 }
 
 std::string ReadTextFile(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

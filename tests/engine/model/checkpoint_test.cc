@@ -16,7 +16,7 @@ namespace tandem::engine {
 namespace {
 
 using testing::Msg;
-using testing::ReadAll;
+using testing::ReadTextFile;
 using testing::Shard;
 using testing::TempDir;
 using testing::TestData;
@@ -26,7 +26,7 @@ using testing::WriteAll;
 // header, a 16-bit shift for the values.
 std::vector<float> DecodeBf16Independently(const std::string& path, const std::string& name,
                                            std::vector<int64_t>* shape) {
-  const std::string bytes = ReadAll(path);
+  const std::string bytes = ReadTextFile(path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[i]);
   auto header = nlohmann::json::parse(bytes.substr(8, n));
@@ -269,7 +269,7 @@ TEST(Checkpoint, SeveralFilesWithoutIndexAndDuplicates) {
 TEST(Checkpoint, BrokenModelFileErrorsNameTheFile) {
   TempDir dir;
   ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", Shard({"w"})).ok());
-  const std::string bytes = ReadAll(dir / "model.safetensors");
+  const std::string bytes = ReadTextFile(dir / "model.safetensors");
   WriteAll(dir / "model.safetensors", bytes.substr(0, bytes.size() - 1));
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_FALSE(ckpt.ok());

@@ -260,7 +260,7 @@ TEST(LayerWeights, FusedExpertsGiveIdenticalLogits) {
   }
   testing::TempDir dir;
   ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", out).ok());
-  testing::WriteAll(dir / "config.json", testing::ReadAll(src + "/config.json"));
+  testing::WriteAll(dir / "config.json", testing::ReadTextFile(src + "/config.json"));
 
   auto per_expert = Checkpoint::Open(src);
   auto fused = Checkpoint::Open(dir.path());

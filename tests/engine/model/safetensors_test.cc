@@ -15,7 +15,7 @@ namespace {
 
 using testing::MakeSafetensorsBytes;
 using testing::Msg;
-using testing::ReadAll;
+using testing::ReadTextFile;
 using testing::TempDir;
 using testing::WriteAll;
 
@@ -146,7 +146,7 @@ TEST(SafetensorsWriter, RoundTripsF32Bf16I32) {
   tensors[2] = {"ids", DType::kI32, {5}, {}, ids, {}};
   ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
 
-  const std::string bytes = ReadAll(path);
+  const std::string bytes = ReadTextFile(path);
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);
   EXPECT_EQ((8 + header_len) % 8, 0u) << "data section is 8-byte aligned";
@@ -199,7 +199,7 @@ std::string ValidFile(const TempDir& dir) {
   t[1] = {"b", DType::kBF16, {2, 2}, {1, 2, 3, 4}, {}, {}};
   const std::string path = dir / "valid.safetensors";
   EXPECT_TRUE(WriteSafetensors(path, t).ok());
-  return ReadAll(path);
+  return ReadTextFile(path);
 }
 
 TEST(SafetensorsFile, BrokenFilesNameTheFileAndTheProblem) {

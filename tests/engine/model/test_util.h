@@ -25,12 +25,8 @@ inline std::string Msg(const absl::Status& st) { return std::string(st.message()
 // The test's own temporary folder (removed when the test ends): the one all tests share.
 using ::tandem::testing::TempDir;
 
-inline std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// A whole file's bytes (tests/common).
+using ::tandem::testing::ReadTextFile;
 
 inline void WriteAll(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

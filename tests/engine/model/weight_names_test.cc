@@ -88,7 +88,7 @@ void WriteMultimodalFolder(const std::string& src, const TempDir& dir) {
   tensors.push_back({"mtp.fc.weight", DType::kBF16, {128, 256}, std::vector<float>(128 * 256, 0.5f), {}, {}});
   tensors.push_back({"mtp.layers.0.input_layernorm.weight", DType::kBF16, {128}, std::vector<float>(128, 1.0f), {}, {}});
   ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", tensors).ok());
-  nlohmann::json text = nlohmann::json::parse(testing::ReadAll(src + "/config.json"));
+  nlohmann::json text = nlohmann::json::parse(testing::ReadTextFile(src + "/config.json"));
   text.erase("architectures");
   text["mtp_num_hidden_layers"] = 1;
   const nlohmann::json wrapper = {{"model_type", "qwen3_5_moe"},
