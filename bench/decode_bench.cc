@@ -365,7 +365,7 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
   const int max_ctx = *std::max_element(o.contexts.begin(), o.contexts.end());
   const int max_pf = o.prefill_lengths.empty() ? 0 : *std::max_element(o.prefill_lengths.begin(), o.prefill_lengths.end());
   const int blocks_per_seq = (std::max(max_ctx + o.steps * (o.runs + 2) + 1, max_pf) + o.block_size - 1) / o.block_size;
-  RETURN_IF_ERROR(model->AllocateKvCache(max_b * blocks_per_seq, o.block_size));
+  RETURN_IF_ERROR(model->AllocateKvCache(max_b * blocks_per_seq, o.block_size, max_b));
   RETURN_IF_ERROR(FillKvRandom(*model, o.seed + 99));
 
   // Bytes a decode step must read ON THIS GPU (this rank's shard at TP > 1): every dense weight

@@ -17,12 +17,14 @@ double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Makes sure the driver's pool holds `tokens` positions.
+// Makes sure the driver's pool holds `tokens` positions (and the one state slot the sequence
+// uses, slot 0, for a model with per-sequence state).
 absl::Status EnsurePool(StepDriver& driver, int64_t tokens, int32_t block_size) {
   if (driver.kv_block_size() > 0) block_size = driver.kv_block_size();
   const int64_t blocks = (tokens + block_size - 1) / block_size;
-  if (driver.num_kv_blocks() >= blocks) return absl::OkStatus();
-  return driver.AllocateKvCache(static_cast<int32_t>(blocks), block_size);
+  const int32_t slots = driver.model().kv_spec().has_state() ? 1 : 0;
+  if (driver.num_kv_blocks() >= blocks && driver.num_state_slots() >= slots) return absl::OkStatus();
+  return driver.AllocateKvCache(static_cast<int32_t>(blocks), block_size, slots);
 }
 
 }  // namespace
@@ -61,6 +63,7 @@ absl::StatusOr<GenerateResult> Generate(StepDriver& driver, const std::vector<in
   seq.tokens = prompt;
   seq.start_pos = 0;
   seq.want_logits = true;
+  seq.state_slot = 0;
   RETURN_IF_ERROR(EnsureBlocks(alloc, driver.kv_block_size(), total, seq.block_table));
 
   std::mt19937_64 rng(options.seed);
@@ -97,6 +100,7 @@ absl::StatusOr<Logits> PromptLogits(StepDriver& driver, const std::vector<int32_
   SeqChunk seq;
   seq.tokens = prompt;
   seq.want_all_logits = true;
+  seq.state_slot = 0;
   RETURN_IF_ERROR(EnsureBlocks(alloc, driver.kv_block_size(), static_cast<int64_t>(prompt.size()), seq.block_table));
   StepBatch batch;
   batch.seqs.push_back(std::move(seq));

@@ -17,6 +17,10 @@ struct KvCacheSpec {
   int64_t num_kv_heads_local = 0; // kv heads held by this rank
   int64_t head_dim = 0;
   int64_t bytes_per_element = 4;  // float32 on the cpu backend
+  // Models with per-sequence recurrent state (the hybrids' Gated DeltaNet layers): this rank's
+  // bytes of one sequence's state slot (conv + recurrent state of every such layer); 0 = none.
+  int64_t state_bytes_per_slot = 0;
+  bool has_state() const { return state_bytes_per_slot > 0; }
   // K and V, every KV layer.
   int64_t bytes_per_token() const {
     return 2 * num_layers * num_kv_heads_local * head_dim * bytes_per_element;

@@ -35,8 +35,10 @@ class Model {
   virtual int rank() const = 0;
   virtual int world() const = 0;
   virtual KvCacheSpec kv_spec() const = 0;
-  // (Re)allocates this rank's KV pool; every rank must use the same num_blocks and block_size.
-  virtual absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size) = 0;
+  // (Re)allocates this rank's KV pool and, for a model with per-sequence state
+  // (kv_spec().has_state()), its pool of num_state_slots state slots (ignored otherwise); every
+  // rank must use the same sizes. Slots start empty: a sequence's first chunk is at position 0.
+  virtual absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size, int32_t num_state_slots) = 0;
   virtual int32_t kv_block_size() const = 0;
   // One step. All ranks call it with the same batch; rank 0 gets the logits, others an empty Logits.
   virtual absl::StatusOr<Logits> Forward(const StepBatch& batch) = 0;

@@ -8,7 +8,7 @@ namespace tandem::engine {
 namespace {
 
 constexpr uint32_t kMagic = 0x50455453;  // "STEP"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: state_slot
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -67,6 +67,7 @@ std::string StepBatch::Serialize() const {
   for (const auto& s : seqs) {
     Put<int64_t>(out, s.seq_id);
     Put<int32_t>(out, s.start_pos);
+    Put<int32_t>(out, s.state_slot);
     Put<uint8_t>(out, (s.want_logits ? 1 : 0) | (s.want_all_logits ? 2 : 0));
     PutVector(out, s.tokens);
     PutVector(out, s.block_table);
@@ -87,7 +88,7 @@ absl::StatusOr<StepBatch> StepBatch::Deserialize(const std::string& bytes) {
   batch.seqs.resize(n);
   for (auto& s : batch.seqs) {
     uint8_t flags = 0;
-    if (!r.Get(&s.seq_id) || !r.Get(&s.start_pos) || !r.Get(&flags) || !r.GetVector(&s.tokens) ||
+    if (!r.Get(&s.seq_id) || !r.Get(&s.start_pos) || !r.Get(&s.state_slot) || !r.Get(&flags) || !r.GetVector(&s.tokens) ||
         !r.GetVector(&s.block_table)) {
       return absl::InvalidArgumentError("step batch: truncated");
     }
@@ -98,10 +99,26 @@ absl::StatusOr<StepBatch> StepBatch::Deserialize(const std::string& bytes) {
   return batch;
 }
 
-absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t block_size, int64_t vocab) {
+absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t block_size, int64_t vocab,
+                        int32_t state_slots) {
   if (num_blocks <= 0) return absl::FailedPreconditionError("Forward before AllocateKvCache");
+  if (state_slots == 0 && !batch.seqs.empty()) {
+    return absl::FailedPreconditionError("Forward before allocating state slots");
+  }
+  std::vector<bool> slot_taken(std::max<int32_t>(state_slots, 0), false);
   for (const auto& s : batch.seqs) {
     const std::string who = "step: sequence " + std::to_string(s.seq_id) + ": ";
+    if (state_slots > 0) {
+      if (s.state_slot < 0 || s.state_slot >= state_slots) {
+        return absl::InvalidArgumentError(who + "state slot " + std::to_string(s.state_slot) +
+                                          " outside the pool of " + std::to_string(state_slots));
+      }
+      if (slot_taken[s.state_slot]) {
+        return absl::InvalidArgumentError(who + "state slot " + std::to_string(s.state_slot) +
+                                          " is used by another sequence of the step");
+      }
+      slot_taken[s.state_slot] = true;
+    }
     if (s.tokens.empty()) return absl::InvalidArgumentError(who + "empty chunk");
     if (s.start_pos < 0) return absl::InvalidArgumentError(who + "negative start_pos");
     const int64_t end = s.start_pos + static_cast<int64_t>(s.tokens.size());
@@ -149,6 +166,8 @@ void WriteStepMeta(const StepBatch& batch, const StepMeta& m, int32_t block_size
     const SeqChunk& c = batch.seqs[s];
     const int64_t n = static_cast<int64_t>(c.tokens.size());
     std::copy(c.block_table.begin(), c.block_table.end(), h + m.tables() + s * m.max_blocks);
+    h[m.state_slots() + s] = c.state_slot;
+    h[m.seq_starts() + s] = static_cast<int32_t>(t);
     for (int64_t i = 0; i < n; ++i, ++t) {
       const int32_t p = c.start_pos + static_cast<int32_t>(i);
       h[m.tokens() + t] = c.tokens[i];
@@ -158,6 +177,7 @@ void WriteStepMeta(const StepBatch& batch, const StepMeta& m, int32_t block_size
       if (c.want_all_logits || (c.want_logits && i == n - 1)) h[m.rows() + r++] = static_cast<int32_t>(t);
     }
   }
+  h[m.seq_starts() + m.S] = static_cast<int32_t>(t);
 }
 
 }  // namespace tandem::engine

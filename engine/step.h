@@ -18,6 +18,10 @@ struct SeqChunk {
   std::vector<int32_t> block_table;  // KV blocks of the sequence; must cover start_pos + tokens.size()
   bool want_logits = false;          // logits of the chunk's last token
   bool want_all_logits = false;      // logits of every token of the chunk (golden tests, `logits`)
+  // Models with per-sequence recurrent state (the hybrids' Gated DeltaNet layers): the slot of the
+  // model's state pool this sequence owns; -1 = none (models without such state ignore it). A chunk
+  // starting at position 0 restarts the slot's state from zeros; any other chunk continues it.
+  int32_t state_slot = -1;
 };
 
 struct StepBatch {
@@ -32,14 +36,21 @@ struct StepBatch {
 // The checks every backend makes on a step before running it: a KV pool exists (num_blocks > 0:
 // FailedPrecondition "Forward before AllocateKvCache"), and every chunk is non-empty, starts at a
 // position >= 0, has a block table covering its positions with block ids inside the pool, and
-// token ids inside the vocabulary (InvalidArgument naming the sequence).
-absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t block_size, int64_t vocab);
+// token ids inside the vocabulary (InvalidArgument naming the sequence). `state_slots` is the size
+// of the model's state pool, or kNoStateSlots for a model without per-sequence state; a model
+// with state needs every chunk's state_slot inside the pool and no two chunks of the step in one
+// slot (FailedPrecondition "Forward before allocating state slots" for an empty pool).
+inline constexpr int32_t kNoStateSlots = -1;
+absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t block_size, int64_t vocab,
+                        int32_t state_slots);
 
 // A step flattened for the layers, as one int32 array (the cuda backend copies it to the device as
 // is; the kernels read everything that changes between steps from it): per token its id,
 // position, KV slot (block * block_size + offset in the block) and sequence index; the indices of
 // the R tokens whose logits are wanted (the last of a chunk, or all of it); the block tables as a
-// (S, max_blocks) matrix, unused entries 0.
+// (S, max_blocks) matrix, unused entries 0; per sequence its state slot (SeqChunk::state_slot);
+// per sequence the index of its first token, then T (S + 1 values: sequence s has the tokens
+// [seq_starts[s], seq_starts[s + 1])).
 struct StepMeta {
   int64_t T = 0, R = 0, S = 0, max_blocks = 0;
   int64_t tokens() const { return 0; }
@@ -48,7 +59,9 @@ struct StepMeta {
   int64_t token_seq() const { return 3 * T; }
   int64_t rows() const { return 4 * T; }
   int64_t tables() const { return 4 * T + R; }
-  int64_t total() const { return 4 * T + R + S * max_blocks; }
+  int64_t state_slots() const { return tables() + S * max_blocks; }
+  int64_t seq_starts() const { return state_slots() + S; }
+  int64_t total() const { return seq_starts() + S + 1; }
 };
 // The sizes of `batch`'s metadata. pad_tables rounds max_blocks up to a power of two (a captured
 // graph serves every step up to its table width, so a growing sequence recaptures log(n) times).

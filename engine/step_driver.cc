@@ -17,7 +17,7 @@ enum Command : uint32_t { kAllocateKv = 1, kStep = 2, kStop = 3, kHeartbeat = 4 
 constexpr size_t kInlineBytes = 232;
 struct CommandHeader {
   uint32_t kind = 0;
-  uint32_t reserved = 0;
+  uint32_t c = 0;  // kAllocateKv: the number of state slots
   uint64_t a = 0;
   uint64_t b = 0;
   char inline_payload[kInlineBytes] = {};
@@ -37,12 +37,13 @@ StepDriver::~StepDriver() {
   }
 }
 
-absl::Status StepDriver::Send(uint32_t kind, uint64_t a, uint64_t b, const std::string* payload) {
+absl::Status StepDriver::Send(uint32_t kind, uint64_t a, uint64_t b, const std::string* payload, uint32_t c) {
   if (comm_ == nullptr) return absl::OkStatus();
   CommandHeader h;
   h.kind = kind;
   h.a = a;
   h.b = b;
+  h.c = c;
   const bool inline_payload = payload != nullptr && payload->size() <= kInlineBytes;
   if (inline_payload) std::memcpy(h.inline_payload, payload->data(), payload->size());
   RETURN_IF_ERROR(comm_->Broadcast(&h, sizeof(h), 0));
@@ -52,11 +53,13 @@ absl::Status StepDriver::Send(uint32_t kind, uint64_t a, uint64_t b, const std::
   return absl::OkStatus();
 }
 
-absl::Status StepDriver::AllocateKvCache(int32_t num_blocks, int32_t block_size) {
-  RETURN_IF_ERROR(Send(kAllocateKv, num_blocks, block_size, nullptr));
-  RETURN_IF_ERROR(model_->AllocateKvCache(num_blocks, block_size));
+absl::Status StepDriver::AllocateKvCache(int32_t num_blocks, int32_t block_size, int32_t num_state_slots) {
+  if (num_state_slots < 0) return absl::InvalidArgumentError("negative number of state slots");
+  RETURN_IF_ERROR(Send(kAllocateKv, num_blocks, block_size, nullptr, static_cast<uint32_t>(num_state_slots)));
+  RETURN_IF_ERROR(model_->AllocateKvCache(num_blocks, block_size, num_state_slots));
   num_blocks_ = num_blocks;
   block_size_ = block_size;
+  num_state_slots_ = num_state_slots;
   return absl::OkStatus();
 }
 
@@ -90,7 +93,8 @@ absl::Status RunWorkerLoop(Model& model, Comm& comm) {
       case kHeartbeat:
         break;
       case kAllocateKv:
-        RETURN_IF_ERROR(model.AllocateKvCache(static_cast<int32_t>(h.a), static_cast<int32_t>(h.b)));
+        RETURN_IF_ERROR(model.AllocateKvCache(static_cast<int32_t>(h.a), static_cast<int32_t>(h.b),
+                                              static_cast<int32_t>(h.c)));
         break;
       case kStep: {
         if (h.a > (1ull << 32)) return absl::InvalidArgumentError("step plan of " + std::to_string(h.a) + " bytes");

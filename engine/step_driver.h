@@ -20,8 +20,10 @@ class StepDriver {
   ~StepDriver();  // sends Stop when it was not sent
 
   Model& model() { return *model_; }
-  absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size);
+  // The KV pool and, for a model with per-sequence state, its state slots (Model::AllocateKvCache).
+  absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size, int32_t num_state_slots);
   int32_t num_kv_blocks() const { return num_blocks_; }
+  int32_t num_state_slots() const { return num_state_slots_; }
   int32_t kv_block_size() const { return block_size_; }
   // Runs `batch` on every rank; rank 0's logits come back.
   absl::StatusOr<Logits> Forward(const StepBatch& batch);
@@ -33,11 +35,11 @@ class StepDriver {
   absl::Status Heartbeat();
 
  private:
-  absl::Status Send(uint32_t kind, uint64_t a, uint64_t b, const std::string* payload);
+  absl::Status Send(uint32_t kind, uint64_t a, uint64_t b, const std::string* payload, uint32_t c = 0);
 
   Model* model_;
   Comm* comm_;
-  int32_t num_blocks_ = 0, block_size_ = 0;
+  int32_t num_blocks_ = 0, block_size_ = 0, num_state_slots_ = 0;
   bool stopped_ = false;
 };
 

@@ -504,7 +504,7 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(StepDriver* driver,
   }
   ASSIGN_OR_RETURN(const KvPoolSize pool, KvPoolBlocks(options, driver->model()));
   const int32_t blocks = pool.blocks;
-  RETURN_IF_ERROR(driver->AllocateKvCache(blocks, options.block_size));
+  RETURN_IF_ERROR(driver->AllocateKvCache(blocks, options.block_size, 0));
   const int64_t tokens = pool.tokens;
   TLOG(INFO) << DescribeKvPool(pool, options.block_size);
   if (tokens < options.max_model_len) {

@@ -56,6 +56,12 @@ absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Load(const Checkpo
   return Create(std::move(w), D, cfg.hidden_size, static_cast<float>(cfg.rms_norm_eps));
 }
 
+void GatedDeltaNet::AllocateStates(int32_t slots) {
+  conv_.assign(static_cast<size_t>(slots) * D_.conv_state_size(), 0.0f);
+  S_.assign(static_cast<size_t>(slots) * D_.state_size(), 0.0f);
+  next_pos_.assign(slots, -1);
+}
+
 absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out) {
   if (ctx.batch == nullptr) return absl::InternalError("gated deltanet needs the step's batch");
   const StepMeta& m = ctx.m;
@@ -64,35 +70,35 @@ absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out
   std::vector<float> proj(T * row), o(T * V);
   matmul(ctx.pool, proj.data(), x, w_in_.data(), T, H, row);
 
-  // Per token, in order (tokens of one sequence come in position order): the sequence's state,
-  // the conv and the gates. Then the recurrence, value heads on the threads, each head's tokens
-  // in order; then the gated output norm.
+  // Per token, in order (tokens of one sequence come in position order): the slot's state, the
+  // conv and the gates. Then the recurrence, value heads on the threads, each head's tokens in
+  // order; then the gated output norm.
   std::vector<float*> S(T);
   std::vector<float> g(T * D_.n_v), beta(T * D_.n_v);
   for (int64_t t = 0; t < T; ++t) {
     const SeqChunk& chunk = ctx.batch->seqs[ctx.meta[m.token_seq() + t]];
     const int64_t pos = ctx.meta[m.pos() + t];
-    SeqState* st;
+    const int32_t slot = chunk.state_slot;
+    if (slot < 0 || slot >= num_slots()) {
+      return absl::FailedPreconditionError(absl::StrCat("gated deltanet: sequence ", chunk.seq_id, " has state slot ",
+                                                        slot, " outside the pool of ", num_slots()));
+    }
+    float* conv = conv_.data() + slot * D_.conv_state_size();
+    float* state = S_.data() + slot * D_.state_size();
     if (pos == 0) {
-      SeqState& fresh = states_[chunk.seq_id];
-      fresh.conv.assign(D_.conv_state_size(), 0.0f);
-      fresh.S.assign(D_.state_size(), 0.0f);
-      st = &fresh;
-    } else {
-      auto it = states_.find(chunk.seq_id);
-      if (it == states_.end() || it->second.next_pos != pos) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "gated deltanet: sequence ", chunk.seq_id, " continues at position ", pos, " but its recurrent state is ",
-            it == states_.end() ? std::string("missing (no chunk at position 0)")
-                                : absl::StrCat("at position ", it->second.next_pos)));
-      }
-      st = &it->second;
+      std::fill(conv, conv + D_.conv_state_size(), 0.0f);
+      std::fill(state, state + D_.state_size(), 0.0f);
+    } else if (next_pos_[slot] != pos) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gated deltanet: sequence ", chunk.seq_id, " continues at position ", pos, " but state slot ", slot,
+          next_pos_[slot] < 0 ? std::string(" is empty (no chunk at position 0)")
+                              : absl::StrCat(" is at position ", next_pos_[slot])));
     }
     float* p = proj.data() + t * row;
-    gated_deltanet_prepare(p, st->conv.data(), g.data() + t * D_.n_v, beta.data() + t * D_.n_v, p + C + V,
-                           p + C + V + D_.n_v, w_.conv.data(), w_.A_log.data(), w_.dt_bias.data(), D_);
-    st->next_pos = pos + 1;
-    S[t] = st->S.data();
+    gated_deltanet_prepare(p, conv, g.data() + t * D_.n_v, beta.data() + t * D_.n_v, p + C + V, p + C + V + D_.n_v,
+                           w_.conv.data(), w_.A_log.data(), w_.dt_bias.data(), D_);
+    next_pos_[slot] = pos + 1;
+    S[t] = state;
   }
   ParallelFor(T * D_.state_size() < (1 << 14) ? nullptr : ctx.pool, D_.n_v, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {

@@ -1,10 +1,10 @@
 // The Gated DeltaNet mixer of the hybrid models (Qwen3-Next, Qwen3.5-MoE; docs/model-notes.md),
-// this rank's heads, with each sequence's conv and recurrent state. Prefill runs the recurrence
-// token by token (the reference); decode is the same step. The math: engine/cpu/linear_attention.h.
+// this rank's heads, with a pool of state slots (conv and recurrent state), one per running
+// sequence (SeqChunk::state_slot). Prefill runs the recurrence token by token (the reference);
+// decode is the same step. The math: engine/cpu/linear_attention.h.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -38,25 +38,28 @@ class GatedDeltaNet final : public Mixer {
   static absl::StatusOr<std::unique_ptr<GatedDeltaNet>> Create(DeltaNetWeights w, const DeltaNetShape& shape,
                                                                int64_t hidden, float eps);
   // out (T, hidden) = this rank's partial out_proj sum. A chunk starting at position 0 (re)starts its
-  // sequence's state from zeros; any other chunk must continue where the sequence's last ended.
+  // slot's state from zeros; any other chunk must continue where its slot's last chunk ended
+  // (FailedPrecondition otherwise: a slot is never silently shared by two sequences).
   absl::Status Forward(StepContext& ctx, const float* x, float* out) override;
 
-  int64_t num_states() const { return static_cast<int64_t>(states_.size()); }
-  // Drops a sequence's state (finished or cancelled).
-  void Release(int64_t seq_id) { states_.erase(seq_id); }
+  // (Re)allocates the pool: `slots` empty slots.
+  void AllocateStates(int32_t slots);
+  int32_t num_slots() const { return static_cast<int32_t>(next_pos_.size()); }
+  // float32 conv state (conv_dim, K-1) and recurrent state (n_v, dk, dv) of one slot.
+  int64_t state_bytes_per_slot() const {
+    return static_cast<int64_t>(sizeof(float)) * (D_.conv_state_size() + D_.state_size());
+  }
 
  private:
-  struct SeqState {
-    std::vector<float> conv;   // (conv_dim, K-1)
-    std::vector<float> S;      // (n_v, dk, dv)
-    int64_t next_pos = 0;      // the position the next token must have
-  };
   DeltaNetWeights w_;
   std::vector<float> w_in_;    // (conv_dim + n_v dv + 2 n_v, H) in_qkv | in_z | in_b | in_a rows: one product
   DeltaNetShape D_;
   int64_t hidden_ = 0;
   float eps_ = 1e-6f;
-  std::map<int64_t, SeqState> states_;
+  // The pool: slot i's conv state at conv_[i * conv_state_size], recurrent state at S_[i * state_size];
+  // next_pos_[i] the position its next token must have (-1: empty, only position 0 may start it).
+  std::vector<float> conv_, S_;
+  std::vector<int64_t> next_pos_;
 };
 
 }  // namespace tandem::engine::cpu

@@ -93,7 +93,7 @@ class CudaModel final : public Model {
   int world() const override { return world_; }
   KvCacheSpec kv_spec() const override { return kv_spec_; }
   int32_t kv_block_size() const override { return block_size_; }
-  absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size) override;
+  absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size, int32_t num_state_slots) override;
   absl::StatusOr<Logits> Forward(const StepBatch& batch) override;
 
   absl::Status FillKvRandom(uint64_t seed);
@@ -147,6 +147,7 @@ class CudaModel final : public Model {
   std::vector<DecoderLayer> layers_;
 
   int32_t num_blocks_ = 0, block_size_ = 0;
+  int32_t num_state_slots_ = 0;  // the state pool of a model with per-sequence state (kv_spec_.has_state())
   // (layers, num_blocks * block_size, n_kv_heads, head_dim), float32 (default: the golden bound
   // holds) or bf16 (half the bytes; see SetKvDtype).
   bool kv_f32_ = true;
@@ -200,7 +201,8 @@ void CudaModel::ClearGraphs() {
   graphs_.clear();
 }
 
-absl::Status CudaModel::AllocateKvCache(int32_t num_blocks, int32_t block_size) {
+absl::Status CudaModel::AllocateKvCache(int32_t num_blocks, int32_t block_size, int32_t num_state_slots) {
+  num_state_slots_ = kv_spec_.has_state() ? num_state_slots : 0;
   if (num_blocks <= 0 || block_size <= 0) {
     return absl::InvalidArgumentError("kv cache needs num_blocks > 0 and block_size > 0");
   }
@@ -383,7 +385,8 @@ absl::Status CudaModel::RunGraph(const StepMeta& m) {
 }
 
 absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size));
+  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size,
+                             kv_spec_.has_state() ? num_state_slots_ : kNoStateSlots));
   if (batch.seqs.empty()) return Logits{};
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));  // the caller's thread may differ
   bool decode = true;
@@ -422,7 +425,8 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
 }
 
 absl::StatusOr<CudaStepStats> CudaModel::MeasureStepStats(const StepBatch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size));
+  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size,
+                             kv_spec_.has_state() ? num_state_slots_ : kNoStateSlots));
   if (batch.seqs.empty()) return CudaStepStats{};
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
   ASSIGN_OR_RETURN(const StepMeta m, PrepareStep(batch, false));

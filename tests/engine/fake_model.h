@@ -30,21 +30,36 @@ class FakeModel final : public Model {
   const ModelConfig& config() const override { return config_; }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
-  // One layer, one head of 4 floats: 32 bytes of KV per token.
-  KvCacheSpec kv_spec() const override { return {1, 1, 4}; }
+  // One layer, one head of 4 floats: 32 bytes of KV per token; with state, `state_bytes` per slot.
+  KvCacheSpec kv_spec() const override {
+    KvCacheSpec spec{1, 1, 4};
+    spec.state_bytes_per_slot = state_bytes_;
+    return spec;
+  }
   int32_t kv_block_size() const override { return block_size_; }
-  absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size) override {
+  absl::Status AllocateKvCache(int32_t num_blocks, int32_t block_size, int32_t num_state_slots) override {
     pools.emplace_back(num_blocks, block_size);
     num_blocks_ = num_blocks;
     block_size_ = block_size;
+    if (state_bytes_ > 0) {
+      state_slots = num_state_slots;
+      slot_owner_.assign(num_state_slots, SlotUse{});
+    }
     return absl::OkStatus();
   }
+  // Makes the model keep per-sequence state like the hybrid models: every step then needs a state
+  // slot per chunk (CheckBatch), and a chunk that does not start at position 0 must continue the
+  // chunk its slot saw last (same sequence, next position), or Forward fails: a scheduler that
+  // hands one slot to two sequences, or forgets to restart a reused one, is caught.
+  void WithState(int64_t bytes_per_slot) { state_bytes_ = bytes_per_slot; }
   absl::StatusOr<Logits> Forward(const StepBatch& batch) override {
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return !hold_; });
     }
-    RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, config_.vocab_size));
+    RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, config_.vocab_size,
+                               state_bytes_ > 0 ? static_cast<int32_t>(slot_owner_.size()) : kNoStateSlots));
+    if (state_bytes_ > 0) RETURN_IF_ERROR(TrackState(batch));
     {
       std::lock_guard<std::mutex> l(mu_);
       steps.push_back(batch.Serialize());
@@ -86,10 +101,32 @@ class FakeModel final : public Model {
 
   // Read these once the callers of Forward and AllocateKvCache have finished.
   std::vector<std::pair<int32_t, int32_t>> pools;  // (num_blocks, block_size) per AllocateKvCache
+  int32_t state_slots = 0;                         // the last AllocateKvCache's (WithState)
   std::vector<std::string> steps;                  // each Forward's batch, serialized
 
  private:
+  struct SlotUse {
+    int64_t seq_id = -1;
+    int64_t next_pos = 0;
+  };
+  absl::Status TrackState(const StepBatch& batch) {
+    for (const SeqChunk& c : batch.seqs) {
+      SlotUse& u = slot_owner_[c.state_slot];
+      if (c.start_pos != 0 && (u.seq_id != c.seq_id || u.next_pos != c.start_pos)) {
+        return absl::InternalError("fake model: sequence " + std::to_string(c.seq_id) + " continues at " +
+                                   std::to_string(c.start_pos) + " in state slot " + std::to_string(c.state_slot) +
+                                   " last used by sequence " + std::to_string(u.seq_id) + " up to " +
+                                   std::to_string(u.next_pos));
+      }
+      u.seq_id = c.seq_id;
+      u.next_pos = c.start_pos + static_cast<int64_t>(c.tokens.size());
+    }
+    return absl::OkStatus();
+  }
+
   ModelConfig config_;
+  int64_t state_bytes_ = 0;
+  std::vector<SlotUse> slot_owner_;
   int rank_, world_;
   int32_t num_blocks_ = 0, block_size_ = 0;
   std::mutex mu_;

@@ -40,7 +40,7 @@ TEST(StepDriver, WorkersRunWhatRankZeroSends) {
     FakeModel& model = *models[comm.rank()];
     if (comm.rank() != 0) return RunWorkerLoop(model, comm);
     StepDriver driver(&model, &comm);
-    RETURN_IF_ERROR(driver.AllocateKvCache(4, 32));
+    RETURN_IF_ERROR(driver.AllocateKvCache(4, 32, 0));
     EXPECT_EQ(driver.num_kv_blocks(), 4);
     EXPECT_EQ(driver.kv_block_size(), 32);
     for (const StepBatch& b : steps) {
@@ -64,7 +64,7 @@ TEST(StepDriver, WorkersRunWhatRankZeroSends) {
 TEST(StepDriver, AGroupOfOneCallsTheModel) {
   FakeModel model;
   StepDriver driver(&model, nullptr);
-  ASSERT_TRUE(driver.AllocateKvCache(4, 32).ok());
+  ASSERT_TRUE(driver.AllocateKvCache(4, 32, 0).ok());
   ASSERT_TRUE(driver.Heartbeat().ok());
   auto l = driver.Forward(Step(5, 2));
   ASSERT_TRUE(l.ok()) << l.status();
@@ -92,7 +92,7 @@ TEST(StepDriver, AWorkerWhoseModelFailsLeavesWithItsError) {
       return s;
     }
     StepDriver driver(&model, &comm);
-    RETURN_IF_ERROR(driver.AllocateKvCache(4, 32));
+    RETURN_IF_ERROR(driver.AllocateKvCache(4, 32, 0));
     RETURN_IF_ERROR(driver.Forward(Step(1, 3)).status());
     // The worker has left: Stop fails or finds the comm aborted; either way rank 0 returns.
     (void)driver.Stop();

@@ -20,6 +20,7 @@ TEST(Step, SerializeRoundTripAndRejectsGarbage) {
   StepBatch b;
   SeqChunk a = Chunk(42, {1, 2, 3}, 7, {5, 2, 9});
   a.want_logits = true;
+  a.state_slot = 5;
   SeqChunk c = Chunk(-1, {4096}, 0, {});
   c.want_all_logits = true;
   b.seqs = {a, c};
@@ -30,6 +31,8 @@ TEST(Step, SerializeRoundTripAndRejectsGarbage) {
   EXPECT_EQ(back->seqs[0].seq_id, 42);
   EXPECT_EQ(back->seqs[0].tokens, a.tokens);
   EXPECT_EQ(back->seqs[0].start_pos, 7);
+  EXPECT_EQ(back->seqs[0].state_slot, 5);
+  EXPECT_EQ(back->seqs[1].state_slot, -1);
   EXPECT_EQ(back->seqs[0].block_table, a.block_table);
   EXPECT_TRUE(back->seqs[0].want_logits);
   EXPECT_FALSE(back->seqs[0].want_all_logits);
@@ -45,8 +48,34 @@ TEST(Step, SerializeRoundTripAndRejectsGarbage) {
 TEST(CheckBatch, AcceptsAValidStep) {
   StepBatch b;
   b.seqs = {Chunk(1, {1, 2, 3, 4, 5}, 0, {3, 0}), Chunk(2, {7}, 3, {1})};
-  EXPECT_TRUE(CheckBatch(b, /*num_blocks=*/4, /*block_size=*/4, /*vocab=*/8).ok());
-  EXPECT_TRUE(CheckBatch(StepBatch{}, 4, 4, 8).ok());
+  EXPECT_TRUE(CheckBatch(b, /*num_blocks=*/4, /*block_size=*/4, /*vocab=*/8, kNoStateSlots).ok());
+  EXPECT_TRUE(CheckBatch(StepBatch{}, 4, 4, 8, kNoStateSlots).ok());
+  // A model with state: each chunk in its own slot of the pool.
+  b.seqs[0].state_slot = 2;
+  b.seqs[1].state_slot = 0;
+  EXPECT_TRUE(CheckBatch(b, 4, 4, 8, /*state_slots=*/3).ok());
+  EXPECT_TRUE(CheckBatch(StepBatch{}, 4, 4, 8, /*state_slots=*/0).ok());
+}
+
+TEST(CheckBatch, StateSlotsMustBeInThePoolAndDistinct) {
+  StepBatch b;
+  b.seqs = {Chunk(1, {1}, 0, {0}), Chunk(2, {2}, 0, {1})};
+  b.seqs[0].state_slot = 1;
+  b.seqs[1].state_slot = 1;
+  absl::Status st = CheckBatch(b, 4, 4, 8, 2);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "step: sequence 2: state slot 1 is used by another sequence of the step");
+  b.seqs[1].state_slot = 2;
+  st = CheckBatch(b, 4, 4, 8, 2);
+  EXPECT_EQ(st.message(), "step: sequence 2: state slot 2 outside the pool of 2");
+  b.seqs[1].state_slot = -1;
+  st = CheckBatch(b, 4, 4, 8, 2);
+  EXPECT_EQ(st.message(), "step: sequence 2: state slot -1 outside the pool of 2");
+  st = CheckBatch(b, 4, 4, 8, 0);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "Forward before allocating state slots");
+  // A model without state ignores the slots.
+  EXPECT_TRUE(CheckBatch(b, 4, 4, 8, kNoStateSlots).ok());
 }
 
 TEST(CheckBatch, NamesWhatIsWrong) {
@@ -66,13 +95,13 @@ TEST(CheckBatch, NamesWhatIsWrong) {
   for (const auto& c : cases) {
     StepBatch b;
     b.seqs = {c.chunk};
-    const absl::Status st = CheckBatch(b, 4, 4, 8);
+    const absl::Status st = CheckBatch(b, 4, 4, 8, kNoStateSlots);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.want;
     EXPECT_NE(std::string(st.message()).find(c.want), std::string::npos) << st.message();
   }
   StepBatch b;
   b.seqs = {Chunk(1, {1}, 0, {0})};
-  const absl::Status st = CheckBatch(b, /*num_blocks=*/0, 4, 8);
+  const absl::Status st = CheckBatch(b, /*num_blocks=*/0, 4, 8, kNoStateSlots);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(st.message(), "Forward before AllocateKvCache");
 }
@@ -84,6 +113,8 @@ TEST(StepMeta, FlattensTokensSlotsRowsAndTables) {
   b.seqs = {Chunk(10, {100, 101, 102}, 4, {2, 5}), Chunk(11, {200}, 1, {7})};
   b.seqs[0].want_all_logits = true;
   b.seqs[1].want_logits = true;
+  b.seqs[0].state_slot = 3;
+  b.seqs[1].state_slot = 0;
   const StepMeta m = PlanStepMeta(b, /*pad_tables=*/false);
   EXPECT_EQ(m.T, 4);
   EXPECT_EQ(m.R, 4);
@@ -99,6 +130,9 @@ TEST(StepMeta, FlattensTokensSlotsRowsAndTables) {
   EXPECT_EQ(part(m.token_seq(), 4), (std::vector<int32_t>{0, 0, 0, 1}));
   EXPECT_EQ(part(m.rows(), 4), (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(part(m.tables(), 4), (std::vector<int32_t>{2, 5, 7, 0}));  // unused entries 0
+  EXPECT_EQ(part(m.state_slots(), 2), (std::vector<int32_t>{3, 0}));
+  EXPECT_EQ(part(m.seq_starts(), 3), (std::vector<int32_t>{0, 3, 4}));
+  EXPECT_EQ(m.total(), m.seq_starts() + 3);
 
   // A graph's table width is a power of two: 3 blocks become 4.
   b.seqs = {Chunk(1, {1}, 9, {1, 2, 3})};
@@ -108,7 +142,8 @@ TEST(StepMeta, FlattensTokensSlotsRowsAndTables) {
   EXPECT_EQ(g.R, 1);
   std::vector<int32_t> hg(g.total(), -1);
   WriteStepMeta(b, g, 4, hg.data());
-  EXPECT_EQ(std::vector<int32_t>(hg.begin() + g.tables(), hg.end()), (std::vector<int32_t>{1, 2, 3, 0}));
+  EXPECT_EQ(std::vector<int32_t>(hg.begin() + g.tables(), hg.begin() + g.state_slots()),
+            (std::vector<int32_t>{1, 2, 3, 0}));
   EXPECT_EQ(hg[g.slot()], 3 * 4 + 1);
 }
 

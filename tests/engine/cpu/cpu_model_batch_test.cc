@@ -25,6 +25,7 @@ namespace {
 
 constexpr int32_t kBlockSize = 4;  // small blocks: the 33-token prompt spans 9 of them
 constexpr int32_t kNumBlocks = 64;
+constexpr int32_t kStateSlots = 128;  // hybrid models: a chunk's state slot is its seq_id % kStateSlots
 
 absl::Status RunOnRanks(const std::string& dir, int tp, const std::function<absl::Status(StepDriver&)>& check) {
   return RunRanksAsThreads(tp, [&](Comm& comm) -> absl::Status {
@@ -36,7 +37,7 @@ absl::Status RunOnRanks(const std::string& dir, int tp, const std::function<absl
     ASSIGN_OR_RETURN(auto model, Model::Load(dir, opt));
     if (comm.rank() != 0) return RunWorkerLoop(*model, comm);
     StepDriver driver(model.get(), &comm);
-    RETURN_IF_ERROR(driver.AllocateKvCache(kNumBlocks, kBlockSize));
+    RETURN_IF_ERROR(driver.AllocateKvCache(kNumBlocks, kBlockSize, kStateSlots));
     absl::Status st = check(driver);
     absl::Status stop = driver.Stop();
     return st.ok() ? stop : st;
@@ -47,6 +48,7 @@ absl::Status RunOnRanks(const std::string& dir, int tp, const std::function<absl
 SeqChunk Chunk(int64_t seq_id, const std::vector<int32_t>& ids, int from, int to, std::vector<int32_t> table) {
   SeqChunk c;
   c.seq_id = seq_id;
+  c.state_slot = static_cast<int32_t>(seq_id % kStateSlots);
   c.tokens.assign(ids.begin() + from, ids.begin() + to);
   c.start_pos = from;
   c.block_table = std::move(table);

@@ -24,6 +24,8 @@ std::vector<float> Values(int64_t n, float seed) {
   return v;
 }
 
+constexpr int32_t kSlots = 8;  // the tests' sequence ids are their state slots
+
 std::unique_ptr<GatedDeltaNet> Make() {
   const DeltaNetShape& D = kShape;
   DeltaNetWeights w;
@@ -39,7 +41,9 @@ std::unique_ptr<GatedDeltaNet> Make() {
   w.out = Values(kHidden * D.value_dim(), 0.9f);
   auto m = GatedDeltaNet::Create(std::move(w), D, kHidden, 1e-6f);
   EXPECT_TRUE(m.ok()) << m.status();
-  return m.ok() ? std::move(*m) : nullptr;
+  if (!m.ok()) return nullptr;
+  (*m)->AllocateStates(kSlots);
+  return std::move(*m);
 }
 
 // x rows [from, to) of a prompt (T, hidden).
@@ -47,7 +51,7 @@ std::vector<float> Rows(const std::vector<float>& x, int64_t from, int64_t to) {
   return std::vector<float>(x.begin() + from * kHidden, x.begin() + to * kHidden);
 }
 
-// Runs chunks (seq id, start position, input rows) in one step; returns out (T, hidden).
+// Runs chunks (seq id = state slot, start position, input rows) in one step; returns out (T, hidden).
 struct Chunk {
   int64_t seq;
   int32_t start;
@@ -60,6 +64,7 @@ absl::StatusOr<std::vector<float>> RunStep(GatedDeltaNet& mixer, const std::vect
   for (const Chunk& c : chunks) {
     SeqChunk s;
     s.seq_id = c.seq;
+    s.state_slot = static_cast<int32_t>(c.seq);
     s.start_pos = c.start;
     s.tokens.assign(c.x.size() / kHidden, 1);
     s.block_table = {0, 1, 2, 3};
@@ -122,19 +127,19 @@ TEST(GatedDeltaNet, SequencesKeepSeparateStatesAndRestartAtZero) {
   auto h1 = RunStep(*both_m, {{1, 0, Rows(x, 0, 3)}, {2, 0, Rows(y, 0, 3)}});
   auto h2 = RunStep(*both_m, {{2, 3, Rows(y, 3, 6)}, {1, 3, Rows(x, 3, 6)}});
   ASSERT_TRUE(h1.ok() && h2.ok()) << h1.status() << h2.status();
-  EXPECT_EQ(both_m->num_states(), 2);
   const int64_t n = 3 * kHidden;
   std::vector<float> bx(h1->begin(), h1->begin() + n), by(h1->begin() + n, h1->end());
   by.insert(by.end(), h2->begin(), h2->begin() + n);
   bx.insert(bx.end(), h2->begin() + n, h2->end());
   EXPECT_LT(MaxDiff(bx, *ax), 1e-6);
   EXPECT_LT(MaxDiff(by, *ay), 1e-6);
-  // Sequence 1 restarted with y gives y's outputs: its old state is gone.
+  // Slot 1 restarted with y gives y's outputs: its old state is gone.
   auto again = RunStep(*both_m, {{1, 0, y}});
   ASSERT_TRUE(again.ok());
   EXPECT_LT(MaxDiff(*again, *ay), 1e-6);
-  both_m->Release(1);
-  EXPECT_EQ(both_m->num_states(), 1);
+  // Reallocating the pool empties every slot: continuing sequence 2 is refused.
+  both_m->AllocateStates(kSlots);
+  EXPECT_EQ(RunStep(*both_m, {{2, 6, Rows(y, 0, 1)}}).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(GatedDeltaNet, ThreadsSplittingHeadsGiveTheSameNumbers) {
@@ -159,6 +164,9 @@ TEST(GatedDeltaNet, RefusesAChunkThatDoesNotContinueItsSequence) {
   auto gap = RunStep(*m, {{4, 5, Rows(x, 0, 1)}});
   EXPECT_EQ(gap.status().code(), absl::StatusCode::kFailedPrecondition);
   std::printf("  %s\n", gap.status().ToString().c_str());
+  auto outside = RunStep(*m, {{kSlots, 0, x}});
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kFailedPrecondition);
+  std::printf("  %s\n", outside.status().ToString().c_str());
 }
 
 TEST(GatedDeltaNet, RefusesWeightsOfTheWrongSize) {

@@ -52,7 +52,7 @@ absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenProm
 }
 
 absl::StatusOr<BatchedAndAlone> DecodeBatchedAndAlone(Model& m, const std::vector<GoldenPrompt>& golden) {
-  RETURN_IF_ERROR(m.AllocateKvCache(64, 16));
+  RETURN_IF_ERROR(m.AllocateKvCache(64, 16, /*num_state_slots=*/3));
   BatchedAndAlone r;
   r.alone.resize(3);
   StepBatch all;
@@ -60,6 +60,7 @@ absl::StatusOr<BatchedAndAlone> DecodeBatchedAndAlone(Model& m, const std::vecto
     const auto& ids = golden[s].ids;
     SeqChunk c;
     c.seq_id = s;
+    c.state_slot = s;
     c.tokens = ids;
     for (int b = 0; b < 4; ++b) c.block_table.push_back(s * 4 + b);
     StepBatch pre;

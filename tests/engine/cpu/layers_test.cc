@@ -35,6 +35,7 @@ struct Step {
     SeqChunk c;
     c.tokens = {3, 1, 4, 1, 5};
     c.block_table = {1, 0};
+    c.state_slot = 0;
     c.want_logits = true;
     batch.seqs.push_back(c);
     m = PlanStepMeta(batch, false);
@@ -151,6 +152,7 @@ TEST_F(TinyHybrid, GatedDeltaNetRanksAddUpToTp1) {
   ExpectRanksAddUp(cfg_, "gated deltanet", [&](const TpShard& shard, StepContext& ctx, float* out) -> absl::Status {
     ASSIGN_OR_RETURN(auto part,
                      GatedDeltaNet::Load(*ckpt_, DescribeLinearAttention(names_, cfg_, shard, 0), cfg_, shard));
+    part->AllocateStates(1);  // the step's one sequence is in slot 0
     return part->Forward(ctx, x.data(), out);
   });
 }
