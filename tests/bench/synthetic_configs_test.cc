@@ -1,0 +1,110 @@
+#include "bench/synthetic_configs.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace tandem::bench {
+namespace {
+
+int64_t CountLayers(const engine::ModelConfig& c, bool linear) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) n += c.IsLinearAttentionLayer(l) == linear ? 1 : 0;
+  return n;
+}
+
+TEST(SyntheticConfig, Qwen3MoeUnchanged) {
+  auto c = SyntheticConfig("qwen3-30b-a3b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen3_moe");
+  EXPECT_FALSE(c->IsHybrid());
+  EXPECT_EQ(c->num_hidden_layers, 48);
+  EXPECT_EQ(c->num_attention_heads, 32);
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_EQ(c->num_experts, 128);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 768);
+  EXPECT_EQ(c->vocab_size, 151936);
+  EXPECT_EQ(CountLayers(*c, true), 0);
+  EXPECT_EQ(LayerMix(*c), "48 layers: 48 full attention (32 q / 4 kv heads of 128); MoE in 48: 128 experts (768) "
+                          "top-8; vocab 151936");
+}
+
+// The published Qwen3.5-35B-A3B text model, read as the loader reads it: every layer type, gate and
+// norm flag as a real checkpoint gets them.
+TEST(SyntheticConfig, Qwen35MoeHasThePublishedShapes) {
+  auto c = SyntheticConfig("qwen3.5-35b-a3b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen3_5_moe_text");
+  EXPECT_TRUE(c->IsHybrid());
+  EXPECT_EQ(c->hidden_size, 2048);
+  EXPECT_EQ(c->num_hidden_layers, 40);
+  ASSERT_EQ(c->layer_types.size(), 40u);
+  for (int l = 0; l < 40; ++l) EXPECT_EQ(c->IsFullAttentionLayer(l), l % 4 == 3) << l;
+  EXPECT_EQ(CountLayers(*c, true), 30);
+  EXPECT_EQ(c->num_attention_heads, 16);
+  EXPECT_EQ(c->num_key_value_heads, 2);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->RotaryDim(), 64);
+  EXPECT_EQ(c->rope_theta, 1e7);
+  EXPECT_TRUE(c->attention_output_gate);
+  EXPECT_TRUE(c->zero_centered_norms);
+  EXPECT_EQ(c->linear_num_key_heads, 16);
+  EXPECT_EQ(c->linear_num_value_heads, 32);
+  EXPECT_EQ(c->linear_key_head_dim, 128);
+  EXPECT_EQ(c->linear_value_head_dim, 128);
+  EXPECT_EQ(c->linear_conv_kernel_dim, 4);
+  EXPECT_EQ(c->LinearConvDim(), 8192);
+  EXPECT_EQ(c->num_experts, 256);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 512);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 512);
+  EXPECT_TRUE(c->norm_topk_prob);
+  for (int l = 0; l < 40; ++l) EXPECT_TRUE(c->IsMoeLayer(l)) << l;
+  EXPECT_EQ(c->vocab_size, 248320);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_EQ(c->mtp_num_hidden_layers, 0);  // the MTP head is not part of a plain decode step
+  EXPECT_EQ(LayerMix(*c),
+            "40 layers: 30 Gated DeltaNet + 10 gated full attention (16 q / 2 kv heads of 256), DeltaNet 16 k / "
+            "32 v heads of 128 x 128, conv 4; MoE in 40: 256 experts (512) top-8 + shared expert (512); vocab 248320");
+}
+
+TEST(SyntheticConfig, Qwen3NextHasThePublishedShapes) {
+  auto c = SyntheticConfig("qwen3-next-80b-a3b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen3_next");
+  EXPECT_TRUE(c->IsHybrid());
+  EXPECT_EQ(c->num_hidden_layers, 48);
+  ASSERT_EQ(c->layer_types.size(), 48u);
+  for (int l = 0; l < 48; ++l) EXPECT_EQ(c->IsFullAttentionLayer(l), l % 4 == 3) << l;
+  EXPECT_EQ(CountLayers(*c, true), 36);
+  EXPECT_EQ(c->num_attention_heads, 16);
+  EXPECT_EQ(c->num_key_value_heads, 2);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->RotaryDim(), 64);
+  EXPECT_TRUE(c->attention_output_gate);
+  EXPECT_TRUE(c->zero_centered_norms);
+  EXPECT_EQ(c->LinearConvDim(), 8192);
+  EXPECT_EQ(c->num_experts, 512);
+  EXPECT_EQ(c->num_experts_per_tok, 10);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 512);
+  for (int l = 0; l < 48; ++l) EXPECT_TRUE(c->IsMoeLayer(l)) << l;
+  EXPECT_EQ(c->vocab_size, 151936);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_NE(LayerMix(*c).find("48 layers: 36 Gated DeltaNet + 12 gated full attention"), std::string::npos)
+      << LayerMix(*c);
+}
+
+TEST(SyntheticConfig, UnknownNameListsTheKnownOnes) {
+  auto c = SyntheticConfig("qwen3-235b");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(std::string(c.status().message()),
+            "unknown synthetic model \"qwen3-235b\" (known: qwen3-30b-a3b, qwen3.5-35b-a3b, qwen3-next-80b-a3b)");
+  EXPECT_EQ(SyntheticModelNames().size(), 3u);
+  for (const std::string& n : SyntheticModelNames()) EXPECT_TRUE(SyntheticConfig(n).ok()) << n;
+}
+
+}  // namespace
+}  // namespace tandem::bench
