@@ -1,10 +1,13 @@
-// tandem-infer as a user runs it, ranks as separate processes (--ranks processes) at TP = 1, 2, 4:
-// `logits --out` files and `generate --json` continuations against the transformers golden.
+// tandem-infer as a user runs it, ranks as separate processes (--ranks processes): qwen3moe-tiny at
+// TP = 1, 2, 4 and the hybrid qwen35moe-tiny / qwen3next-tiny (Gated DeltaNet state on each rank) at
+// TP = 2: `logits --out` files and `generate --json` continuations against the transformers golden.
 // Also: a rank that dies makes the whole run fail quickly with a message naming it.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -67,18 +70,20 @@ RunResult RunInfer(const std::vector<std::string>& args, const std::map<std::str
   return r;
 }
 
-class InferProcessTest : public ::testing::TestWithParam<int> {};
+// (fixture folder under tests/data, tp)
+class InferProcessTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(InferProcessTest, LogitsAndGenerateMatchGolden) {
-  const int tp = GetParam();
-  auto golden = testing::LoadGolden(testing::TinyModelDir());
+  const auto& [name, tp] = GetParam();
+  const std::string model = testing::TestdataDir() + "/" + name;
+  auto golden = testing::LoadGolden(model);
   ASSERT_TRUE(golden.ok()) << golden.status();
   const std::string out_file = std::filesystem::temp_directory_path() /
                                ("tandem-logits-" + std::to_string(getpid()) + ".safetensors");
   for (size_t i = 0; i < golden->size(); ++i) {
     const auto& g = (*golden)[i];
-    RunResult r = RunInfer({"logits", "--model", testing::TinyModelDir(), "--tp", std::to_string(tp), "--ranks",
-                            "processes", "--threads", "1", "--prompt-ids", Join(g.ids), "--out", out_file});
+    RunResult r = RunInfer({"logits", "--model", model, "--tp", std::to_string(tp), "--ranks", "processes",
+                            "--threads", "1", "--prompt-ids", Join(g.ids), "--out", out_file});
     ASSERT_EQ(r.status, 0) << r.err;
     auto file = SafetensorsFile::Open(out_file);
     ASSERT_TRUE(file.ok()) << file.status();
@@ -86,25 +91,36 @@ TEST_P(InferProcessTest, LogitsAndGenerateMatchGolden) {
     ASSERT_TRUE(logits.ok()) << logits.status();
     EXPECT_EQ(logits->shape, (std::vector<int64_t>{static_cast<int64_t>(g.ids.size()), 4096}));
     const double rel = testing::RelativeError(logits->data, g.logits);
-    std::printf("tp=%d processes, prompt%zu: logits --out max abs diff / max abs logit = %.3g (%.1f s)\n", tp, i,
-                rel, r.seconds);
+    std::printf("%s tp=%d processes, prompt%zu: logits --out max abs diff / max abs logit = %.3g (%.1f s)\n",
+                name.c_str(), tp, i, rel, r.seconds);
     EXPECT_LT(rel, 1e-4);
 
-    r = RunInfer({"generate", "--model", testing::TinyModelDir(), "--tp", std::to_string(tp), "--ranks", "processes",
-                  "--threads", "1", "--prompt-ids", Join(g.ids), "--max-tokens", "16", "--json"});
+    r = RunInfer({"generate", "--model", model, "--tp", std::to_string(tp), "--ranks", "processes", "--threads", "1",
+                  "--prompt-ids", Join(g.ids), "--max-tokens", "16", "--json"});
     ASSERT_EQ(r.status, 0) << r.err;
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << r.out;
     const auto ids = j["token_ids"].get<std::vector<int32_t>>();
-    std::printf("tp=%d processes, prompt%zu: generate --json %s -> %s golden (%.1f s)\n", tp, i, r.out.c_str(),
-                ids == g.greedy ? "identical to" : "DIFFERENT from", r.seconds);
+    std::printf("%s tp=%d processes, prompt%zu: generate --json %s -> %s golden (%.1f s)\n", name.c_str(), tp, i,
+                r.out.c_str(), ids == g.greedy ? "identical to" : "DIFFERENT from", r.seconds);
     EXPECT_EQ(ids, g.greedy);
   }
   std::filesystem::remove(out_file);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tp, InferProcessTest, ::testing::Values(1, 2, 4),
-                         [](const ::testing::TestParamInfo<int>& p) { return "tp" + std::to_string(p.param); });
+std::string ParamName(const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
+  std::string n = std::get<0>(p.param) + "_tp" + std::to_string(std::get<1>(p.param));
+  for (char& c : n) c = (c == '-') ? '_' : c;
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tp, InferProcessTest,
+                         ::testing::Combine(::testing::Values("qwen3moe-tiny"), ::testing::Values(1, 2, 4)),
+                         ParamName);
+// The hybrid models: each rank process keeps its share of the linear-attention heads' state.
+INSTANTIATE_TEST_SUITE_P(Hybrid, InferProcessTest,
+                         ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"), ::testing::Values(2)),
+                         ParamName);
 
 TEST(InferProcessFailure, DeadRankFailsTheRunQuickly) {
   for (const char* ranks : {"2", "1"}) {
