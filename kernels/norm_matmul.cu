@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
                                                              const float* __restrict__ delta,
                                                              const uint16_t* __restrict__ norm_w,
                                                              const uint16_t* __restrict__ w, int64_t T, int64_t in,
-                                                             int64_t out, float eps) {
+                                                             int64_t out, float eps, float w_offset) {
   extern __shared__ float4 smem4[];
   float* sx = reinterpret_cast<float*>(smem4);
   __shared__ float red[kWarps];
@@ -69,10 +69,10 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     for (int64_t i = threadIdx.x; i < nv; i += kThreads) {
       float4 v = srow[i];
       if (writer) reinterpret_cast<float4*>(x_out + (t0 + t) * in)[i] = v;
-      v.x = Bf16At(norm_w, 4 * i) * (v.x * scale);
-      v.y = Bf16At(norm_w, 4 * i + 1) * (v.y * scale);
-      v.z = Bf16At(norm_w, 4 * i + 2) * (v.z * scale);
-      v.w = Bf16At(norm_w, 4 * i + 3) * (v.w * scale);
+      v.x = (w_offset + Bf16At(norm_w, 4 * i)) * (v.x * scale);
+      v.y = (w_offset + Bf16At(norm_w, 4 * i + 1)) * (v.y * scale);
+      v.z = (w_offset + Bf16At(norm_w, 4 * i + 2)) * (v.z * scale);
+      v.w = (w_offset + Bf16At(norm_w, 4 * i + 3)) * (v.w * scale);
       srow[i] = v;
       if (writer && xn_out != nullptr) reinterpret_cast<float4*>(xn_out + (t0 + t) * in)[i] = v;
     }
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
 
 template <int R, int NL, int TT>
 void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, cudaStream_t s) {
+                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(TT) * in * sizeof(float);
   static size_t opted_in = 48 * 1024;  // per instantiation: raise the dynamic shared memory cap once
   if (smem > opted_in) {
@@ -96,14 +96,14 @@ void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const
   const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>((T + TT - 1) / TT));
   Launch(NormMatmulKernel<R, NL, TT>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, x_in, delta, norm_w, w, T, in,
-         out, eps);
+         out, eps, w_offset);
 }
 
 template <int TT>
 void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, cudaStream_t s) {
+                const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
   DispatchMatvecShape<TT>(MatvecShape(in, TT, out), [&]<int R, int NL>() {
-    LaunchShape<R, NL, TT>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, s);
+    LaunchShape<R, NL, TT>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, s);
   });
 }
 
@@ -111,7 +111,7 @@ void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const 
 
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, float w_offset) {
   KERNEL_REQUIRE(in % 8 == 0);
   KERNEL_REQUIRE(x_out != x_in && x_out != delta);
   for (const void* p : {static_cast<const void*>(y), static_cast<const void*>(x_out), static_cast<const void*>(xn_out),
@@ -121,11 +121,11 @@ void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in
   KERNEL_REQUIRE(8 * in * static_cast<int64_t>(sizeof(float)) <= 200 * 1024);  // the largest token tile fits
   if (T == 0) return;
   if (T == 1) {
-    LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, stream);
+    LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else if (T <= 4) {
-    LaunchTile<4>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, stream);
+    LaunchTile<4>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else {
-    LaunchTile<8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, stream);
+    LaunchTile<8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   }
   KERNEL_CHECK();
 }

@@ -14,14 +14,16 @@ namespace tandem::kernels {
 // r = x_in + delta (delta may be null); xn = norm_w * r / sqrt(mean(r^2) + eps), per token row;
 // y (T, out) = xn W^T with W (out, in) bf16. Also stores r to x_out and, when xn_out is not null,
 // xn to xn_out. x_out must not alias x_in or delta (other blocks still read them: ping-pong the
-// residual stream). in % 8 == 0; all pointers 16-byte aligned.
+// residual stream). in % 8 == 0; all pointers 16-byte aligned. The norm's weight is
+// (w_offset + norm_w) as in add_rmsnorm (kernels/rmsnorm.h: 1 for zero-centred norms).
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
-                        cudaStream_t stream);
+                        cudaStream_t stream, float w_offset = 0.0f);
 
 namespace ref {
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
-                        const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps);
+                        const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
+                        float w_offset = 0.0f);
 }  // namespace ref
 
 }  // namespace tandem::kernels

@@ -13,7 +13,7 @@ namespace {
 template <typename KV>
 __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_norm,
                                  const uint16_t* k_norm, const float* inv_freq, const int32_t* pos,
-                                 const int32_t* slot, QkvLayout L, float eps) {
+                                 const int32_t* slot, QkvLayout L, float eps, float w_offset) {
   GridDepLaunchDependents();
   GridDepWait();
   const int64_t t = blockIdx.x;
@@ -36,7 +36,7 @@ __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_n
   float total = 0;
   for (int i = 0; i < (blockDim.x + 31) / 32; ++i) total += warp_sums[i];
   const float scale = rsqrtf(total / static_cast<float>(hd) + eps);
-  v = Bf16At(is_q ? q_norm : k_norm, d) * (v * scale);
+  v = (w_offset + Bf16At(is_q ? q_norm : k_norm, d)) * (v * scale);
   vals[d] = v;
   __syncthreads();
   if (d < 2 * half) {
@@ -53,13 +53,13 @@ __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_n
 template <typename KV>
 void Launch(float* qkv, KV* k_cache, KV* v_cache, const bf16_bits* q_norm, const bf16_bits* k_norm,
             const float* inv_freq, const int32_t* pos, const int32_t* slot, int64_t T, QkvLayout L, float eps,
-            cudaStream_t stream) {
+            float w_offset, cudaStream_t stream) {
   KERNEL_REQUIRE(L.head_dim % 32 == 0 && L.head_dim <= 1024);
   KERNEL_REQUIRE(L.rotary_dim % 2 == 0 && L.rotary_dim <= L.head_dim);
   if (T == 0) return;
   dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(L.n_heads + 2 * L.n_kv_heads));
   Launch(QkNormRopeKernel<KV>, grid, dim3(static_cast<unsigned>(L.head_dim)), 0, stream, qkv, k_cache, v_cache,
-         q_norm, k_norm, inv_freq, pos, slot, L, eps);
+         q_norm, k_norm, inv_freq, pos, slot, L, eps, w_offset);
   KERNEL_CHECK();
 }
 
@@ -67,15 +67,17 @@ void Launch(float* qkv, KV* k_cache, KV* v_cache, const bf16_bits* q_norm, const
 
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream) {
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
+                           float w_offset) {
   Launch(qkv, reinterpret_cast<__nv_bfloat16*>(k_cache), reinterpret_cast<__nv_bfloat16*>(v_cache), q_norm, k_norm,
-         inv_freq, pos, slot, T, L, eps, stream);
+         inv_freq, pos, slot, T, L, eps, w_offset, stream);
 }
 
 void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream) {
-  Launch(qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, T, L, eps, stream);
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
+                           float w_offset) {
+  Launch(qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, T, L, eps, w_offset, stream);
 }
 
 }  // namespace tandem::kernels

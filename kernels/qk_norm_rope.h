@@ -28,22 +28,25 @@ struct QkvLayout {
 
 // qkv (T, L.row()) float: q and k normed and rotated in place; k and v also stored (bf16 or float32) into
 // k_cache / v_cache (num_slots, n_kv_heads, head_dim) at slot[t] (= block * block_size + offset).
-// q_norm, k_norm (head_dim) bf16; inv_freq (rotary_dim / 2); pos, slot (T). head_dim <= 1024.
+// q_norm, k_norm (head_dim) bf16, used as (w_offset + w) (1: the hybrid models' zero-centred
+// norms, kernels/rmsnorm.h); inv_freq (rotary_dim / 2); pos, slot (T). head_dim <= 1024.
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream);
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
+                           float w_offset = 0.0f);
 // The same with a float32 KV cache.
 void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream);
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
+                           float w_offset = 0.0f);
 
 namespace ref {
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps);
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, float w_offset = 0.0f);
 void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps);
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, float w_offset = 0.0f);
 }  // namespace ref
 
 }  // namespace tandem::kernels

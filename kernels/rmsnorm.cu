@@ -15,7 +15,8 @@ constexpr int kVecPerThread = 4;  // rows up to 256 * 4 * 4 = 4096 floats stay i
 // read with every load in flight at once (one memory round trip: at batch 1 this kernel is pure
 // latency); longer rows take the strided loop.
 __global__ void __launch_bounds__(kThreads) AddRmsnormKernel(float* out, float* residual, const float* delta,
-                                                             const uint16_t* w, int64_t n, float eps) {
+                                                             const uint16_t* w, int64_t n, float eps,
+                                                             float w_offset) {
   GridDepLaunchDependents();
   GridDepWait();
   const int64_t r = blockIdx.x;
@@ -72,26 +73,26 @@ __global__ void __launch_bounds__(kThreads) AddRmsnormKernel(float* out, float* 
       const int64_t i = threadIdx.x + k * kThreads;
       if (i < nv) {
         float4 o;
-        o.x = Bf16At(w, 4 * i) * (xv[k].x * scale);
-        o.y = Bf16At(w, 4 * i + 1) * (xv[k].y * scale);
-        o.z = Bf16At(w, 4 * i + 2) * (xv[k].z * scale);
-        o.w = Bf16At(w, 4 * i + 3) * (xv[k].w * scale);
+        o.x = (w_offset + Bf16At(w, 4 * i)) * (xv[k].x * scale);
+        o.y = (w_offset + Bf16At(w, 4 * i + 1)) * (xv[k].y * scale);
+        o.z = (w_offset + Bf16At(w, 4 * i + 2)) * (xv[k].z * scale);
+        o.w = (w_offset + Bf16At(w, 4 * i + 3)) * (xv[k].w * scale);
         reinterpret_cast<float4*>(out + r * n)[i] = o;
       }
     }
   } else {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = Bf16At(w, i) * (x[i] * scale);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = (w_offset + Bf16At(w, i)) * (x[i] * scale);
   }
 }
 
 }  // namespace
 
 void add_rmsnorm(float* out, float* residual, const float* delta, const bf16_bits* w, int64_t rows,
-                 int64_t n, float eps, cudaStream_t stream) {
+                 int64_t n, float eps, cudaStream_t stream, float w_offset) {
   KERNEL_REQUIRE(out != residual);
   if (rows == 0) return;
   Launch(AddRmsnormKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream, out, residual, delta, w, n,
-         eps);
+         eps, w_offset);
   KERNEL_CHECK();
 }
 
