@@ -167,18 +167,26 @@ absl::Status CudaModel::LoadWeights(const ModelWeightSpec& spec, WeightSource& s
   const int64_t V = cfg_.vocab_size, H = cfg_.hidden_size;
   // Random embeddings have unit variance (fan-in 3 gives s = 1): the scale real ones have after a norm.
   RETURN_IF_ERROR(random != nullptr ? random->Fill(embed_, V * H, 3) : src.Read(spec.embed, embed_));
-  RETURN_IF_ERROR(src.Read(spec.final_norm, final_norm_));
+  const bool zc = cfg_.zero_centered_norms;  // (1 + w) norms: the kernels add the 1 (StepContext::norm_offset)
+  RETURN_IF_ERROR(src.ReadNorm(spec.final_norm, final_norm_, zc));
   // lm_head split by vocabulary (the embedding's rows when tied); at TP=1 a tied head reads embed_
   // itself. The rows past the vocabulary on the last rank stay zero.
   if (!cfg_.tie_word_embeddings || world_ > 1) RETURN_IF_ERROR(src.Read(spec.lm_head, lm_head_));
+  int64_t kv_layers = 0;
+  kv_spec_.state_bytes_per_slot = 0;
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeightSpec& ls = spec.layers[l];
     DecoderLayer layer;
-    RETURN_IF_ERROR(src.Read(ls.input_norm, layer.input_norm));
-    RETURN_IF_ERROR(src.Read(ls.post_norm, layer.post_norm));
-    // Mixer: full attention (the hybrid models' linear attention slots in here by layer_types).
-    ASSIGN_OR_RETURN(layer.mixer, Attention::Load(src, ls.attention, cfg_, shard_, l));
-    // Ffn: routed experts or a dense MLP (a shared expert would be added inside the MoE).
+    RETURN_IF_ERROR(src.ReadNorm(ls.input_norm, layer.input_norm, zc));
+    RETURN_IF_ERROR(src.ReadNorm(ls.post_norm, layer.post_norm, zc));
+    // Mixer: the Gated DeltaNet (the hybrid models' linear_attention layers: state per sequence, no
+    // KV) or full attention (a KV cache layer; the KV cache holds only these, counted in order).
+    if (ls.linear) {
+      return absl::UnimplementedError("cuda backend: no Gated DeltaNet mixer for linear_attention layers yet");
+    }
+    ASSIGN_OR_RETURN(layer.mixer, Attention::Load(src, ls.attention, cfg_, shard_, kv_layers++));
+    kv_spec_.state_bytes_per_slot += layer.mixer->state_bytes_per_slot();
+    // Ffn: routed experts (with the shared expert when the model has one) or a dense MLP.
     if (ls.moe) {
       ASSIGN_OR_RETURN(layer.ffn, MoeFfn::Load(src, ls.experts, cfg_, shard_));
     } else {
@@ -186,6 +194,7 @@ absl::Status CudaModel::LoadWeights(const ModelWeightSpec& spec, WeightSource& s
     }
     layers_.push_back(std::move(layer));
   }
+  kv_spec_.num_layers = kv_layers;
   return CudaStatus(cudaStreamSynchronize(stream_), "weights");
 }
 
@@ -206,13 +215,18 @@ absl::Status CudaModel::AllocateKvCache(int32_t num_blocks, int32_t block_size, 
   if (num_blocks <= 0 || block_size <= 0) {
     return absl::InvalidArgumentError("kv cache needs num_blocks > 0 and block_size > 0");
   }
+  if (kv_spec_.has_state() && num_state_slots <= 0) {
+    return absl::InvalidArgumentError("a model with per-sequence state needs num_state_slots > 0");
+  }
   ClearGraphs();
   k_cache_.Free();
   v_cache_.Free();
   num_blocks_ = block_size_ = 0;
   const int64_t per_layer = static_cast<int64_t>(num_blocks) * block_size * L_.kv_dim() * kv_spec_.bytes_per_element;
-  RETURN_IF_ERROR(k_cache_.Allocate(per_layer * cfg_.num_hidden_layers));
-  RETURN_IF_ERROR(v_cache_.Allocate(per_layer * cfg_.num_hidden_layers));
+  RETURN_IF_ERROR(k_cache_.Allocate(per_layer * kv_spec_.num_layers));  // full-attention layers only
+  RETURN_IF_ERROR(v_cache_.Allocate(per_layer * kv_spec_.num_layers));
+  // The state pools of the mixers that keep per-sequence state (each mixer owns its own).
+  for (DecoderLayer& layer : layers_) RETURN_IF_ERROR(layer.mixer->AllocateStates(num_state_slots_));
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   return absl::OkStatus();
@@ -256,6 +270,11 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
       RETURN_IF_ERROR(a_.expert_ids.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.expert_w.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.act.Reserve(act, &grew));
+      if (cfg_.attention_output_gate) RETURN_IF_ERROR(a_.att_gate.Reserve(T * L_.q_dim(), &grew));
+      if (shard_.shared_inter > 0) {
+        RETURN_IF_ERROR(a_.shared_act.Reserve(3 * T * shard_.shared_inter, &grew));
+        RETURN_IF_ERROR(a_.shared_out.Reserve(T * H, &grew));
+      }
       cap_tokens_ = T;
     }
     if (m.R > cap_rows_) {
@@ -288,9 +307,9 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
 absl::Status CudaModel::ReservePrefillScratch(int64_t T) {
   // Graphs capture no prefill product (kernels/gemm.h UseGemmPath), so this growth leaves them valid.
   if (T < kernels::GemmMinTokens()) return absl::OkStatus();
-  // matmul_bf16's inputs: hidden (qkv, router, dense gate_up, lm_head), q_dim (o_proj), the dense
-  // MLP's intermediate slice (down).
-  const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter});
+  // matmul_bf16's inputs: hidden (qkv, router, dense gate_up, lm_head, attention gate, shared
+  // expert gate_up), q_dim (o_proj), the dense MLP's and the shared expert's intermediate slices (down).
+  const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter, shard_.shared_inter});
   RETURN_IF_ERROR(CudaStatus(kernels::ReserveGemm(stream_, T, max_in), "prefill GEMM scratch"));
   if (cfg_.num_experts == 0) return absl::OkStatus();
   return CudaStatus(kernels::ReserveMoeGrouped(stream_, T, cfg_.num_experts_per_tok, cfg_.hidden_size,
@@ -307,6 +326,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.a = &a_;
   ctx.hidden = H;
   ctx.eps = static_cast<float>(cfg_.rms_norm_eps);
+  ctx.norm_offset = cfg_.zero_centered_norms ? 1.0f : 0.0f;
   // Decode-sized steps fold each norm into the product after it (kernels/norm_matmul.h);
   // prefill-sized steps keep the separate norm so the products can take the GEMM path.
   ctx.fuse = T <= kFuseNormMaxTokens;
@@ -475,7 +495,7 @@ absl::Status CheckSupported(const ModelConfig& config, int world) {
   }
   // The matmul kernels read 8 bf16 (16 bytes) at a time along `in`: each rank's slice too.
   if (config.hidden_size % 8 != 0 || (config.moe_intermediate_size / world) % 8 != 0 ||
-      (config.intermediate_size / world) % 8 != 0) {
+      (config.intermediate_size / world) % 8 != 0 || (config.shared_expert_intermediate_size / world) % 8 != 0) {
     return absl::UnimplementedError("cuda backend: hidden and (per-rank) intermediate sizes must be multiples of 8");
   }
   if (config.num_experts > 256) return absl::UnimplementedError("cuda backend: at most 256 experts");

@@ -13,6 +13,7 @@
 #include "kernels/qk_norm_rope.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/router_topk.h"
+#include "kernels/sigmoid_gate.h"
 #include "kernels/silu_mul.h"
 
 namespace tandem::engine::cuda {
@@ -63,12 +64,17 @@ absl::Status CheckpointWeights::Upload(const WeightSlice& s, bf16_bits* dst) {
     return absl::InvalidArgumentError("tensor '" + name + "' in " + v.file + ": expected shape [" + want +
                                       "], found [" + got + "]");
   }
-  if (shape.empty() || shape.size() > 2 || dim < 0 || dim >= static_cast<int>(shape.size()) || start < 0 ||
-      len < 0 || start + len > shape[dim]) {
+  // Rows of any tensor (a 3-D one, conv1d [C, 1, K], is rows of its trailing dims), columns of a
+  // matrix.
+  if (shape.empty() || (dim == 1 && shape.size() != 2) || dim < 0 || dim >= static_cast<int>(shape.size()) ||
+      start < 0 || len < 0 || start + len > shape[dim]) {
     return absl::InvalidArgumentError("tensor '" + name + "': slice [" + std::to_string(start) + ", +" +
-                                      std::to_string(len) + ") of dim " + std::to_string(dim) + " is out of range");
+                                      std::to_string(len) + ") of dim " + std::to_string(dim) + " of a " +
+                                      std::to_string(shape.size()) + "-D tensor is out of range");
   }
-  const int64_t rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+  int64_t cols = 1;
+  for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
+  const int64_t rows = shape[0];
   if (v.dtype == DType::kBF16) {
     const auto* src = reinterpret_cast<const bf16_bits*>(v.data);
     if (dim == 0) {
@@ -97,6 +103,12 @@ absl::Status RandomWeights::Read(const WeightSpec& spec, DeviceArray<bf16_bits>&
   return Fill(dst, spec.numel(), fan_in);
 }
 
+absl::Status RandomWeights::ReadNorm(const WeightSpec& spec, DeviceArray<bf16_bits>& dst, bool zero_centered) {
+  RETURN_IF_ERROR(dst.Allocate(spec.numel()));
+  fill_constant_bf16(dst.get(), spec.numel(), zero_centered ? 0.0f : 1.0f, stream_);
+  return absl::OkStatus();
+}
+
 absl::Status RandomWeights::Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t fan_in) {
   RETURN_IF_ERROR(dst.Allocate(n));
   fill_random_bf16(dst.get(), n, std::sqrt(3.0f / static_cast<float>(fan_in)), seed_++, stream_);
@@ -111,16 +123,16 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   const int64_t T = m.T;
   if (fuse) {
     kernels::add_rmsnorm_matmul(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, w, T, hidden, out, eps,
-                                stream);
+                                stream, norm_offset);
     std::swap(x, x_next);
   } else {
-    kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, T, hidden, eps, stream);
+    kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, T, hidden, eps, stream, norm_offset);
     kernels::matmul_bf16(y, a->xn.get(), w, T, hidden, out, stream);
   }
 }
 
 void StepContext::Norm(const float* delta, const bf16_bits* norm_w) {
-  kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, m.T, hidden, eps, stream);
+  kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, m.T, hidden, eps, stream, norm_offset);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -134,8 +146,15 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
   a->kv_layer_ = kv_layer;
   RETURN_IF_ERROR(src.Read(spec.wqkv, a->wqkv_));
   RETURN_IF_ERROR(src.Read(spec.wo, a->wo_));
-  RETURN_IF_ERROR(src.Read(spec.q_norm, a->q_norm_));
-  RETURN_IF_ERROR(src.Read(spec.k_norm, a->k_norm_));
+  RETURN_IF_ERROR(src.ReadNorm(spec.q_norm, a->q_norm_, cfg.zero_centered_norms));
+  RETURN_IF_ERROR(src.ReadNorm(spec.k_norm, a->k_norm_, cfg.zero_centered_norms));
+  if (cfg.attention_output_gate) {
+    if (spec.gate.numel() != a->L_.q_dim() * cfg.hidden_size) {
+      return absl::InternalError("attention output gate has " + std::to_string(spec.gate.numel()) + " values, want " +
+                                 std::to_string(a->L_.q_dim() * cfg.hidden_size));
+    }
+    RETURN_IF_ERROR(src.Read(spec.gate, a->wgate_));
+  }
   return a;
 }
 
@@ -146,7 +165,8 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   const kernels::AttentionShape A{L_.n_heads, L_.n_kv_heads, L_.head_dim, ctx.block_size, m.max_blocks, L_.row()};
   const float scale = 1.0f / std::sqrt(static_cast<float>(L_.head_dim));
   kernels::qk_norm_rope_store_kv(a.qkv.get(), k_cache, v_cache, q_norm_.get(), k_norm_.get(), ctx.inv_freq,
-                                 ctx.meta + m.pos(), ctx.meta + m.slot(), m.T, L_, ctx.eps, ctx.stream);
+                                 ctx.meta + m.pos(), ctx.meta + m.slot(), m.T, L_, ctx.eps, ctx.stream,
+                                 ctx.norm_offset);
   kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
                            ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), m.T, A,
                            ctx.max_positions, scale, ctx.stream);
@@ -154,8 +174,13 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
 
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   Activations& a = *ctx.a;
-  // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here.
-  ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_.get(), L_.row(), /*keep_xn=*/false);
+  // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here. Gated: the
+  // gate rows' product reads the same normed input, kept for it.
+  const bool gated = wgate_.get() != nullptr;
+  ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_.get(), L_.row(), /*keep_xn=*/gated);
+  if (gated) {
+    kernels::matmul_bf16(a.att_gate.get(), a.xn.get(), wgate_.get(), ctx.m.T, ctx.hidden, L_.q_dim(), ctx.stream);
+  }
   const int64_t bytes_per_element = ctx.kv_f32 ? sizeof(float) : sizeof(bf16_bits);
   const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * bytes_per_element;
   uint8_t* kc = ctx.k_cache + layer_bytes;
@@ -165,6 +190,7 @@ absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16
   } else {
     Attend(ctx, reinterpret_cast<bf16_bits*>(kc), reinterpret_cast<bf16_bits*>(vc));
   }
+  if (gated) kernels::sigmoid_gate(a.att.get(), a.att_gate.get(), ctx.m.T, L_.q_dim(), L_.q_dim(), ctx.stream);
   // o_proj is row-parallel: this rank's heads give a partial sum, all-reduced by the model.
   kernels::matmul_bf16(a.delta.get(), a.att.get(), wo_.get(), ctx.m.T, L_.q_dim(), ctx.hidden, ctx.stream);
   return absl::OkStatus();
@@ -204,6 +230,12 @@ absl::StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(WeightSource& src, const Mo
   RETURN_IF_ERROR(src.Read(spec.router, m->router_));
   RETURN_IF_ERROR(src.Read(spec.gate_up, m->gate_up_));
   RETURN_IF_ERROR(src.Read(spec.down, m->down_));
+  if (spec.shared) {
+    m->shared_inter_ = shard.shared_inter;
+    RETURN_IF_ERROR(src.Read(spec.shared_expert.gate_up, m->shared_gate_up_));
+    RETURN_IF_ERROR(src.Read(spec.shared_expert.down, m->shared_down_));
+    RETURN_IF_ERROR(src.Read(spec.shared_expert.gate, m->shared_gate_));
+  }
   return m;
 }
 
@@ -217,6 +249,15 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.get(), T, K, H, I, ctx.stream);
   kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.get(), T, K, H, I,
                     ctx.stream, /*follows_gate_up=*/true);
+  if (shared_inter_ > 0) {  // delta += sigmoid(shared_expert_gate xn) * shared_expert(xn), per token
+    const int64_t S = shared_inter_;
+    float* gate_up = a.shared_act.get();  // (T, 2 S)
+    float* act = gate_up + 2 * T * S;     // (T, S)
+    kernels::matmul_bf16(gate_up, a.xn.get(), shared_gate_up_.get(), T, H, 2 * S, ctx.stream);
+    kernels::silu_mul(act, gate_up, T, S, ctx.stream);
+    kernels::matmul_bf16(a.shared_out.get(), act, shared_down_.get(), T, S, H, ctx.stream);
+    kernels::sigmoid_gated_add(a.delta.get(), a.shared_out.get(), a.xn.get(), shared_gate_.get(), T, H, ctx.stream);
+  }
   if (ctx.ids_per_layer != nullptr) {
     std::vector<int32_t> ids(T * K);
     RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(ids.data(), a.expert_ids.get(), T * K * sizeof(int32_t),

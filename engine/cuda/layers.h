@@ -1,9 +1,10 @@
 // The parts of the cuda forward pass: the same parts with the same weights as engine/cpu/layers.h
 // (what each reads: engine/model/layer_weights.h), in bf16 on the device, launching kernels/ on
-// the model's stream. A decoder layer is a mixer (full attention) and an ffn (routed experts or a
-// dense SwiGLU MLP). Unlike the cpu parts, each takes the residual stream rather than its normed
-// input: its first product folds the norm in for decode-sized steps (kernels/norm_matmul.h), so
-// the norm belongs to the part. Each writes this rank's partial output to ctx.a->delta, which the
+// the model's stream. A decoder layer is a mixer (full attention, gated in the hybrid models, or
+// their Gated DeltaNet, engine/cuda/gated_deltanet.h) and an ffn (routed experts, with a shared
+// expert in the hybrid models, or a dense SwiGLU MLP). Unlike the cpu parts, each takes the
+// residual stream rather than its normed input: its first product folds the norm in for
+// decode-sized steps (kernels/norm_matmul.h), so the norm belongs to the part. Each writes this rank's partial output to ctx.a->delta, which the
 // model all-reduces (two per layer).
 #pragma once
 
@@ -32,6 +33,13 @@ class WeightSource {
   virtual ~WeightSource() = default;
   // dst = the spec's packed weight as bf16 on the device (allocated here).
   virtual absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) = 0;
+  // A norm's weight w as stored: the kernels add StepContext::norm_offset (1 for zero-centred
+  // norms) in float32, so a stored w near 0 keeps its bf16 precision (bf16(1 + w) would round
+  // it to 2^-8). Only the random source cares (its neutral weight is 0 for a zero-centred norm).
+  virtual absl::Status ReadNorm(const WeightSpec& spec, DeviceArray<bf16_bits>& dst, bool zero_centered) {
+    (void)zero_centered;
+    return Read(spec, dst);
+  }
 };
 
 // bf16 tensors uploaded as stored; other float types (f32 / f16 norms in some checkpoints)
@@ -46,7 +54,8 @@ class CheckpointWeights final : public WeightSource {
   const Checkpoint& ckpt_;
 };
 
-// Norms (1-D weights) 1; matrices uniform in [-s, s] with s = sqrt(3 / fan_in), fan_in the full
+// Norms and other 1-D weights (A_log, dt_bias) 1, zero-centred norms 0 (a weight of 1 either
+// way); matrices uniform in [-s, s] with s = sqrt(3 / fan_in), fan_in the full
 // stored input size: unit-variance outputs for unit-variance inputs. Each matrix takes the next
 // seed, so the same seed and order on every rank give every rank the same replicated weights
 // (embedding, router), and every rank routes to the same experts as a real TP group does.
@@ -54,6 +63,7 @@ class RandomWeights final : public WeightSource {
  public:
   RandomWeights(uint64_t seed, cudaStream_t stream) : seed_(seed), stream_(stream) {}
   absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) override;
+  absl::Status ReadNorm(const WeightSpec& spec, DeviceArray<bf16_bits>& dst, bool zero_centered) override;
   // n uniform values for a given fan-in (the embedding's own scale).
   absl::Status Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t fan_in);
 
@@ -68,10 +78,13 @@ struct Activations {
   DeviceArray<float> x2;            // (T, hidden) the residual's other half of the ping-pong (fused norms)
   DeviceArray<float> qkv;           // (T, q_dim + 2 kv_dim)
   DeviceArray<float> att;           // (T, q_dim)
+  DeviceArray<float> att_gate;      // (T, q_dim) gated attention's output gate (hybrid models)
   DeviceArray<float> router_logits; // (T, E)
   DeviceArray<int32_t> expert_ids;  // (T, K)
   DeviceArray<float> expert_w;      // (T, K)
   DeviceArray<float> act;           // (T*K, I) or dense (T, 2I) + (T, I)
+  DeviceArray<float> shared_act;    // (T, 2S) + (T, S) the shared expert's gate_up and activation
+  DeviceArray<float> shared_out;    // (T, hidden) the shared expert's output before its gate
   DeviceArray<float> attn_scratch;
   DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
   DeviceArray<float> hn;            // (R, hidden) final-normed rows whose logits are wanted
@@ -89,6 +102,7 @@ struct StepContext {
   Activations* a = nullptr;
   int64_t hidden = 0;
   float eps = 1e-6f;
+  float norm_offset = 0.0f;  // 1 with zero-centred norms ((1 + w), the hybrid models): added in the kernels
   // Decode-sized steps fold each norm into the product after it: the residual then alternates
   // between x and x_next, since every block of that product still reads the old one.
   bool fuse = false;
@@ -117,6 +131,13 @@ class Mixer {
   // Adds `delta` (the previous sublayer's output; null for the first layer) to the residual, norms
   // it with `norm_w`, and writes this rank's partial output to ctx.a->delta.
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
+  // Per-sequence state (the Gated DeltaNet's conv and recurrent state): this rank's bytes of one
+  // slot (0: the mixer keeps none), and the pool of `slots` slots (re)allocated on the device.
+  virtual int64_t state_bytes_per_slot() const { return 0; }
+  virtual absl::Status AllocateStates(int32_t slots) {
+    (void)slots;
+    return absl::OkStatus();
+  }
 };
 
 class Ffn {
@@ -126,7 +147,8 @@ class Ffn {
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
 };
 
-// Grouped-query self-attention over the paged KV cache, this rank's heads only.
+// Grouped-query self-attention over the paged KV cache, this rank's heads only. Gated (the hybrid
+// models' attention_output_gate): each head's output times sigmoid of its gate rows before o_proj.
 class Attention final : public Mixer {
  public:
   static absl::StatusOr<std::unique_ptr<Attention>> Load(WeightSource& src, const AttentionWeightSpec& spec,
@@ -144,6 +166,7 @@ class Attention final : public Mixer {
   DeviceArray<bf16_bits> wqkv_;            // (q_dim + 2 kv_dim, hidden) q_proj, k_proj, v_proj rows
   DeviceArray<bf16_bits> wo_;              // (hidden, q_dim) the columns of this rank's heads
   DeviceArray<bf16_bits> q_norm_, k_norm_; // (head_dim)
+  DeviceArray<bf16_bits> wgate_;           // (q_dim, hidden) the output-gate rows of this rank's heads; empty: none
 };
 
 // SwiGLU MLP, this rank's slice of the intermediate dimension. Its norm stays a separate kernel.
@@ -160,7 +183,9 @@ class DenseMlp final : public Ffn {
 };
 
 // Routed experts: the router product (with the norm folded in for decode), top-k on the device,
-// then the experts' gate_up and down with the expert ids read on the device (kernels/moe.h).
+// then the experts' gate_up and down with the expert ids read on the device (kernels/moe.h). The
+// hybrid models' shared expert (sharded like the experts) adds sigmoid(x . shared_expert_gate)
+// times its SwiGLU output to the same partial sum.
 class MoeFfn final : public Ffn {
  public:
   static absl::StatusOr<std::unique_ptr<MoeFfn>> Load(WeightSource& src, const MoeWeightSpec& spec,
@@ -173,6 +198,10 @@ class MoeFfn final : public Ffn {
   DeviceArray<bf16_bits> router_;   // (num_experts, hidden) replicated
   DeviceArray<bf16_bits> gate_up_;  // (num_experts, 2 inter, hidden)
   DeviceArray<bf16_bits> down_;     // (num_experts, hidden, inter)
+  int64_t shared_inter_ = 0;               // this rank's slice of the shared expert; 0: none
+  DeviceArray<bf16_bits> shared_gate_up_;  // (2 shared_inter, hidden)
+  DeviceArray<bf16_bits> shared_down_;     // (hidden, shared_inter)
+  DeviceArray<bf16_bits> shared_gate_;     // (hidden) shared_expert_gate, replicated
 };
 
 }  // namespace tandem::engine::cuda
