@@ -15,6 +15,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/cuda/device_array.h"
 #include "engine/cuda/device_collectives.h"
+#include "engine/cuda/gated_deltanet.h"
 #include "engine/cuda/layers.h"
 #include "engine/cuda/random_fill.h"
 #include "engine/load_checks.h"
@@ -182,9 +183,10 @@ absl::Status CudaModel::LoadWeights(const ModelWeightSpec& spec, WeightSource& s
     // Mixer: the Gated DeltaNet (the hybrid models' linear_attention layers: state per sequence, no
     // KV) or full attention (a KV cache layer; the KV cache holds only these, counted in order).
     if (ls.linear) {
-      return absl::UnimplementedError("cuda backend: no Gated DeltaNet mixer for linear_attention layers yet");
+      ASSIGN_OR_RETURN(layer.mixer, GatedDeltaNet::Load(src, ls.linear_attention, cfg_, shard_));
+    } else {
+      ASSIGN_OR_RETURN(layer.mixer, Attention::Load(src, ls.attention, cfg_, shard_, kv_layers++));
     }
-    ASSIGN_OR_RETURN(layer.mixer, Attention::Load(src, ls.attention, cfg_, shard_, kv_layers++));
     kv_spec_.state_bytes_per_slot += layer.mixer->state_bytes_per_slot();
     // Ffn: routed experts (with the shared expert when the model has one) or a dense MLP.
     if (ls.moe) {
@@ -275,6 +277,7 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
         RETURN_IF_ERROR(a_.shared_act.Reserve(3 * T * shard_.shared_inter, &grew));
         RETURN_IF_ERROR(a_.shared_out.Reserve(T * H, &grew));
       }
+      RETURN_IF_ERROR(a_.linear.Reserve(GatedDeltaNet::ScratchFloats(GatedDeltaNet::Layout(cfg_, shard_), T), &grew));
       cap_tokens_ = T;
     }
     if (m.R > cap_rows_) {
@@ -309,7 +312,9 @@ absl::Status CudaModel::ReservePrefillScratch(int64_t T) {
   if (T < kernels::GemmMinTokens()) return absl::OkStatus();
   // matmul_bf16's inputs: hidden (qkv, router, dense gate_up, lm_head, attention gate, shared
   // expert gate_up), q_dim (o_proj), the dense MLP's and the shared expert's intermediate slices (down).
-  const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter, shard_.shared_inter});
+  // The Gated DeltaNet's out_proj reads its value heads (value_dim).
+  const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter, shard_.shared_inter,
+                                   GatedDeltaNet::Layout(cfg_, shard_).value_dim()});
   RETURN_IF_ERROR(CudaStatus(kernels::ReserveGemm(stream_, T, max_in), "prefill GEMM scratch"));
   if (cfg_.num_experts == 0) return absl::OkStatus();
   return CudaStatus(kernels::ReserveMoeGrouped(stream_, T, cfg_.num_experts_per_tok, cfg_.hidden_size,

@@ -85,6 +85,7 @@ struct Activations {
   DeviceArray<float> act;           // (T*K, I) or dense (T, 2I) + (T, I)
   DeviceArray<float> shared_act;    // (T, 2S) + (T, S) the shared expert's gate_up and activation
   DeviceArray<float> shared_out;    // (T, hidden) the shared expert's output before its gate
+  DeviceArray<float> linear;        // the Gated DeltaNet's scratch (GatedDeltaNet::ScratchFloats)
   DeviceArray<float> attn_scratch;
   DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
   DeviceArray<float> hn;            // (R, hidden) final-normed rows whose logits are wanted

@@ -1,0 +1,131 @@
+#include "engine/cuda/gated_deltanet.h"
+
+#include <string>
+#include <utility>
+
+#include "common/status.h"
+#include "kernels/matmul.h"
+
+namespace tandem::engine::cuda {
+
+namespace {
+
+// Steps of at least this many tokens run the chunked form of the recurrence (a prefill chunk);
+// smaller ones (decode batches, short chunks) step token by token, which is graph-capturable too.
+constexpr int64_t kChunkedMinTokens = 64;
+
+// Activations::linear per token, each region a multiple of 4 floats (16-byte aligned for the
+// products): proj (proj_row) | qkv (conv_dim) | g (n_v) | beta (n_v) | o (value_dim).
+int64_t Aligned(int64_t n) { return (n + 3) / 4 * 4; }
+
+struct Scratch {
+  float *proj, *qkv, *g, *beta, *o;
+};
+
+Scratch Carve(float* base, const kernels::DeltaNetLayout& L, int64_t T) {
+  Scratch s;
+  s.proj = base;
+  s.qkv = s.proj + Aligned(T * L.proj_row());
+  s.g = s.qkv + Aligned(T * L.conv_dim());
+  s.beta = s.g + Aligned(T * L.n_v);
+  s.o = s.beta + Aligned(T * L.n_v);
+  return s;
+}
+
+}  // namespace
+
+kernels::DeltaNetLayout GatedDeltaNet::Layout(const ModelConfig& cfg, const TpShard& shard) {
+  return {shard.n_linear_k_heads, shard.n_linear_v_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim,
+          cfg.linear_conv_kernel_dim};
+}
+
+int64_t GatedDeltaNet::ScratchFloats(const kernels::DeltaNetLayout& L, int64_t T) {
+  if (L.n_v == 0) return 0;
+  return Aligned(T * L.proj_row()) + Aligned(T * L.conv_dim()) + 2 * Aligned(T * L.n_v) + Aligned(T * L.value_dim());
+}
+
+absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Load(WeightSource& src,
+                                                                    const LinearAttentionWeightSpec& spec,
+                                                                    const ModelConfig& cfg, const TpShard& shard) {
+  auto m = std::make_unique<GatedDeltaNet>();
+  const kernels::DeltaNetLayout L = Layout(cfg, shard);
+  if (!kernels::DeltaNetSupported(L)) {
+    return absl::UnimplementedError(
+        "cuda gated deltanet: unsupported heads (n_k " + std::to_string(L.n_k) + ", n_v " + std::to_string(L.n_v) +
+        ", dk " + std::to_string(L.dk) + ", dv " + std::to_string(L.dv) + ", conv kernel " +
+        std::to_string(L.conv_kernel) + "; the kernels take dk, dv <= 256, conv kernel <= 8)");
+  }
+  m->L_ = L;
+  m->hidden_ = cfg.hidden_size;
+  m->eps_ = static_cast<float>(cfg.rms_norm_eps);
+  const int64_t H = cfg.hidden_size;
+  // One product for the four input projections: their slices packed as one weight, rows qkv | z | b | a.
+  WeightSpec in;
+  in.shape = {L.proj_row(), H};
+  for (const WeightSpec* p : {&spec.in_qkv, &spec.in_z, &spec.in_b, &spec.in_a}) {
+    in.slices.insert(in.slices.end(), p->slices.begin(), p->slices.end());
+  }
+  const std::pair<const WeightSpec*, int64_t> want[] = {
+      {&spec.in_qkv, L.conv_dim() * H}, {&spec.in_z, L.value_dim() * H}, {&spec.in_b, L.n_v * H},
+      {&spec.in_a, L.n_v * H},          {&spec.conv, L.conv_dim() * L.conv_kernel}, {&spec.a_log, L.n_v},
+      {&spec.dt_bias, L.n_v},           {&spec.norm, L.dv},                     {&spec.out, H * L.value_dim()}};
+  const char* names[] = {"in_qkv", "in_z", "in_b", "in_a", "conv", "A_log", "dt_bias", "norm", "out"};
+  for (size_t i = 0; i < std::size(want); ++i) {
+    if (want[i].first->numel() != want[i].second) {
+      return absl::InternalError("cuda gated deltanet: weight " + std::string(names[i]) + " has " +
+                                 std::to_string(want[i].first->numel()) + " values, want " +
+                                 std::to_string(want[i].second));
+    }
+  }
+  RETURN_IF_ERROR(src.Read(in, m->w_in_));
+  RETURN_IF_ERROR(src.Read(spec.conv, m->conv_));
+  RETURN_IF_ERROR(src.Read(spec.a_log, m->a_log_));
+  RETURN_IF_ERROR(src.Read(spec.dt_bias, m->dt_bias_));
+  RETURN_IF_ERROR(src.Read(spec.norm, m->norm_));  // plain w (not zero-centred), as the cpu backend reads it
+  RETURN_IF_ERROR(src.Read(spec.out, m->out_));
+  return m;
+}
+
+int64_t GatedDeltaNet::state_bytes_per_slot() const {
+  return static_cast<int64_t>(sizeof(float)) * (L_.conv_state_size() + L_.state_size());
+}
+
+absl::Status GatedDeltaNet::AllocateStates(int32_t slots) {
+  conv_states_.Free();
+  states_.Free();
+  if (slots <= 0) return absl::OkStatus();
+  RETURN_IF_ERROR(conv_states_.Allocate(slots * L_.conv_state_size()));
+  RETURN_IF_ERROR(states_.Allocate(slots * L_.state_size()));
+  // Zeroed, although a sequence starting at position 0 never reads its slot's old contents.
+  // cudaMemset runs on the legacy stream, which the model's non-blocking stream does not wait for.
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(conv_states_.get(), 0, conv_states_.size() * sizeof(float)), "conv states"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(states_.get(), 0, states_.size() * sizeof(float)), "recurrent states"));
+  return CudaStatus(cudaDeviceSynchronize(), "zero states");
+}
+
+absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
+  const StepMeta& m = ctx.m;
+  const int64_t T = m.T;
+  if (states_.get() == nullptr) return absl::FailedPreconditionError("gated deltanet: Forward before AllocateStates");
+  if (ctx.a->linear.size() < ScratchFloats(L_, T)) {
+    return absl::InternalError("gated deltanet: the step's scratch was not reserved");
+  }
+  const Scratch s = Carve(ctx.a->linear.get(), L_, T);
+  ctx.NormMatmul(s.proj, delta, norm_w, w_in_.get(), L_.proj_row(), /*keep_xn=*/false);
+  const kernels::DeltaNetStep st{ctx.meta + m.pos(), ctx.meta + m.state_slots(), ctx.meta + m.seq_starts(), T, m.S};
+  kernels::gated_deltanet_prepare(s.qkv, s.g, s.beta, conv_states_.get(), s.proj, conv_.get(), a_log_.get(),
+                                  dt_bias_.get(), st, L_, ctx.stream);
+  if (T >= kChunkedMinTokens && kernels::DeltaNetChunkedSupported(L_)) {
+    kernels::gated_deltanet_chunked(s.o, states_.get(), s.qkv, s.g, s.beta, st, L_, ctx.stream);
+  } else {
+    kernels::gated_deltanet_recurrent(s.o, states_.get(), s.qkv, s.g, s.beta, st, L_, ctx.stream);
+  }
+  // The output norm per value head, gated by silu(z) (z: the proj rows' second part), in place.
+  kernels::gated_deltanet_norm(s.o, s.o, norm_.get(), s.proj + L_.conv_dim(), L_.proj_row(), T, L_, eps_,
+                               ctx.stream);
+  // out_proj is row-parallel: this rank's value heads give a partial sum, all-reduced by the model.
+  kernels::matmul_bf16(ctx.a->delta.get(), s.o, out_.get(), T, L_.value_dim(), hidden_, ctx.stream);
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::engine::cuda
