@@ -10,13 +10,14 @@
 #include <mutex>
 #include <thread>
 
+#include "bench/decode_bytes.h"
+#include "bench/synthetic_configs.h"
 #include "common/status.h"
 #include "engine/comm/store.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_collectives.h"
 #include "engine/cuda/nccl_comm.h"
 #include "engine/cuda/random_fill.h"
-#include "engine/model/tp_shard.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/matmul.h"
@@ -52,22 +53,6 @@ std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 
   char buf[256];
   std::snprintf(buf, sizeof buf, f, a, b, c, d);
   return buf;
-}
-
-absl::StatusOr<std::vector<int>> ParseInts(const std::string& s) {
-  std::vector<int> out;
-  size_t i = 0;
-  while (i <= s.size()) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    const std::string part = s.substr(i, j - i);
-    char* end = nullptr;
-    const long v = std::strtol(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || v <= 0) return absl::InvalidArgumentError("bad number list: " + s);
-    out.push_back(static_cast<int>(v));
-    i = j + 1;
-  }
-  return out;
 }
 
 // Device-to-device copy bandwidth (bytes read + bytes written per second), median of 10 copies of
@@ -108,6 +93,7 @@ StepBatch DecodeBatch(int B, int ctx, int step, int block_size, int blocks_per_s
     c.start_pos = ctx + step;
     for (int b = 0; b < blocks_per_seq; ++b) c.block_table.push_back(s * blocks_per_seq + b);
     c.want_logits = true;
+    c.state_slot = s;  // a hybrid's DeltaNet state (ignored by models without one)
     batch.seqs.push_back(std::move(c));
   }
   (void)block_size;
@@ -142,9 +128,19 @@ KernelTiming TimeKernel(const std::string& name, double bytes, int copies, Launc
   return {name, bytes, Summarize(us).median};
 }
 
+std::string Dims(int64_t rows, int64_t cols) { return std::to_string(rows) + " x " + std::to_string(cols); }
+
+// The decode products of the whole model at batch 1 (TP 1 shapes), each kernel alone: the mixers'
+// projections (gated full attention's q rows include the gate rows; a Gated DeltaNet layer's
+// in_proj is qkv | z | b | a, one product), router, routed and shared experts, lm_head, attention.
 std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts, K = c.num_experts_per_tok;
   const int64_t qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
+  const int64_t q_rows = c.attention_output_gate ? 2 * qd : qd;
+  bool hybrid = false;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) hybrid |= c.IsLinearAttentionLayer(l);
+  const int64_t lin_v = c.LinearValueDim(), lin_proj = c.LinearConvDim() + lin_v + 2 * c.linear_num_value_heads;
+  const int64_t S = c.shared_expert_intermediate_size;
   std::vector<KernelTiming> out;
   auto buf = [](int64_t bf16_elems) {
     void* p = nullptr;
@@ -152,36 +148,48 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
     fill_random_bf16(static_cast<kernels::bf16_bits*>(p), bf16_elems, 0.05f, 7, nullptr);
     return p;
   };
-  const int64_t x_elems = 2 * (4 * 8 * I + 4 * H);  // floats as bf16 pairs: x, act, outputs
-  float* x = static_cast<float*>(buf(x_elems));
-  float* y = static_cast<float*>(buf(2 * 152000 * 2));
-  auto matvec = [&](const char* name, int64_t rows, int64_t in) {
+  // Inputs: the widest of x (hidden, q heads, DeltaNet values, shared expert), the experts'
+  // activations (K x 2 I) and the routing weights; outputs up to the vocabulary.
+  const int64_t in_floats = std::max({4 * 8 * I + 4 * H, 2 * K * I + H + K, 2 * qd + 2 * kvd, lin_v, 2 * S});
+  float* x = static_cast<float*>(buf(2 * in_floats));  // floats as bf16 pairs
+  float* y = static_cast<float*>(buf(2 * std::max<int64_t>(c.vocab_size, 2 * K * I + lin_proj)));
+  auto matvec = [&](const std::string& what, int64_t rows, int64_t in) {
     const int64_t elems = rows * in;
     const int copies = static_cast<int>(std::max<int64_t>(1, (256 << 20) / (2 * elems) + 1));
     auto* w = static_cast<kernels::bf16_bits*>(buf(elems * copies));
-    out.push_back(TimeKernel(name, 2.0 * elems, copies, [&](int i) {
+    out.push_back(TimeKernel("matmul " + what + " (" + Dims(rows, in) + ")", 2.0 * elems, copies, [&](int i) {
       kernels::matmul_bf16(y, x, w + i * elems, 1, in, rows, nullptr);
     }));
     cudaFree(w);
   };
-  matvec("matmul qkv (5120 x 2048)", qd + 2 * kvd, H);
-  matvec("matmul o_proj (2048 x 4096)", H, qd);
-  matvec("matmul router (128 x 2048)", E, H);
-  matvec("matmul lm_head (151936 x 2048)", c.vocab_size, H);
+  matvec(c.attention_output_gate ? "q+gate, k, v" : "qkv", q_rows + 2 * kvd, H);
+  matvec("o_proj", H, qd);
+  if (hybrid) {
+    matvec("DeltaNet in_proj qkv|z|b|a", lin_proj, H);
+    matvec("DeltaNet out_proj", H, lin_v);
+  }
+  matvec("router", E, H);
+  if (S > 0) {
+    matvec("shared expert gate_up", 2 * S, H);
+    matvec("shared expert down", H, S);
+  }
+  matvec("lm_head", c.vocab_size, H);
   {
-    // All experts of one layer (805 MB), 8 picked: each launch reads 8 experts' rows.
+    // All experts of one layer, K picked: each launch reads K experts' rows.
     auto* gu = static_cast<kernels::bf16_bits*>(buf(E * 2 * I * H));
     auto* down = static_cast<kernels::bf16_bits*>(buf(E * H * I));
     int32_t* ids = nullptr;
     CUDA_CHECK(cudaMalloc(&ids, 16 * K * sizeof(int32_t)));
     std::vector<int32_t> h(16 * K);
-    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<int32_t>((i * 37) % E);  // 8 distinct per row
+    // 37 is odd, E a power of two: 16 K consecutive multiples are distinct when 16 K <= E.
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<int32_t>((i * 37) % E);
     CUDA_CHECK(cudaMemcpy(ids, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     float* wts = x + H;
-    out.push_back(TimeKernel("moe_gate_up (8 experts x 1536 x 2048)", 2.0 * K * 2 * I * H, 16, [&](int i) {
+    const std::string k = std::to_string(K) + " experts x ";
+    out.push_back(TimeKernel("moe_gate_up (" + k + Dims(2 * I, H) + ")", 2.0 * K * 2 * I * H, 16, [&](int i) {
       kernels::moe_gate_up(y, x, ids + i * K, gu, 1, K, H, I, nullptr);
     }));
-    out.push_back(TimeKernel("moe_down (8 experts x 2048 x 768)", 2.0 * K * H * I, 16, [&](int i) {
+    out.push_back(TimeKernel("moe_down (" + k + Dims(H, I) + ")", 2.0 * K * H * I, 16, [&](int i) {
       kernels::moe_down(y, x, ids + i * K, wts, down, 1, K, H, I, nullptr);
     }));
     cudaFree(gu);
@@ -257,73 +265,56 @@ absl::StatusOr<Spread> AllReduceLatencyUs(DeviceCollectives& coll) {
   return Summarize(us);
 }
 
-}  // namespace
-
-absl::StatusOr<ModelConfig> SyntheticConfig(const std::string& name) {
-  if (name != "qwen3-30b-a3b") {
-    return absl::NotFoundError("unknown synthetic model \"" + name + "\" (known: qwen3-30b-a3b)");
-  }
-  ModelConfig c;
-  c.model_type = "qwen3_moe";
-  c.vocab_size = 151936;
-  c.hidden_size = 2048;
-  c.intermediate_size = 6144;
-  c.moe_intermediate_size = 768;
-  c.num_hidden_layers = 48;
-  c.num_attention_heads = 32;
-  c.num_key_value_heads = 4;
-  c.head_dim = 128;
-  c.num_experts = 128;
-  c.num_experts_per_tok = 8;
-  c.norm_topk_prob = true;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1e6;
-  c.max_position_embeddings = 40960;
-  return c;
-}
-
-absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
-  DecodeBenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& f = args[i];
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
-      return args[++i];
-    };
-    if (f == "--synthetic") {
-      ASSIGN_OR_RETURN(o.synthetic, value());
-    } else if (f == "--backend") {
-      ASSIGN_OR_RETURN(std::string b, value());
-      if (b != "cuda") return absl::InvalidArgumentError("bench: only --backend cuda is supported");
-    } else if (f == "--batches" || f == "--contexts" || f == "--prefill") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(auto list, ParseInts(v));
-      (f == "--batches" ? o.batches : f == "--contexts" ? o.contexts : o.prefill_lengths) = list;
-    } else if (f == "--kv-dtype") {
-      ASSIGN_OR_RETURN(o.kv_dtype, value());
-    } else if (f == "--tp") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(auto list, ParseInts(v));
-      o.tp = list[0];
-    } else if (f == "--no-kernel-table") {
-      o.kernel_table = false;
-    } else if (f == "--runs" || f == "--steps") {
-      ASSIGN_OR_RETURN(std::string v, value());
-      ASSIGN_OR_RETURN(auto list, ParseInts(v));
-      (f == "--runs" ? o.runs : o.steps) = list[0];
-    } else {
-      return absl::InvalidArgumentError("bench: unknown flag " + f);
+// The weights this rank holds must fit in the GPU's free memory (an 80B model in bf16 does not fit
+// one H200): FailedPrecondition naming the bytes and the smallest --tp that fits, before a long
+// upload that would fail halfway.
+absl::Status CheckWeightsFit(const ModelConfig& cfg, const DecodeReadModel& reads, int rank, int world,
+                             const std::string& name) {
+  size_t free_bytes = 0, total_bytes = 0;
+  RETURN_IF_ERROR(CudaOk(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  const double need = kWeightBytes * static_cast<double>(reads.TotalParams());
+  // Room for the KV pool, the state slots and the activations besides the weights.
+  const double usable = 0.92 * static_cast<double>(free_bytes);
+  if (need <= usable) return absl::OkStatus();
+  std::string hint = "more GPUs";
+  for (int w = world * 2; w <= 8; w *= 2) {
+    auto r = DescribeDecodeReads(cfg, 0, w);
+    if (r.ok() && kWeightBytes * static_cast<double>(r->TotalParams()) <= usable) {
+      hint = "--tp " + std::to_string(w) + " (one GPU per rank)";
+      break;
     }
   }
-  return o;
+  return absl::FailedPreconditionError(
+      name + Fmt(": rank %.0f of %.0f holds %.1f GB of bf16 weights", rank, world, need / 1e9) +
+      Fmt(", but its GPU has %.1f GB free; use ", free_bytes / 1e9) + hint);
 }
 
-namespace {
+// The parts a decode step reads on this GPU, for the report.
+std::string ReadsSummary(const DecodeReadModel& m, const KvCacheSpec& kv, double state_bytes, int rank, int world) {
+  const double w = kWeightBytes / 1e6;  // MB per element
+  std::string s = Fmt("\nbytes a decode step reads on GPU %.0f of %.0f (bf16 weights):\n", rank, world);
+  s += Fmt("- every step: %.0f MB = full attention %.0f + Gated DeltaNet %.0f", w * m.FixedWeights(), w * m.attention,
+           w * m.deltanet) +
+       Fmt(" + shared experts %.0f + routers %.0f", w * m.shared_experts, w * m.routers) +
+       Fmt(" + norms %.1f + dense MLP %.0f", w * m.norms, w * m.dense_mlps) + Fmt(" + lm_head %.0f\n", w * m.lm_head);
+  s += Fmt("- routed experts: %.2f MB per expert per layer, %.0f MoE layers, the distinct experts of the step\n",
+           w * m.expert, static_cast<double>(m.moe_layers));
+  s += Fmt("- per sequence: one embedding row (%.0f B); KV %.0f KB per position of context (%.0f full-attention layers)",
+           kWeightBytes * m.hidden, kv.bytes_per_token() / 1e3, static_cast<double>(m.full_attention_layers));
+  s += Fmt("; recurrent state %.2f MB (conv + S of %.0f DeltaNet layers, float32), read and written every step\n",
+           state_bytes / 1e6, static_cast<double>(m.linear_attention_layers));
+  if (kv.has_state() && std::abs(state_bytes - m.StateBytesPerSeq()) > 0.5) {
+    s += Fmt("  (the shapes count %.2f MB of state: the engine's slot is used)\n", m.StateBytesPerSeq() / 1e6);
+  }
+  return s;
+}
 
 // The benchmark on one rank of `world` (the current device is the rank's); `comm` is null at TP=1.
 // Every rank runs the same steps; rank 0 times them and returns the report, the others "".
 absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, int world, Comm* comm) {
   ASSIGN_OR_RETURN(ModelConfig cfg, SyntheticConfig(o.synthetic));
+  // What a decode step reads on this GPU, by part (bench/decode_bytes.h).
+  ASSIGN_OR_RETURN(DecodeReadModel reads, DescribeDecodeReads(cfg, rank, world));
   int device = 0;
   RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
   std::string out;
@@ -333,6 +324,10 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %.0f SMs\n", prop.totalGlobalMem / 1073741824.0,
                                                 static_cast<double>(prop.multiProcessorCount));
+    ASSIGN_OR_RETURN(DecodeReadModel whole, DescribeDecodeReads(cfg, 0, 1));
+    out += "model: " + o.synthetic + " (published shapes, random bf16 weights): " + LayerMix(cfg) +
+           Fmt("\nparameters: %.2fB (%.2fB per token: the chosen experts, embedding included)\n",
+               whole.TotalParams() / 1e9, whole.ActiveParams() / 1e9);
     copy = CopyBandwidthGBs();
     out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
                copy.median, copy.min, copy.max);
@@ -343,6 +338,7 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
       out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
     }
   }
+  RETURN_IF_ERROR(CheckWeightsFit(cfg, reads, rank, world, o.synthetic));
   ModelLoadOptions tp;
   tp.backend = "cuda";
   tp.rank = rank;
@@ -368,18 +364,18 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
   RETURN_IF_ERROR(model->AllocateKvCache(max_b * blocks_per_seq, o.block_size, max_b));
   RETURN_IF_ERROR(FillKvRandom(*model, o.seed + 99));
 
-  // Bytes a decode step must read ON THIS GPU (this rank's shard at TP > 1): every dense weight
-  // once, the distinct experts the router picked (measured), the lm_head, the embedding rows, and
-  // each sequence's KV.
-  const engine::TpShard sh = engine::ComputeTpShard(cfg, rank, world);
-  const int64_t H = cfg.hidden_size, Vr = sh.vocab_per_rank, I = sh.moe_inter;
-  const int64_t qd = sh.n_heads * cfg.head_dim, kvd = sh.n_kv_heads * cfg.head_dim;
-  const double attn_bytes = 2.0 * ((qd + 2 * kvd) * H + H * qd + cfg.num_experts * H + 2 * H + 2 * cfg.head_dim);
-  const double expert_bytes = 2.0 * 3 * I * H;
-  const double kv_token_bytes = static_cast<double>(model->kv_spec().bytes_per_token());
+  // Bytes a decode step must read ON THIS GPU (this rank's shard at TP > 1): the weights every
+  // step reads, the distinct experts the router picked (measured), the embedding rows, each
+  // sequence's KV (the engine's bytes per token: full-attention layers only) and each sequence's
+  // recurrent state, read and written (the engine's slot size; the shapes' count when it has none).
+  const KvCacheSpec kv = model->kv_spec();
+  const double kv_token_bytes = static_cast<double>(kv.bytes_per_token());
+  const double state_bytes = kv.has_state() ? static_cast<double>(kv.state_bytes_per_slot) : reads.StateBytesPerSeq();
+  if (rank == 0) out += ReadsSummary(reads, kv, state_bytes, rank, world);
 
-  out += "\n| batch | context | graphs | step ms (median, min-max) | tokens/s | distinct experts/layer | GB/step | GB/s | of copy BW |\n";
-  out += "| ---: | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  out += "\n| batch | context | graphs | step ms (median, min-max) | tokens/s | distinct experts/layer | KV GB | "
+         "state GB (read + written) | GB/step (weights + KV + state) | GB/s | of copy BW |\n";
+  out += "| ---: | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   auto bench_point = [&](int B, int ctx, bool graphs) -> absl::Status {
     SetUseGraphs(*model, graphs);
     ASSIGN_OR_RETURN(CudaStepStats st, MeasureStepStats(*model, DecodeBatch(B, ctx, 0, o.block_size, blocks_per_seq)));
@@ -396,13 +392,13 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
     if (rank != 0) return absl::OkStatus();
     const Spread s = Summarize(ms);
     const double avg_ctx = ctx + step / 2.0 + 1;
-    const double bytes = cfg.num_hidden_layers * (attn_bytes + st.distinct_experts_per_layer * expert_bytes) +
-                         2.0 * Vr * H + 2.0 * B * H + B * avg_ctx * kv_token_bytes;
-    const double gbs = bytes / (s.median * 1e-3) / 1e9;
+    const StepBytes bytes =
+        DecodeStepBytes(reads, B, avg_ctx, st.distinct_experts_per_layer, kv_token_bytes, state_bytes);
+    const double gbs = bytes.total() / (s.median * 1e-3) / 1e9;
     out += "| " + std::to_string(B) + " | " + std::to_string(ctx) + " | " + (graphs ? "yes" : "no") +
            Fmt(" | %.3f (%.3f-%.3f) | %.0f", s.median, s.min, s.max, B * 1e3 / s.median) +
-           Fmt(" | %.1f | %.2f | %.0f | %.0f%% |\n", st.distinct_experts_per_layer, bytes / 1e9, gbs,
-               100.0 * gbs / copy.median);
+           Fmt(" | %.1f | %.3f | %.3f", st.distinct_experts_per_layer, bytes.kv / 1e9, bytes.state / 1e9) +
+           Fmt(" | %.2f | %.0f | %.0f%% |\n", bytes.total() / 1e9, gbs, 100.0 * gbs / copy.median);
     std::fflush(stdout);
     return absl::OkStatus();
   };
@@ -421,6 +417,7 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
       for (int i = 0; i < P; ++i) c.tokens.push_back((i * 7919) % 150000);
       for (int i = 0; i < (P + o.block_size - 1) / o.block_size; ++i) c.block_table.push_back(i);
       c.want_logits = true;
+      c.state_slot = 0;
       b.seqs.push_back(std::move(c));
       RETURN_IF_ERROR(model->Forward(b).status());  // warm-up (allocates activations)
       std::vector<double> ms;
@@ -514,8 +511,12 @@ absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
 int RunDecodeBenchCommand(const std::vector<std::string>& args) {
   auto opt = ParseDecodeBenchFlags(args);
   if (!opt.ok()) {
-    std::fprintf(stderr, "bench: %s\n", std::string(opt.status().message()).c_str());
+    std::fprintf(stderr, "bench: %s\n%s", std::string(opt.status().message()).c_str(), DecodeBenchUsage().c_str());
     return 2;
+  }
+  if (opt->help) {
+    std::printf("%s", DecodeBenchUsage().c_str());
+    return 0;
   }
   auto report = RunDecodeBench(*opt);
   if (!report.ok()) {

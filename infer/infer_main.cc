@@ -32,7 +32,7 @@ const char kUsage[] =
     "       tandem-infer serve --model DIR [--port P] ...        (OpenAI-compatible server; serve --help)\n"
     "       tandem-infer bench-serve --url URL [--concurrency 1,8,32] ...   (bench-serve --help)\n"
     "       tandem-infer make-model --out DIR [--tokenizer-from DIR] ...    (random-weight checkpoint)\n"
-    "       tandem-infer bench --backend cuda [--synthetic qwen3-30b-a3b] [--tp N] ...  (CUDA builds)\n"
+    "       tandem-infer bench --backend cuda [--synthetic NAME] [--tp N] ...  (CUDA builds; bench --help)\n"
     "  --backend cuda --tp N --ranks processes: one process per GPU (rank r on device r % GPUs), NCCL\n";
 
 int Fail(const std::string& msg) {

@@ -1,0 +1,41 @@
+// The decode benchmark's options and flags (`tandem-infer bench --backend cuda`, cuda_decode_bench):
+// parsed without a GPU, so the CPU tests check them (tests/bench/decode_bench_flags_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tandem::bench {
+
+struct DecodeBenchOptions {
+  std::string synthetic = "qwen3-30b-a3b";  // the shapes: SyntheticModelNames() (bench/synthetic_configs.h)
+  std::vector<int> batches = {1, 8, 32};
+  std::vector<int> contexts = {1024, 4096};
+  std::vector<int> prefill_lengths = {512, 2048};
+  int runs = 5;       // timed runs per point (median and spread reported)
+  int steps = 32;     // decode steps per run
+  int block_size = 16;
+  std::string kv_dtype = "bf16";  // --kv-dtype bf16|f32
+  uint64_t seed = 1;
+  // --tp N: N ranks as threads of this process, rank r on GPU r, one NCCL group (fails when the
+  // machine has fewer than N GPUs). The report is rank 0's: step times of the whole group, bytes
+  // and GB/s of one GPU's shard, and the latency of a 4 KiB NCCL all-reduce measured in the run.
+  int tp = 1;
+  // --no-kernel-table: skip the per-kernel timings (e.g. under a profiler, to keep its capture to the
+  // decode steps).
+  bool kernel_table = true;
+  bool help = false;  // --help: print DecodeBenchUsage() and run nothing
+};
+
+// Parses bench flags (--synthetic NAME --batches 1,8 --contexts 1024 --prefill 512 --runs N
+// --steps N --kv-dtype bf16|f32 --tp N --no-kernel-table --help); InvalidArgument naming a bad
+// flag, NotFound listing the known names for an unknown --synthetic.
+absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args);
+
+// The flags and the known --synthetic names (`bench --help`).
+std::string DecodeBenchUsage();
+
+}  // namespace tandem::bench
