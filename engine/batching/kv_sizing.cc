@@ -4,6 +4,9 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <utility>
+
+#include "common/status.h"
 
 namespace tandem::engine {
 
@@ -39,12 +42,64 @@ absl::StatusOr<KvPoolSize> KvPoolFromTokens(int64_t tokens_fit, bool explicit_si
   return p;
 }
 
+absl::StatusOr<int32_t> StateSlotsFromBudget(int64_t budget_bytes, int64_t state_bytes_per_slot,
+                                             int64_t bytes_per_block, int32_t max_num_seqs,
+                                             const std::string& source) {
+  if (state_bytes_per_slot <= 0) return 0;
+  if (budget_bytes < state_bytes_per_slot + bytes_per_block) {
+    return absl::ResourceExhaustedError(
+        "no room for the state slots and the KV pool: one state slot (" + std::to_string(state_bytes_per_slot) +
+        " bytes per rank) and one KV block (" + std::to_string(bytes_per_block) + " bytes) do not fit in the " +
+        std::to_string(std::max<int64_t>(budget_bytes, 0)) + " bytes from " + source);
+  }
+  const int64_t half = budget_bytes / 2;
+  const int64_t slots = std::min<int64_t>(max_num_seqs, half / state_bytes_per_slot);
+  return static_cast<int32_t>(std::max<int64_t>(slots, 1));
+}
+
+namespace {
+
+KvPoolSize WithStateSlots(KvPoolSize pool, int32_t slots, int64_t state_bytes_per_slot) {
+  pool.state_slots = slots;
+  pool.state_bytes = static_cast<int64_t>(slots) * state_bytes_per_slot;
+  return pool;
+}
+
+}  // namespace
+
+absl::StatusOr<KvPoolSize> PoolsFromBudget(int64_t budget_bytes, int32_t block_size, int32_t max_num_seqs,
+                                           int32_t max_model_len, int64_t bytes_per_token,
+                                           int64_t state_bytes_per_slot, const std::string& source) {
+  if (bytes_per_token <= 0) return absl::FailedPreconditionError("the model reports 0 KV bytes per token");
+  ASSIGN_OR_RETURN(const int32_t slots, StateSlotsFromBudget(budget_bytes, state_bytes_per_slot,
+                                                             bytes_per_token * block_size, max_num_seqs, source));
+  const int64_t kv_budget = budget_bytes - static_cast<int64_t>(slots) * state_bytes_per_slot;
+  // With state, no more sequences than slots ever run: that caps what the KV pool can be used for.
+  const int32_t seqs = slots > 0 ? slots : max_num_seqs;
+  ASSIGN_OR_RETURN(KvPoolSize pool, KvPoolFromTokens(kv_budget / bytes_per_token, false, block_size, seqs,
+                                                     max_model_len, bytes_per_token, source));
+  return WithStateSlots(std::move(pool), slots, state_bytes_per_slot);
+}
+
+absl::StatusOr<KvPoolSize> PoolsFromKvTokens(int64_t kv_tokens, int32_t block_size, int32_t max_num_seqs,
+                                             int64_t bytes_per_token, int64_t state_bytes_per_slot) {
+  ASSIGN_OR_RETURN(KvPoolSize pool,
+                   KvPoolFromTokens(kv_tokens, true, block_size, max_num_seqs, 0, bytes_per_token, "kv_tokens"));
+  return WithStateSlots(std::move(pool), state_bytes_per_slot > 0 ? max_num_seqs : 0, state_bytes_per_slot);
+}
+
 std::string DescribeKvPool(const KvPoolSize& pool, int32_t block_size) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "KV pool: %lld tokens (%.2f GiB per rank, %d blocks of %d) from %s",
-                static_cast<long long>(pool.tokens), static_cast<double>(pool.bytes) / (1024.0 * 1024.0 * 1024.0),
-                pool.blocks, block_size, pool.source.c_str());
-  return buf;
+  std::snprintf(buf, sizeof buf, "KV pool: %lld tokens (%.2f GiB per rank, %d blocks of %d)",
+                static_cast<long long>(pool.tokens), static_cast<double>(pool.bytes) / kGiB, pool.blocks, block_size);
+  std::string out = buf;
+  if (pool.state_slots > 0) {
+    std::snprintf(buf, sizeof buf, " + %d state slots (%.2f GiB per rank)", pool.state_slots,
+                  static_cast<double>(pool.state_bytes) / kGiB);
+    out += buf;
+  }
+  return out + " from " + pool.source;
 }
 
 }  // namespace tandem::engine

@@ -6,6 +6,18 @@
 //  - cpu:  the share of this machine's MemAvailable the pool may take (the weights are loaded).
 //  - cuda: the share of the device's TOTAL memory this process may use in all (weights, workspace
 //          and KV): pool = fraction x total - already used (cuda::KvBlocksFromDeviceMemory).
+//
+// State slots (models with per-sequence recurrent state: the hybrids' Gated DeltaNet layers keep
+// a fixed-size conv + recurrent state per running sequence, KvCacheSpec::state_bytes_per_slot)
+// come out of the same budget as the KV pool, by this policy (PoolsFromBudget):
+//  - max_num_seqs slots when they take at most half of the budget; otherwise as many slots as
+//    half of the budget holds, at least 1. ResourceExhausted, naming both sizes, when not even
+//    one slot and one KV block fit.
+//  - the KV pool gets the rest, capped at slots x max_model_len (the scheduler never runs more
+//    sequences than there are slots, so more KV could never be used).
+//  - an explicit kv_tokens (PoolsFromKvTokens): KV as asked and max_num_seqs slots; the caller
+//    checks both against memory.
+// Models without state get 0 slots and the whole budget as KV, exactly as before.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +44,10 @@ struct KvPoolSize {
   int64_t tokens = 0;        // blocks x block_size
   int64_t bytes = 0;         // tokens x bytes per token (per rank)
   std::string source;        // "kv_tokens" | "host memory" | "device memory"
+  int32_t state_slots = 0;   // per-sequence state slots beside the KV pool (0: the model keeps none)
+  int64_t state_bytes = 0;   // state_slots x bytes per slot (per rank)
+
+  int64_t total_bytes() const { return bytes + state_bytes; }
 };
 
 // The pool from a number of tokens that fit (or were asked for): capped at max_num_seqs x
@@ -41,7 +57,24 @@ absl::StatusOr<KvPoolSize> KvPoolFromTokens(int64_t tokens_fit, bool explicit_si
                                             int32_t max_num_seqs, int32_t max_model_len, int64_t bytes_per_token,
                                             const std::string& source);
 
-// "KV pool: 65536 tokens (1.50 GiB per rank, 4096 blocks of 16) from device memory"
+// The state slots of the policy above out of `budget_bytes` (per rank); 0 when the model keeps no
+// state (state_bytes_per_slot 0). `bytes_per_block`: one KV block, which must fit beside them.
+absl::StatusOr<int32_t> StateSlotsFromBudget(int64_t budget_bytes, int64_t state_bytes_per_slot,
+                                             int64_t bytes_per_block, int32_t max_num_seqs,
+                                             const std::string& source);
+
+// Both pools from one memory budget (bytes per rank), by the policy above.
+absl::StatusOr<KvPoolSize> PoolsFromBudget(int64_t budget_bytes, int32_t block_size, int32_t max_num_seqs,
+                                           int32_t max_model_len, int64_t bytes_per_token,
+                                           int64_t state_bytes_per_slot, const std::string& source);
+
+// Both pools for an explicit kv_tokens: the KV pool as asked (whole blocks), max_num_seqs slots
+// when the model keeps state.
+absl::StatusOr<KvPoolSize> PoolsFromKvTokens(int64_t kv_tokens, int32_t block_size, int32_t max_num_seqs,
+                                             int64_t bytes_per_token, int64_t state_bytes_per_slot);
+
+// "KV pool: 65536 tokens (1.50 GiB per rank, 4096 blocks of 16) from device memory", with
+// " + 64 state slots (0.12 GiB per rank)" before " from" when the model keeps state.
 std::string DescribeKvPool(const KvPoolSize& pool, int32_t block_size);
 
 }  // namespace tandem::engine

@@ -55,48 +55,55 @@ std::string FractionText(double f) {
   return buf;
 }
 
-// The pool: an explicit token count, else memory_fraction of this machine's MemAvailable (cpu)
-// or of the device's memory (cuda: cuda::KvBlocksFromDeviceMemory, after the weights are on
-// it), capped at what max_num_seqs sequences of max_model_len could ever use (more would only
-// waste memory). Every rank allocates the size rank 0 picks here.
+// The pools: an explicit token count, else memory_fraction of this machine's MemAvailable (cpu)
+// or of the device's memory (cuda: cuda::KvBlocksFromDeviceMemory, after the weights are on it),
+// shared between the state slots (models with per-sequence state) and the KV pool by
+// PoolsFromBudget (engine/batching/kv_sizing.h). Every rank allocates the sizes rank 0 picks here.
 absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& model) {
-  const int64_t per_token = model.kv_spec().bytes_per_token();
-  auto pool = [&](int64_t tokens, bool explicit_size, const std::string& source) {
-    return KvPoolFromTokens(tokens, explicit_size, o.block_size, o.max_num_seqs, o.max_model_len, per_token, source);
-  };
+  const KvCacheSpec spec = model.kv_spec();
+  const int64_t per_token = spec.bytes_per_token();
   if (o.kv_tokens > 0) {
-    ASSIGN_OR_RETURN(KvPoolSize p, pool(o.kv_tokens, true, "kv_tokens"));
+    ASSIGN_OR_RETURN(KvPoolSize p, PoolsFromKvTokens(o.kv_tokens, o.block_size, o.max_num_seqs, per_token,
+                                                     spec.state_bytes_per_slot));
     // An explicit size is taken as given, but host memory it cannot fit in would end the
     // process in the allocation (kv_tokens 1e12 in a JoinGroup did: agent_rpc fuzz target).
     // cuda pools come from the device allocator, which reports failure.
     const int64_t avail = o.backend == "cuda" ? 0 : MemAvailableBytes();
-    if (avail > 0 && p.bytes > avail) {
+    if (avail > 0 && p.total_bytes() > avail) {
       return absl::ResourceExhaustedError("kv_tokens " + std::to_string(o.kv_tokens) + " needs " +
-                                          std::to_string(p.bytes >> 20) + " MiB of KV cache, more than the " +
+                                          std::to_string(p.bytes >> 20) + " MiB of KV cache (+ " +
+                                          std::to_string(p.state_bytes >> 20) + " MiB of state slots), more than the " +
                                           std::to_string(avail >> 20) + " MiB MemAvailable");
     }
     return p;
   }
   if (per_token <= 0) return absl::FailedPreconditionError("the model reports 0 KV bytes per token");
   ASSIGN_OR_RETURN(const double fraction, ResolveMemoryFraction(o.backend, o.memory_fraction));
-  const int64_t cap = static_cast<int64_t>(o.max_num_seqs) * o.max_model_len;
+  auto pools = [&](int64_t budget, const std::string& source) {
+    return PoolsFromBudget(budget, o.block_size, o.max_num_seqs, o.max_model_len, per_token,
+                           spec.state_bytes_per_slot, source);
+  };
   if (o.backend == "cuda") {
 #ifdef TANDEM_HAVE_CUDA
+    // The device's budget as whole KV blocks (less than one block short of the bytes): the state
+    // slots are taken out of it here, so the cuda side stays one function for both models.
     ASSIGN_OR_RETURN(const int32_t fit, cuda::KvBlocksFromDeviceMemory(model, fraction, o.block_size));
-    const int64_t tokens = static_cast<int64_t>(fit) * o.block_size;
-    TLOG(INFO) << "KV sizing: " << fraction << " of the device's memory minus what is in use = " << tokens
-               << " tokens of " << per_token << " bytes; cap " << cap << " (max_num_seqs x max_model_len)";
-    return pool(tokens, false, "device memory (memory_fraction " + FractionText(fraction) + ")");
+    const int64_t budget = static_cast<int64_t>(fit) * o.block_size * per_token;
+    TLOG(INFO) << "KV sizing: " << fraction << " of the device's memory minus what is in use = " << (budget >> 20)
+               << " MiB; " << per_token << " bytes per token, " << spec.state_bytes_per_slot
+               << " bytes per state slot; max_num_seqs " << o.max_num_seqs << ", max_model_len " << o.max_model_len;
+    return pools(budget, "device memory (memory_fraction " + FractionText(fraction) + ")");
 #else
     return absl::FailedPreconditionError("backend cuda: this build has no CUDA (configure with -DTANDEM_CUDA=ON)");
 #endif
   }
   const int64_t avail = MemAvailableBytes();
   if (avail <= 0) return absl::FailedPreconditionError("cannot read MemAvailable from /proc/meminfo; set kv_tokens");
-  const int64_t tokens = static_cast<int64_t>(fraction * static_cast<double>(avail)) / per_token;
-  TLOG(INFO) << "KV sizing: " << fraction << " x MemAvailable " << (avail >> 20) << " MiB / " << per_token
-             << " bytes per token = " << tokens << " tokens; cap " << cap;
-  return pool(tokens, false, "host memory (memory_fraction " + FractionText(fraction) + ")");
+  const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(avail));
+  TLOG(INFO) << "KV sizing: " << fraction << " x MemAvailable " << (avail >> 20) << " MiB = " << (budget >> 20)
+             << " MiB; " << per_token << " bytes per token, " << spec.state_bytes_per_slot
+             << " bytes per state slot; max_num_seqs " << o.max_num_seqs << ", max_model_len " << o.max_model_len;
+  return pools(budget, "host memory (memory_fraction " + FractionText(fraction) + ")");
 }
 
 bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -104,18 +111,22 @@ bool Contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.beg
 
 class LLMEngineImpl final : public LLMEngine {
  public:
-  LLMEngineImpl(StepDriver* driver, const Tokenizer* tokenizer, EngineOptions options, int32_t num_blocks)
+  // `num_state_slots` 0: the model keeps no per-sequence state.
+  LLMEngineImpl(StepDriver* driver, const Tokenizer* tokenizer, EngineOptions options, int32_t num_blocks,
+                int32_t num_state_slots)
       : driver_(driver),
         tokenizer_(tokenizer),
         options_(std::move(options)),
         vocab_(driver->model().config().vocab_size),
         eos_ids_(driver->model().config().eos_token_ids),
         kv_tokens_total_(static_cast<int64_t>(num_blocks) * options_.block_size),
+        max_running_(num_state_slots > 0 ? std::min(options_.max_num_seqs, num_state_slots) : options_.max_num_seqs),
         seed_source_(std::random_device{}()),
         sched_(SchedulerConfig{options_.max_num_seqs, options_.max_num_batched_tokens, options_.block_size,
-                               num_blocks}) {
+                               num_blocks, num_state_slots}) {
     stats_.kv_blocks_total = num_blocks;
     stats_.kv_tokens_total = static_cast<int64_t>(num_blocks) * options_.block_size;
+    stats_.state_slots_total = num_state_slots;
   }
   ~LLMEngineImpl() override { Shutdown(); }
 
@@ -162,6 +173,7 @@ class LLMEngineImpl final : public LLMEngine {
   const int64_t vocab_;
   const std::vector<int64_t> eos_ids_;
   const int64_t kv_tokens_total_;
+  const int32_t max_running_;  // max_num_seqs, or fewer when the state slots are fewer
 
   std::mutex shutdown_mu_;
   mutable std::mutex mu_;
@@ -234,7 +246,7 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
     // yet or not (a burst that arrives between two loop turns is not all "waiting").
     // Priority requests (probes) are never refused for load: a busy engine is a healthy one.
     const int64_t waiting = static_cast<int64_t>(pending_.size()) + scheduler_waiting_.load() +
-                            scheduler_running_.load() - options_.max_num_seqs;
+                            scheduler_running_.load() - max_running_;
     if (waiting >= options_.max_waiting && !request.priority) {
       return absl::ResourceExhaustedError("the engine is overloaded: " + std::to_string(waiting) +
                                           " requests are waiting (max_waiting " +
@@ -475,6 +487,7 @@ void LLMEngineImpl::PublishStats() {
   stats_.running = sched_.num_running();
   stats_.waiting = sched_.num_waiting();
   stats_.kv_blocks_used = sched_.num_blocks_used();
+  stats_.state_slots_used = sched_.num_state_slots_used();
   stats_.preemptions = sched_.num_preemptions();
 }
 
@@ -488,30 +501,25 @@ absl::StatusOr<std::unique_ptr<LLMEngine>> LLMEngine::Create(StepDriver* driver,
     return absl::InvalidArgumentError(
         "engine options: block_size, max_num_seqs, max_num_batched_tokens and max_model_len must be >= 1");
   }
-  // A hybrid model keeps a recurrent state per sequence that nothing frees yet when a request
-  // ends (the state slots beside the KV pool are the rest of issue 14): refuse to serve it rather
-  // than grow without bound. tandem-infer generate / logits run it.
-  const ModelConfig& cfg = driver->model().config();
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    if (cfg.IsLinearAttentionLayer(l)) {
-      return absl::UnimplementedError("serving " + cfg.model_type +
-                                      ": its linear-attention layers keep a state per sequence, and serving "
-                                      "has no state slots yet (tandem-infer generate/logits run it)");
-    }
-  }
   if (options.kv_tokens <= 0) {
     RETURN_IF_ERROR(ResolveMemoryFraction(options.backend, options.memory_fraction).status());
   }
   ASSIGN_OR_RETURN(const KvPoolSize pool, KvPoolBlocks(options, driver->model()));
   const int32_t blocks = pool.blocks;
-  RETURN_IF_ERROR(driver->AllocateKvCache(blocks, options.block_size, 0));
+  // Models with per-sequence state (the hybrids) get their slots beside the KV blocks; the
+  // scheduler hands one to each running sequence and takes it back when it ends or is preempted.
+  RETURN_IF_ERROR(driver->AllocateKvCache(blocks, options.block_size, pool.state_slots));
   const int64_t tokens = pool.tokens;
   TLOG(INFO) << DescribeKvPool(pool, options.block_size);
   if (tokens < options.max_model_len) {
     TLOG(WARN) << "KV pool of " << tokens << " tokens is smaller than max_model_len " << options.max_model_len
                << ": longer requests are refused";
   }
-  auto engine = std::make_unique<LLMEngineImpl>(driver, tokenizer, options, blocks);
+  if (pool.state_slots > 0 && pool.state_slots < options.max_num_seqs) {
+    TLOG(WARN) << "only " << pool.state_slots << " state slots fit (max_num_seqs " << options.max_num_seqs
+               << "): at most " << pool.state_slots << " requests run at once";
+  }
+  auto engine = std::make_unique<LLMEngineImpl>(driver, tokenizer, options, blocks, pool.state_slots);
   engine->Start();
   return std::unique_ptr<LLMEngine>(std::move(engine));
 }

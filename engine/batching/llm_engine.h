@@ -95,6 +95,8 @@ struct EngineStats {
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_tokens_total = 0;
+  int32_t state_slots_total = 0;  // per-sequence state slots (hybrid models); 0 = the model keeps none
+  int32_t state_slots_used = 0;   // held by running sequences
   int64_t preemptions = 0;
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
@@ -104,7 +106,9 @@ class LLMEngine {
  public:
   virtual ~LLMEngine() = default;
   // `driver` (rank 0 of the group) and `tokenizer` (may be null: no text, no stop strings) are
-  // not owned. Sizes and allocates the KV pool; logs "KV pool: N tokens (G GiB per rank, ...)".
+  // not owned. Sizes and allocates the KV pool and, for models with per-sequence state, the state
+  // slots (engine/batching/kv_sizing.h); logs "KV pool: N tokens (G GiB per rank, ...)[ + S state
+  // slots (G GiB per rank)] from ...". A model with state never runs more requests than slots.
   static absl::StatusOr<std::unique_ptr<LLMEngine>> Create(StepDriver* driver, const Tokenizer* tokenizer,
                                                            const EngineOptions& options);
   // Validates (InvalidArgument: empty prompt, token id outside the vocabulary, prompt + max_tokens

@@ -5,7 +5,16 @@
 
 namespace tandem::engine {
 
-Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), alloc_(config.num_blocks) {}
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), alloc_(config.num_blocks) {
+  // Reversed so that slot 0 is handed out first (plans read naturally in tests and logs).
+  for (int32_t i = config.num_state_slots - 1; i >= 0; --i) free_slots_.push_back(i);
+}
+
+void Scheduler::ReleaseSlot(SequenceState& s) {
+  if (s.state_slot < 0) return;
+  free_slots_.push_back(s.state_slot);
+  s.state_slot = -1;
+}
 
 void Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, bool priority) {
   SequenceState s;
@@ -31,6 +40,7 @@ bool Scheduler::Remove(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return false;
   alloc_.Free(it->second.block_table);
+  ReleaseSlot(it->second);
   auto drop = [seq_id](auto& c) { c.erase(std::remove(c.begin(), c.end(), seq_id), c.end()); };
   drop(running_);
   drop(priority_waiting_);
@@ -45,6 +55,7 @@ void Scheduler::AddChunk(SequenceState& s, int32_t n, StepPlan& plan) {
   c.start_pos = s.num_computed;
   c.tokens.assign(s.tokens.begin() + s.num_computed, s.tokens.begin() + s.num_computed + n);
   c.block_table = s.block_table;
+  c.state_slot = s.state_slot;
   c.want_logits = s.num_computed + n == static_cast<int32_t>(s.tokens.size());
   // A decode continues a sequence whose prompt (and earlier output) is already computed.
   const bool decode = n == 1 && c.want_logits && s.num_computed >= s.prompt_len;
@@ -68,6 +79,8 @@ void Scheduler::Preempt(int64_t seq_id, StepPlan& plan, int64_t& budget) {
   }
   alloc_.Free(s.block_table);
   s.block_table.clear();
+  // Its next prefill starts at position 0, which restarts whatever slot it gets then.
+  ReleaseSlot(s);
   s.num_computed = 0;
   s.running = false;
   ++s.num_preemptions;
@@ -108,7 +121,8 @@ StepPlan Scheduler::Schedule() {
   // 2. Admission: priority, then preempted, then new; stop at the first that does not fit so
   // that the queue order holds.
   if (!plan.preempted.empty()) return plan;
-  while (budget > 0 && num_running() < config_.max_num_seqs) {
+  const bool slots = config_.num_state_slots > 0;
+  while (budget > 0 && num_running() < config_.max_num_seqs && (!slots || !free_slots_.empty())) {
     std::deque<int64_t>& queue = !priority_waiting_.empty() ? priority_waiting_ : waiting_;
     if (queue.empty()) break;
     SequenceState& s = seqs_.at(queue.front());
@@ -117,6 +131,10 @@ StepPlan Scheduler::Schedule() {
     if (need > alloc_.num_free()) break;
     if (!EnsureBlocks(alloc_, config_.block_size, s.num_computed + n, s.block_table).ok()) break;
     queue.pop_front();
+    if (slots) {
+      s.state_slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
     s.running = true;
     running_.push_back(s.seq_id);
     AddChunk(s, n, plan);

@@ -13,6 +13,13 @@
 //      while the budget, max_num_seqs and the free blocks allow; a long prompt is chunked over
 //      several steps. Nothing is admitted in a step that had to preempt (the pool is short).
 // Only the chunk that reaches the end of a sequence's tokens wants logits.
+//
+// State slots (models with per-sequence recurrent state, SchedulerConfig::num_state_slots > 0):
+// a sequence takes a free slot when it is admitted and keeps it while it runs; finishing,
+// cancellation (Remove) and preemption give it back. Admission needs a free slot as it needs free
+// blocks, so no more sequences run than there are slots and no slot ever serves two running
+// sequences. A preempted sequence restarts at position 0 in whichever slot it gets next, which
+// restarts that slot's state. Without slots (0) every chunk carries state_slot -1.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +37,7 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;
   int32_t block_size = 16;
   int32_t num_blocks = 0;
+  int32_t num_state_slots = 0;  // 0: the model keeps no per-sequence state
 };
 
 // A sequence as the scheduler sees it.
@@ -41,6 +49,7 @@ struct SequenceState {
   std::vector<int32_t> block_table;  // blocks holding positions [0, num_computed)
   bool priority = false;
   bool running = false;
+  int32_t state_slot = -1;           // held while running (num_state_slots > 0), else -1
   int32_t num_preemptions = 0;
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }
@@ -76,6 +85,8 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(priority_waiting_.size() + waiting_.size()); }
   int32_t num_blocks_used() const { return alloc_.num_used(); }
   int32_t num_blocks_total() const { return alloc_.num_total(); }
+  int32_t num_state_slots_used() const { return config_.num_state_slots - static_cast<int32_t>(free_slots_.size()); }
+  int32_t num_state_slots_total() const { return config_.num_state_slots; }
   int64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }
   // Blocks a sequence of `num_tokens` positions needs.
@@ -86,6 +97,8 @@ class Scheduler {
   void Preempt(int64_t seq_id, StepPlan& plan, int64_t& budget);
   // Appends the chunk [num_computed, num_computed + n) of `s` to the plan and advances it.
   void AddChunk(SequenceState& s, int32_t n, StepPlan& plan);
+  // Gives a sequence's state slot (if it holds one) back to the free list.
+  void ReleaseSlot(SequenceState& s);
 
   SchedulerConfig config_;
   BlockAllocator alloc_;
@@ -93,6 +106,7 @@ class Scheduler {
   std::vector<int64_t> running_;          // admission order (oldest first)
   std::deque<int64_t> priority_waiting_;  // probes
   std::deque<int64_t> waiting_;           // preempted ones at the front, then by arrival
+  std::vector<int32_t> free_slots_;       // a stack: the last freed slot is reused first
   int64_t num_preemptions_ = 0;
 };
 

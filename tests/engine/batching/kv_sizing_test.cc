@@ -54,5 +54,67 @@ TEST(KvSizing, LogLineNamesTokensGibAndSource) {
             "KV pool: 65536 tokens (1.50 GiB per rank, 4096 blocks of 16) from device memory (memory_fraction 0.9)");
 }
 
+TEST(KvSizing, StateSlotsTakeMaxNumSeqsWhenTheyFitInHalfTheBudget) {
+  // 1 MiB budget, slots of 1000 bytes: 64 slots take 64000 bytes, the KV pool gets the rest.
+  const int64_t budget = 1 << 20;
+  auto p = PoolsFromBudget(budget, 16, 64, 100000, 64, 1000, "host memory");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->state_slots, 64);
+  EXPECT_EQ(p->state_bytes, 64000);
+  EXPECT_EQ(p->tokens, (budget - 64000) / 64 / 16 * 16);
+  EXPECT_LE(p->total_bytes(), budget);
+  // A model without state: no slots, the whole budget is KV (as before slots existed).
+  auto none = PoolsFromBudget(budget, 16, 64, 100000, 64, 0, "host memory");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->state_slots, 0);
+  EXPECT_EQ(none->state_bytes, 0);
+  EXPECT_EQ(none->tokens, budget / 64);
+}
+
+TEST(KvSizing, LargeStateSlotsGetHalfTheBudgetAndCapTheKvPool) {
+  // Slots of 100 kB in 1 MB: 64 would take 6.4 MB; half the budget holds 5.
+  auto p = PoolsFromBudget(1000000, 16, 64, 1024, 64, 100000, "device memory");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->state_slots, 5);
+  EXPECT_EQ(p->state_bytes, 500000);
+  // 500000 bytes of KV hold 7812 tokens, but 5 sequences of 1024 can only use 5120.
+  EXPECT_EQ(p->tokens, 5120);
+  // Not even half: one slot as long as one slot and one block fit.
+  auto one = PoolsFromBudget(150000, 16, 64, 1000, 64, 100000, "device memory");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->state_slots, 1);
+  EXPECT_EQ(one->tokens, 50000 / 64 / 16 * 16);
+}
+
+TEST(KvSizing, NoRoomForOneSlotAndOneBlockNamesBothSizes) {
+  // One slot (100000) + one block (16 x 64 = 1024) > 100500.
+  auto p = PoolsFromBudget(100500, 16, 8, 1000, 64, 100000, "host memory (memory_fraction 0.7)");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "one state slot (100000 bytes per rank)")) << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "one KV block (1024 bytes)")) << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "from host memory (memory_fraction 0.7)")) << p.status();
+  EXPECT_EQ(*StateSlotsFromBudget(101024, 100000, 1024, 8, "x"), 1);
+  EXPECT_EQ(*StateSlotsFromBudget(5, 0, 1024, 8, "x"), 0);
+}
+
+TEST(KvSizing, ExplicitKvTokensGetMaxNumSeqsSlots) {
+  auto p = PoolsFromKvTokens(1000, 16, 12, 64, 4096);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->tokens, 992);
+  EXPECT_EQ(p->source, "kv_tokens");
+  EXPECT_EQ(p->state_slots, 12);
+  EXPECT_EQ(p->state_bytes, 12 * 4096);
+  EXPECT_EQ(p->total_bytes(), 992 * 64 + 12 * 4096);
+  EXPECT_EQ(PoolsFromKvTokens(1000, 16, 12, 64, 0)->state_slots, 0);
+}
+
+TEST(KvSizing, LogLineNamesStateSlots) {
+  KvPoolSize p{4096, 65536, int64_t{3} << 29, "host memory (memory_fraction 0.7)", 64, int64_t{1} << 27};
+  EXPECT_EQ(DescribeKvPool(p, 16),
+            "KV pool: 65536 tokens (1.50 GiB per rank, 4096 blocks of 16) + 64 state slots (0.12 GiB per rank) "
+            "from host memory (memory_fraction 0.7)");
+}
+
 }  // namespace
 }  // namespace tandem::engine

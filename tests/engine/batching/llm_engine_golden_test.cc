@@ -145,21 +145,6 @@ EngineOptions Options() {
   return o;
 }
 
-TEST(EngineGoldenTest, HybridModelsAreNotServedWithoutStateSlots) {
-  // Each sequence's Gated DeltaNet state would outlive its request: refused with the reason.
-  ModelLoadOptions mo;
-  mo.threads = 1;
-  auto model = Model::Load(testing::TestdataDir() + "/qwen35moe-tiny", mo);
-  ASSERT_TRUE(model.ok()) << model.status();
-  StepDriver driver(model->get(), nullptr);
-  EngineOptions options;
-  options.kv_tokens = 1024;
-  auto engine = LLMEngine::Create(&driver, nullptr, options);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_TRUE(absl::IsUnimplemented(engine.status())) << engine.status();
-  EXPECT_NE(engine.status().message().find("no state slots"), absl::string_view::npos) << engine.status();
-}
-
 TEST(EngineGoldenTest, EachPromptAlone) {
   const auto golden = Golden();
   ASSERT_EQ(golden.size(), 3u);

@@ -281,5 +281,89 @@ TEST(EngineFakeModelTest, StepObserverAndShutdownAborts) {
   EXPECT_EQ((*engine)->Submit(Greedy("c", {1}, 2), a.Callback()).code(), absl::StatusCode::kUnavailable);
 }
 
+// A model with per-sequence state (FakeModel::WithState checks every chunk continues its slot):
+// max_num_seqs slots are allocated, each running request holds one, finished ones are reused.
+TEST(EngineFakeModelTest, StateSlotsAreHeldByRunningRequestsAndReused) {
+  FakeModel model(kVocab);
+  model.WithState(1000);
+  StepDriver driver(&model, nullptr);
+  EngineOptions o = SmallOptions();
+  o.max_num_seqs = 3;
+  o.max_num_batched_tokens = 8;  // long prompts are chunked: their slot must carry over
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LLMEngine& e = **engine;
+  EXPECT_EQ(model.state_slots, 3);
+  EXPECT_EQ(e.Stats().state_slots_total, 3);
+  std::vector<Sink> sinks(12);
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> prompt;
+    for (int j = 0; j < 1 + (i * 5) % 17; ++j) prompt.push_back((i + j) % static_cast<int32_t>(kVocab));
+    ASSERT_TRUE(e.Submit(Greedy("r" + std::to_string(i), prompt, 2 + i % 5), sinks[i].Callback()).ok());
+  }
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(sinks[i].Wait());
+    const auto r = sinks[i].Get();
+    EXPECT_EQ(r.finish_reason, "length") << i << ": " << r.error;
+    const int32_t last = static_cast<int32_t>((i + (i * 5) % 17) % kVocab);
+    EXPECT_EQ(r.tokens, Expected(last, 2 + i % 5)) << i;
+  }
+  const EngineStats s = e.Stats();
+  EXPECT_EQ(s.state_slots_used, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_TRUE(e.healthy());
+}
+
+TEST(EngineFakeModelTest, CancelGivesTheStateSlotToTheNextRequest) {
+  FakeModel model(kVocab);
+  model.WithState(1000);
+  StepDriver driver(&model, nullptr);
+  EngineOptions o = SmallOptions();
+  o.max_num_seqs = 1;  // one slot: "next" can only run once "long" gives it back
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LLMEngine& e = **engine;
+  Sink long_sink, next_sink;
+  model.Hold(true);  // "long" stays in its first step until cancelled
+  ASSERT_TRUE(e.Submit(Greedy("long", {1, 2, 3}, 100), long_sink.Callback()).ok());
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (e.Stats().running < 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(e.Submit(Greedy("next", {7, 8}, 5), next_sink.Callback()).ok());
+  EXPECT_EQ(e.Stats().state_slots_used, 1);
+  e.Cancel("long");
+  model.Hold(false);
+  ASSERT_TRUE(long_sink.Wait() && next_sink.Wait());
+  EXPECT_EQ(long_sink.Get().finish_reason, "abort");
+  EXPECT_EQ(next_sink.Get().finish_reason, "length") << next_sink.Get().error;
+  EXPECT_EQ(next_sink.Get().tokens, Expected(8, 5));
+  EXPECT_EQ(e.Stats().state_slots_used, 0);
+}
+
+TEST(EngineFakeModelTest, StateSlotsComeOutOfTheMemoryBudget) {
+  // 1 KiB slots: max_num_seqs of them fit in any machine's budget; the KV cap stays 8 x 100.
+  FakeModel model(kVocab);
+  model.WithState(1024);
+  StepDriver driver(&model, nullptr);
+  EngineOptions o;
+  o.memory_fraction = 0.01;
+  o.block_size = 4;
+  o.max_num_seqs = 8;
+  o.max_model_len = 100;
+  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->Stats().state_slots_total, 8);
+  EXPECT_EQ((*engine)->Stats().kv_tokens_total, 800);
+  (*engine)->Shutdown();
+  // 32 TiB slots: not one fits beside a KV block; refused naming the slot's size.
+  FakeModel huge(kVocab);
+  huge.WithState(int64_t{1} << 45);
+  StepDriver huge_driver(&huge, nullptr);
+  auto refused = LLMEngine::Create(&huge_driver, nullptr, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("one state slot (35184372088832 bytes per rank)"), std::string::npos)
+      << refused.status();
+}
+
 }  // namespace
 }  // namespace tandem::engine

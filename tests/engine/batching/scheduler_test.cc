@@ -164,6 +164,79 @@ TEST(SchedulerTest, RemoveFreesBlocksAndUnknownIdsAreIgnored) {
   EXPECT_TRUE(s.Schedule().empty());
 }
 
+// "id@slot" per chunk, e.g. "1@0 2@1".
+std::string Slots(const StepPlan& plan) {
+  std::string s;
+  for (const auto& c : plan.batch.seqs) {
+    if (!s.empty()) s += " ";
+    s += std::to_string(c.seq_id) + "@" + std::to_string(c.state_slot);
+  }
+  return s;
+}
+
+TEST(SchedulerTest, WithoutStateSlotsChunksCarryNone) {
+  Scheduler s({4, 64, 4, 32});
+  s.Add(1, Prompt(3));
+  s.Add(2, Prompt(5));
+  EXPECT_EQ(Slots(s.Schedule()), "1@-1 2@-1");
+  EXPECT_EQ(s.num_state_slots_total(), 0);
+  EXPECT_EQ(s.num_state_slots_used(), 0);
+}
+
+TEST(SchedulerTest, AdmissionWaitsForAStateSlotAndReusesFreedOnes) {
+  // max_num_seqs 8 but 2 slots: the third sequence waits although budget and blocks allow it.
+  Scheduler s({8, 64, 4, 32, /*num_state_slots=*/2});
+  s.Add(1, Prompt(3));
+  s.Add(2, Prompt(3, 20));
+  s.Add(3, Prompt(3, 40));
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Slots(p), "1@0 2@1");
+  EXPECT_EQ(s.num_state_slots_used(), 2);
+  EXPECT_EQ(s.num_waiting(), 1);
+  Sample(s, p);
+  p = s.Schedule();  // the decodes keep their slots; still no slot for 3
+  EXPECT_EQ(Slots(p), "1@0 2@1");
+  EXPECT_EQ(Describe(p), "1:3+1L 2:3+1L");
+  Sample(s, p);
+  // 1 finishes: 3 takes the slot it freed and starts at position 0 (restarting its state).
+  EXPECT_TRUE(s.Remove(1));
+  EXPECT_EQ(s.num_state_slots_used(), 1);
+  p = s.Schedule();
+  EXPECT_EQ(Slots(p), "2@1 3@0");
+  EXPECT_EQ(Describe(p), "2:4+1L 3:0+3L");
+  // A cancelled waiting sequence holds no slot; a cancelled running one gives its slot back.
+  s.Add(4, Prompt(2, 60));
+  EXPECT_TRUE(s.Remove(4));
+  EXPECT_EQ(s.num_state_slots_used(), 2);
+  EXPECT_TRUE(s.Remove(2));
+  EXPECT_TRUE(s.Remove(3));
+  EXPECT_EQ(s.num_state_slots_used(), 0);
+}
+
+TEST(SchedulerTest, PreemptionGivesTheStateSlotBack) {
+  // As PreemptsTheMostRecent...: 4 blocks of 4, two sequences of 6; 2 is preempted at position 8.
+  Scheduler s({4, 64, 4, 4, /*num_state_slots=*/2});
+  s.Add(1, Prompt(6));
+  s.Add(2, Prompt(6, 50));
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Slots(p), "1@0 2@1");
+  for (int i = 0; i < 3; ++i) {
+    Sample(s, p);
+    p = s.Schedule();
+  }
+  ASSERT_EQ(p.preempted, (std::vector<int64_t>{2}));
+  EXPECT_EQ(Slots(p), "1@0");
+  EXPECT_EQ(s.Find(2)->state_slot, -1);
+  EXPECT_EQ(s.num_state_slots_used(), 1);
+  Sample(s, p);
+  s.Add(3, Prompt(2, 70));  // arrives after the preemption: 2 goes first
+  s.Remove(1);
+  p = s.Schedule();
+  // 2 recomputes from position 0 in the slot that sequence 1 freed last; 3 gets the other one.
+  EXPECT_EQ(Describe(p), "2:0+9L 3:0+2L");
+  EXPECT_EQ(Slots(p), "2@0 3@1");
+}
+
 TEST(SchedulerTest, AdmissionStopsWhenThePoolIsShort) {
   Scheduler s({8, 64, 4, 3});
   s.Add(1, Prompt(8));   // 2 blocks
@@ -182,10 +255,15 @@ namespace {
 
 // Random arrivals, lengths, cancellations and a small pool: after every plan the invariants hold
 // (blocks in tables == blocks used, chunks covered by their tables and continuing where the
-// sequence stopped, budget and max_num_seqs respected), and every sequence finishes.
+// sequence stopped, budget and max_num_seqs respected), and every sequence finishes. With fewer
+// state slots than max_num_seqs: every running sequence holds its own slot, chunks carry it, a
+// chunk that continues a sequence is in the slot of its previous chunk, and all are given back.
 TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
-  const SchedulerConfig cfg{/*max_num_seqs=*/5, /*max_num_batched_tokens=*/12, /*block_size=*/4, /*num_blocks=*/12};
+  for (int32_t slots : {0, 3})
   for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const SchedulerConfig cfg{/*max_num_seqs=*/5, /*max_num_batched_tokens=*/12, /*block_size=*/4,
+                              /*num_blocks=*/12, slots};
+    std::unordered_map<int64_t, int32_t> last_slot;  // the slot of each sequence's last chunk
     std::mt19937_64 rng(seed);
     Scheduler s(cfg);
     std::unordered_map<int64_t, int> max_new;  // tokens each sequence may generate
@@ -210,14 +288,36 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
         ASSERT_EQ(c.start_pos + static_cast<int32_t>(c.tokens.size()), st->num_computed);
         ASSERT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), st->tokens.begin() + c.start_pos));
         ASSERT_EQ(c.want_logits, st->num_computed == static_cast<int32_t>(st->tokens.size()));
+        ASSERT_EQ(c.state_slot, st->state_slot);
+        if (slots == 0) {
+          ASSERT_EQ(c.state_slot, -1);
+        } else if (c.start_pos > 0) {
+          ASSERT_EQ(c.state_slot, last_slot.at(c.seq_id)) << "seed " << seed << " seq " << c.seq_id;
+        }
+        last_slot[c.seq_id] = c.state_slot;
       }
+      std::vector<bool> taken(slots, false);
+      int32_t holders = 0;
+      for (int64_t id = 1; id < next_id; ++id) {
+        const SequenceState* st = s.Find(id);
+        if (st == nullptr || st->state_slot < 0) continue;
+        ASSERT_TRUE(st->running);
+        ASSERT_LT(st->state_slot, slots);
+        ASSERT_FALSE(taken[st->state_slot]) << "seed " << seed << ": slot " << st->state_slot << " shared";
+        taken[st->state_slot] = true;
+        ++holders;
+      }
+      ASSERT_EQ(holders, slots == 0 ? 0 : s.num_running());
+      ASSERT_EQ(holders, s.num_state_slots_used());
       for (int64_t id = 1; id < next_id; ++id) {
         if (const SequenceState* st = s.Find(id)) blocks += static_cast<int64_t>(st->block_table.size());
       }
       ASSERT_LE(tokens, cfg.max_num_batched_tokens);
       ASSERT_LE(s.num_running(), cfg.max_num_seqs);
       ASSERT_EQ(blocks, s.num_blocks_used());
-      if (s.has_work()) ASSERT_FALSE(p.empty()) << "seed " << seed << ": stuck at step " << steps;
+      if (s.has_work()) {
+        ASSERT_FALSE(p.empty()) << "seed " << seed << ": stuck at step " << steps;
+      }
       for (const auto& c : p.batch.seqs) {
         if (!c.want_logits) continue;
         s.AppendToken(c.seq_id, 7);
@@ -233,9 +333,10 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
     }
     EXPECT_EQ(finished + cancelled, total) << "seed " << seed;
     EXPECT_EQ(s.num_blocks_used(), 0);
+    EXPECT_EQ(s.num_state_slots_used(), 0);
     if (seed <= 3) {
-      std::printf("seed %llu: %lld steps, %lld finished, %lld cancelled, %lld preemptions\n",
-                  static_cast<unsigned long long>(seed), static_cast<long long>(steps),
+      std::printf("slots %d seed %llu: %lld steps, %lld finished, %lld cancelled, %lld preemptions\n",
+                  slots, static_cast<unsigned long long>(seed), static_cast<long long>(steps),
                   static_cast<long long>(finished), static_cast<long long>(cancelled),
                   static_cast<long long>(s.num_preemptions()));
     }
