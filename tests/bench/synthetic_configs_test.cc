@@ -31,40 +31,47 @@ TEST(SyntheticConfig, Qwen3MoeUnchanged) {
                           "top-8; vocab 151936");
 }
 
+// What both published hybrids share: the interval-4 layer mix, gated attention with 16 q / 2 kv
+// heads of 256 and a quarter rotated, the DeltaNet's 16 key / 32 value heads of 128 with a width-4
+// conv, zero-centred norms, MoE in every layer with a 512-wide shared expert, untied lm_head.
+void ExpectHybridShapes(const engine::ModelConfig& c, int64_t layers) {
+  EXPECT_TRUE(c.IsHybrid());
+  EXPECT_EQ(c.hidden_size, 2048);
+  EXPECT_EQ(c.num_hidden_layers, layers);
+  ASSERT_EQ(static_cast<int64_t>(c.layer_types.size()), layers);
+  for (int l = 0; l < layers; ++l) EXPECT_EQ(c.IsFullAttentionLayer(l), l % 4 == 3) << l;
+  EXPECT_EQ(CountLayers(c, true), layers / 4 * 3);
+  EXPECT_EQ(c.num_attention_heads, 16);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.RotaryDim(), 64);
+  EXPECT_EQ(c.rope_theta, 1e7);
+  EXPECT_TRUE(c.attention_output_gate);
+  EXPECT_TRUE(c.zero_centered_norms);
+  EXPECT_EQ(c.linear_num_key_heads, 16);
+  EXPECT_EQ(c.linear_num_value_heads, 32);
+  EXPECT_EQ(c.linear_key_head_dim, 128);
+  EXPECT_EQ(c.linear_value_head_dim, 128);
+  EXPECT_EQ(c.linear_conv_kernel_dim, 4);
+  EXPECT_EQ(c.LinearConvDim(), 8192);
+  EXPECT_EQ(c.moe_intermediate_size, 512);
+  EXPECT_EQ(c.shared_expert_intermediate_size, 512);
+  EXPECT_TRUE(c.norm_topk_prob);
+  for (int l = 0; l < layers; ++l) EXPECT_TRUE(c.IsMoeLayer(l)) << l;
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.mtp_num_hidden_layers, 0);  // the MTP head is not part of a plain decode step
+}
+
 // The published Qwen3.5-35B-A3B text model, read as the loader reads it: every layer type, gate and
 // norm flag as a real checkpoint gets them.
 TEST(SyntheticConfig, Qwen35MoeHasThePublishedShapes) {
   auto c = SyntheticConfig("qwen3.5-35b-a3b");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_type, "qwen3_5_moe_text");
-  EXPECT_TRUE(c->IsHybrid());
-  EXPECT_EQ(c->hidden_size, 2048);
-  EXPECT_EQ(c->num_hidden_layers, 40);
-  ASSERT_EQ(c->layer_types.size(), 40u);
-  for (int l = 0; l < 40; ++l) EXPECT_EQ(c->IsFullAttentionLayer(l), l % 4 == 3) << l;
-  EXPECT_EQ(CountLayers(*c, true), 30);
-  EXPECT_EQ(c->num_attention_heads, 16);
-  EXPECT_EQ(c->num_key_value_heads, 2);
-  EXPECT_EQ(c->head_dim, 256);
-  EXPECT_EQ(c->RotaryDim(), 64);
-  EXPECT_EQ(c->rope_theta, 1e7);
-  EXPECT_TRUE(c->attention_output_gate);
-  EXPECT_TRUE(c->zero_centered_norms);
-  EXPECT_EQ(c->linear_num_key_heads, 16);
-  EXPECT_EQ(c->linear_num_value_heads, 32);
-  EXPECT_EQ(c->linear_key_head_dim, 128);
-  EXPECT_EQ(c->linear_value_head_dim, 128);
-  EXPECT_EQ(c->linear_conv_kernel_dim, 4);
-  EXPECT_EQ(c->LinearConvDim(), 8192);
+  ExpectHybridShapes(*c, 40);
   EXPECT_EQ(c->num_experts, 256);
   EXPECT_EQ(c->num_experts_per_tok, 8);
-  EXPECT_EQ(c->moe_intermediate_size, 512);
-  EXPECT_EQ(c->shared_expert_intermediate_size, 512);
-  EXPECT_TRUE(c->norm_topk_prob);
-  for (int l = 0; l < 40; ++l) EXPECT_TRUE(c->IsMoeLayer(l)) << l;
   EXPECT_EQ(c->vocab_size, 248320);
-  EXPECT_FALSE(c->tie_word_embeddings);
-  EXPECT_EQ(c->mtp_num_hidden_layers, 0);  // the MTP head is not part of a plain decode step
   EXPECT_EQ(LayerMix(*c),
             "40 layers: 30 Gated DeltaNet + 10 gated full attention (16 q / 2 kv heads of 256), DeltaNet 16 k / "
             "32 v heads of 128 x 128, conv 4; MoE in 40: 256 experts (512) top-8 + shared expert (512); vocab 248320");
@@ -74,26 +81,13 @@ TEST(SyntheticConfig, Qwen3NextHasThePublishedShapes) {
   auto c = SyntheticConfig("qwen3-next-80b-a3b");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_type, "qwen3_next");
-  EXPECT_TRUE(c->IsHybrid());
-  EXPECT_EQ(c->num_hidden_layers, 48);
-  ASSERT_EQ(c->layer_types.size(), 48u);
-  for (int l = 0; l < 48; ++l) EXPECT_EQ(c->IsFullAttentionLayer(l), l % 4 == 3) << l;
-  EXPECT_EQ(CountLayers(*c, true), 36);
-  EXPECT_EQ(c->num_attention_heads, 16);
-  EXPECT_EQ(c->num_key_value_heads, 2);
-  EXPECT_EQ(c->head_dim, 256);
-  EXPECT_EQ(c->RotaryDim(), 64);
-  EXPECT_TRUE(c->attention_output_gate);
-  EXPECT_TRUE(c->zero_centered_norms);
-  EXPECT_EQ(c->LinearConvDim(), 8192);
+  ExpectHybridShapes(*c, 48);
   EXPECT_EQ(c->num_experts, 512);
   EXPECT_EQ(c->num_experts_per_tok, 10);
-  EXPECT_EQ(c->shared_expert_intermediate_size, 512);
-  for (int l = 0; l < 48; ++l) EXPECT_TRUE(c->IsMoeLayer(l)) << l;
   EXPECT_EQ(c->vocab_size, 151936);
-  EXPECT_FALSE(c->tie_word_embeddings);
-  EXPECT_NE(LayerMix(*c).find("48 layers: 36 Gated DeltaNet + 12 gated full attention"), std::string::npos)
-      << LayerMix(*c);
+  EXPECT_EQ(LayerMix(*c),
+            "48 layers: 36 Gated DeltaNet + 12 gated full attention (16 q / 2 kv heads of 256), DeltaNet 16 k / "
+            "32 v heads of 128 x 128, conv 4; MoE in 48: 512 experts (512) top-10 + shared expert (512); vocab 151936");
 }
 
 TEST(SyntheticConfig, UnknownNameListsTheKnownOnes) {
