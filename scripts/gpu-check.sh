@@ -15,7 +15,15 @@ fi
 bench=1
 [[ "${2:-}" == "--no-bench" ]] && bench=0
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export TANDEM_TESTDATA="$dir/testdata"
+# The fixtures: the pack's own copy when it has one, else the repository's tests/data, which the
+# device machine gets with the working tree (gpu-pack.sh copies none of those: 64 MiB limit).
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [[ -n "$(ls -A "$dir/testdata" 2>/dev/null)" ]]; then
+  export TANDEM_TESTDATA="$dir/testdata"
+else
+  export TANDEM_TESTDATA="$root/tests/data"
+fi
+echo "fixtures: $TANDEM_TESTDATA"
 # cuBLAS (the prefill GEMMs dlopen libcublas.so.13, else .12; kernels/gemm.h) is not packed: use
 # the machine's own, from the loader's cache, LD_LIBRARY_PATH, or a CUDA/PyTorch install found by name.
 has_cublas() {

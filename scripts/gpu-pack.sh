@@ -40,7 +40,13 @@ pack_binary() {
 bins=$(find "$build/tests" -maxdepth 3 -type f -name '*cuda*_test' -perm -u+x)
 bins="$bins $build/bench/cuda_decode_bench"
 for b in $bins; do pack_binary "$b"; done
-cp -r "$testdata/qwen3moe-tiny" "$out/testdata/"
+# The repository's own fixtures travel with the working tree (gpu-check.sh reads tests/data when
+# the pack has none); fixtures from elsewhere (TANDEM_TESTDATA) are copied.
+if [[ "$(cd "$testdata" && pwd)" != "$root/tests/data" ]]; then
+  for f in qwen3moe-tiny qwen35moe-tiny qwen3next-tiny; do
+    [[ -d "$testdata/$f" ]] && cp -r "$testdata/$f" "$out/testdata/"
+  done
+fi
 
 if [[ $cluster == 1 ]]; then
   stage=$(mktemp -d)

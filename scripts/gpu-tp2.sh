@@ -71,8 +71,10 @@ find_bin() {  # NAME -> path: --bin DIR, else the unpacked bundle, else PACKED_D
     echo "$dir/bin/$1"
   fi
 }
-find_data() {  # NAME under testdata/: the unpacked bundle, else PACKED_DIR/testdata
-  if [[ -e "$PACK/testdata/$1" ]]; then echo "$PACK/testdata/$1"; else echo "$dir/testdata/$1"; fi
+find_data() {  # NAME under testdata/: the unpacked bundle, else PACKED_DIR/testdata, else the repository's
+  if [[ -e "$PACK/testdata/$1" ]]; then echo "$PACK/testdata/$1"
+  elif [[ -e "$dir/testdata/$1" ]]; then echo "$dir/testdata/$1"
+  else echo "$here/../tests/data/$1"; fi
 }
 INFER=$(find_bin tandem-infer)
 AGENTD=$(find_bin tandem-agentd)
