@@ -1,8 +1,8 @@
 // Two real tandem-agentd processes on loopback (TP=2, cpu backend, Gloo over 127.0.0.1) run as
 // an operator should run them: the cluster token, mutual TLS (certificates from `tandemctl
-// certs`), model folders = temp copies of tests/data/qwen3moe-tiny under the agents'
-// --model-root; and tandemctl run against them: the fixture of the integration tests that drive
-// the controller (orchestration_integration_test, serve_recovery_integration_test).
+// certs`), model folders = temp copies of tests/data/qwen3moe-tiny (or ModelFixture()) under the
+// agents' --model-root; and tandemctl run against them: the fixture of the integration tests that
+// drive the controller (orchestration_integration_test, serve_recovery_integration_test).
 // The test target defines TANDEM_AGENTD_BIN and TANDEMCTL_BIN.
 #pragma once
 
@@ -74,7 +74,7 @@ class LoopbackCluster : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = ::tandem::testing::MakeTempDir("tandem-orch");
-    std::filesystem::path tiny = std::filesystem::path(::tandem::testing::TestdataDir()) / "qwen3moe-tiny";
+    std::filesystem::path tiny = std::filesystem::path(::tandem::testing::TestdataDir()) / ModelFixture();
     ASSERT_TRUE(std::filesystem::exists(tiny / "model.safetensors")) << tiny;
     for (const char* m : {"model1", "model2"}) {
       std::filesystem::create_directories(dir_ / m);
@@ -98,6 +98,10 @@ class LoopbackCluster : public ::testing::Test {
     if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ec);
     else std::printf("kept %s for inspection\n", dir_.c_str());
   }
+
+  // The folder under tests/data that model1 and model2 copy; a parametrized test brings `up`
+  // another model (a hybrid) by overriding it.
+  virtual std::string ModelFixture() const { return "qwen3moe-tiny"; }
 
   std::string Read(const std::filesystem::path& p) const { return ReadTextFile(p.string()); }
 

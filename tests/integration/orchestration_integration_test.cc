@@ -1,12 +1,15 @@
 // `tandemctl up / status / probe / down / serve` against two real tandem-agentd processes on
 // loopback (TP=2, cpu backend, Gloo over 127.0.0.1) with the cluster token, model = a temp
-// copy of tests/data/qwen3moe-tiny (fixture: loopback_cluster.h). Prints the phase times of `up`.
+// copy of tests/data/qwen3moe-tiny (fixture: loopback_cluster.h; up -> down is parametrized by the
+// model folder). Prints the phase times of `up`.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <vector>
 
+#include "tests/engine/cpu/golden.h"
 #include "tests/integration/loopback_cluster.h"
 
 namespace tandem {
@@ -18,7 +21,13 @@ using testing::CtlResult;
 
 using OrchestrationIntegration = testing::LoopbackCluster;
 
-TEST_F(OrchestrationIntegration, UpStatusProbeCompletionDown) {
+// The whole up -> down path, for each model folder under tests/data the group serves the same way.
+class OrchestrationUp : public testing::LoopbackCluster, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string ModelFixture() const override { return GetParam(); }
+};
+
+TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
   StartAgent(0);
   StartAgent(1);
   fs::path cluster = WriteCluster("token");
@@ -44,10 +53,44 @@ TEST_F(OrchestrationIntegration, UpStatusProbeCompletionDown) {
   std::string endpoint = st.json["nodes"][0]["api_endpoint"];
   int api_port = std::atoi(endpoint.substr(endpoint.rfind(':') + 1).c_str());
   std::string resp;
-  int code = testing::HttpRequest(api_port, "POST", "/v1/completions", R"({"model":"tiny","prompt":[1,2,3,4],"max_tokens":4,"temperature":0})",
-                      &resp);
+  int code = testing::HttpRequest(
+      api_port, "POST", "/v1/completions",
+      R"({"model":"tiny","prompt":[1,2,3,4],"max_tokens":6,"temperature":0,"return_token_ids":true})", &resp);
   std::printf("POST /v1/completions -> %d\n", code);
   EXPECT_EQ(code, 200) << resp;
+  // The API's greedy tokens for the probe's prompt are the ones the probe recorded at `up`.
+  const size_t body = resp.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << resp;
+  nlohmann::json completion = nlohmann::json::parse(resp.substr(body + 4), nullptr, false);
+  ASSERT_TRUE(completion.is_object()) << resp;
+  const std::string ids = completion["choices"][0]["token_ids"].dump();
+  std::printf("completion token_ids %s\n", ids.c_str());
+  EXPECT_EQ(completion["choices"][0]["token_ids"].size(), 6u) << resp;
+  EXPECT_NE(up.out.find("recorded greedy ids " + ids), std::string::npos) << up.out;
+
+  // Every golden prompt at once (one batch of sequences, each with its own recurrent state on a
+  // hybrid): each greedy continuation is transformers'.
+  auto golden = engine::testing::LoadGolden(engine::testing::TestdataDir() + "/" + GetParam());
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  std::vector<std::string> answers(golden->size());
+  std::vector<int> codes(golden->size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < golden->size(); ++i) {
+    clients.emplace_back([&, i] {
+      nlohmann::json req = {{"model", "tiny"},  {"prompt", (*golden)[i].ids}, {"max_tokens", 16},
+                            {"temperature", 0}, {"ignore_eos", true},         {"return_token_ids", true}};
+      codes[i] = testing::HttpRequest(api_port, "POST", "/v1/completions", req.dump(), &answers[i]);
+    });
+  }
+  for (auto& c : clients) c.join();
+  for (size_t i = 0; i < golden->size(); ++i) {
+    ASSERT_EQ(codes[i], 200) << answers[i];
+    nlohmann::json j = nlohmann::json::parse(answers[i].substr(answers[i].find("\r\n\r\n") + 4), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << answers[i];
+    const auto got = j["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+    std::printf("prompt%zu (concurrent): %s golden\n", i, got == (*golden)[i].greedy ? "identical to" : "DIFFERENT from");
+    EXPECT_EQ(got, (*golden)[i].greedy);
+  }
 
   CtlResult down = Ctl({"down", "-f", cluster.string()});
   std::printf("%s", down.out.c_str());
@@ -56,6 +99,13 @@ TEST_F(OrchestrationIntegration, UpStatusProbeCompletionDown) {
   EXPECT_EQ(st.exit_code, 1);
   EXPECT_EQ(st.json["state"], "down") << st.out;
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, OrchestrationUp, ::testing::Values("qwen3moe-tiny"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string n = p.param;
+                           for (char& c : n) c = (c == '-') ? '_' : c;
+                           return n;
+                         });
 
 TEST_F(OrchestrationIntegration, FailedPreflightBlocksUp) {
   // One byte of node 2's weights differs: weights parity fails and nothing may be loaded.
