@@ -494,7 +494,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
 }  // namespace
 
 absl::Status CheckSupported(const ModelConfig& config, int world) {
-  RETURN_IF_ERROR(CheckModelSupported(config, world, "cuda"));
+  // The hybrid models' layers are all here: the Gated DeltaNet (gated_deltanet.h), gated attention
+  // and the shared expert (layers.h).
+  RETURN_IF_ERROR(CheckModelSupported(config, world, "cuda", /*hybrid=*/true));
   if (config.head_dim % 32 != 0 || config.head_dim > 256) {
     return absl::UnimplementedError("cuda backend: head_dim must be 32, 64, 128 or 256");
   }
