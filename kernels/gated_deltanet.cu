@@ -127,6 +127,30 @@ __device__ __forceinline__ void StoreState(const float (&S)[M], float* dst, int6
   }
 }
 
+// What one block of the recurrence works on: sequence blockIdx.x's tokens [t0, t1), value head
+// blockIdx.y (reading key head kh), and this thread's state column j (jl within the slice) and rows.
+struct HeadSlice {
+  int64_t t0, t1, h, kh, j;
+  int jl, r4;
+  float* state;  // the head's (dk, dv) state in the sequence's slot
+  bool fresh;    // the sequence's chunk starts at position 0: its state starts from zeros
+};
+
+__device__ __forceinline__ HeadSlice LocateSlice(float* states, const DeltaNetStep& st, const DeltaNetLayout& L) {
+  HeadSlice b;
+  const int s = blockIdx.x;
+  b.t0 = st.seq_starts[s];
+  b.t1 = st.seq_starts[s + 1];
+  b.h = blockIdx.y;
+  b.kh = b.h / (L.n_v / L.n_k);
+  b.jl = threadIdx.x / kRowThreads;
+  b.r4 = threadIdx.x % kRowThreads;
+  b.j = static_cast<int64_t>(blockIdx.z) * kCols + b.jl;
+  b.state = states + st.state_slots[s] * L.state_size() + b.h * L.dk * L.dv;
+  b.fresh = b.t0 < b.t1 && st.pos[b.t0] == 0;
+  return b;
+}
+
 __device__ __forceinline__ float ColumnSum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 1);
   v += __shfl_xor_sync(0xffffffffu, v, 2);
@@ -141,16 +165,13 @@ __global__ void __launch_bounds__(kStateThreads) RecurrentKernel(float* o, float
   GridDepLaunchDependents();
   GridDepWait();
   __shared__ float qs[4 * M], ks[4 * M];
-  const int s = blockIdx.x, h = blockIdx.y;
-  const int64_t t0 = st.seq_starts[s], t1 = st.seq_starts[s + 1];
-  if (t0 == t1) return;
-  const int64_t kh = h / (L.n_v / L.n_k), C = L.conv_dim(), V = L.value_dim();
-  const int64_t j = static_cast<int64_t>(blockIdx.z) * kCols + threadIdx.x / kRowThreads;
-  const int r4 = threadIdx.x % kRowThreads;
-  float* src = states + st.state_slots[s] * L.state_size() + h * L.dk * L.dv;
+  const HeadSlice b = LocateSlice(states, st, L);
+  if (b.t0 == b.t1) return;
+  const int64_t h = b.h, kh = b.kh, j = b.j, C = L.conv_dim(), V = L.value_dim();
+  const int r4 = b.r4;
   float S[M];
-  LoadState<M>(S, src, st.pos[t0] == 0, j, L);
-  for (int64_t t = t0; t < t1; ++t) {
+  LoadState<M>(S, b.state, b.fresh, j, L);
+  for (int64_t t = b.t0; t < b.t1; ++t) {
     const float* x = qkv + t * C;
     __syncthreads();  // the previous token's readers of qs, ks are done
     for (int64_t a = threadIdx.x; a < L.dk; a += blockDim.x) {
@@ -158,7 +179,7 @@ __global__ void __launch_bounds__(kStateThreads) RecurrentKernel(float* o, float
       ks[a] = x[L.key_dim() + kh * L.dk + a];
     }
     __syncthreads();
-    const float decay = expf(g[t * L.n_v + h]), b = beta[t * L.n_v + h];
+    const float decay = expf(g[t * L.n_v + h]), bt = beta[t * L.n_v + h];
     const float v = j < L.dv ? x[2 * L.key_dim() + h * L.dv + j] : 0.0f;
     float u = 0;
 #pragma unroll
@@ -169,7 +190,7 @@ __global__ void __launch_bounds__(kStateThreads) RecurrentKernel(float* o, float
         u = fmaf(S[m], ks[a], u);
       }
     }
-    const float delta = b * (v - ColumnSum(u));
+    const float delta = bt * (v - ColumnSum(u));
     float acc = 0;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -182,7 +203,7 @@ __global__ void __launch_bounds__(kStateThreads) RecurrentKernel(float* o, float
     acc = ColumnSum(acc);
     if (r4 == 0 && j < L.dv) o[t * V + h * L.dv + j] = acc;
   }
-  StoreState<M>(S, src, j, L);
+  StoreState<M>(S, b.state, j, L);
 }
 
 // ---- the chunked form ------------------------------------------------------------------------
@@ -222,17 +243,14 @@ __global__ void __launch_bounds__(kStateThreads) ChunkedKernel(float* o, float* 
   float* B = G + kChunk;                 // (kChunk) beta
   float* KD = B + kChunk;                // (kChunk) exp(G_n-1 - G_r)
 
-  const int s = blockIdx.x, h = blockIdx.y;
-  const int64_t t0 = st.seq_starts[s], t1 = st.seq_starts[s + 1];
-  if (t0 == t1) return;
-  const int64_t kh = h / (L.n_v / L.n_k), C = L.conv_dim(), V = L.value_dim();
-  const int jl = threadIdx.x / kRowThreads, r4 = threadIdx.x % kRowThreads;
-  const int64_t j = static_cast<int64_t>(blockIdx.z) * kCols + jl;
-  float* src = states + st.state_slots[s] * L.state_size() + h * L.dk * L.dv;
+  const HeadSlice b = LocateSlice(states, st, L);
+  if (b.t0 == b.t1) return;
+  const int64_t t1 = b.t1, h = b.h, kh = b.kh, j = b.j, C = L.conv_dim(), V = L.value_dim();
+  const int jl = b.jl, r4 = b.r4;
   float S[M];
-  LoadState<M>(S, src, st.pos[t0] == 0, j, L);
+  LoadState<M>(S, b.state, b.fresh, j, L);
 
-  for (int64_t c0 = t0; c0 < t1; c0 += kChunk) {
+  for (int64_t c0 = b.t0; c0 < t1; c0 += kChunk) {
     const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), t1 - c0));
     __syncthreads();  // the previous chunk's readers are done
     for (int64_t e = threadIdx.x; e < kChunk * L.dk; e += blockDim.x) {
@@ -334,7 +352,7 @@ __global__ void __launch_bounds__(kStateThreads) ChunkedKernel(float* o, float* 
       }
     }
   }
-  StoreState<M>(S, src, j, L);
+  StoreState<M>(S, b.state, j, L);
 }
 
 // ---- the gated output norm -------------------------------------------------------------------

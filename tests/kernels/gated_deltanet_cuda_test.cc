@@ -4,9 +4,11 @@
 // position 0 over slots holding garbage), at the real head shape (dk = dv = 128, n_k 16, n_v 32)
 // and a small odd one (dk 24, dv 40, 3 value heads per key head, conv width 3). Both the
 // token-by-token and the chunked recurrence are compared with the token-by-token reference.
-// Bound: ||out - ref|| / ||ref|| < 1e-3 (METHOD.md): float32 arithmetic against double over the
-// same inputs; the recurrence's error grows with the tokens it runs over (about 1e-6 per 200
-// tokens in practice), far below a wrong index or a missing reset, which are O(1).
+// Bound: ||out - ref|| / ||ref|| < 1e-4, tighter than METHOD.md's usual 1e-3: float32 against
+// double over the same inputs gives about 1e-7 here (4e-7 after 200 tokens of the chunked form, in
+// a CPU emulation of these kernels), while a 10% error in the chunked form's (I - A)^-1 shows as
+// only ~1e-3 on random inputs (random keys are nearly orthogonal at dk 128). A wrong index or a
+// missing reset is O(1).
 // A chained check: a 200-token prefill in one chunk (chunked form) then decodes equals the same
 // tokens one step at a time (outputs and both state pools). Skips where no GPU is present.
 #include <string>
@@ -26,7 +28,7 @@ using testing::ExpectClose;
 using testing::RandomFloats;
 using testing::SeqSpec;
 
-constexpr double kBound = 1e-3;
+constexpr double kBound = 1e-4;
 
 // The step's metadata on the device.
 struct DeviceStep {
