@@ -10,14 +10,12 @@
 #include <gtest/gtest.h>
 
 #include "common/status.h"
-#include "engine/comm/rank_threads.h"
-#include "engine/model.h"
 #include "engine/batching/llm_engine.h"
 #include "engine/batching/timed_comm.h"
-#include "engine/step_driver.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "tests/engine/cpu/golden.h"
+#include "tests/engine/batching/engine_on_ranks.h"
 #include "tests/engine/batching/llm_engine_test_util.h"
+#include "tests/engine/cpu/golden.h"
 
 namespace tandem::engine {
 namespace {
@@ -31,37 +29,19 @@ std::vector<GoldenPrompt> Golden() {
   return g.ok() ? *g : std::vector<GoldenPrompt>{};
 }
 
-// Loads the tiny model on `tp` ranks (threads); rank 0 builds an engine with `options` and runs
-// `body`, the other ranks serve steps until the engine shuts down.
+// The tiny model on `tp` ranks (tests/engine/batching/engine_on_ranks.h); with TP, rank 0 counts
+// its all-reduces.
 void WithEngine(int tp, const EngineOptions& options, const tokenizer::Tokenizer* tok,
                 const std::function<void(LLMEngine&)>& body) {
-  absl::Status st = RunRanksAsThreads(tp, [&](Comm& comm) -> absl::Status {
-    ModelLoadOptions mo;
-    mo.rank = comm.rank();
-    mo.world = comm.world_size();
-    mo.comm = &comm;
-    mo.threads = 1;
-    // Every rank talks through a TimedComm, as the server does to export all-reduce times.
-    TimedComm timed(&comm);
-    mo.comm = &timed;
-    ASSIGN_OR_RETURN(auto model, Model::Load(testing::TinyModelDir(), mo));
-    if (comm.rank() != 0) return RunWorkerLoop(*model, timed);
-    StepDriver driver(model.get(), &timed);
-    ASSIGN_OR_RETURN(auto engine, LLMEngine::Create(&driver, tok, options));
-    body(*engine);
-    const int64_t steps = engine->Stats().iterations;
-    engine->Shutdown();
-    if (tp > 1) {
-      // Two all-reduces per layer per step (o_proj, experts); 4 layers.
-      std::printf("rank 0: %lld all-reduces in %.3f s over %lld steps\n",
-                  static_cast<long long>(timed.all_reduce_count()), timed.all_reduce_seconds(),
-                  static_cast<long long>(steps));
-      EXPECT_EQ(timed.all_reduce_count(), 2 * 4 * steps);
-      EXPECT_GT(timed.all_reduce_seconds(), 0.0);
-    }
-    return absl::OkStatus();
+  testing::WithEngineOn(testing::TinyModelDir(), tp, options, tok, body, [tp](const TimedComm& timed, int64_t steps) {
+    if (tp == 1) return;
+    // Two all-reduces per layer per step (o_proj, experts); 4 layers.
+    std::printf("rank 0: %lld all-reduces in %.3f s over %lld steps\n",
+                static_cast<long long>(timed.all_reduce_count()), timed.all_reduce_seconds(),
+                static_cast<long long>(steps));
+    EXPECT_EQ(timed.all_reduce_count(), 2 * 4 * steps);
+    EXPECT_GT(timed.all_reduce_seconds(), 0.0);
   });
-  ASSERT_TRUE(st.ok()) << st;
 }
 
 GenerationRequest GreedyRequest(const std::string& id, const GoldenPrompt& g) {

@@ -1,0 +1,155 @@
+// Serving the hybrid models (Gated DeltaNet layers with a state slot per running sequence) on the
+// real cpu backend, qwen35moe-tiny and qwen3next-tiny at TP 1 and 2 (threads): 16 concurrent
+// greedy requests of mixed prompt lengths (1..150 tokens) and max_tokens give exactly the tokens
+// each gives alone (and the golden prompts transformers' tokens), when 4 slots are reused by 16
+// requests, when a small KV pool forces preemption (the victim's slot goes to another sequence,
+// the victim recomputes from position 0 in a new one), and after a cancelled request frees its
+// slot for the next.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/batching/llm_engine.h"
+#include "tests/engine/batching/engine_on_ranks.h"
+#include "tests/engine/batching/llm_engine_test_util.h"
+#include "tests/engine/cpu/golden.h"
+
+namespace tandem::engine {
+namespace {
+
+using testing::GoldenPrompt;
+using testing::Sink;
+
+// The golden prompts (16 greedy tokens each) first, then pseudo-random prompts of mixed lengths
+// up to 150 tokens with 1..20 max_tokens, 16 requests in all.
+struct Case {
+  GenerationRequest request;
+  std::vector<int32_t> golden;  // transformers' greedy tokens; empty for the random prompts
+};
+
+std::vector<Case> Cases(const std::string& model_dir) {
+  auto golden = testing::LoadGolden(model_dir);
+  EXPECT_TRUE(golden.ok()) << golden.status();
+  std::vector<Case> cases;
+  auto add = [&](std::vector<int32_t> prompt, int32_t max_tokens, std::vector<int32_t> greedy) {
+    Case c;
+    c.request.request_id = "r" + std::to_string(cases.size());
+    c.request.prompt_ids = std::move(prompt);
+    c.request.params.temperature = 0.0f;
+    c.request.params.max_tokens = max_tokens;
+    c.request.params.ignore_eos = true;
+    c.golden = std::move(greedy);
+    cases.push_back(std::move(c));
+  };
+  if (golden.ok()) {
+    for (const GoldenPrompt& g : *golden) add(g.ids, static_cast<int32_t>(g.greedy.size()), g.greedy);
+  }
+  const int lengths[] = {1, 150, 7, 33, 2, 90, 15, 64, 3, 120, 48, 5, 11, 75, 26, 140};
+  uint32_t x = 12345;
+  for (int i = 0; cases.size() < 16; ++i) {
+    std::vector<int32_t> prompt(lengths[i]);
+    for (int32_t& t : prompt) t = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 8) % 4000;
+    add(std::move(prompt), 1 + (i * 7) % 20, {});
+  }
+  return cases;
+}
+
+// Submits every case at once; the tokens of each, in case order.
+std::vector<std::vector<int32_t>> RunAll(LLMEngine& e, const std::vector<Case>& cases, const char* label) {
+  std::vector<std::unique_ptr<Sink>> sinks;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const Case& c : cases) {
+    sinks.push_back(std::make_unique<Sink>());
+    EXPECT_TRUE(e.Submit(c.request, sinks.back()->Callback()).ok());
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_TRUE(sinks[i]->Wait(std::chrono::seconds(120)));
+    const auto r = sinks[i]->Get();
+    EXPECT_EQ(r.finish_reason, "length") << label << " " << cases[i].request.request_id << ": " << r.error;
+    out.push_back(r.tokens);
+  }
+  const EngineStats s = e.Stats();
+  std::printf("%s: %zu requests in %.3f s, %lld steps, %lld preemptions, %d state slots (%d used after)\n", label,
+              cases.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              static_cast<long long>(s.iterations), static_cast<long long>(s.preemptions), s.state_slots_total,
+              s.state_slots_used);
+  EXPECT_EQ(s.state_slots_used, 0) << label;
+  EXPECT_EQ(s.kv_blocks_used, 0) << label;
+  return out;
+}
+
+class EngineHybridTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  std::string dir() const { return testing::TestdataDir() + "/" + std::get<0>(GetParam()); }
+  int tp() const { return std::get<1>(GetParam()); }
+  static EngineOptions Options(int32_t max_num_seqs, int64_t kv_tokens) {
+    EngineOptions o;
+    o.max_num_seqs = max_num_seqs;
+    o.kv_tokens = kv_tokens;
+    o.max_model_len = 256;
+    o.max_num_batched_tokens = 64;  // the long prompts are chunked, beside other sequences' decodes
+    return o;
+  }
+};
+
+TEST_P(EngineHybridTest, SixteenConcurrentGiveWhatEachGivesAlone) {
+  const std::vector<Case> cases = Cases(dir());
+  ASSERT_EQ(cases.size(), 16u);
+  // One state slot: every request runs alone, and each takes the slot the previous one freed.
+  std::vector<std::vector<int32_t>> alone;
+  testing::WithEngineOn(dir(), tp(), Options(1, 4096), nullptr, [&](LLMEngine& e) {
+    EXPECT_EQ(e.Stats().state_slots_total, 1);
+    alone = RunAll(e, cases, "alone (1 slot)");
+    // A cancelled request gives its slot to the one queued behind it, which starts clean.
+    Sink cancelled, next;
+    GenerationRequest long_one = cases[1].request;
+    long_one.request_id = "cancelled";
+    long_one.params.max_tokens = 100;
+    ASSERT_TRUE(e.Submit(long_one, cancelled.Callback()).ok());
+    ASSERT_TRUE(e.Submit(cases[3].request, next.Callback()).ok());
+    ASSERT_TRUE(cancelled.WaitTokens(2));
+    e.Cancel("cancelled");
+    ASSERT_TRUE(cancelled.Wait() && next.Wait());
+    EXPECT_EQ(cancelled.Get().finish_reason, "abort");
+    EXPECT_EQ(next.Get().tokens, alone[3]) << "the request after a cancelled one";
+  });
+  ASSERT_EQ(alone.size(), cases.size());
+  int golden = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].golden.empty()) continue;
+    EXPECT_EQ(alone[i], cases[i].golden) << "golden prompt " << i;
+    ++golden;
+  }
+  EXPECT_GE(golden, 3);
+
+  // 4 slots for 16 requests: finished requests' slots are taken by new ones mid-flight.
+  testing::WithEngineOn(dir(), tp(), Options(4, 4096), nullptr, [&](LLMEngine& e) {
+    EXPECT_EQ(e.Stats().state_slots_total, 4);
+    const auto got = RunAll(e, cases, "16 on 4 slots");
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "4 slots, request " << i;
+  });
+
+  // 16 slots but 192 KV tokens (the longest request alone needs 170): preemption.
+  testing::WithEngineOn(dir(), tp(), Options(16, 192), nullptr, [&](LLMEngine& e) {
+    const auto got = RunAll(e, cases, "16 on 192 KV tokens");
+    EXPECT_GT(e.Stats().preemptions, 0);
+    for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "tiny KV pool, request " << i;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EngineHybridTest,
+                         ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"),
+                                            ::testing::Values(1, 2)),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace tandem::engine
