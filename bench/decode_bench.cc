@@ -20,6 +20,7 @@
 #include "engine/cuda/random_fill.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
+#include "kernels/gated_deltanet.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 
@@ -195,6 +196,37 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
     cudaFree(gu);
     cudaFree(down);
     cudaFree(ids);
+  }
+  if (hybrid) {
+    // One sequence's delta-rule step of one layer: its float32 state S (n_v x dk x dv) read and
+    // written back. A pool of slots larger than L2 (each launch takes the next slot), position 5
+    // so that the state is continued, not started from zeros; zero inputs keep it finite.
+    const kernels::DeltaNetLayout L{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
+                                    c.linear_value_head_dim, c.linear_conv_kernel_dim};
+    const int64_t state_bytes = static_cast<int64_t>(sizeof(float)) * L.state_size();
+    const int copies = static_cast<int>(std::max<int64_t>(2, (256 << 20) / state_bytes + 1));
+    float *states = nullptr, *in = nullptr;
+    CUDA_CHECK(cudaMalloc(&states, copies * state_bytes));
+    CUDA_CHECK(cudaMemset(states, 0, copies * state_bytes));
+    const int64_t in_len = L.conv_dim() + 2 * L.n_v + L.value_dim();  // qkv | g | beta | o
+    CUDA_CHECK(cudaMalloc(&in, in_len * sizeof(float)));
+    CUDA_CHECK(cudaMemset(in, 0, in_len * sizeof(float)));
+    std::vector<int32_t> h = {5, 0, 1};  // pos, seq_starts; then the slots
+    for (int i = 0; i < copies; ++i) h.push_back(i);
+    int32_t* meta = nullptr;
+    CUDA_CHECK(cudaMalloc(&meta, h.size() * sizeof(int32_t)));
+    CUDA_CHECK(cudaMemcpy(meta, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    const float *qkv = in, *g = in + L.conv_dim(), *beta = g + L.n_v;
+    float* o = in + L.conv_dim() + 2 * L.n_v;
+    const std::string what = "gated_deltanet_recurrent (1 sequence, f32 state " + std::to_string(L.n_v) + " x " +
+                             Dims(L.dk, L.dv) + ", read + written)";
+    out.push_back(TimeKernel(what, 2.0 * state_bytes, copies, [&](int i) {
+      const kernels::DeltaNetStep st{meta, meta + 3 + i, meta + 1, 1, 1};
+      kernels::gated_deltanet_recurrent(o, states, qkv, g, beta, st, L, nullptr);
+    }));
+    cudaFree(states);
+    cudaFree(in);
+    cudaFree(meta);
   }
   for (int ctx : {1024, 4096}) {
     kernels::AttentionShape A{c.num_attention_heads, c.num_key_value_heads, c.head_dim, 16, ctx / 16, qd + 2 * kvd};
