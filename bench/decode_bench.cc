@@ -349,6 +349,8 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
   ASSIGN_OR_RETURN(DecodeReadModel reads, DescribeDecodeReads(cfg, rank, world));
   int device = 0;
   RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
+  // Before the copy and kernel timings, so that a model too large for this GPU fails at once.
+  RETURN_IF_ERROR(CheckWeightsFit(cfg, reads, rank, world, o.synthetic));
   std::string out;
   Spread copy;
   if (rank == 0) {
@@ -370,7 +372,6 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
       out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
     }
   }
-  RETURN_IF_ERROR(CheckWeightsFit(cfg, reads, rank, world, o.synthetic));
   ModelLoadOptions tp;
   tp.backend = "cuda";
   tp.rank = rank;
