@@ -11,26 +11,14 @@
 #include "kernels/qk_norm_rope.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/sigmoid_gate.h"
+#include "tests/kernels/ref_test_util.h"
 
 namespace tandem::kernels {
 namespace {
 
-std::vector<bf16_bits> Bf16(const std::vector<float>& v) {
-  std::vector<bf16_bits> out;
-  for (float f : v) out.push_back(FloatToBf16(f));
-  return out;
-}
-
-void ExpectValues(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6 * std::max(1.0, std::fabs(want[i]))) << what << " [" << i << "]";
-  }
-}
-
-// x / sqrt(mean(x^2)) for x = (1, 2, 3, 4): mean 7.5.
-const std::vector<double> kNormed1234 = {0.36514837167011072, 0.73029674334022144, 1.0954451150103322,
-                                         1.4605934866804429};
+using testing::Bf16;
+using testing::ExpectValues;
+using testing::kNormed1234;
 
 TEST(hybrid_kernels_ref, ZeroCenteredNormsUseOnePlusW) {
   // Stored w = (0, 0, 0, 1) with offset 1: weights (1, 1, 1, 2); w = 2^-12 keeps its value (bf16(1 + w) would be 1).

@@ -8,6 +8,7 @@
 // in its own state slot) against the same sequences decoded alone, and a 150-token prefill (the
 // GEMM and chunked-DeltaNet paths) against the cpu backend. Skips where no GPU is present.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,6 +28,13 @@ namespace {
 
 std::string ModelDir(const std::string& name) { return testing::TestdataDir() + "/" + name; }
 
+// The fixture `name` on the cuda backend at TP 1.
+absl::StatusOr<std::unique_ptr<Model>> LoadCuda(const std::string& name) {
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  return Model::Load(ModelDir(name), opt);
+}
+
 // A test name from a fixture folder ("qwen35moe-tiny" -> "qwen35moe_tiny").
 std::string Ident(std::string s) {
   for (char& c : s) c = (c == '-') ? '_' : c;
@@ -41,9 +49,7 @@ TEST_P(cuda_model_hybrid_golden, LogitsAndGreedyMatchTransformers) {
   const auto& [name, graphs, kv_dtype] = GetParam();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt;
-  opt.backend = "cuda";
-  auto model = Model::Load(ModelDir(name), opt);
+  auto model = LoadCuda(name);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->kv_spec().num_layers, 1) << "the KV cache holds the full-attention layer only";
   EXPECT_GT((*model)->kv_spec().state_bytes_per_slot, 0);
@@ -92,9 +98,7 @@ TEST(cuda_model_hybrid, BatchedDecodeMatchesSingle) {
   for (const std::string name : {"qwen35moe-tiny", "qwen3next-tiny"}) {
     auto golden = testing::LoadGolden(ModelDir(name));
     ASSERT_TRUE(golden.ok()) << golden.status();
-    ModelLoadOptions opt;
-    opt.backend = "cuda";
-    auto model = Model::Load(ModelDir(name), opt);
+    auto model = LoadCuda(name);
     ASSERT_TRUE(model.ok()) << model.status();
     auto r = testing::DecodeBatchedAndAlone(**model, *golden);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -106,9 +110,7 @@ TEST(cuda_model_hybrid, BatchedDecodeMatchesSingle) {
 // A model with state refuses a KV allocation without state slots, and a step whose chunk has none.
 TEST(cuda_model_hybrid, NeedsStateSlots) {
   SKIP_WITHOUT_GPU();
-  ModelLoadOptions opt;
-  opt.backend = "cuda";
-  auto model = Model::Load(ModelDir("qwen35moe-tiny"), opt);
+  auto model = LoadCuda("qwen35moe-tiny");
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->AllocateKvCache(8, 16, 0).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE((*model)->AllocateKvCache(8, 16, 2).ok());
@@ -142,9 +144,7 @@ TEST(cuda_model_hybrid, LongPrefillMatchesCpu) {
     StepDriver cpu_driver(cpu_model->get(), nullptr);
     auto want = PromptLogits(cpu_driver, ids);
     ASSERT_TRUE(want.ok()) << want.status();
-    ModelLoadOptions opt;
-    opt.backend = "cuda";
-    auto model = Model::Load(ModelDir(name), opt);
+    auto model = LoadCuda(name);
     ASSERT_TRUE(model.ok()) << model.status();
     StepDriver driver(model->get(), nullptr);
     auto got = PromptLogits(driver, ids);
