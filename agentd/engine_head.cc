@@ -56,11 +56,15 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
   so.server.ready = [this] { return state() == v1::RANK_STATE_SERVING; };
   ASSIGN_OR_RETURN(g.stack,
                    openai::ServingStack::Start(g.driver.get(), ld.tokenizer.get(), g.serve_metrics.get(), so));
-  const int64_t kv = g.stack->engine().Stats().kv_tokens_total;
-  // The workers learn the pool size from here (they only see its blocks allocated).
-  (void)options_.local_store->Set(engine::GenerationPrefix(g.generation) + "/kv_tokens", std::to_string(kv));
+  const engine::EngineStats stats = g.stack->engine().Stats();
+  // The workers learn the pool sizes from here (they only see them allocated). state_slots is
+  // set first: a worker that reads kv_tokens then finds it too.
+  const std::string prefix = engine::GenerationPrefix(g.generation);
+  (void)options_.local_store->Set(prefix + "/state_slots", std::to_string(stats.state_slots_total));
+  (void)options_.local_store->Set(prefix + "/kv_tokens", std::to_string(stats.kv_tokens_total));
   std::lock_guard<std::mutex> l(mu_);
-  kv_tokens_ = kv;
+  kv_tokens_ = stats.kv_tokens_total;
+  state_slots_ = stats.state_slots_total;
   api_endpoint_ = so.server.host + ":" + std::to_string(g.stack->server().port());
   return absl::OkStatus();
 }

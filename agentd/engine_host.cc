@@ -114,6 +114,7 @@ v1::RankStatus EngineHost::Status() const {
   s.set_rank(rank_);
   s.set_world_size(world_);
   s.set_kv_tokens(kv_tokens_);
+  s.set_state_slots(state_slots_);
   s.set_model_path(model_path_);
   s.set_api_endpoint(api_endpoint_);
   s.set_transport(transport_);

@@ -129,8 +129,9 @@ class EngineHost {
   // Records a failure of `g` once (later ones and those after a leave are ignored) and aborts its comm.
   void FailGroup(Group& g, const std::string& reason);
   void MonitorLoop(Group& g);
-  // A worker reads the KV pool size the head published; false while it is not there yet.
-  bool LearnKvTokens(Group& g);
+  // A worker reads the pool sizes the head published (KV tokens, state slots); false while the KV
+  // size is not there yet.
+  bool LearnPoolSizes(Group& g);
   void WorkerLoop(Group& g);
   void HeartbeatLoop(Group& g);
   // Stops everything of `g`; false when a thread did not stop in time (the group is leaked).
@@ -155,6 +156,7 @@ class EngineHost {
   int rank_ = -1;
   uint32_t world_ = 0;
   int64_t kv_tokens_ = 0;
+  int32_t state_slots_ = 0;  // the engine's state slots (hybrid models), learned as kv_tokens_ is
   std::string api_endpoint_;
   std::string transport_;
   std::shared_ptr<Group> group_;

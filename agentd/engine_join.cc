@@ -70,6 +70,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
       if (generation_ == req.generation()) {
         v1::JoinGroupResponse r;  // a retried JoinGroup of the same group: already in it
         r.set_kv_tokens(kv_tokens_);
+        r.set_state_slots(state_slots_);
         r.set_transport(transport_);
         r.set_api_endpoint(api_endpoint_);
         return r;
@@ -120,6 +121,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
     rank_ = g->rank;
     world_ = world;
     kv_tokens_ = 0;
+    state_slots_ = 0;
     api_endpoint_.clear();
     transport_.clear();
     SetStateLocked(v1::RANK_STATE_JOINING, "rendezvous of generation " + std::to_string(req.generation()) +
@@ -171,6 +173,7 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
     std::lock_guard<std::mutex> l(mu_);
     transport_ = r.transport();
     r.set_kv_tokens(kv_tokens_);
+    r.set_state_slots(state_slots_);
     r.set_api_endpoint(api_endpoint_);
     if (!g->settled.load()) {
       SetStateLocked(v1::RANK_STATE_READY, "in generation " + std::to_string(g->generation) + " as rank " +

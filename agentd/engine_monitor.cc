@@ -101,7 +101,7 @@ void EngineHost::MonitorLoop(Group& g) {
         } else {
           o.store_last_reached = o.now;
           o.generation_value = *probe;
-          if (!kv_known) kv_known = LearnKvTokens(g);
+          if (!kv_known) kv_known = LearnPoolSizes(g);
         }
       }
     }
@@ -110,11 +110,15 @@ void EngineHost::MonitorLoop(Group& g) {
   }
 }
 
-bool EngineHost::LearnKvTokens(Group& g) {
-  auto kv = g.remote->Probe(engine::GenerationPrefix(g.generation) + "/kv_tokens", milliseconds(1000));
+bool EngineHost::LearnPoolSizes(Group& g) {
+  const std::string prefix = engine::GenerationPrefix(g.generation);
+  auto kv = g.remote->Probe(prefix + "/kv_tokens", milliseconds(1000));
   if (!kv.ok() || !kv->has_value()) return false;
+  // The head sets state_slots before kv_tokens; an older head sets none (0: no slots).
+  auto slots = g.remote->Probe(prefix + "/state_slots", milliseconds(1000));
   std::lock_guard<std::mutex> l(mu_);
   kv_tokens_ = std::strtoll((*kv)->c_str(), nullptr, 10);
+  state_slots_ = slots.ok() && slots->has_value() ? static_cast<int32_t>(std::strtol((*slots)->c_str(), nullptr, 10)) : 0;
   ++version_;
   changed_.notify_all();
   return true;

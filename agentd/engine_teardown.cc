@@ -80,6 +80,7 @@ absl::Status EngineHost::LeaveLocked(bool unload, const std::string& reason) {
   rank_ = -1;
   world_ = 0;
   kv_tokens_ = 0;
+  state_slots_ = 0;
   api_endpoint_.clear();
   transport_.clear();
   if (unload) {

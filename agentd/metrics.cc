@@ -88,6 +88,9 @@ std::vector<prometheus::MetricFamily> RankStatusCollectable::Collect() const {
                             static_cast<double>(s.queue_depth()), node));
   out.push_back(GaugeFamily("tandem_rank_kv_tokens", "KV-cache capacity of the group in tokens.",
                             static_cast<double>(s.kv_tokens()), node));
+  out.push_back(GaugeFamily("tandem_rank_state_slots",
+                            "Per-sequence state slots of the group (hybrid models; 0 = none).",
+                            static_cast<double>(s.state_slots()), node));
   prometheus::MetricFamily it;
   it.name = "tandem_rank_iterations_total";
   it.help = "Engine steps of the current group (liveness: moves while work is queued).";

@@ -36,7 +36,8 @@ class NodeFactsCollectable final : public prometheus::Collectable {
 
 // The hosted engine rank, read at scrape time: tandem_rank_state{state} (1 for the current
 // state, 0 for the others), tandem_group_generation, tandem_rank_iterations_total (engine steps:
-// the LLMEngine's on the head, the steps a worker ran), tandem_rank_queue_depth, tandem_rank_kv_tokens.
+// the LLMEngine's on the head, the steps a worker ran), tandem_rank_queue_depth, tandem_rank_kv_tokens,
+// tandem_rank_state_slots.
 class RankStatusCollectable final : public prometheus::Collectable {
  public:
   explicit RankStatusCollectable(std::string node_name) : node_name_(std::move(node_name)) {}

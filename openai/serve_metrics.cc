@@ -71,6 +71,9 @@ ServeMetrics::ServeMetrics(const std::string& model_name, std::shared_ptr<promet
   waiting_ = AddGauge(r, labels_, "tandem_num_requests_waiting", "Requests queued for the batch.");
   kv_usage_ = AddGauge(r, labels_, "tandem_kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).");
   kv_tokens_total_ = AddGauge(r, labels_, "tandem_kv_cache_tokens", "Capacity of the KV pool in tokens.");
+  state_slots_total_ = AddGauge(r, labels_, "tandem_state_slots",
+                                "Per-sequence state slots (hybrid models; 0 = the model keeps none).");
+  state_slots_used_ = AddGauge(r, labels_, "tandem_state_slots_used", "State slots held by running requests.");
   http_connections_ = AddGauge(r, labels_, "tandem_http_connections", "Open connections to the API.");
   http_evicted_ = AddCounter(r, labels_, "tandem_http_connections_evicted_total",
                              "Connections closed to admit a newer one at the connection cap.");
@@ -100,6 +103,8 @@ void ServeMetrics::UpdateFromStats(const engine::EngineStats& stats) {
                      ? static_cast<double>(stats.kv_blocks_used) / static_cast<double>(stats.kv_blocks_total)
                      : 0.0);
   kv_tokens_total_->Set(static_cast<double>(stats.kv_tokens_total));
+  state_slots_total_->Set(stats.state_slots_total);
+  state_slots_used_->Set(stats.state_slots_used);
   // The engine keeps totals; a Prometheus counter only moves forward by increments.
   const double preempt_delta = static_cast<double>(stats.preemptions) - preemptions_->Value();
   if (preempt_delta > 0) preemptions_->Increment(preempt_delta);

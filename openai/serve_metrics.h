@@ -73,6 +73,8 @@ class ServeMetrics {
   prometheus::Gauge* waiting_;
   prometheus::Gauge* kv_usage_;
   prometheus::Gauge* kv_tokens_total_;
+  prometheus::Gauge* state_slots_total_;
+  prometheus::Gauge* state_slots_used_;
   prometheus::Gauge* http_connections_;
   prometheus::Counter* http_evicted_;
   prometheus::Counter* http_timed_out_;

@@ -2,7 +2,8 @@
 // failure semantics of orchestration are checked end to end: golden greedy tokens through a
 // probe, an HTTP completion through the head's API, a worker killed mid-stream, the head
 // killed, a stale generation, a frozen worker (heartbeat watch), and (one agent, TP=1) the
-// persisted assignment after a restart.
+// persisted assignment after a restart; and a hybrid model (qwen35moe-tiny) reporting its state
+// slots.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <arpa/inet.h>
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/batching/llm_engine.h"
 #include "tests/agentd/agent_process.h"
 #include "tests/common/test_util.h"
 #include "tests/engine/cpu/golden.h"
@@ -41,11 +43,12 @@ const char* kToken = "s3cret-cluster-token";
 std::string WriteToken(const TempDir& tmp) { return tandem::testing::WriteTokenFile(tmp / "token", kToken); }
 
 // Streams LoadModel to the end; "" = loaded, else why not (a failed load is the RPC's status).
-std::string Load(const AgentProcess& a, int rank, int world) {
+std::string Load(const AgentProcess& a, int rank, int world,
+                 const std::string& model_dir = engine::testing::TinyModelDir()) {
   auto stub = a.Control();
   auto ctx = a.Context(60s);
   v1::LoadModelRequest req;
-  req.set_model_path(engine::testing::TinyModelDir());
+  req.set_model_path(model_dir);
   req.set_backend("cpu");
   req.set_rank(rank);
   req.set_world_size(world);
@@ -121,8 +124,8 @@ class GroupTest : public ::testing::Test {
 
   void FormGroup(uint64_t generation, uint32_t collective_timeout_ms = 10000) {
     const auto t0 = Clock::now();
-    auto l1 = std::async(std::launch::async, [&] { return Load(agents_[1], 1, 2); });
-    ASSERT_EQ(Load(agents_[0], 0, 2), "");
+    auto l1 = std::async(std::launch::async, [&] { return Load(agents_[1], 1, 2, model_dir_); });
+    ASSERT_EQ(Load(agents_[0], 0, 2, model_dir_), "");
     ASSERT_EQ(l1.get(), "");
     v1::JoinGroupResponse worker_resp;
     auto worker = std::async(std::launch::async, [&] {
@@ -165,13 +168,54 @@ class GroupTest : public ::testing::Test {
 
   TempDir tmp_;
   std::string token_file_;
+  std::string model_dir_ = engine::testing::TinyModelDir();  // what FormGroup loads
   AgentProcess agents_[2];
   v1::JoinGroupResponse head_;
   int api_port_ = 0;
 };
 
+// A hybrid model (Gated DeltaNet state per sequence) is served by the group: the join reply and
+// both ranks' status report its state slots beside kv_tokens (the engine's default max_num_seqs
+// of them with an explicit kv_tokens), the agent's metrics export them, and a probe gives
+// transformers' greedy tokens.
+TEST_F(GroupTest, HybridModelReportsStateSlotsAtJoinAndInStatus) {
+  model_dir_ = engine::testing::Qwen35MoeTinyDir();
+  FormGroup(1);
+  const int32_t slots = engine::EngineOptions{}.max_num_seqs;
+  EXPECT_EQ(head_.state_slots(), slots);
+  EXPECT_EQ(GetStatus(agents_[0]).state_slots(), slots);
+  // The worker reads them from the head's store (about 1 s after joining).
+  v1::RankStatus s;
+  EXPECT_GE(WaitForStatus(agents_[1], [&](const v1::RankStatus& x) { return x.state_slots() == slots; }, 5s, &s), 0)
+      << s.ShortDebugString();
+  EXPECT_EQ(s.kv_tokens(), 4096);
+  httplib::Client metrics("127.0.0.1", agents_[0].metrics_port);
+  auto m = metrics.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("tandem_rank_state_slots{node=\"node0\"} " + std::to_string(slots)), std::string::npos)
+      << m->body;
+  auto golden = engine::testing::LoadGolden(model_dir_);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const auto& g = (*golden)[0];
+  v1::GenerateRequest req;
+  for (int32_t id : g.ids) req.add_prompt_ids(id);
+  req.set_max_tokens(static_cast<uint32_t>(g.greedy.size()));
+  req.set_timeout_ms(30000);
+  v1::GenerateResponse resp;
+  auto ctx = agents_[0].Context(40s);
+  grpc::Status st = agents_[0].Control()->Generate(ctx.get(), req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  std::vector<int32_t> got(resp.token_ids().begin(), resp.token_ids().end());
+  ASSERT_FALSE(got.empty());
+  ASSERT_LE(got.size(), g.greedy.size());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), g.greedy.begin()));
+  std::printf("hybrid group: %d state slots, probe %zu/%zu golden tokens\n", head_.state_slots(), got.size(),
+              g.greedy.size());
+}
+
 TEST_F(GroupTest, ProbeMatchesGoldenAndHttpServesAfterSetServing) {
   FormGroup(1);
+  EXPECT_EQ(head_.state_slots(), 0);  // qwen3moe keeps no per-sequence state
   auto golden = engine::testing::LoadGolden(engine::testing::TinyModelDir());
   ASSERT_TRUE(golden.ok()) << golden.status();
   for (size_t i = 0; i < golden->size(); ++i) {

@@ -70,6 +70,7 @@ TEST_F(AgentMetricsTest, RankSeriesComeFromTheSourceAtScrapeTime) {
   status.set_generation(4);
   status.set_queue_depth(3);
   status.set_kv_tokens(8192);
+  status.set_state_slots(64);
   status.set_iterations(120);
   metrics_->SetRankStatusSource([&] { return status; });
   std::string text = metrics_->Render();
@@ -78,6 +79,7 @@ TEST_F(AgentMetricsTest, RankSeriesComeFromTheSourceAtScrapeTime) {
   EXPECT_EQ(SeriesMismatches(text, {{"tandem_group_generation{node=\"spark-a\"}", 4},
                                     {"tandem_rank_queue_depth{node=\"spark-a\"}", 3},
                                     {"tandem_rank_kv_tokens{node=\"spark-a\"}", 8192},
+                                    {"tandem_rank_state_slots{node=\"spark-a\"}", 64},
                                     {"tandem_rank_iterations_total{node=\"spark-a\"}", 120}}),
             Problems{});
   EXPECT_NE(text.find("# TYPE tandem_rank_iterations_total counter"), std::string::npos);

@@ -26,7 +26,8 @@ TEST(ServeMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
   for (const char* name :
        {"tandem_prompt_tokens_total", "tandem_generation_tokens_total", "tandem_num_preemptions_total",
         "tandem_iterations_total", "tandem_num_requests_running", "tandem_num_requests_waiting",
-        "tandem_kv_cache_usage_perc", "tandem_kv_cache_tokens", "tandem_http_connections",
+        "tandem_kv_cache_usage_perc", "tandem_kv_cache_tokens", "tandem_state_slots", "tandem_state_slots_used",
+        "tandem_http_connections",
         "tandem_http_connections_evicted_total", "tandem_http_timeouts_total", "tandem_http_clients_gone_total",
         "tandem_time_to_first_token_seconds_count", "tandem_inter_token_latency_seconds_count",
         "tandem_e2e_request_latency_seconds_count", "tandem_step_seconds_count", "tandem_allreduce_seconds_count"}) {
@@ -85,6 +86,8 @@ TEST(ServeMetricsTest, TotalsBecomeIncrementsThatNeverRunBackwards) {
   s.kv_blocks_used = 3;
   s.kv_blocks_total = 4;
   s.kv_tokens_total = 4096;
+  s.state_slots_total = 8;
+  s.state_slots_used = 2;
   m.UpdateFromStats(s);
   m.UpdateFromHttp({5, 1, 2, 3});
   EXPECT_EQ(SeriesMismatches(m.Text(), Tiny({{"tandem_iterations_total", 10},
@@ -93,6 +96,8 @@ TEST(ServeMetricsTest, TotalsBecomeIncrementsThatNeverRunBackwards) {
                                              {"tandem_num_requests_waiting", 1},
                                              {"tandem_kv_cache_usage_perc", 0.75},
                                              {"tandem_kv_cache_tokens", 4096},
+                                             {"tandem_state_slots", 8},
+                                             {"tandem_state_slots_used", 2},
                                              {"tandem_http_connections", 5},
                                              {"tandem_http_connections_evicted_total", 1},
                                              {"tandem_http_timeouts_total", 2},
