@@ -119,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(Tp, InferProcessTest,
                          ParamName);
 // The hybrid models: each rank process keeps its share of the linear-attention heads' state.
 INSTANTIATE_TEST_SUITE_P(Hybrid, InferProcessTest,
-                         ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"), ::testing::Values(2)),
+                         ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"),
+                                            ::testing::Values(2)),
                          ParamName);
 
 TEST(InferProcessFailure, DeadRankFailsTheRunQuickly) {

@@ -1,7 +1,7 @@
 // `tandemctl up / status / probe / down / serve` against two real tandem-agentd processes on
 // loopback (TP=2, cpu backend, Gloo over 127.0.0.1) with the cluster token, model = a temp
-// copy of tests/data/qwen3moe-tiny (fixture: loopback_cluster.h; up -> down is parametrized by the
-// model folder). Prints the phase times of `up`.
+// copy of tests/data/qwen3moe-tiny, and for up -> down also the hybrids qwen35moe-tiny and
+// qwen3next-tiny (fixture: loopback_cluster.h). Prints the phase times of `up`.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,7 +21,9 @@ using testing::CtlResult;
 
 using OrchestrationIntegration = testing::LoopbackCluster;
 
-// The whole up -> down path, for each model folder under tests/data the group serves the same way.
+// The whole up -> down path for each model family, brought up the same way: qwen3moe-tiny and the
+// hybrids qwen35moe-tiny / qwen3next-tiny (Gated DeltaNet layers: each rank keeps its heads'
+// recurrent state per sequence in the engine's state slots).
 class OrchestrationUp : public testing::LoopbackCluster, public ::testing::WithParamInterface<std::string> {
  protected:
   std::string ModelFixture() const override { return GetParam(); }
@@ -88,7 +90,8 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
     nlohmann::json j = nlohmann::json::parse(answers[i].substr(answers[i].find("\r\n\r\n") + 4), nullptr, false);
     ASSERT_TRUE(j.is_object()) << answers[i];
     const auto got = j["choices"][0]["token_ids"].get<std::vector<int32_t>>();
-    std::printf("prompt%zu (concurrent): %s golden\n", i, got == (*golden)[i].greedy ? "identical to" : "DIFFERENT from");
+    std::printf("prompt%zu (concurrent): %s golden\n", i,
+                got == (*golden)[i].greedy ? "identical to" : "DIFFERENT from");
     EXPECT_EQ(got, (*golden)[i].greedy);
   }
 
@@ -100,7 +103,8 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
   EXPECT_EQ(st.json["state"], "down") << st.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, OrchestrationUp, ::testing::Values("qwen3moe-tiny"),
+INSTANTIATE_TEST_SUITE_P(Models, OrchestrationUp,
+                         ::testing::Values("qwen3moe-tiny", "qwen35moe-tiny", "qwen3next-tiny"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string n = p.param;
                            for (char& c : n) c = (c == '-') ? '_' : c;
