@@ -62,32 +62,32 @@ void ExpectHybridShapes(const engine::ModelConfig& c, int64_t layers) {
   EXPECT_EQ(c.mtp_num_hidden_layers, 0);  // the MTP head is not part of a plain decode step
 }
 
-// The published Qwen3.5-35B-A3B text model, read as the loader reads it: every layer type, gate and
-// norm flag as a real checkpoint gets them.
-TEST(SyntheticConfig, Qwen35MoeHasThePublishedShapes) {
-  auto c = SyntheticConfig("qwen3.5-35b-a3b");
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model_type, "qwen3_5_moe_text");
-  ExpectHybridShapes(*c, 40);
-  EXPECT_EQ(c->num_experts, 256);
-  EXPECT_EQ(c->num_experts_per_tok, 8);
-  EXPECT_EQ(c->vocab_size, 248320);
-  EXPECT_EQ(LayerMix(*c),
-            "40 layers: 30 Gated DeltaNet + 10 gated full attention (16 q / 2 kv heads of 256), DeltaNet 16 k / "
-            "32 v heads of 128 x 128, conv 4; MoE in 40: 256 experts (512) top-8 + shared expert (512); vocab 248320");
-}
-
-TEST(SyntheticConfig, Qwen3NextHasThePublishedShapes) {
-  auto c = SyntheticConfig("qwen3-next-80b-a3b");
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model_type, "qwen3_next");
-  ExpectHybridShapes(*c, 48);
-  EXPECT_EQ(c->num_experts, 512);
-  EXPECT_EQ(c->num_experts_per_tok, 10);
-  EXPECT_EQ(c->vocab_size, 151936);
-  EXPECT_EQ(LayerMix(*c),
-            "48 layers: 36 Gated DeltaNet + 12 gated full attention (16 q / 2 kv heads of 256), DeltaNet 16 k / "
-            "32 v heads of 128 x 128, conv 4; MoE in 48: 512 experts (512) top-10 + shared expert (512); vocab 151936");
+// The published Qwen3.5-35B-A3B and Qwen3-Next-80B-A3B text models, read as the loader reads them:
+// every layer type, gate and norm flag as a real checkpoint gets them; what differs between the two.
+TEST(SyntheticConfig, HybridsHaveThePublishedShapes) {
+  struct Case {
+    const char* name;
+    const char* model_type;
+    int64_t layers, experts, top_k, vocab;
+    const char* mix;
+  } cases[] = {
+      {"qwen3.5-35b-a3b", "qwen3_5_moe_text", 40, 256, 8, 248320,
+       "40 layers: 30 Gated DeltaNet + 10 gated full attention (16 q / 2 kv heads of 256), DeltaNet 16 k / 32 v heads "
+       "of 128 x 128, conv 4; MoE in 40: 256 experts (512) top-8 + shared expert (512); vocab 248320"},
+      {"qwen3-next-80b-a3b", "qwen3_next", 48, 512, 10, 151936,
+       "48 layers: 36 Gated DeltaNet + 12 gated full attention (16 q / 2 kv heads of 256), DeltaNet 16 k / 32 v heads "
+       "of 128 x 128, conv 4; MoE in 48: 512 experts (512) top-10 + shared expert (512); vocab 151936"}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    auto c = SyntheticConfig(k.name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->model_type, k.model_type);
+    ExpectHybridShapes(*c, k.layers);
+    EXPECT_EQ(c->num_experts, k.experts);
+    EXPECT_EQ(c->num_experts_per_tok, k.top_k);
+    EXPECT_EQ(c->vocab_size, k.vocab);
+    EXPECT_EQ(LayerMix(*c), k.mix);
+  }
 }
 
 TEST(SyntheticConfig, UnknownNameListsTheKnownOnes) {
