@@ -2,6 +2,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
 
 namespace tandem::kernels {
 
@@ -9,9 +10,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Both kernels are launched with PDL (kernels/launch.cuh) like the per-layer kernels around them:
+// they let the next kernel start launching at once and wait for the previous one before any access.
+
 __device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 __global__ void SigmoidGateKernel(float* att, const float* gates, int64_t T, int64_t n, int64_t gate_stride) {
+  GridDepLaunchDependents();
+  GridDepWait();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= T * n) return;
   const int64_t t = idx / n, i = idx % n;
@@ -21,6 +27,8 @@ __global__ void SigmoidGateKernel(float* att, const float* gates, int64_t T, int
 // One block per token: the gate's dot product (block reduction), then the scaled add.
 __global__ void __launch_bounds__(kThreads) SigmoidGatedAddKernel(float* out, const float* y, const float* x,
                                                                   const uint16_t* w_gate, int64_t H) {
+  GridDepLaunchDependents();
+  GridDepWait();
   const int64_t t = blockIdx.x;
   const float* xr = x + t * H;
   float s = 0;
@@ -43,8 +51,8 @@ __global__ void __launch_bounds__(kThreads) SigmoidGatedAddKernel(float* out, co
 void sigmoid_gate(float* att, const float* gates, int64_t T, int64_t n, int64_t gate_stride, cudaStream_t stream) {
   KERNEL_REQUIRE(gate_stride >= n);
   if (T * n == 0) return;
-  SigmoidGateKernel<<<static_cast<unsigned>((T * n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      att, gates, T, n, gate_stride);
+  Launch(SigmoidGateKernel, dim3(static_cast<unsigned>((T * n + kThreads - 1) / kThreads)), dim3(kThreads), 0, stream,
+         att, gates, T, n, gate_stride);
   KERNEL_CHECK();
 }
 
@@ -52,7 +60,7 @@ void sigmoid_gated_add(float* out, const float* y, const float* x, const bf16_bi
                        cudaStream_t stream) {
   KERNEL_REQUIRE(out != y && out != x);
   if (T == 0) return;
-  SigmoidGatedAddKernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(out, y, x, w_gate, H);
+  Launch(SigmoidGatedAddKernel, dim3(static_cast<unsigned>(T)), dim3(kThreads), 0, stream, out, y, x, w_gate, H);
   KERNEL_CHECK();
 }
 
