@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "tests/common/metrics_text.h"
 #include "tests/engine/cpu/golden.h"
 #include "tests/integration/loopback_cluster.h"
 
@@ -94,6 +96,15 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
                 got == (*golden)[i].greedy ? "identical to" : "DIFFERENT from");
     EXPECT_EQ(got, (*golden)[i].greedy);
   }
+  // The head's API reports the pool beside the KV: with an explicit kv_tokens a hybrid gets
+  // max_num_seqs (4) state slots, qwen3moe-tiny none; every finished request gave its slot back.
+  ASSERT_EQ(testing::HttpRequest(api_port, "GET", "/metrics", "", &resp), 200) << resp;
+  const std::optional<double> slots = testing::SeriesValue(resp, R"(tandem_state_slots{model_name="tiny"})");
+  const std::optional<double> used = testing::SeriesValue(resp, R"(tandem_state_slots_used{model_name="tiny"})");
+  ASSERT_TRUE(slots.has_value() && used.has_value()) << resp;
+  std::printf("tandem_state_slots %g, used %g\n", *slots, *used);
+  EXPECT_EQ(*slots, GetParam() == "qwen3moe-tiny" ? 0 : 4);
+  EXPECT_EQ(*used, 0);
 
   CtlResult down = Ctl({"down", "-f", cluster.string()});
   std::printf("%s", down.out.c_str());
