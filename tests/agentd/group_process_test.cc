@@ -166,6 +166,30 @@ class GroupTest : public ::testing::Test {
     }
   }
 
+  // A Generate probe on the head for every golden prompt of model_dir_.
+  void ProbeGolden() {
+    auto golden = engine::testing::LoadGolden(model_dir_);
+    ASSERT_TRUE(golden.ok()) << golden.status();
+    for (size_t i = 0; i < golden->size(); ++i) {
+      const auto& g = (*golden)[i];
+      v1::GenerateRequest req;
+      for (int32_t id : g.ids) req.add_prompt_ids(id);
+      req.set_max_tokens(static_cast<uint32_t>(g.greedy.size()));
+      req.set_timeout_ms(30000);
+      v1::GenerateResponse resp;
+      auto ctx = agents_[0].Context(40s);
+      grpc::Status st = agents_[0].Control()->Generate(ctx.get(), req, &resp);
+      ASSERT_TRUE(st.ok()) << st.error_message();
+      std::vector<int32_t> got(resp.token_ids().begin(), resp.token_ids().end());
+      // eos may end a generation early: what came must be a prefix of the golden continuation.
+      ASSERT_FALSE(got.empty());
+      ASSERT_LE(got.size(), g.greedy.size());
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), g.greedy.begin())) << "prompt" << i;
+      std::printf("probe prompt%zu: %zu/%zu golden tokens identical in %.2f s (first %d %d %d)\n", i, got.size(),
+                  g.greedy.size(), resp.seconds(), got[0], got.size() > 1 ? got[1] : -1, got.size() > 2 ? got[2] : -1);
+    }
+  }
+
   TempDir tmp_;
   std::string token_file_;
   std::string model_dir_ = engine::testing::TinyModelDir();  // what FormGroup loads
@@ -194,48 +218,15 @@ TEST_F(GroupTest, HybridModelReportsStateSlotsAtJoinAndInStatus) {
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("tandem_rank_state_slots{node=\"node0\"} " + std::to_string(slots)), std::string::npos)
       << m->body;
-  auto golden = engine::testing::LoadGolden(model_dir_);
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  const auto& g = (*golden)[0];
-  v1::GenerateRequest req;
-  for (int32_t id : g.ids) req.add_prompt_ids(id);
-  req.set_max_tokens(static_cast<uint32_t>(g.greedy.size()));
-  req.set_timeout_ms(30000);
-  v1::GenerateResponse resp;
-  auto ctx = agents_[0].Context(40s);
-  grpc::Status st = agents_[0].Control()->Generate(ctx.get(), req, &resp);
-  ASSERT_TRUE(st.ok()) << st.error_message();
-  std::vector<int32_t> got(resp.token_ids().begin(), resp.token_ids().end());
-  ASSERT_FALSE(got.empty());
-  ASSERT_LE(got.size(), g.greedy.size());
-  EXPECT_TRUE(std::equal(got.begin(), got.end(), g.greedy.begin()));
-  std::printf("hybrid group: %d state slots, probe %zu/%zu golden tokens\n", head_.state_slots(), got.size(),
-              g.greedy.size());
+  ProbeGolden();
 }
 
 TEST_F(GroupTest, ProbeMatchesGoldenAndHttpServesAfterSetServing) {
   FormGroup(1);
   EXPECT_EQ(head_.state_slots(), 0);  // qwen3moe keeps no per-sequence state
-  auto golden = engine::testing::LoadGolden(engine::testing::TinyModelDir());
+  ProbeGolden();
+  auto golden = engine::testing::LoadGolden(model_dir_);
   ASSERT_TRUE(golden.ok()) << golden.status();
-  for (size_t i = 0; i < golden->size(); ++i) {
-    const auto& g = (*golden)[i];
-    v1::GenerateRequest req;
-    for (int32_t id : g.ids) req.add_prompt_ids(id);
-    req.set_max_tokens(static_cast<uint32_t>(g.greedy.size()));
-    req.set_timeout_ms(30000);
-    v1::GenerateResponse resp;
-    auto ctx = agents_[0].Context(40s);
-    grpc::Status st = agents_[0].Control()->Generate(ctx.get(), req, &resp);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-    std::vector<int32_t> got(resp.token_ids().begin(), resp.token_ids().end());
-    // eos may end a generation early: what came must be a prefix of the golden continuation.
-    ASSERT_FALSE(got.empty());
-    ASSERT_LE(got.size(), g.greedy.size());
-    EXPECT_TRUE(std::equal(got.begin(), got.end(), g.greedy.begin())) << "prompt" << i;
-    std::printf("probe prompt%zu: %zu/%zu golden tokens identical in %.2f s (first %d %d %d)\n", i, got.size(),
-                g.greedy.size(), resp.seconds(), got[0], got.size() > 1 ? got[1] : -1, got.size() > 2 ? got[2] : -1);
-  }
   // Generate on a worker is refused.
   {
     v1::GenerateRequest req;

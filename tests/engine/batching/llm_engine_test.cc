@@ -84,16 +84,21 @@ TEST(EngineFakeModelTest, LengthAndUsage) {
   EXPECT_EQ(st.iterations, 6);
 }
 
-TEST(EngineFakeModelTest, KvPoolFromMemoryIsCapped) {
-  FakeModel model(kVocab);  // 32 bytes of KV per token: any real machine's memory exceeds the cap
-  StepDriver driver(&model, nullptr);
+// Sized from 1% of MemAvailable, capped at 8 sequences of 100 tokens.
+EngineOptions MemorySizedOptions() {
   EngineOptions o;
   o.kv_tokens = 0;
   o.memory_fraction = 0.01;
   o.block_size = 4;
   o.max_num_seqs = 8;
   o.max_model_len = 100;
-  auto engine = LLMEngine::Create(&driver, nullptr, o);
+  return o;
+}
+
+TEST(EngineFakeModelTest, KvPoolFromMemoryIsCapped) {
+  FakeModel model(kVocab);  // 32 bytes of KV per token: any real machine's memory exceeds the cap
+  StepDriver driver(&model, nullptr);
+  auto engine = LLMEngine::Create(&driver, nullptr, MemorySizedOptions());
   ASSERT_TRUE(engine.ok()) << engine.status();
   const EngineStats s = (*engine)->Stats();
   std::printf("memory-sized pool: %lld tokens in %lld blocks (cap 8 x 100)\n",
@@ -344,11 +349,7 @@ TEST(EngineFakeModelTest, StateSlotsComeOutOfTheMemoryBudget) {
   FakeModel model(kVocab);
   model.WithState(1024);
   StepDriver driver(&model, nullptr);
-  EngineOptions o;
-  o.memory_fraction = 0.01;
-  o.block_size = 4;
-  o.max_num_seqs = 8;
-  o.max_model_len = 100;
+  const EngineOptions o = MemorySizedOptions();
   auto engine = LLMEngine::Create(&driver, nullptr, o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_EQ((*engine)->Stats().state_slots_total, 8);
