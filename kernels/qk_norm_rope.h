@@ -21,9 +21,13 @@ struct QkvLayout {
   int64_t n_kv_heads = 0;  // kv heads (this rank)
   int64_t head_dim = 0;
   int64_t rotary_dim = 0;  // dims i and i + rotary_dim/2 form a pair; dims >= rotary_dim pass through
+  // Gated attention (the hybrid models): each token's row ends with the output gate's q_dim values,
+  // produced by the same product as q, k and v and left alone by qk_norm_rope_store_kv; else 0.
+  int64_t gate_dim = 0;
   TANDEM_HOST_DEVICE int64_t q_dim() const { return n_heads * head_dim; }
   TANDEM_HOST_DEVICE int64_t kv_dim() const { return n_kv_heads * head_dim; }
-  TANDEM_HOST_DEVICE int64_t row() const { return q_dim() + 2 * kv_dim(); }  // [q | k | v] per token
+  TANDEM_HOST_DEVICE int64_t gate_offset() const { return q_dim() + 2 * kv_dim(); }
+  TANDEM_HOST_DEVICE int64_t row() const { return gate_offset() + gate_dim; }  // [q | k | v (| gate)] per token
 };
 
 // qkv (T, L.row()) float: q and k normed and rotated in place; k and v also stored (bf16 or float32) into

@@ -78,6 +78,7 @@ class CudaModel final : public Model {
                  << (use_graphs_ ? "on" : "off") << " (comm " << comm->transport() << ")";
     }
     L_ = kernels::QkvLayout{shard_.n_heads, shard_.n_kv_heads, cfg_.head_dim, cfg_.RotaryDim()};
+    if (cfg_.attention_output_gate) L_.gate_dim = L_.q_dim();  // as Attention lays out its qkv rows
     kv_spec_.num_layers = cfg_.num_hidden_layers;
     kv_spec_.num_kv_heads_local = L_.n_kv_heads;
     kv_spec_.head_dim = L_.head_dim;
@@ -272,7 +273,6 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
       RETURN_IF_ERROR(a_.expert_ids.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.expert_w.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.act.Reserve(act, &grew));
-      if (cfg_.attention_output_gate) RETURN_IF_ERROR(a_.att_gate.Reserve(T * L_.q_dim(), &grew));
       if (shard_.shared_inter > 0) {
         RETURN_IF_ERROR(a_.shared_act.Reserve(3 * T * shard_.shared_inter, &grew));
         RETURN_IF_ERROR(a_.shared_out.Reserve(T * H, &grew));

@@ -144,17 +144,20 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
   auto a = std::make_unique<Attention>();
   a->L_ = kernels::QkvLayout{shard.n_heads, shard.n_kv_heads, cfg.head_dim, cfg.RotaryDim()};
   a->kv_layer_ = kv_layer;
-  RETURN_IF_ERROR(src.Read(spec.wqkv, a->wqkv_));
-  RETURN_IF_ERROR(src.Read(spec.wo, a->wo_));
-  RETURN_IF_ERROR(src.ReadNorm(spec.q_norm, a->q_norm_, cfg.zero_centered_norms));
-  RETURN_IF_ERROR(src.ReadNorm(spec.k_norm, a->k_norm_, cfg.zero_centered_norms));
-  if (cfg.attention_output_gate) {
+  WeightSpec wqkv = spec.wqkv;
+  if (cfg.attention_output_gate) {  // the gate rows after v's: one product gives [q | k | v | gate]
     if (spec.gate.numel() != a->L_.q_dim() * cfg.hidden_size) {
       return absl::InternalError("attention output gate has " + std::to_string(spec.gate.numel()) + " values, want " +
                                  std::to_string(a->L_.q_dim() * cfg.hidden_size));
     }
-    RETURN_IF_ERROR(src.Read(spec.gate, a->wgate_));
+    a->L_.gate_dim = a->L_.q_dim();
+    wqkv.shape = {a->L_.row(), cfg.hidden_size};
+    wqkv.slices.insert(wqkv.slices.end(), spec.gate.slices.begin(), spec.gate.slices.end());
   }
+  RETURN_IF_ERROR(src.Read(wqkv, a->wqkv_));
+  RETURN_IF_ERROR(src.Read(spec.wo, a->wo_));
+  RETURN_IF_ERROR(src.ReadNorm(spec.q_norm, a->q_norm_, cfg.zero_centered_norms));
+  RETURN_IF_ERROR(src.ReadNorm(spec.k_norm, a->k_norm_, cfg.zero_centered_norms));
   return a;
 }
 
@@ -174,13 +177,8 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
 
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   Activations& a = *ctx.a;
-  // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here. Gated: the
-  // gate rows' product reads the same normed input, kept for it.
-  const bool gated = wgate_.get() != nullptr;
-  ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_.get(), L_.row(), /*keep_xn=*/gated);
-  if (gated) {
-    kernels::matmul_bf16(a.att_gate.get(), a.xn.get(), wgate_.get(), ctx.m.T, ctx.hidden, L_.q_dim(), ctx.stream);
-  }
+  // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here.
+  ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_.get(), L_.row(), /*keep_xn=*/false);
   const int64_t bytes_per_element = ctx.kv_f32 ? sizeof(float) : sizeof(bf16_bits);
   const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * bytes_per_element;
   uint8_t* kc = ctx.k_cache + layer_bytes;
@@ -190,7 +188,9 @@ absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16
   } else {
     Attend(ctx, reinterpret_cast<bf16_bits*>(kc), reinterpret_cast<bf16_bits*>(vc));
   }
-  if (gated) kernels::sigmoid_gate(a.att.get(), a.att_gate.get(), ctx.m.T, L_.q_dim(), L_.q_dim(), ctx.stream);
+  if (L_.gate_dim > 0) {  // gated: each head's output times sigmoid(its gate), read from the qkv rows
+    kernels::sigmoid_gate(a.att.get(), a.qkv.get() + L_.gate_offset(), ctx.m.T, L_.q_dim(), L_.row(), ctx.stream);
+  }
   // o_proj is row-parallel: this rank's heads give a partial sum, all-reduced by the model.
   kernels::matmul_bf16(a.delta.get(), a.att.get(), wo_.get(), ctx.m.T, L_.q_dim(), ctx.hidden, ctx.stream);
   return absl::OkStatus();

@@ -4,8 +4,8 @@
 // their Gated DeltaNet, engine/cuda/gated_deltanet.h) and an ffn (routed experts, with a shared
 // expert in the hybrid models, or a dense SwiGLU MLP). Unlike the cpu parts, each takes the
 // residual stream rather than its normed input: its first product folds the norm in for
-// decode-sized steps (kernels/norm_matmul.h), so the norm belongs to the part. Each writes this rank's partial output to ctx.a->delta, which the
-// model all-reduces (two per layer).
+// decode-sized steps (kernels/norm_matmul.h), so the norm belongs to the part. Each writes this
+// rank's partial output to ctx.a->delta, which the model all-reduces (two per layer).
 #pragma once
 
 #include <cstdint>
@@ -76,9 +76,8 @@ class RandomWeights final : public WeightSource {
 struct Activations {
   DeviceArray<float> x, xn, delta;  // (T, hidden) residual stream, normed input, sublayer output
   DeviceArray<float> x2;            // (T, hidden) the residual's other half of the ping-pong (fused norms)
-  DeviceArray<float> qkv;           // (T, q_dim + 2 kv_dim)
+  DeviceArray<float> qkv;           // (T, q_dim + 2 kv_dim (+ q_dim: gated attention's gate))
   DeviceArray<float> att;           // (T, q_dim)
-  DeviceArray<float> att_gate;      // (T, q_dim) gated attention's output gate (hybrid models)
   DeviceArray<float> router_logits; // (T, E)
   DeviceArray<int32_t> expert_ids;  // (T, K)
   DeviceArray<float> expert_w;      // (T, K)
@@ -149,7 +148,8 @@ class Ffn {
 };
 
 // Grouped-query self-attention over the paged KV cache, this rank's heads only. Gated (the hybrid
-// models' attention_output_gate): each head's output times sigmoid of its gate rows before o_proj.
+// models' attention_output_gate): each head's output times sigmoid of its gate rows before o_proj;
+// the gate rows follow q, k and v in the one fused product (QkvLayout::gate_dim).
 class Attention final : public Mixer {
  public:
   static absl::StatusOr<std::unique_ptr<Attention>> Load(WeightSource& src, const AttentionWeightSpec& spec,
@@ -164,10 +164,9 @@ class Attention final : public Mixer {
 
   kernels::QkvLayout L_;  // this rank's q and kv heads
   int64_t kv_layer_ = 0;
-  DeviceArray<bf16_bits> wqkv_;            // (q_dim + 2 kv_dim, hidden) q_proj, k_proj, v_proj rows
+  DeviceArray<bf16_bits> wqkv_;            // (L_.row(), hidden) q_proj, k_proj, v_proj (, gate) rows
   DeviceArray<bf16_bits> wo_;              // (hidden, q_dim) the columns of this rank's heads
   DeviceArray<bf16_bits> q_norm_, k_norm_; // (head_dim)
-  DeviceArray<bf16_bits> wgate_;           // (q_dim, hidden) the output-gate rows of this rank's heads; empty: none
 };
 
 // SwiGLU MLP, this rank's slice of the intermediate dimension. Its norm stays a separate kernel.

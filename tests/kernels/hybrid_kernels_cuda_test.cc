@@ -65,12 +65,16 @@ TEST(hybrid_kernels_cuda, ZeroCenteredAddRmsnormMatmul) {
 }
 
 // Partial RoPE (rotary_dim a quarter of head_dim, as Qwen3.5 / Qwen3-Next) with (1 + w) q/k norms,
-// float32 KV cache.
+// float32 KV cache, and rows that end with gated attention's gate values (QkvLayout::gate_dim),
+// which must come out untouched.
 TEST(hybrid_kernels_cuda, ZeroCenteredQkNormPartialRope) {
   SKIP_WITHOUT_GPU();
-  for (const auto& [L, T] : std::vector<std::pair<QkvLayout, int64_t>>{{{8, 2, 32, 8}, 9}, {{16, 2, 256, 64}, 5}}) {
+  const std::vector<std::pair<QkvLayout, int64_t>> cases = {
+      {{8, 2, 32, 8, 256}, 9}, {{16, 2, 256, 64}, 5}, {{4, 1, 256, 64, 1024}, 3}};
+  for (const auto& [L, T] : cases) {
     const int64_t slots = 32;
     auto qkv = RandomFloats(T * L.row());
+    const std::vector<float> qkv_in = qkv;
     auto qn = RandomBf16(L.head_dim, kSmallW), kn = RandomBf16(L.head_dim, kSmallW);
     std::vector<float> inv_freq(L.rotary_dim / 2);
     for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = 1.0f / std::pow(1e7f, 2.0f * i / L.rotary_dim);
@@ -88,8 +92,15 @@ TEST(hybrid_kernels_cuda, ZeroCenteredQkNormPartialRope) {
     std::vector<float> kc(slots * L.kv_dim()), vc(slots * L.kv_dim());
     ref::qk_norm_rope_store_kv(qkv.data(), kc.data(), vc.data(), qn.data(), kn.data(), inv_freq.data(), pos.data(),
                                slot.data(), T, L, 1e-6f, kOffset);
-    const std::string tag = "zero-centred qk_norm_rope " + Shape({L.n_heads, L.n_kv_heads, L.head_dim, L.rotary_dim, T});
-    ExpectClose(tag + " qkv", d_qkv.Download(), qkv, kBound);
+    const std::string tag =
+        "zero-centred qk_norm_rope " + Shape({L.n_heads, L.n_kv_heads, L.head_dim, L.rotary_dim, L.gate_dim, T});
+    const std::vector<float> got_qkv = d_qkv.Download();
+    ExpectClose(tag + " qkv", got_qkv, qkv, kBound);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = L.gate_offset(); i < L.row(); ++i) {
+        ASSERT_EQ(got_qkv[t * L.row() + i], qkv_in[t * L.row() + i]) << tag << " gate value " << t << "," << i;
+      }
+    }
     auto got_k = d_kc.Download();
     std::vector<float> gk, wk;
     for (int64_t t = 0; t < T; ++t) {
