@@ -53,7 +53,9 @@ absl::StatusOr<int32_t> StateSlotsFromBudget(int64_t budget_bytes, int64_t state
         std::to_string(std::max<int64_t>(budget_bytes, 0)) + " bytes from " + source);
   }
   const int64_t half = budget_bytes / 2;
-  const int64_t slots = std::min<int64_t>(max_num_seqs, half / state_bytes_per_slot);
+  int64_t slots = std::min<int64_t>(max_num_seqs, half / state_bytes_per_slot);
+  // Slots far smaller than a KV block must still leave one block's room.
+  slots = std::min(slots, (budget_bytes - bytes_per_block) / state_bytes_per_slot);
   return static_cast<int32_t>(std::max<int64_t>(slots, 1));
 }
 

@@ -11,8 +11,8 @@
 // a fixed-size conv + recurrent state per running sequence, KvCacheSpec::state_bytes_per_slot)
 // come out of the same budget as the KV pool, by this policy (PoolsFromBudget):
 //  - max_num_seqs slots when they take at most half of the budget; otherwise as many slots as
-//    half of the budget holds, at least 1. ResourceExhausted, naming both sizes, when not even
-//    one slot and one KV block fit.
+//    half of the budget holds, at least 1, and never so many that one KV block no longer fits.
+//    ResourceExhausted, naming both sizes, when not even one slot and one KV block fit.
 //  - the KV pool gets the rest, capped at slots x max_model_len (the scheduler never runs more
 //    sequences than there are slots, so more KV could never be used).
 //  - an explicit kv_tokens (PoolsFromKvTokens): KV as asked and max_num_seqs slots; the caller

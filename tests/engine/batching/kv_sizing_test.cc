@@ -95,6 +95,11 @@ TEST(KvSizing, NoRoomForOneSlotAndOneBlockNamesBothSizes) {
   EXPECT_TRUE(absl::StrContains(p.status().message(), "one KV block (1024 bytes)")) << p.status();
   EXPECT_TRUE(absl::StrContains(p.status().message(), "from host memory (memory_fraction 0.7)")) << p.status();
   EXPECT_EQ(*StateSlotsFromBudget(101024, 100000, 1024, 8, "x"), 1);
+  // Slots of 1 byte beside blocks of 100 in a budget of 101: half would hold 50, one block must fit.
+  EXPECT_EQ(*StateSlotsFromBudget(101, 1, 100, 64, "x"), 1);
+  auto tiny_slots = PoolsFromBudget(101, 1, 64, 1000, 100, 1, "x");
+  ASSERT_TRUE(tiny_slots.ok()) << tiny_slots.status();
+  EXPECT_EQ(tiny_slots->blocks, 1);
   EXPECT_EQ(*StateSlotsFromBudget(5, 0, 1024, 8, "x"), 0);
 }
 
