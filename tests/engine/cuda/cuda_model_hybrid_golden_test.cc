@@ -97,8 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Models, cuda_model_hybrid_tp, ::testing::Values("qwen35
 // same values) but not a recurrent state (the alone step has already advanced it). Here every
 // prompt is prefilled twice, into slot s and slot 3 + s (with KV blocks of their own): token 42 is
 // decoded from slot s alone, then from slots 3, 4, 5 in one step.
-absl::StatusOr<testing::BatchedAndAlone> DecodeBatchedAndAloneFromTwinSlots(Model& m,
-                                                                           const std::vector<testing::GoldenPrompt>& g) {
+absl::StatusOr<testing::BatchedAndAlone> DecodeFromTwinSlots(Model& m, const std::vector<testing::GoldenPrompt>& g) {
   RETURN_IF_ERROR(m.AllocateKvCache(64, 16, /*num_state_slots=*/6));
   testing::BatchedAndAlone r;
   r.alone.resize(3);
@@ -137,7 +136,7 @@ TEST(cuda_model_hybrid, BatchedDecodeMatchesSingle) {
     ASSERT_TRUE(golden.ok()) << golden.status();
     auto model = LoadCuda(name);
     ASSERT_TRUE(model.ok()) << model.status();
-    auto r = DecodeBatchedAndAloneFromTwinSlots(**model, *golden);
+    auto r = DecodeFromTwinSlots(**model, *golden);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->batched.rows(), 3);
     testing::ExpectBatchedRowsMatchAlone(*r, "cuda " + name + " batched decode");
