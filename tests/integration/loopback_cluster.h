@@ -64,6 +64,13 @@ inline int HttpRequest(int port, const std::string& method, const std::string& p
   return std::atoi(out.c_str() + 9);
 }
 
+// The body of a response HttpRequest returned (what follows the blank line after the headers);
+// empty when it has none.
+inline std::string ResponseBody(const std::string& response) {
+  const size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
 struct CtlResult {
   int exit_code = -1;
   std::string out;

@@ -63,9 +63,7 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
   std::printf("POST /v1/completions -> %d\n", code);
   EXPECT_EQ(code, 200) << resp;
   // The API's greedy tokens for the probe's prompt are the ones the probe recorded at `up`.
-  const size_t body = resp.find("\r\n\r\n");
-  ASSERT_NE(body, std::string::npos) << resp;
-  nlohmann::json completion = nlohmann::json::parse(resp.substr(body + 4), nullptr, false);
+  nlohmann::json completion = nlohmann::json::parse(testing::ResponseBody(resp), nullptr, false);
   ASSERT_TRUE(completion.is_object()) << resp;
   const std::string ids = completion["choices"][0]["token_ids"].dump();
   std::printf("completion token_ids %s\n", ids.c_str());
@@ -89,7 +87,7 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
   for (auto& c : clients) c.join();
   for (size_t i = 0; i < golden->size(); ++i) {
     ASSERT_EQ(codes[i], 200) << answers[i];
-    nlohmann::json j = nlohmann::json::parse(answers[i].substr(answers[i].find("\r\n\r\n") + 4), nullptr, false);
+    nlohmann::json j = nlohmann::json::parse(testing::ResponseBody(answers[i]), nullptr, false);
     ASSERT_TRUE(j.is_object()) << answers[i];
     const auto got = j["choices"][0]["token_ids"].get<std::vector<int32_t>>();
     std::printf("prompt%zu (concurrent): %s golden\n", i,
@@ -99,8 +97,9 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
   // The head's API reports the pool beside the KV: with an explicit kv_tokens a hybrid gets
   // max_num_seqs (4) state slots, qwen3moe-tiny none; every finished request gave its slot back.
   ASSERT_EQ(testing::HttpRequest(api_port, "GET", "/metrics", "", &resp), 200) << resp;
-  const std::optional<double> slots = testing::SeriesValue(resp, R"(tandem_state_slots{model_name="tiny"})");
-  const std::optional<double> used = testing::SeriesValue(resp, R"(tandem_state_slots_used{model_name="tiny"})");
+  const std::string metrics = testing::ResponseBody(resp);
+  const std::optional<double> slots = testing::SeriesValue(metrics, R"(tandem_state_slots{model_name="tiny"})");
+  const std::optional<double> used = testing::SeriesValue(metrics, R"(tandem_state_slots_used{model_name="tiny"})");
   ASSERT_TRUE(slots.has_value() && used.has_value()) << resp;
   std::printf("tandem_state_slots %g, used %g\n", *slots, *used);
   EXPECT_EQ(*slots, GetParam() == "qwen3moe-tiny" ? 0 : 4);

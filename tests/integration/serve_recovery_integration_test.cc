@@ -35,8 +35,7 @@ class ServeRecovery : public testing::LoopbackCluster {
     std::string resp;
     int code = testing::HttpRequest(port, "GET", "/metrics", "", &resp);
     EXPECT_EQ(code, 200) << resp;
-    size_t body = resp.find("\r\n\r\n");
-    return body == std::string::npos ? "" : resp.substr(body + 4);
+    return testing::ResponseBody(resp);
   }
   CtlResult Status(const fs::path& cluster) { return Ctl({"status", "-f", cluster.string(), "--json"}); }
   // serve's part of the controller state file.
