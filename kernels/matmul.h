@@ -15,6 +15,12 @@ namespace tandem::kernels {
 void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
                  cudaStream_t stream);
 
+// The same product always on the matvec kernels (x kept in float32, W read once per 8 tokens), at
+// any T: for a product whose output makes a discrete choice, the MoE router, whose top-k flips at
+// near-ties when its input is rounded to bf16 as the prefill GEMM path does.
+void matvec_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
+                 cudaStream_t stream);
+
 namespace ref {
 void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out);
 }  // namespace ref

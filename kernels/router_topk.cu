@@ -10,9 +10,9 @@ namespace tandem::kernels {
 
 namespace {
 
-constexpr int kMaxPerLane = 8;  // E <= 256
-
-// One warp per token: lane l holds experts l, l+32, ...; K rounds of a warp-wide arg-max.
+// One warp per token: lane l holds experts l, l+32, ... (kPerLane of them, in registers: 8 for up
+// to 256 experts, 16 for Qwen3-Next's 512); K rounds of a warp-wide arg-max.
+template <int kMaxPerLane>
 __global__ void RouterTopkKernel(int32_t* ids, float* weights, const float* logits, int64_t T, int E, int K,
                                  bool renormalize) {
   GridDepLaunchDependents();
@@ -74,12 +74,17 @@ __global__ void RouterTopkKernel(int32_t* ids, float* weights, const float* logi
 
 void router_topk(int32_t* ids, float* weights, const float* logits, int64_t T, int64_t E, int64_t K,
                  bool renormalize, cudaStream_t stream) {
-  KERNEL_REQUIRE(E <= 32 * kMaxPerLane && K >= 1 && K <= E);
+  KERNEL_REQUIRE(E <= kRouterMaxExperts && K >= 1 && K <= E);
   if (T == 0) return;
   constexpr int kTokensPerBlock = 4;
-  Launch(RouterTopkKernel, dim3(static_cast<unsigned>((T + kTokensPerBlock - 1) / kTokensPerBlock)),
-         dim3(kTokensPerBlock * 32), 0, stream, ids, weights, logits, T, static_cast<int>(E), static_cast<int>(K),
-         renormalize);
+  const dim3 grid(static_cast<unsigned>((T + kTokensPerBlock - 1) / kTokensPerBlock)), block(kTokensPerBlock * 32);
+  if (E <= 256) {
+    Launch(RouterTopkKernel<8>, grid, block, 0, stream, ids, weights, logits, T, static_cast<int>(E),
+           static_cast<int>(K), renormalize);
+  } else {
+    Launch(RouterTopkKernel<16>, grid, block, 0, stream, ids, weights, logits, T, static_cast<int>(E),
+           static_cast<int>(K), renormalize);
+  }
   KERNEL_CHECK();
 }
 

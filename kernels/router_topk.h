@@ -8,7 +8,10 @@
 
 namespace tandem::kernels {
 
-// ids, weights (T, K); logits (T, E). E <= 256, K <= E.
+// The most experts router_topk takes (Qwen3-Next has 512).
+constexpr int64_t kRouterMaxExperts = 512;
+
+// ids, weights (T, K); logits (T, E). E <= kRouterMaxExperts, K <= E.
 void router_topk(int32_t* ids, float* weights, const float* logits, int64_t T, int64_t E, int64_t K,
                  bool renormalize, cudaStream_t stream);
 

@@ -81,6 +81,10 @@ if [[ -x "$dir/bin/cuda_model_golden_test" ]]; then
   TANDEM_GEMM_MIN_TOKENS=1 run_test cuda_model_golden_gemm_path "$dir/bin/cuda_model_golden_test" \
     --gtest_filter='kv/cuda_model_golden.LogitsAndGreedyMatchTransformers/f32_graphs'
 fi
+if [[ -x "$dir/bin/cuda_model_hybrid_golden_test" ]]; then
+  TANDEM_GEMM_MIN_TOKENS=1 run_test cuda_model_hybrid_golden_gemm_path "$dir/bin/cuda_model_hybrid_golden_test" \
+    --gtest_filter='*_f32_graphs'
+fi
 
 if [[ $bench == 1 && -x "$dir/bin/cuda_decode_bench" ]]; then
   "$dir/bin/cuda_decode_bench" --synthetic qwen3-30b-a3b 2>&1 | tee "$log/bench.log"

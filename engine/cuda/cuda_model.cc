@@ -28,6 +28,7 @@
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_gemm.h"
+#include "kernels/router_topk.h"
 
 namespace tandem::engine::cuda {
 
@@ -505,7 +506,10 @@ absl::Status CheckSupported(const ModelConfig& config, int world) {
       (config.intermediate_size / world) % 8 != 0 || (config.shared_expert_intermediate_size / world) % 8 != 0) {
     return absl::UnimplementedError("cuda backend: hidden and (per-rank) intermediate sizes must be multiples of 8");
   }
-  if (config.num_experts > 256) return absl::UnimplementedError("cuda backend: at most 256 experts");
+  if (config.num_experts > kernels::kRouterMaxExperts) {
+    return absl::UnimplementedError("cuda backend: at most " + std::to_string(kernels::kRouterMaxExperts) +
+                                    " experts (num_experts=" + std::to_string(config.num_experts) + ")");
+  }
   if (config.attention_bias) return absl::UnimplementedError("cuda backend: attention_bias is not supported");
   return absl::OkStatus();
 }

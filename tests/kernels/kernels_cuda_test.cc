@@ -179,7 +179,7 @@ TEST(kernels_cuda, AddRmsnormMatmul) {
 
 TEST(kernels_cuda, RouterTopk) {
   SKIP_WITHOUT_GPU();
-  for (auto [T, E, K] : std::vector<std::array<int64_t, 3>>{{7, 16, 4}, {33, 128, 8}, {5, 100, 3}}) {
+  for (auto [T, E, K] : std::vector<std::array<int64_t, 3>>{{7, 16, 4}, {33, 128, 8}, {5, 100, 3}, {9, 512, 10}, {3, 300, 8}}) {
     for (bool renorm : {true, false}) {
       auto logits = RandomFloats(T * E, 2.0f);
       DeviceBuffer<float> d_logits(logits), d_w(T * K);
