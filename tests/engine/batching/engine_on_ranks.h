@@ -1,4 +1,5 @@
-// Helper of the LLMEngine tests on the real cpu backend: loads a model folder on `tp` ranks
+// Helper of the LLMEngine tests on a real backend (options.backend: cpu, or cuda with every rank on
+// the current GPU): loads a model folder on `tp` ranks
 // (threads, each talking through a TimedComm as the server does to export all-reduce times);
 // rank 0 builds an engine and runs the test's body, the other ranks serve steps until the engine
 // shuts down.
@@ -25,6 +26,7 @@ inline void WithEngineOn(const std::string& model_dir, int tp, const EngineOptio
                          const std::function<void(const TimedComm&, int64_t)>& after = {}) {
   absl::Status st = RunRanksAsThreads(tp, [&](Comm& comm) -> absl::Status {
     ModelLoadOptions mo;
+    mo.backend = options.backend;
     mo.rank = comm.rank();
     mo.world = comm.world_size();
     mo.threads = 1;
