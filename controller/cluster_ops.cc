@@ -281,8 +281,11 @@ absl::StatusOr<JoinedGroup> JoinRanks(const ClusterContext& ctx, const ClusterPl
     joined[i] = joins[i].status();
     if (!joined[i].ok()) continue;
     transports.push_back(joins[i]->transport());
-    say(absl::StrFormat("join %s: rank %d ready, kv %d tokens, transport %s (%.2f s)", ctx.spec.nodes[i].name, i,
-                        joins[i]->kv_tokens(), joins[i]->transport(), joins[i]->seconds()));
+    // Hybrid models also hold per-sequence state slots; a model without any keeps the line it always had.
+    const std::string slots =
+        joins[i]->state_slots() > 0 ? absl::StrFormat(", %d state slots", joins[i]->state_slots()) : "";
+    say(absl::StrFormat("join %s: rank %d ready, kv %d tokens%s, transport %s (%.2f s)", ctx.spec.nodes[i].name, i,
+                        joins[i]->kv_tokens(), slots, joins[i]->transport(), joins[i]->seconds()));
   }
   RETURN_IF_ERROR(NodeFailures(ctx.spec, joined));
   JoinedGroup group;

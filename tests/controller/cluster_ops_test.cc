@@ -61,6 +61,7 @@ class FakeAgents final : public ClusterAgents {
   v1::GenerateResponse answer;                  // the head's answer to a probe
   grpc::Status probe_error;                     // or how its Generate fails
   int load_progress_events = 3;                 // before the final one, 1 s apart on the fake clock
+  int32_t state_slots = 0;                      // what every JoinGroup reports beside the KV (hybrid models)
 
   std::unique_ptr<NodeControl> Control(const std::string& agent) override;
   std::vector<NodeObservation> Observe(const ClusterSpec&, const ObserveOptions& options) override {
@@ -169,6 +170,7 @@ class FakeAgents final : public ClusterAgents {
     v1::JoinGroupResponse resp;
     resp.set_transport("gloo/tcp");
     resp.set_kv_tokens(2048);
+    resp.set_state_slots(state_slots);
     resp.set_seconds(0.5);
     if (req.rank() == 0) resp.set_api_endpoint("127.0.0.1:8000");
     return resp;
@@ -372,6 +374,7 @@ TEST_F(ClusterOpsTest, BringsUpEveryPhaseInOrder) {
   EXPECT_GE(progress, 1);  // throttled per node: see LoadShowsProgressOncePerSecond
   EXPECT_TRUE(Said("load n2: done in 1.25 s"));
   EXPECT_TRUE(Said("join n3: rank 2 ready, kv 2048 tokens, transport gloo/tcp (0.50 s)"));
+  EXPECT_FALSE(Said("state slots")) << "a model without per-sequence state keeps the old join line";
   EXPECT_TRUE(Said("fabric: transport gloo/tcp"));
   EXPECT_TRUE(Said("probe: ok in "));
   EXPECT_TRUE(Said("recorded greedy ids [7,8,9] as the reference of generation 1"));
@@ -410,6 +413,16 @@ TEST_F(ClusterOpsTest, EveryCallCarriesItsDeadline) {
       EXPECT_EQ(c.timeout, milliseconds(4000)) << c.agent << " " << c.rpc;
     }
   }
+}
+
+// A hybrid model's ranks also report their state slots at join; the line names them after the KV.
+TEST_F(ClusterOpsTest, JoinNamesTheHybridsStateSlots) {
+  MakeCluster(2);
+  agents_->state_slots = 64;
+  absl::StatusOr<UpResult> up = Up();
+  ASSERT_TRUE(up.ok()) << up.status() << "\n" << Lines();
+  EXPECT_TRUE(Said("join n1: rank 0 ready, kv 2048 tokens, 64 state slots, transport gloo/tcp (0.50 s)")) << Lines();
+  EXPECT_TRUE(Said("join n2: rank 1 ready, kv 2048 tokens, 64 state slots, transport gloo/tcp (0.50 s)")) << Lines();
 }
 
 TEST_F(ClusterOpsTest, AlreadyServingDoesNothing) {
