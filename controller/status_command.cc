@@ -29,6 +29,16 @@ std::optional<ServeSummary> SummarizeServe(const std::optional<ServeRecord>& rec
   return s;
 }
 
+namespace {
+
+// A rank's per-sequence state slots (hybrid models), from its raw GetStatus; 0 when it has none or
+// did not answer.
+int32_t StateSlots(const std::vector<v1::RankStatus>& raw, size_t i) {
+  return i < raw.size() ? raw[i].state_slots() : 0;
+}
+
+}  // namespace
+
 std::string FormatStatusJson(const std::vector<std::string>& agents, const ObservedState& observed,
                              const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe,
                              const std::optional<ServeSummary>& serve) {
@@ -47,6 +57,7 @@ std::string FormatStatusJson(const std::vector<std::string>& agents, const Obser
     e["rank"] = n.rank;
     e["generation"] = n.generation;
     e["kv_tokens"] = n.kv_tokens;
+    e["state_slots"] = StateSlots(raw, i);
     e["iterations"] = n.iterations;
     e["queue_depth"] = n.queue_depth;
     e["transport"] = i < raw.size() ? raw[i].transport() : "";
@@ -83,13 +94,13 @@ std::string FormatStatusJson(const std::vector<std::string>& agents, const Obser
 std::string FormatStatusTable(const std::vector<std::string>& agents, const ObservedState& observed,
                               const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe,
                               const std::optional<ServeSummary>& serve) {
-  std::string out = absl::StrFormat("%-14s %-22s %-12s %4s %5s %10s %10s %5s  %s\n", "NODE", "AGENT", "STATE", "RANK",
-                                    "GEN", "KV_TOKENS", "ITERS", "QUEUE", "REASON");
+  std::string out = absl::StrFormat("%-14s %-22s %-12s %4s %5s %10s %11s %10s %5s  %s\n", "NODE", "AGENT", "STATE",
+                                    "RANK", "GEN", "KV_TOKENS", "STATE_SLOTS", "ITERS", "QUEUE", "REASON");
   for (size_t i = 0; i < observed.nodes.size(); ++i) {
     const ObservedRank& n = observed.nodes[i];
-    absl::StrAppendFormat(&out, "%-14s %-22s %-12s %4d %5d %10d %10d %5d  %s\n", n.name,
+    absl::StrAppendFormat(&out, "%-14s %-22s %-12s %4d %5d %10d %11d %10d %5d  %s\n", n.name,
                           i < agents.size() ? agents[i] : "", n.reachable ? RankStateName(n.state, "unknown") : "unreachable",
-                          n.rank, n.generation, n.kv_tokens, n.iterations, n.queue_depth,
+                          n.rank, n.generation, n.kv_tokens, StateSlots(raw, i), n.iterations, n.queue_depth,
                           n.reachable ? n.reason : n.error);
   }
   std::string detail = DescribeCluster(observed);

@@ -36,7 +36,8 @@ std::optional<ServeSummary> SummarizeServe(const std::optional<ServeRecord>& rec
                                            int64_t now_unix_ms);
 
 // {"state": ..., "detail": ..., "nodes": [{"name", "agent", "state", "reason", "rank", "generation",
-//  "reachable", "kv_tokens", "iterations", "queue_depth", "transport", "api_endpoint", "last_probe"}],
+//  "reachable", "kv_tokens", "state_slots", "iterations", "queue_depth", "transport", "api_endpoint",
+//  "last_probe"}],
 //  "serve": null | {"restart_budget", "restart_window_s", "attempts_in_window", "attempts": [{"at_unix_ms",
 //  "ok", "detail"}], "operator_needed", "waiting", "waiting_detail", "waiting_since_unix_ms"}}.
 // last_probe (the head's entry only; null elsewhere): {"ok", "generation", "at_unix_ms", "latency_s", "detail"}.

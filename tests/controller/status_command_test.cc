@@ -5,13 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_split.h"
 #include "controller/controller_state.h"
 
 namespace tandem::controller {
 namespace {
 
-TEST(StatusJson, ExactShape) {
-  ObservedState obs;
+// local1 (rank 0) and local2 (rank 1), both serving generation 3 with 2048 KV tokens.
+ObservedState TwoServingRanks() {
   ObservedRank head;
   head.name = "local1";
   head.reachable = true;
@@ -20,27 +21,59 @@ TEST(StatusJson, ExactShape) {
   head.rank = 0;
   head.kv_tokens = 2048;
   head.iterations = 17;
+  head.queue_depth = 2;
   ObservedRank worker = head;
   worker.name = "local2";
   worker.rank = 1;
+  ObservedState obs;
   obs.nodes = {head, worker};
+  return obs;
+}
+
+TEST(StatusJson, ExactShape) {
+  ObservedState obs = TwoServingRanks();
   std::vector<v1::RankStatus> raw(2);
   raw[0].set_transport("gloo/tcp");
+  raw[0].set_state_slots(64);  // a hybrid model's head; the worker reports none
   ProbeRecord probe{true, 3, 1700000000000, 0.25, "ok"};
   nlohmann::json j = nlohmann::json::parse(FormatStatusJson({"127.0.0.1:1", "127.0.0.1:2"}, obs, raw, probe));
   std::printf("%s\n", j.dump().c_str());
   EXPECT_EQ(j["state"], "serving");
   ASSERT_EQ(j["nodes"].size(), 2u);
-  for (const char* k : {"name", "state", "rank", "generation", "reachable", "kv_tokens", "iterations", "queue_depth",
-                        "last_probe"}) {
+  for (const char* k : {"name", "state", "rank", "generation", "reachable", "kv_tokens", "state_slots", "iterations",
+                        "queue_depth", "last_probe"}) {
     EXPECT_TRUE(j["nodes"][0].contains(k)) << k;
   }
   EXPECT_EQ(j["nodes"][0]["last_probe"]["ok"], true);
   EXPECT_TRUE(j["nodes"][1]["last_probe"].is_null());
+  EXPECT_EQ(j["nodes"][0]["state_slots"], 64);
+  EXPECT_EQ(j["nodes"][1]["state_slots"], 0);
   obs.nodes[1].reachable = false;
   j = nlohmann::json::parse(FormatStatusJson({}, obs, raw, std::nullopt));
   EXPECT_EQ(j["state"], "degraded");
   EXPECT_EQ(j["nodes"][1]["state"], "unreachable");
+  // Without the agents' raw answers there is nothing to report: 0, the key still there.
+  j = nlohmann::json::parse(FormatStatusJson({}, obs, {}, std::nullopt));
+  EXPECT_EQ(j["nodes"][0]["state_slots"], 0);
+}
+
+// The table has a STATE_SLOTS column after KV_TOKENS: the head's 64, the worker's 0.
+TEST(StatusTable, StateSlotsBesideKvTokens) {
+  ObservedState obs = TwoServingRanks();
+  std::vector<v1::RankStatus> raw(2);
+  raw[0].set_state_slots(64);
+  std::string table = FormatStatusTable({"127.0.0.1:1", "127.0.0.1:2"}, obs, raw, std::nullopt);
+  std::printf("%s", table.c_str());
+  std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  ASSERT_GE(lines.size(), 3u);
+  using Words = std::vector<std::string>;
+  const Words header = absl::StrSplit(lines[0], ' ', absl::SkipEmpty());
+  EXPECT_EQ(header, (Words{"NODE", "AGENT", "STATE", "RANK", "GEN", "KV_TOKENS", "STATE_SLOTS", "ITERS", "QUEUE",
+                           "REASON"}));
+  const Words head_row = absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
+  EXPECT_EQ(head_row, (Words{"local1", "127.0.0.1:1", "serving", "0", "3", "2048", "64", "17", "2"}));
+  const Words worker_row = absl::StrSplit(lines[2], ' ', absl::SkipEmpty());
+  EXPECT_EQ(worker_row, (Words{"local2", "127.0.0.1:2", "serving", "1", "3", "2048", "0", "17", "2"}));
 }
 
 // `status` shows serve's budget from the state file, counting only attempts inside the window.
