@@ -84,6 +84,8 @@ fi
 if [[ -x "$dir/bin/cuda_model_hybrid_golden_test" ]]; then
   TANDEM_GEMM_MIN_TOKENS=1 run_test cuda_model_hybrid_golden_gemm_path "$dir/bin/cuda_model_hybrid_golden_test" \
     --gtest_filter='*_f32_graphs'
+  TANDEM_GEMM_MIN_TOKENS=100000 run_test cuda_model_hybrid_long_prefill_f32 "$dir/bin/cuda_model_hybrid_golden_test" \
+    --gtest_filter='cuda_model_hybrid.LongPrefillMatchesCpu'
 fi
 
 if [[ $bench == 1 && -x "$dir/bin/cuda_decode_bench" ]]; then

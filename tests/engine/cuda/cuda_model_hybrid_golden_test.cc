@@ -21,6 +21,7 @@
 #include "engine/model.h"
 #include "engine/model/model_config.h"
 #include "engine/step_driver.h"
+#include "kernels/gemm.h"
 #include "tests/engine/cpu/golden_check.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -37,6 +38,15 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCuda(const std::string& name) {
 }
 
 // A test name from a fixture folder ("qwen35moe-tiny" -> "qwen35moe_tiny").
+// The bound on max |diff| / max |logit| against float32 references. A path that keeps every
+// activation in float32 (f32 KV; products on the matvec kernels) meets 1e-2 by far (~1e-6 on these
+// fixtures, whose weights are exact in bf16). Where activations are rounded to bf16 (a bf16 KV
+// cache, or products on the GEMM path from GemmMinTokens() tokens), the tiny models' random routers
+// (16 experts, top-4) flip near-tie expert choices at some positions: measured up to 0.035, and
+// the cpu backend with bf16-rounded product inputs shows the same (docs/cuda.md, "Router"). A wiring
+// error gives O(0.1..1) (a reused state slot measured 0.3). Greedy tokens must match either way.
+double Bound(bool rounded) { return rounded ? 5e-2 : 1e-2; }
+
 std::string Ident(std::string s) {
   for (char& c : s) c = (c == '-') ? '_' : c;
   return s;
@@ -58,7 +68,9 @@ TEST_P(cuda_model_hybrid_golden, LogitsAndGreedyMatchTransformers) {
   ASSERT_TRUE(cuda::SetKvDtype(**model, kv_dtype).ok());
   StepDriver driver(model->get(), nullptr);
   const std::string tag = "cuda " + name + " kv=" + kv_dtype + " graphs=" + std::to_string(graphs);
-  absl::Status st = testing::CheckGoldenPrompts(driver, *golden, tag, 1e-2);
+  // The golden prompts have at most 33 tokens: below GemmMinTokens() unless a test sets it lower.
+  const bool rounded = kv_dtype == "bf16" || kernels::GemmMinTokens() <= 33;
+  absl::Status st = testing::CheckGoldenPrompts(driver, *golden, tag, Bound(rounded));
   ASSERT_TRUE(st.ok()) << st;
 }
 
@@ -167,7 +179,9 @@ TEST(cuda_model_hybrid, NeedsStateSlots) {
 // A 150-token prompt, longer than the golden ones (33): its prefill takes the products' GEMM path
 // and the DeltaNet's chunked form (both from 64 tokens). The cuda logits at every position against
 // the cpu backend's (within 1e-4 of transformers on the golden prompts), in one step, and in two
-// chunks (100 + 50 tokens: the second continues the first's state slot and KV).
+// chunks (100 + 50 tokens: the second continues the first's state slot and KV). With the GEMM path
+// off (CTest cuda_model_hybrid_long_prefill_f32: TANDEM_GEMM_MIN_TOKENS above 150) everything but
+// the weights is float32 and the bound is 1e-4 (measured ~4e-7: the chunked form is exact).
 TEST(cuda_model_hybrid, LongPrefillMatchesCpu) {
   SKIP_WITHOUT_GPU();
   std::vector<int32_t> ids(150);
@@ -186,8 +200,10 @@ TEST(cuda_model_hybrid, LongPrefillMatchesCpu) {
     auto got = PromptLogits(driver, ids);
     ASSERT_TRUE(got.ok()) << got.status();
     const double rel = testing::RelativeError(got->data, want->data);
-    std::printf("cuda %s 150-token prefill vs cpu: max abs diff / max abs logit = %.3g\n", name.c_str(), rel);
-    EXPECT_LT(rel, 1e-2) << name;
+    const double bound = kernels::GemmMinTokens() <= 150 ? Bound(true) : 1e-4;
+    std::printf("cuda %s 150-token prefill vs cpu: max abs diff / max abs logit = %.3g (bound %.0e)\n", name.c_str(),
+                rel, bound);
+    EXPECT_LT(rel, bound) << name;
 
     // Two chunks into a fresh pool: the logits of the second chunk's 50 positions.
     ASSERT_TRUE((*model)->AllocateKvCache(16, 16, 1).ok());
@@ -212,12 +228,13 @@ TEST(cuda_model_hybrid, LongPrefillMatchesCpu) {
     const double rel_tail = testing::RelativeError(tail->data, want_tail);
     std::printf("cuda %s prefill in chunks of 100 + 50 vs cpu: max abs diff / max abs logit = %.3g\n", name.c_str(),
                 rel_tail);
-    EXPECT_LT(rel_tail, 1e-2) << name;
+    EXPECT_LT(rel_tail, bound) << name;
   }
 }
 
 // The hybrid fixtures pass the backend's checks at every TP size their heads split into; a shared
-// expert whose per-rank slice is not a multiple of 8 (the products' 16-byte loads) is refused. No GPU.
+// expert narrower or wider than a routed one (it runs as one more expert) is refused, naming both
+// sizes. No GPU.
 TEST(cuda_model_hybrid_check, AcceptsTheHybridConfigs) {
   for (const std::string name : {"qwen35moe-tiny", "qwen3next-tiny"}) {
     auto c = LoadModelConfig(ModelDir(name));
@@ -225,9 +242,13 @@ TEST(cuda_model_hybrid_check, AcceptsTheHybridConfigs) {
     for (int tp : {1, 2}) EXPECT_TRUE(cuda::CheckSupported(*c, tp).ok()) << name << " tp " << tp;
     EXPECT_FALSE(cuda::CheckSupported(*c, 3).ok()) << name;
     ModelConfig odd = *c;
-    odd.shared_expert_intermediate_size = 72;  // 36 per rank at TP 2
-    EXPECT_TRUE(cuda::CheckSupported(odd, 1).ok());
-    EXPECT_EQ(cuda::CheckSupported(odd, 2).code(), absl::StatusCode::kUnimplemented);
+    odd.shared_expert_intermediate_size = 2 * c->moe_intermediate_size;
+    const absl::Status st = cuda::CheckSupported(odd, 1);
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(std::string(st.message()).find("shared_expert_intermediate_size (128) must equal "
+                                             "moe_intermediate_size (64)"),
+              std::string::npos)
+        << st.message();
   }
 }
 
