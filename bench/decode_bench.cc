@@ -133,7 +133,8 @@ std::string Dims(int64_t rows, int64_t cols) { return std::to_string(rows) + " x
 
 // The decode products of the whole model at batch 1 (TP 1 shapes), each kernel alone: the mixers'
 // projections (gated full attention's q rows include the gate rows; a Gated DeltaNet layer's
-// in_proj is qkv | z | b | a, one product), router, routed and shared experts, lm_head, attention.
+// in_proj is qkv | z | b | a, one product), router, routed experts (with the shared expert as one
+// more, as MoeFfn runs it), lm_head, attention.
 std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts, K = c.num_experts_per_tok;
   const int64_t qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
@@ -142,6 +143,8 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) hybrid |= c.IsLinearAttentionLayer(l);
   const int64_t lin_v = c.LinearValueDim(), lin_proj = c.LinearConvDim() + lin_v + 2 * c.linear_num_value_heads;
   const int64_t S = c.shared_expert_intermediate_size;
+  // The shared expert (as wide as an expert: cuda::CheckSupported) is expert E, picked by every token.
+  const int64_t shared = S > 0 ? 1 : 0, Es = E + shared, Ks = K + shared;
   std::vector<KernelTiming> out;
   auto buf = [](int64_t bf16_elems) {
     void* p = nullptr;
@@ -151,9 +154,9 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
   };
   // Inputs: the widest of x (hidden, q heads, DeltaNet values, shared expert), the experts'
   // activations (K x 2 I) and the routing weights; outputs up to the vocabulary.
-  const int64_t in_floats = std::max({4 * 8 * I + 4 * H, 2 * K * I + H + K, 2 * qd + 2 * kvd, lin_v, 2 * S});
+  const int64_t in_floats = std::max({4 * 8 * I + 4 * H, 2 * Ks * I + H + Ks, 2 * qd + 2 * kvd, lin_v});
   float* x = static_cast<float*>(buf(2 * in_floats));  // floats as bf16 pairs
-  float* y = static_cast<float*>(buf(2 * std::max<int64_t>(c.vocab_size, 2 * K * I + lin_proj)));
+  float* y = static_cast<float*>(buf(2 * std::max<int64_t>(c.vocab_size, 2 * Ks * I + lin_proj)));
   auto matvec = [&](const std::string& what, int64_t rows, int64_t in) {
     const int64_t elems = rows * in;
     const int copies = static_cast<int>(std::max<int64_t>(1, (256 << 20) / (2 * elems) + 1));
@@ -169,29 +172,28 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
     matvec("DeltaNet in_proj qkv|z|b|a", lin_proj, H);
     matvec("DeltaNet out_proj", H, lin_v);
   }
-  matvec("router", E, H);
-  if (S > 0) {
-    matvec("shared expert gate_up", 2 * S, H);
-    matvec("shared expert down", H, S);
-  }
+  matvec(shared ? "router + shared expert gate" : "router", Es, H);
   matvec("lm_head", c.vocab_size, H);
   {
-    // All experts of one layer, K picked: each launch reads K experts' rows.
-    auto* gu = static_cast<kernels::bf16_bits*>(buf(E * 2 * I * H));
-    auto* down = static_cast<kernels::bf16_bits*>(buf(E * H * I));
+    // All experts of one layer, K picked (and the shared one): each launch reads Ks experts' rows.
+    auto* gu = static_cast<kernels::bf16_bits*>(buf(Es * 2 * I * H));
+    auto* down = static_cast<kernels::bf16_bits*>(buf(Es * H * I));
     int32_t* ids = nullptr;
-    CUDA_CHECK(cudaMalloc(&ids, 16 * K * sizeof(int32_t)));
-    std::vector<int32_t> h(16 * K);
+    CUDA_CHECK(cudaMalloc(&ids, 16 * Ks * sizeof(int32_t)));
+    std::vector<int32_t> h;
     // 37 is odd, E a power of two: 16 K consecutive multiples are distinct when 16 K <= E.
-    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<int32_t>((i * 37) % E);
+    for (int64_t i = 0; i < 16 * K; ++i) {
+      h.push_back(static_cast<int32_t>((i * 37) % E));
+      if (shared && i % K == K - 1) h.push_back(static_cast<int32_t>(E));
+    }
     CUDA_CHECK(cudaMemcpy(ids, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
     float* wts = x + H;
-    const std::string k = std::to_string(K) + " experts x ";
-    out.push_back(TimeKernel("moe_gate_up (" + k + Dims(2 * I, H) + ")", 2.0 * K * 2 * I * H, 16, [&](int i) {
-      kernels::moe_gate_up(y, x, ids + i * K, gu, 1, K, H, I, nullptr);
+    const std::string k = std::to_string(K) + (shared ? " + shared" : "") + " experts x ";
+    out.push_back(TimeKernel("moe_gate_up (" + k + Dims(2 * I, H) + ")", 2.0 * Ks * 2 * I * H, 16, [&](int i) {
+      kernels::moe_gate_up(y, x, ids + i * Ks, gu, 1, Ks, H, I, nullptr);
     }));
-    out.push_back(TimeKernel("moe_down (" + k + Dims(H, I) + ")", 2.0 * K * H * I, 16, [&](int i) {
-      kernels::moe_down(y, x, ids + i * K, wts, down, 1, K, H, I, nullptr);
+    out.push_back(TimeKernel("moe_down (" + k + Dims(H, I) + ")", 2.0 * Ks * H * I, 16, [&](int i) {
+      kernels::moe_down(y, x, ids + i * Ks, wts, down, 1, Ks, H, I, nullptr);
     }));
     cudaFree(gu);
     cudaFree(down);

@@ -14,18 +14,20 @@ namespace {
 // to 256 experts, 16 for Qwen3-Next's 512); K rounds of a warp-wide arg-max.
 template <int kMaxPerLane>
 __global__ void RouterTopkKernel(int32_t* ids, float* weights, const float* logits, int64_t T, int E, int K,
-                                 bool renormalize) {
+                                 bool renormalize, bool shared) {
   GridDepLaunchDependents();
   GridDepWait();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= T) return;
+  // With the shared expert: one more logit per row (its gate) and one more output per token.
+  const int64_t LS = E + (shared ? 1 : 0), KS = K + (shared ? 1 : 0);
   float p[kMaxPerLane];
   float mx = -FLT_MAX;
 #pragma unroll
   for (int j = 0; j < kMaxPerLane; ++j) {
     const int e = lane + 32 * j;
-    p[j] = e < E ? logits[t * E + e] : -FLT_MAX;
+    p[j] = e < E ? logits[t * LS + e] : -FLT_MAX;
     mx = fmaxf(mx, p[j]);
   }
   mx = WarpMax(mx);
@@ -61,29 +63,33 @@ __global__ void RouterTopkKernel(int32_t* ids, float* weights, const float* logi
     const float prob = best / sum;
     ksum += prob;
     if (lane == 0) {
-      ids[t * K + k] = best_e;
-      weights[t * K + k] = prob;
+      ids[t * KS + k] = best_e;
+      weights[t * KS + k] = prob;
     }
   }
   if (renormalize && lane == 0) {
-    for (int k = 0; k < K; ++k) weights[t * K + k] /= ksum;
+    for (int k = 0; k < K; ++k) weights[t * KS + k] /= ksum;
+  }
+  if (shared && lane == 0) {
+    ids[t * KS + K] = E;
+    weights[t * KS + K] = 1.0f / (1.0f + expf(-logits[t * LS + E]));
   }
 }
 
 }  // namespace
 
 void router_topk(int32_t* ids, float* weights, const float* logits, int64_t T, int64_t E, int64_t K,
-                 bool renormalize, cudaStream_t stream) {
+                 bool renormalize, cudaStream_t stream, bool shared_expert) {
   KERNEL_REQUIRE(E <= kRouterMaxExperts && K >= 1 && K <= E);
   if (T == 0) return;
   constexpr int kTokensPerBlock = 4;
   const dim3 grid(static_cast<unsigned>((T + kTokensPerBlock - 1) / kTokensPerBlock)), block(kTokensPerBlock * 32);
   if (E <= 256) {
     Launch(RouterTopkKernel<8>, grid, block, 0, stream, ids, weights, logits, T, static_cast<int>(E),
-           static_cast<int>(K), renormalize);
+           static_cast<int>(K), renormalize, shared_expert);
   } else {
     Launch(RouterTopkKernel<16>, grid, block, 0, stream, ids, weights, logits, T, static_cast<int>(E),
-           static_cast<int>(K), renormalize);
+           static_cast<int>(K), renormalize, shared_expert);
   }
   KERNEL_CHECK();
 }

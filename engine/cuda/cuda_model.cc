@@ -258,8 +258,10 @@ absl::StatusOr<StepMeta> CudaModel::PrepareStep(const StepBatch& batch, bool pad
 }
 
 absl::Status CudaModel::Reserve(const StepMeta& m) {
-  const int64_t H = cfg_.hidden_size, T = m.T, K = std::max<int64_t>(cfg_.num_experts_per_tok, 1);
-  const int64_t E = std::max<int64_t>(cfg_.num_experts, 1);
+  // A shared expert runs as one more expert (MoeFfn): room for E + 1 logits and K + 1 experts.
+  const int64_t shared = shard_.shared_inter > 0 ? 1 : 0;
+  const int64_t H = cfg_.hidden_size, T = m.T, K = std::max<int64_t>(cfg_.num_experts_per_tok, 1) + shared;
+  const int64_t E = std::max<int64_t>(cfg_.num_experts, 1) + shared;
   const int64_t act = std::max(T * K * shard_.moe_inter, 3 * T * shard_.inter);
   const kernels::AttentionShape attn{L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
   const int64_t scratch = kernels::attention_scratch_floats(T, attn, m.max_blocks * block_size_);
@@ -274,10 +276,6 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
       RETURN_IF_ERROR(a_.expert_ids.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.expert_w.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.act.Reserve(act, &grew));
-      if (shard_.shared_inter > 0) {
-        RETURN_IF_ERROR(a_.shared_act.Reserve(3 * T * shard_.shared_inter, &grew));
-        RETURN_IF_ERROR(a_.shared_out.Reserve(T * H, &grew));
-      }
       RETURN_IF_ERROR(a_.linear.Reserve(GatedDeltaNet::ScratchFloats(GatedDeltaNet::Layout(cfg_, shard_), T), &grew));
       cap_tokens_ = T;
     }
@@ -311,15 +309,16 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
 absl::Status CudaModel::ReservePrefillScratch(int64_t T) {
   // Graphs capture no prefill product (kernels/gemm.h UseGemmPath), so this growth leaves them valid.
   if (T < kernels::GemmMinTokens()) return absl::OkStatus();
-  // matmul_bf16's inputs: hidden (qkv, router, dense gate_up, lm_head, attention gate, shared
-  // expert gate_up), q_dim (o_proj), the dense MLP's and the shared expert's intermediate slices (down).
+  // matmul_bf16's inputs: hidden (qkv and the attention gate, router, dense gate_up, lm_head), q_dim
+  // (o_proj), the dense MLP's intermediate slice (down).
   // The Gated DeltaNet's out_proj reads its value heads (value_dim).
-  const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter, shard_.shared_inter,
+  const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter,
                                    GatedDeltaNet::Layout(cfg_, shard_).value_dim()});
   RETURN_IF_ERROR(CudaStatus(kernels::ReserveGemm(stream_, T, max_in), "prefill GEMM scratch"));
   if (cfg_.num_experts == 0) return absl::OkStatus();
-  return CudaStatus(kernels::ReserveMoeGrouped(stream_, T, cfg_.num_experts_per_tok, cfg_.hidden_size,
-                                               shard_.moe_inter),
+  // (K + 1 experts per token with a shared expert, which runs as one more.)
+  return CudaStatus(kernels::ReserveMoeGrouped(stream_, T, cfg_.num_experts_per_tok + (shard_.shared_inter > 0 ? 1 : 0),
+                                               cfg_.hidden_size, shard_.moe_inter),
                     "prefill MoE GEMM scratch");
 }
 
@@ -503,8 +502,16 @@ absl::Status CheckSupported(const ModelConfig& config, int world) {
   }
   // The matmul kernels read 8 bf16 (16 bytes) at a time along `in`: each rank's slice too.
   if (config.hidden_size % 8 != 0 || (config.moe_intermediate_size / world) % 8 != 0 ||
-      (config.intermediate_size / world) % 8 != 0 || (config.shared_expert_intermediate_size / world) % 8 != 0) {
+      (config.intermediate_size / world) % 8 != 0) {
     return absl::UnimplementedError("cuda backend: hidden and (per-rank) intermediate sizes must be multiples of 8");
+  }
+  // The shared expert runs as one more expert of the MoE kernels (engine/cuda/layers.h MoeFfn).
+  if (config.shared_expert_intermediate_size > 0 &&
+      config.shared_expert_intermediate_size != config.moe_intermediate_size) {
+    return absl::UnimplementedError(
+        "cuda backend: shared_expert_intermediate_size (" + std::to_string(config.shared_expert_intermediate_size) +
+        ") must equal moe_intermediate_size (" + std::to_string(config.moe_intermediate_size) +
+        "): the shared expert runs as one more expert (Qwen3-Next and Qwen3.5 have both 512)");
   }
   if (config.num_experts > kernels::kRouterMaxExperts) {
     return absl::UnimplementedError("cuda backend: at most " + std::to_string(kernels::kRouterMaxExperts) +

@@ -231,15 +231,21 @@ absl::StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(WeightSource& src, const Mo
   m->top_k_ = cfg.num_experts_per_tok;
   m->inter_ = shard.moe_inter;
   m->norm_topk_prob_ = cfg.norm_topk_prob;
-  RETURN_IF_ERROR(src.Read(spec.router, m->router_));
-  RETURN_IF_ERROR(src.Read(spec.gate_up, m->gate_up_));
-  RETURN_IF_ERROR(src.Read(spec.down, m->down_));
-  if (spec.shared) {
-    m->shared_inter_ = shard.shared_inter;
-    RETURN_IF_ERROR(src.Read(spec.shared_expert.gate_up, m->shared_gate_up_));
-    RETURN_IF_ERROR(src.Read(spec.shared_expert.down, m->shared_down_));
-    RETURN_IF_ERROR(src.Read(spec.shared_expert.gate, m->shared_gate_));
-  }
+  // The shared expert runs as one more expert of the MoE kernels (expert E, always chosen, weight
+  // sigmoid(gate . xn)): its gate row goes under the router's rows, its gate_up and down after the
+  // experts', so the router product, top-k and the two expert kernels do its work in launches they
+  // make anyway. (Its own four kernels per layer measured 11% slower at batch 1 on Qwen3.5-35B-A3B
+  // shapes: docs/bench/hybrid-decode-h200.md.) CheckSupported requires its slice as wide as an expert's.
+  m->shared_as_expert_ = spec.shared;
+  auto with_shared = [&](WeightSpec experts, const WeightSpec& shared) {
+    if (!spec.shared) return experts;
+    experts.shape[0] += 1;  // (E, ...) + one expert; the router's (E, H) + the gate's one row
+    experts.slices.insert(experts.slices.end(), shared.slices.begin(), shared.slices.end());
+    return experts;
+  };
+  RETURN_IF_ERROR(src.Read(with_shared(spec.router, spec.shared_expert.gate), m->router_));
+  RETURN_IF_ERROR(src.Read(with_shared(spec.gate_up, spec.shared_expert.gate_up), m->gate_up_));
+  RETURN_IF_ERROR(src.Read(with_shared(spec.down, spec.shared_expert.down), m->down_));
   return m;
 }
 
@@ -249,28 +255,23 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   // The router product normalises (and keeps xn for the experts); its input stays float32 on prefill
   // steps too: rounded to bf16 it flips top-k near-ties (the tiny hybrids' 33-token prompt: 8% of the
   // largest logit off the golden, against 0.3% with a float32 router input).
-  ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), E, /*keep_xn=*/true, /*float_input=*/true);
+  // With the shared expert as expert E: E + 1 logits, K + 1 experts per token.
+  const int64_t Es = E + (shared_as_expert_ ? 1 : 0), Ks = K + (shared_as_expert_ ? 1 : 0);
+  ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
   kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
-                       ctx.stream);
-  kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.get(), T, K, H, I, ctx.stream);
-  kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.get(), T, K, H, I,
+                       ctx.stream, shared_as_expert_);
+  kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.get(), T, Ks, H, I, ctx.stream);
+  kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.get(), T, Ks, H, I,
                     ctx.stream, /*follows_gate_up=*/true);
-  if (shared_inter_ > 0) {  // delta += sigmoid(shared_expert_gate xn) * shared_expert(xn), per token
-    const int64_t S = shared_inter_;
-    float* gate_up = a.shared_act.get();  // (T, 2 S)
-    float* act = gate_up + 2 * T * S;     // (T, S)
-    kernels::matmul_bf16(gate_up, a.xn.get(), shared_gate_up_.get(), T, H, 2 * S, ctx.stream);
-    kernels::silu_mul(act, gate_up, T, S, ctx.stream);
-    kernels::matmul_bf16(a.shared_out.get(), act, shared_down_.get(), T, S, H, ctx.stream);
-    kernels::sigmoid_gated_add(a.delta.get(), a.shared_out.get(), a.xn.get(), shared_gate_.get(), T, H, ctx.stream);
-  }
   if (ctx.ids_per_layer != nullptr) {
-    std::vector<int32_t> ids(T * K);
-    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(ids.data(), a.expert_ids.get(), T * K * sizeof(int32_t),
+    std::vector<int32_t> ids(T * Ks);
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(ids.data(), a.expert_ids.get(), T * Ks * sizeof(int32_t),
                                                cudaMemcpyDeviceToHost, ctx.stream),
                                "expert ids"));
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(ctx.stream), "expert ids"));
-    ctx.ids_per_layer->push_back(static_cast<int32_t>(std::set<int32_t>(ids.begin(), ids.end()).size()));
+    std::set<int32_t> routed(ids.begin(), ids.end());
+    routed.erase(static_cast<int32_t>(E));  // the shared expert is counted with the weights read every step
+    ctx.ids_per_layer->push_back(static_cast<int32_t>(routed.size()));
   }
   return absl::OkStatus();
 }

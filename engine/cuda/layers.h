@@ -82,8 +82,6 @@ struct Activations {
   DeviceArray<int32_t> expert_ids;  // (T, K)
   DeviceArray<float> expert_w;      // (T, K)
   DeviceArray<float> act;           // (T*K, I) or dense (T, 2I) + (T, I)
-  DeviceArray<float> shared_act;    // (T, 2S) + (T, S) the shared expert's gate_up and activation
-  DeviceArray<float> shared_out;    // (T, hidden) the shared expert's output before its gate
   DeviceArray<float> linear;        // the Gated DeltaNet's scratch (GatedDeltaNet::ScratchFloats)
   DeviceArray<float> attn_scratch;
   DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
@@ -188,7 +186,7 @@ class DenseMlp final : public Ffn {
 // Routed experts: the router product (with the norm folded in for decode), top-k on the device,
 // then the experts' gate_up and down with the expert ids read on the device (kernels/moe.h). The
 // hybrid models' shared expert (sharded like the experts) adds sigmoid(x . shared_expert_gate)
-// times its SwiGLU output to the same partial sum.
+// times its SwiGLU output to the same partial sum: it runs as one more, always chosen, expert.
 class MoeFfn final : public Ffn {
  public:
   static absl::StatusOr<std::unique_ptr<MoeFfn>> Load(WeightSource& src, const MoeWeightSpec& spec,
@@ -201,10 +199,9 @@ class MoeFfn final : public Ffn {
   DeviceArray<bf16_bits> router_;   // (num_experts, hidden) replicated
   DeviceArray<bf16_bits> gate_up_;  // (num_experts, 2 inter, hidden)
   DeviceArray<bf16_bits> down_;     // (num_experts, hidden, inter)
-  int64_t shared_inter_ = 0;               // this rank's slice of the shared expert; 0: none
-  DeviceArray<bf16_bits> shared_gate_up_;  // (2 shared_inter, hidden)
-  DeviceArray<bf16_bits> shared_down_;     // (hidden, shared_inter)
-  DeviceArray<bf16_bits> shared_gate_;     // (hidden) shared_expert_gate, replicated
+  // The shared expert (when the model has one) is expert num_experts_ of router_ (its gate row),
+  // gate_up_ and down_: always chosen, weighted by sigmoid of its gate logit (MoeFfn::Load).
+  bool shared_as_expert_ = false;
 };
 
 }  // namespace tandem::engine::cuda

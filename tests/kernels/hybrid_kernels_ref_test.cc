@@ -60,14 +60,5 @@ TEST(hybrid_kernels_ref, SigmoidGate) {
   ExpectValues(att, {1, 3, 2, 8}, "sigmoid_gate");
 }
 
-TEST(hybrid_kernels_ref, SigmoidGatedAdd) {
-  // Token 0: x . w = 0 (gate 1/2); token 1: x . w = ln 3 (gate 3/4).
-  const float l3 = std::log(3.0f);
-  std::vector<float> out = {1, 1, 2, 2};
-  const std::vector<float> y = {4, 8, 4, -8}, x = {1, -1, l3, 0};
-  ref::sigmoid_gated_add(out.data(), y.data(), x.data(), Bf16({1, 1}).data(), 2, 2);
-  ExpectValues(out, {3, 5, 5, -4}, "sigmoid_gated_add");
-}
-
 }  // namespace
 }  // namespace tandem::kernels

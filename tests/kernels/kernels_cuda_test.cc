@@ -181,18 +181,23 @@ TEST(kernels_cuda, RouterTopk) {
   SKIP_WITHOUT_GPU();
   for (auto [T, E, K] : std::vector<std::array<int64_t, 3>>{{7, 16, 4}, {33, 128, 8}, {5, 100, 3}, {9, 512, 10}, {3, 300, 8}}) {
     for (bool renorm : {true, false}) {
-      auto logits = RandomFloats(T * E, 2.0f);
-      DeviceBuffer<float> d_logits(logits), d_w(T * K);
-      DeviceBuffer<int32_t> d_ids(T * K);
-      d_w.Poison();
-      d_ids.Poison();
-      router_topk(d_ids.get(), d_w.get(), d_logits.get(), T, E, K, renorm, nullptr);
-      std::vector<int32_t> ids(T * K);
-      std::vector<float> w(T * K);
-      ref::router_topk(ids.data(), w.data(), logits.data(), T, E, K, renorm);
-      const std::string tag = "router_topk " + Shape({T, E, K}) + (renorm ? " renorm" : "");
-      EXPECT_EQ(d_ids.Download(), ids) << tag;
-      ExpectClose(tag + " weights", d_w.Download(), w, kBound);
+      // shared: one more logit per row (the shared expert's gate) and one more output per token.
+      for (bool shared : {false, true}) {
+        const int64_t LS = E + shared, KS = K + shared;
+        auto logits = RandomFloats(T * LS, 2.0f);
+        DeviceBuffer<float> d_logits(logits), d_w(T * KS);
+        DeviceBuffer<int32_t> d_ids(T * KS);
+        d_w.Poison();
+        d_ids.Poison();
+        router_topk(d_ids.get(), d_w.get(), d_logits.get(), T, E, K, renorm, nullptr, shared);
+        std::vector<int32_t> ids(T * KS);
+        std::vector<float> w(T * KS);
+        ref::router_topk(ids.data(), w.data(), logits.data(), T, E, K, renorm, shared);
+        const std::string tag =
+            "router_topk " + Shape({T, E, K}) + (renorm ? " renorm" : "") + (shared ? " +shared" : "");
+        EXPECT_EQ(d_ids.Download(), ids) << tag;
+        ExpectClose(tag + " weights", d_w.Download(), w, kBound);
+      }
     }
   }
 }

@@ -102,6 +102,13 @@ TEST(kernels_ref, RouterSiluAndExperts) {
   ref::router_topk(ids.data(), w.data(), logits.data(), 1, 4, 2, /*renormalize=*/true);
   EXPECT_EQ(ids, (std::vector<int32_t>{3, 2}));
   ExpectValues(w, {4.0 / 7, 3.0 / 7}, "router_topk");
+  // With the shared expert: a fifth logit, its gate (0: sigmoid 1/2), appended as expert 4.
+  const std::vector<float> with_gate = {0.0f, std::log(2.0f), std::log(3.0f), std::log(4.0f), 0.0f};
+  std::vector<int32_t> ids3(3);
+  std::vector<float> w3(3);
+  ref::router_topk(ids3.data(), w3.data(), with_gate.data(), 1, 4, 2, /*renormalize=*/true, /*shared_expert=*/true);
+  EXPECT_EQ(ids3, (std::vector<int32_t>{3, 2, 4}));
+  ExpectValues(w3, {4.0 / 7, 3.0 / 7, 0.5}, "router_topk with the shared expert");
   // silu(1) * 2, silu(0) * 5, silu(-1) * 1.
   const std::vector<float> gate_up = {1, 0, -1, 2, 5, 1};
   std::vector<float> o(3);
