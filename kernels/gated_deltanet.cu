@@ -36,9 +36,12 @@ int RoundUp32(int64_t n) { return static_cast<int>((n + 31) / 32 * 32); }
 
 // Grid (T, 2 n_k + n_v + 1): blocks [0, n_k) are q heads, [n_k, 2 n_k) k heads, then v heads
 // (dk or dv channels, one per thread), the last block the gates of all value heads.
-__global__ void ConvPrepareKernel(float* qkv, float* g, float* beta, const float* conv_states, const float* proj,
+// one_token_chunks (a decode step: every sequence brings one token): the thread of (token, channel)
+// is then the only reader of that sequence's conv state of the channel, so it shifts the state
+// itself and ConvStateKernel is not launched (one launch fewer per DeltaNet layer).
+__global__ void ConvPrepareKernel(float* qkv, float* g, float* beta, float* conv_states, const float* proj,
                                   const uint16_t* conv_w, const uint16_t* A_log, const uint16_t* dt_bias,
-                                  DeltaNetStep st, DeltaNetLayout L) {
+                                  DeltaNetStep st, DeltaNetLayout L, bool one_token_chunks) {
   GridDepLaunchDependents();
   GridDepWait();
   __shared__ float red[32];
@@ -64,7 +67,7 @@ __global__ void ConvPrepareKernel(float* qkv, float* g, float* beta, const float
   const bool fresh = st.pos[t0] == 0;
   float y = 0;
   if (d < width) {
-    const float* cs = conv_states + st.state_slots[s] * L.conv_state_size() + c * (K - 1);
+    float* cs = conv_states + st.state_slots[s] * L.conv_state_size() + c * (K - 1);
     float acc = 0;
     for (int64_t j = 0; j < K; ++j) {
       const int64_t off = i - (K - 1) + j;  // the input j taps back, relative to the chunk's first token
@@ -72,6 +75,10 @@ __global__ void ConvPrepareKernel(float* qkv, float* g, float* beta, const float
       acc = fmaf(Bf16At(conv_w, c * K + j), x, acc);
     }
     y = acc / (1.0f + expf(-acc));
+    if (one_token_chunks && K > 1) {  // the state's entries in ascending order, each read before overwritten
+      for (int64_t j = 0; j + 2 < K; ++j) cs[j] = fresh ? 0.0f : cs[j + 1];
+      cs[K - 2] = proj[t * row + c];
+    }
   }
   if (is_qk) {
     const float ss = BlockSum(y * y, red);
@@ -379,10 +386,11 @@ void gated_deltanet_prepare(float* qkv, float* g, float* beta, float* conv_state
   KERNEL_REQUIRE(DeltaNetSupported(L));
   if (st.T == 0) return;
   const dim3 grid(static_cast<unsigned>(st.T), static_cast<unsigned>(2 * L.n_k + L.n_v + 1));
+  const bool one_token_chunks = st.T == st.S;
   Launch(ConvPrepareKernel, grid, dim3(RoundUp32(L.dk > L.dv ? L.dk : L.dv)), 0, stream, qkv, g, beta, conv_states,
-         proj, conv_w, A_log, dt_bias, st, L);
+         proj, conv_w, A_log, dt_bias, st, L, one_token_chunks);
   KERNEL_CHECK();
-  if (L.conv_kernel > 1) {
+  if (L.conv_kernel > 1 && !one_token_chunks) {
     const dim3 grid2(static_cast<unsigned>((L.conv_dim() + 255) / 256), static_cast<unsigned>(st.S));
     Launch(ConvStateKernel, grid2, dim3(256), 0, stream, conv_states, proj, st, L);
     KERNEL_CHECK();

@@ -43,7 +43,9 @@ const DeltaNetLayout kReal{16, 32, 128, 128, 4};
 const DeltaNetLayout kOdd{3, 9, 24, 40, 3};
 constexpr int64_t kSlots = 8;
 
-std::vector<SeqSpec> DecodeBatch() { return {{1, 5, 3}, {1, 17, 0}, {1, 2, 6}, {1, 40, 1}, {1, 9, 7}}; }
+// One token per sequence (the prepare kernel then shifts the conv states itself), one of them at
+// position 0 (a one-token prompt: its slot restarts from zeros).
+std::vector<SeqSpec> DecodeBatch() { return {{1, 5, 3}, {1, 17, 0}, {1, 2, 6}, {1, 40, 1}, {1, 9, 7}, {1, 0, 4}}; }
 std::vector<SeqSpec> MixedStep() {
   return {{200, 0, 2}, {1, 37, 5}, {65, 0, 0}, {7, 12, 3}, {64, 3, 7}, {1, 0, 4}, {1, 99, 6}, {1, 0, 1}};
 }
