@@ -7,8 +7,13 @@
 
 namespace tandem::engine {
 
-absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend, bool hybrid) {
+absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend, bool hybrid,
+                                 bool fp8) {
   const std::string& mt = config.model_type;
+  if (!config.quant_method.empty() && !(fp8 && config.quant_method == "fp8")) {
+    return absl::UnimplementedError("quant_method " + config.quant_method + " (quantized weights) is not supported by the " +
+                                    std::string(backend) + " backend yet");
+  }
   const bool hybrid_type = mt == "qwen3_next" || mt == "qwen3_5_moe" || mt == "qwen3_5_moe_text";
   if (mt != "qwen3_moe" && mt != "qwen3" && !(hybrid && hybrid_type)) {
     return absl::UnimplementedError("model_type " + mt + " is not supported by the " + std::string(backend) +

@@ -15,8 +15,11 @@ namespace tandem::engine {
 // `hybrid`: the backend has the hybrid models' layers (Gated DeltaNet, gated attention, shared
 // expert), so qwen3_next / qwen3_5_moe(_text) and layer types linear_attention / full_attention
 // pass; the TP split then includes the linear key heads and the shared expert (CheckTpShard).
+// `fp8`: the backend computes block-scaled FP8 weights (config.quant_method "fp8"); a backend
+// without it refuses such a model (Unimplemented naming the quant_method) rather than read its
+// F8 bytes as something else.
 absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend,
-                                 bool hybrid = false);
+                                 bool hybrid = false, bool fp8 = false);
 
 // A comm is needed beyond one rank, and must be the rank `options.rank` of `options.world`.
 absl::Status CheckComm(const ModelLoadOptions& options);

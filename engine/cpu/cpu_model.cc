@@ -194,8 +194,9 @@ absl::StatusOr<Logits> CpuModel::ComputeLogits(const StepBatch& batch, const Ste
 }  // namespace
 
 absl::Status CheckSupported(const ModelConfig& config, int world) {
-  // The cpu backend has the hybrid models' layers (Gated DeltaNet, gated attention, shared expert).
-  return CheckModelSupported(config, world, "cpu", /*hybrid=*/true);
+  // The cpu backend has the hybrid models' layers (Gated DeltaNet, gated attention, shared expert)
+  // and dequantizes block-scaled FP8 weights to float32 at load (ReadWeightSlice).
+  return CheckModelSupported(config, world, "cpu", /*hybrid=*/true, /*fp8=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadCpuModel(const std::string& dir, const ModelConfig& config,

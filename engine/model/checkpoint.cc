@@ -234,10 +234,17 @@ class SafetensorsCheckpoint final : public Checkpoint {
           ShapeString(expected), ", found ", ShapeString(loc.info->shape)));
     }
     const DType dt = loc.info->dtype;
-    if (dt != DType::kBF16 && dt != DType::kF16 && dt != DType::kF32) {
+    if (dt == DType::kF8E4M3) {
+      // FP8 values mean nothing without their block scales: never hand them out alone.
+      const std::string scale = WeightScaleInvName(name);
+      if (!Has(scale)) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' in ", file_names_[loc.file],
+                                                       " is F8_E4M3 but has no '", scale, "' beside it"));
+      }
+    } else if (dt != DType::kBF16 && dt != DType::kF16 && dt != DType::kF32) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", name, "' in ", file_names_[loc.file], ": dtype ", DTypeName(dt),
-          " cannot be read as float (BF16, F16, F32 only)"));
+          " cannot be read as float (BF16, F16, F32, F8_E4M3 with its scale only)"));
     }
     return &loc;
   }
@@ -309,6 +316,8 @@ absl::StatusOr<Tensor> Checkpoint::ReadIndexedSlice(const std::string& name,
   }
   return out;
 }
+
+std::string WeightScaleInvName(const std::string& weight) { return weight + "_scale_inv"; }
 
 absl::StatusOr<TensorView> Checkpoint::View(const std::string& name) const {
   return absl::UnimplementedError("this checkpoint has no stored bytes to view");

@@ -1,5 +1,8 @@
 // A Hugging Face checkpoint folder: one model.safetensors or shards listed in
-// model.safetensors.index.json; memory-mapped; dtypes bf16, f16, f32 (converted to float32 on read).
+// model.safetensors.index.json; memory-mapped; dtypes bf16, f16, f32 (converted to float32 on read)
+// and F8_E4M3 for a weight `X.weight` with its `X.weight_scale_inv` beside it (read as the e4m3
+// values, unscaled: ReadWeightSlice in layer_weights.h applies the block scales; an F8 tensor
+// without its scale is refused naming it).
 //
 // What: name -> tensor lookup over every .safetensors file of a folder. Open() accepts, in this
 // order: model.safetensors.index.json (its weight_map; every listed shard must exist and hold the
@@ -22,7 +25,8 @@
 
 namespace tandem::engine {
 
-enum class DType { kBF16, kF16, kF32, kI32, kI64, kU8, kI8, kBool, kF64, kI16 };
+// kF8E4M3: "F8_E4M3", the e4m3fn format of block-scaled FP8 checkpoints (1 byte).
+enum class DType { kBF16, kF16, kF32, kI32, kI64, kU8, kI8, kBool, kF64, kI16, kF8E4M3 };
 const char* DTypeName(DType t);
 size_t DTypeSize(DType t);
 
@@ -42,6 +46,10 @@ struct TensorView {
   std::string file;               // the .safetensors file holding it
 };
 
+// "X.weight" -> "X.weight_scale_inv": the float32 block scales of a block-scaled FP8 weight
+// (a fused experts stack "...experts.gate_up_proj" has "...experts.gate_up_proj_scale_inv").
+std::string WeightScaleInvName(const std::string& weight);
+
 class Checkpoint {
  public:
   virtual ~Checkpoint() = default;
@@ -53,7 +61,8 @@ class Checkpoint {
   virtual absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const = 0;
   // Whole tensor as float32. `expected_shape` must match exactly (InvalidArgument: "tensor 'X' in
   // FILE: expected shape [a, b], found [c, d]"). NotFound: "tensor 'X' not found in DIR".
-  // InvalidArgument naming the tensor when its dtype is not BF16, F16 or F32.
+  // InvalidArgument naming the tensor when its dtype is not BF16, F16 or F32, or F8_E4M3 without
+  // its weight_scale_inv (an F8_E4M3 tensor reads as its unscaled e4m3 values).
   virtual absl::StatusOr<Tensor> Read(const std::string& name,
                                       const std::vector<int64_t>& expected_shape) const = 0;
   // A contiguous slice along `dim` ([start, start+len)), as float32, for tensor-parallel shards.

@@ -1,5 +1,11 @@
 #include "engine/model/layer_weights.h"
 
+#include <initializer_list>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "engine/model/safetensors.h"
+
 namespace tandem::engine {
 
 namespace {
@@ -23,7 +29,67 @@ WeightSpec Whole(std::string name, std::vector<int64_t> shape) {
   return w;
 }
 
+// Every slice of `specs` learns the config's FP8 block size (0 for an unquantized checkpoint).
+void SetBlocks(const ModelConfig& c, std::initializer_list<WeightSpec*> specs) {
+  for (WeightSpec* w : specs) {
+    for (WeightSlice& s : w->slices) {
+      s.block_out = c.weight_block_out;
+      s.block_in = c.weight_block_in;
+    }
+  }
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Multiplies the slice `t` of s (read as stored) by the block scales in `scale_name`.
+absl::Status ApplyBlockScales(const Checkpoint& ckpt, const WeightSlice& s, const std::string& scale_name,
+                              Tensor& t) {
+  const int mat0 = s.index >= 0 ? 1 : 0;  // the first of the two matrix dims
+  if (s.shape.size() != static_cast<size_t>(mat0 + 2)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", s.name, "' ", ShapeString(s.shape), " has block scales '",
+                                                   scale_name, "' but is not a matrix (or a stack of them)"));
+  }
+  if (s.block_out <= 0 || s.block_in <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", s.name, "' has block scales '", scale_name,
+                                                   "' but config.json gives no quantization_config.weight_block_size"));
+  }
+  const int64_t rows = s.shape[mat0], cols = s.shape[mat0 + 1];
+  std::vector<int64_t> want(s.shape.begin(), s.shape.begin() + mat0);
+  want.push_back(CeilDiv(rows, s.block_out));
+  want.push_back(CeilDiv(cols, s.block_in));
+  ASSIGN_OR_RETURN(std::vector<int64_t> got, ckpt.Shape(scale_name));
+  if (got != want) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", scale_name, "': expected shape ", ShapeString(want),
+                                                   " (blocks of [", s.block_out, ", ", s.block_in, "] over '", s.name,
+                                                   "' ", ShapeString(s.shape), "), found ", ShapeString(got)));
+  }
+  ASSIGN_OR_RETURN(Tensor scale, s.index >= 0 ? ckpt.ReadIndexedSlice(scale_name, want, s.index, 1, 0, want[1])
+                                              : ckpt.Read(scale_name, want));
+  const int mdim = s.dim - mat0;  // 0: a slice of rows, 1: of columns
+  const int64_t r0 = mdim == 0 ? s.start : 0, c0 = mdim == 1 ? s.start : 0;
+  const int64_t nr = mdim == 0 ? s.len : rows, nc = mdim == 1 ? s.len : cols;
+  if (static_cast<int64_t>(t.data.size()) != nr * nc) {
+    return absl::InternalError(absl::StrCat("tensor '", s.name, "': slice read with ", t.data.size(),
+                                            " values, expected ", nr * nc));
+  }
+  const int64_t scale_cols = want.back();
+  for (int64_t r = 0; r < nr; ++r) {
+    const float* srow = scale.data.data() + ((r0 + r) / s.block_out) * scale_cols;
+    float* row = t.data.data() + r * nc;
+    for (int64_t c = 0; c < nc; ++c) row[c] *= srow[(c0 + c) / s.block_in];
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<Tensor> ReadWeightSlice(const Checkpoint& ckpt, const WeightSlice& s) {
+  ASSIGN_OR_RETURN(Tensor t, s.index >= 0 ? ckpt.ReadIndexedSlice(s.name, s.shape, s.index, s.dim, s.start, s.len)
+                                          : ckpt.ReadSlice(s.name, s.shape, s.dim, s.start, s.len));
+  const std::string scale = WeightScaleInvName(s.name);
+  if (ckpt.Has(scale)) RETURN_IF_ERROR(ApplyBlockScales(ckpt, s, scale, t));
+  return t;
+}
 
 int64_t WeightSlice::numel() const {
   int64_t n = len;
@@ -31,11 +97,6 @@ int64_t WeightSlice::numel() const {
     if (static_cast<int>(d) != dim) n *= shape[d];
   }
   return n;
-}
-
-absl::StatusOr<Tensor> ReadWeightSlice(const Checkpoint& ckpt, const WeightSlice& s) {
-  if (s.index >= 0) return ckpt.ReadIndexedSlice(s.name, s.shape, s.index, s.dim, s.start, s.len);
-  return ckpt.ReadSlice(s.name, s.shape, s.dim, s.start, s.len);
 }
 
 int64_t WeightSpec::numel() const { return Product(shape); }
@@ -69,6 +130,7 @@ AttentionWeightSpec DescribeAttention(const WeightNames& names, const ModelConfi
     }
     a.wqkv.slices.insert(a.wqkv.slices.begin(), q_rows.begin(), q_rows.end());
   }
+  SetBlocks(config, {&a.wqkv, &a.wo, &a.q_norm, &a.k_norm, &a.gate});
   return a;
 }
 
@@ -126,6 +188,7 @@ LinearAttentionWeightSpec DescribeLinearAttention(const WeightNames& names, cons
   a.norm = Whole(key("norm.weight"), {dv});
   a.out.shape = {H, nv * dv};
   a.out.slices = {Slice(key("out_proj.weight"), {H, NV * dv}, 1, v0 * dv, nv * dv)};
+  SetBlocks(config, {&a.in_qkv, &a.in_z, &a.in_b, &a.in_a, &a.conv, &a.a_log, &a.dt_bias, &a.norm, &a.out});
   return a;
 }
 
@@ -141,6 +204,7 @@ SharedExpertWeightSpec DescribeSharedExpert(const WeightNames& names, const Mode
   m.down.shape = {H, S};
   m.down.slices = {Slice(key("down_proj.weight"), {H, FS}, 1, S0, S)};
   m.gate = Whole(names.Layer(layer, "mlp.shared_expert_gate.weight"), {1, H});
+  SetBlocks(config, {&m.gate_up, &m.down, &m.gate});
   return m;
 }
 
@@ -172,6 +236,7 @@ MoeWeightSpec DescribeMoe(const WeightNames& names, const ModelConfig& config, c
     m.shared = true;
     m.shared_expert = DescribeSharedExpert(names, config, shard, layer);
   }
+  SetBlocks(config, {&m.router, &m.gate_up, &m.down});
   return m;
 }
 
@@ -184,6 +249,7 @@ MlpWeightSpec DescribeMlp(const WeightNames& names, const ModelConfig& config, c
                       Slice(names.Layer(layer, "mlp.up_proj.weight"), {FI, H}, 0, I0, I)};
   m.down.shape = {H, I};
   m.down.slices = {Slice(names.Layer(layer, "mlp.down_proj.weight"), {H, FI}, 1, I0, I)};
+  SetBlocks(config, {&m.gate_up, &m.down});
   return m;
 }
 
@@ -198,6 +264,7 @@ ModelWeightSpec DescribeWeights(const WeightNames& names, const ModelConfig& con
     LayerWeightSpec layer;
     layer.input_norm = Whole(names.Layer(l, "input_layernorm.weight"), {H});
     layer.post_norm = Whole(names.Layer(l, "post_attention_layernorm.weight"), {H});
+    SetBlocks(config, {&layer.input_norm, &layer.post_norm});
     layer.linear = config.IsLinearAttentionLayer(l);
     if (layer.linear) {
       layer.linear_attention = DescribeLinearAttention(names, config, shard, l);
@@ -212,6 +279,7 @@ ModelWeightSpec DescribeWeights(const WeightNames& names, const ModelConfig& con
     }
     m.layers.push_back(std::move(layer));
   }
+  SetBlocks(config, {&m.embed, &m.final_norm, &m.lm_head});
   return m;
 }
 

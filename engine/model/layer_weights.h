@@ -53,10 +53,18 @@ struct WeightSlice {
   int dim = 0;
   int64_t start = 0, len = 0;
   int64_t index = -1;
+  // config.weight_block_size of a block-scaled FP8 checkpoint (0 otherwise): the [out, in] block
+  // of one scale, used when the tensor has a weight_scale_inv beside it.
+  int64_t block_out = 0, block_in = 0;
   int64_t numel() const;       // of the slice
 };
 
 // Reads one slice as float32 (Checkpoint::ReadSlice, or ReadIndexedSlice when s.index >= 0).
+// A weight `X.weight` with `X.weight_scale_inv` beside it (block-scaled FP8) is dequantized:
+// W[o][i] = stored[o][i] * scale_inv[o / block_out][i / block_in], each element taking the scale
+// of the block it belongs to wherever the slice starts or ends (a TP split may cut a block).
+// The scale must be [ceil(out / block_out), ceil(in / block_in)] ([E, ...] for a stack), else
+// InvalidArgument naming both tensors.
 absl::StatusOr<Tensor> ReadWeightSlice(const Checkpoint& ckpt, const WeightSlice& s);
 
 // One weight of a part on this rank: its slices packed one after another (row-major), then zeros

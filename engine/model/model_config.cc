@@ -313,6 +313,38 @@ absl::Status ParseFields(const ConfigReader& r, const std::string& prefix, Model
   return absl::OkStatus();
 }
 
+// quantization_config: block-scaled FP8 is read; ModelOpt (NVFP4) is known but not computed yet;
+// anything else is refused naming it, since reading its bytes as bf16 would give garbage.
+absl::Status ParseQuantization(const json& q, const ConfigReader& r, ModelConfig& c) {
+  const std::string key = "quantization_config";
+  if (!q.is_object()) return r.Error(key, "expected an object");
+  auto method = q.find("quant_method");
+  if (method == q.end() || !method->is_string()) return r.Error(key + ".quant_method", "expected a string");
+  const std::string m = method->get<std::string>();
+  if (m == "modelopt") {
+    return absl::UnimplementedError(absl::StrCat(r.origin(), ": quant_method 'modelopt' (NVFP4) is not supported yet"));
+  }
+  if (m != "fp8") {
+    return r.Error(key + ".quant_method", "unknown quantization method '" + m + "' (supported: fp8)");
+  }
+  auto fmt = q.find("fmt");
+  if (fmt != q.end() && !fmt->is_null() && (!fmt->is_string() || fmt->get<std::string>() != "e4m3")) {
+    return r.Error(key + ".fmt", "unsupported FP8 format " + fmt->dump() + " (supported: e4m3)");
+  }
+  auto block = q.find("weight_block_size");
+  if (block == q.end() || !block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+      !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() < 1 || (*block)[1].get<int64_t>() < 1 ||
+      (*block)[0].get<int64_t>() > kMaxDim || (*block)[1].get<int64_t>() > kMaxDim) {
+    return r.Error(key + ".weight_block_size",
+                   "expected [out, in] block sizes (positive integers), found " +
+                       (block == q.end() ? std::string("nothing") : block->dump()));
+  }
+  c.quant_method = m;
+  c.weight_block_out = (*block)[0].get<int64_t>();
+  c.weight_block_in = (*block)[1].get<int64_t>();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool ModelConfig::IsMoeLayer(int64_t layer) const {
@@ -373,6 +405,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   }
   ConfigReader r(*text, wrapper, origin, prefix);
   RETURN_IF_ERROR(ParseFields(r, prefix, c));
+  // Published multimodal FP8 checkpoints keep quantization_config at the top level.
+  const ConfigReader* quant_reader = &top;
+  const json* quant = top.Find("quantization_config");
+  if (quant == nullptr && wrapper != nullptr) {
+    quant = r.Find("quantization_config");
+    quant_reader = &r;
+  }
+  if (quant != nullptr) RETURN_IF_ERROR(ParseQuantization(*quant, *quant_reader, c));
   return c;
 }
 

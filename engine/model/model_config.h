@@ -77,6 +77,13 @@ struct ModelConfig {
   int64_t mtp_num_hidden_layers = 0;
   // hidden_act: only "silu" is supported (anything else is refused naming the value).
   std::string hidden_act = "silu";
+  // quantization_config (top level, or in text_config): quant_method "fp8" is block-scaled FP8
+  // (fmt e4m3; one float32 scale per weight_block_size [out, in] block of a weight); "" when the
+  // checkpoint is not quantized. Which linears are quantized is decided by the tensors (an
+  // F8_E4M3 weight with a weight_scale_inv beside it), not by this. Other methods are refused.
+  std::string quant_method;
+  int64_t weight_block_out = 0;
+  int64_t weight_block_in = 0;
 
   // True for qwen3_next / qwen3_5_moe(_text): layer_types is then filled (one per layer).
   bool IsHybrid() const;

@@ -32,7 +32,7 @@ constexpr DTypeEntry kDTypes[] = {
     {DType::kBF16, "BF16", 2}, {DType::kF16, "F16", 2},  {DType::kF32, "F32", 4},
     {DType::kF64, "F64", 8},   {DType::kI8, "I8", 1},    {DType::kI16, "I16", 2},
     {DType::kI32, "I32", 4},   {DType::kI64, "I64", 8},  {DType::kU8, "U8", 1},
-    {DType::kBool, "BOOL", 1},
+    {DType::kBool, "BOOL", 1}, {DType::kF8E4M3, "F8_E4M3", 1},
 };
 
 std::string Basename(const std::string& path) {
@@ -249,6 +249,19 @@ float F16ToFloat(uint16_t bits) {
   return f;
 }
 
+// e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, S.1111.111 is nan, so
+// the largest finite magnitude is 448. Every value is exact in float32.
+float F8E4M3ToFloat(uint8_t bits) {
+  const bool neg = (bits & 0x80) != 0;
+  const int exp = (bits >> 3) & 0xf;
+  const int mant = bits & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  // Subnormals (exp 0): mant * 2^-9; normals: (8 + mant) * 2^(exp - 7 - 3).
+  const float f = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)
+                           : std::ldexp(static_cast<float>(8 + mant), exp - 10);
+  return neg ? -f : f;
+}
+
 uint16_t FloatToBf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -280,9 +293,12 @@ absl::Status ConvertToFloat(DType dtype, const uint8_t* src, size_t n, float* ds
         dst[i] = F16ToFloat(b);
       }
       return absl::OkStatus();
+    case DType::kF8E4M3:
+      for (size_t i = 0; i < n; ++i) dst[i] = F8E4M3ToFloat(src[i]);
+      return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", DTypeName(dtype), " cannot be read as float (BF16, F16, F32 only)"));
+      return absl::InvalidArgumentError(absl::StrCat("dtype ", DTypeName(dtype),
+                                                     " cannot be read as float (BF16, F16, F32, F8_E4M3 only)"));
   }
 }
 

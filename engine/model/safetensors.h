@@ -53,12 +53,15 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(std::string_view 
 // "[4096, 128]": shapes in error messages.
 std::string ShapeString(const std::vector<int64_t>& shape);
 
-// Converts `n` stored elements of a floating dtype (BF16, F16, F32) to float32.
+// Converts `n` stored elements of a floating dtype (BF16, F16, F32, F8_E4M3) to float32.
 // bf16: the top 16 bits of a float32; f16: IEEE half incl. subnormals, inf and nan.
 float Bf16ToFloat(uint16_t bits);
 float F16ToFloat(uint16_t bits);
 uint16_t FloatToBf16(float f);  // round to nearest even; nan stays nan
-// InvalidArgument when `dtype` is not BF16, F16 or F32 (callers add the tensor name).
+// e4m3fn (F8_E4M3): bias 7, subnormals, no inf, 0x7f / 0xff nan; exact.
+float F8E4M3ToFloat(uint8_t bits);
+// InvalidArgument when `dtype` is not BF16, F16, F32 or F8_E4M3 (callers add the tensor name).
+// F8_E4M3 gives the e4m3 values without any scale.
 absl::Status ConvertToFloat(DType dtype, const uint8_t* src, size_t n, float* dst);
 
 // A read-only memory map of one .safetensors file, its header parsed and validated.

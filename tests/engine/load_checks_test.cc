@@ -45,6 +45,18 @@ TEST(CheckModelSupported, ModelAndLayerTypesNameTheBackend) {
               "layer type linear_attention is not supported by the cpu backend yet");
 }
 
+TEST(CheckModelSupported, QuantizedWeightsOnlyWhereTheBackendComputesThem) {
+  ModelConfig c = testing::TinyMoeConfig();
+  c.quant_method = "fp8";
+  c.weight_block_out = c.weight_block_in = 128;
+  EXPECT_TRUE(CheckModelSupported(c, 2, "cpu", /*hybrid=*/true, /*fp8=*/true).ok());
+  ExpectError(CheckModelSupported(c, 1, "cuda", /*hybrid=*/true), absl::StatusCode::kUnimplemented,
+              "quant_method fp8 (quantized weights) is not supported by the cuda backend yet");
+  c.quant_method = "modelopt";
+  ExpectError(CheckModelSupported(c, 1, "cpu", /*hybrid=*/true, /*fp8=*/true), absl::StatusCode::kUnimplemented,
+              "quant_method modelopt");
+}
+
 TEST(CheckModelSupported, HybridModelsWhereTheBackendHasTheirLayers) {
   ModelConfig c = testing::TinyMoeConfig();
   c.model_type = "qwen3_5_moe_text";

@@ -308,5 +308,118 @@ TEST(LayerWeights, FusedExpertsGiveIdenticalLogits) {
   std::printf("  fused vs per-expert: %zu of %zu logits differ\n", differ, logits[0].size());
 }
 
+// Block-scaled FP8 (a weight F8_E4M3 with its float32 weight_scale_inv): a [5, 7] matrix in
+// [2, 3] blocks (3 x 3 scales, the last block row and column partial), and a stack of two.
+struct Fp8Fixture {
+  static constexpr int64_t kOut = 5, kIn = 7, kBo = 2, kBi = 3;
+  // Code of element (e, o, i): positive finite codes that differ across the matrix.
+  static uint8_t Code(int64_t e, int64_t o, int64_t i) { return static_cast<uint8_t>(0x20 + (e * 35 + o * kIn + i) % 0x50); }
+  // Scale of block (e, bo, bi): distinct powers of two and non-powers.
+  static float Scale(int64_t e, int64_t bo, int64_t bi) { return 0.25f * static_cast<float>(1 + e * 9 + bo * 3 + bi) + 0.5f; }
+  static float Want(int64_t e, int64_t o, int64_t i) { return F8E4M3ToFloat(Code(e, o, i)) * Scale(e, o / kBo, i / kBi); }
+
+  static NamedTensorData Weight(const std::string& name, int64_t experts) {
+    NamedTensorData w{name, DType::kF8E4M3, {kOut, kIn}, {}, {}, {}};
+    if (experts > 0) w.shape.insert(w.shape.begin(), experts);
+    for (int64_t e = 0; e < std::max<int64_t>(experts, 1); ++e)
+      for (int64_t o = 0; o < kOut; ++o)
+        for (int64_t i = 0; i < kIn; ++i) w.raw.push_back(static_cast<char>(Code(e, o, i)));
+    return w;
+  }
+  static NamedTensorData Scales(const std::string& name, int64_t experts, std::vector<int64_t> grid = {3, 3}) {
+    NamedTensorData s{name, DType::kF32, grid, {}, {}, {}};
+    if (experts > 0) s.shape.insert(s.shape.begin(), experts);
+    for (int64_t e = 0; e < std::max<int64_t>(experts, 1); ++e)
+      for (int64_t bo = 0; bo < grid[0]; ++bo)
+        for (int64_t bi = 0; bi < grid[1]; ++bi) s.floats.push_back(Scale(e, bo, bi));
+    return s;
+  }
+};
+
+WeightSlice Fp8Slice(std::string name, std::vector<int64_t> shape, int dim, int64_t start, int64_t len,
+                     int64_t index = -1) {
+  return WeightSlice{std::move(name), std::move(shape), dim, start, len, index, Fp8Fixture::kBo, Fp8Fixture::kBi};
+}
+
+// Slices that start and end inside blocks: each element keeps its own block's scale.
+TEST(LayerWeights, Fp8SlicesCuttingBlocksKeepEachElementsScale) {
+  using F = Fp8Fixture;
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors",
+                               {F::Weight("m.weight", 0), F::Scales("m.weight_scale_inv", 0),
+                                F::Weight("m.experts.gate_up_proj", 2), F::Scales("m.experts.gate_up_proj_scale_inv", 2)})
+                  .ok());
+  auto ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  struct Case {
+    int dim;
+    int64_t start, len, index;
+  };
+  for (const Case& c : {Case{0, 0, F::kOut, -1}, Case{0, 1, 3, -1}, Case{1, 2, 4, -1}, Case{1, 4, 3, -1},
+                        Case{1, 1, 3, 1}, Case{2, 2, 4, 1}, Case{2, 1, 1, 0}}) {
+    const bool stack = c.index >= 0;
+    const std::string name = stack ? "m.experts.gate_up_proj" : "m.weight";
+    std::vector<int64_t> shape = {F::kOut, F::kIn};
+    if (stack) shape.insert(shape.begin(), 2);
+    auto t = ReadWeightSlice(**ckpt, Fp8Slice(name, shape, c.dim, c.start, c.len, c.index));
+    ASSERT_TRUE(t.ok()) << t.status();
+    const int mdim = c.dim - (stack ? 1 : 0);
+    const int64_t r0 = mdim == 0 ? c.start : 0, nr = mdim == 0 ? c.len : F::kOut;
+    const int64_t c0 = mdim == 1 ? c.start : 0, nc = mdim == 1 ? c.len : F::kIn;
+    ASSERT_EQ(t->data.size(), static_cast<size_t>(nr * nc));
+    const int64_t e = stack ? c.index : 0;
+    for (int64_t r = 0; r < nr; ++r) {
+      for (int64_t k = 0; k < nc; ++k) {
+        EXPECT_EQ(t->data[r * nc + k], F::Want(e, r0 + r, c0 + k))
+            << name << " dim " << c.dim << " [" << c.start << ", +" << c.len << ") at " << r << "," << k;
+      }
+    }
+  }
+}
+
+TEST(LayerWeights, Fp8RefusesAMissingOrMisshapenScale) {
+  using F = Fp8Fixture;
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors",
+                               {F::Weight("alone.weight", 0), F::Weight("bad.weight", 0),
+                                F::Scales("bad.weight_scale_inv", 0, {2, 3})})
+                  .ok());
+  auto ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto alone = ReadWeightSlice(**ckpt, Fp8Slice("alone.weight", {F::kOut, F::kIn}, 0, 0, 2));
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(testing::Msg(alone.status()).find("'alone.weight' in model.safetensors is F8_E4M3 but has no 'alone.weight_scale_inv'"),
+            std::string::npos) << alone.status();
+  // A plain read of an F8 tensor without scales is refused the same way (never raw FP8 values).
+  EXPECT_FALSE((*ckpt)->Read("alone.weight", {F::kOut, F::kIn}).ok());
+  auto bad = ReadWeightSlice(**ckpt, Fp8Slice("bad.weight", {F::kOut, F::kIn}, 1, 0, 3));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(testing::Msg(bad.status()).find("tensor 'bad.weight_scale_inv': expected shape [3, 3] (blocks of [2, 3] over 'bad.weight' [5, 7]), found [2, 3]"),
+            std::string::npos) << bad.status();
+  // Scales but no block size in the config.
+  WeightSlice no_block = Fp8Slice("bad.weight", {F::kOut, F::kIn}, 0, 0, 1);
+  no_block.block_out = no_block.block_in = 0;
+  auto nb = ReadWeightSlice(**ckpt, no_block);
+  EXPECT_NE(testing::Msg(nb.status()).find("weight_block_size"), std::string::npos) << nb.status();
+}
+
+// Every slice of a described model carries the config's block size.
+TEST(LayerWeights, DescribedSlicesCarryTheFp8BlockSize) {
+  ModelConfig c = Tiny();
+  c.quant_method = "fp8";
+  c.weight_block_out = 128;
+  c.weight_block_in = 64;
+  const ModelWeightSpec m = DescribeWeights(WeightNames{"model.", false}, c, ComputeTpShard(c, 1, 2));
+  int n = 0;
+  for (const WeightSpec* w : testing::AllSpecs(m)) {
+    for (const WeightSlice& s : w->slices) {
+      EXPECT_EQ(s.block_out, 128) << s.name;
+      EXPECT_EQ(s.block_in, 64) << s.name;
+      ++n;
+    }
+  }
+  EXPECT_GT(n, 10);
+}
+
 }  // namespace
 }  // namespace tandem::engine

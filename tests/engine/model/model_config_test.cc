@@ -337,5 +337,45 @@ TEST(ModelConfig, PublishedHybridConfigs) {
       << refused.status();
 }
 
+TEST(ModelConfig, BlockScaledFp8) {
+  auto c = LoadModelConfig(TestData("qwen3moe-fp8-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quant_method, "fp8");
+  EXPECT_EQ(c->weight_block_out, 32);
+  EXPECT_EQ(c->weight_block_in, 32);
+  auto plain = LoadModelConfig(TestData("qwen3moe-tiny"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->quant_method, "");
+  EXPECT_EQ(plain->weight_block_out, 0);
+}
+
+// Unknown methods and formats are refused naming them; NVFP4 is known but not computed yet.
+TEST(ModelConfig, QuantizationRefusals) {
+  const json base = json::parse(testing::ReadTextFile(TestData("qwen3moe-fp8-tiny/config.json")));
+  auto parse = [&](const json& quant) {
+    json j = base;
+    j["quantization_config"] = quant;
+    return ParseModelConfig(j.dump(), "config.json");
+  };
+  auto unknown = parse({{"quant_method", "gptq"}, {"bits", 4}});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Msg(unknown.status()).find("unknown quantization method 'gptq'"), std::string::npos) << unknown.status();
+  auto nvfp4 = parse({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}});
+  EXPECT_EQ(nvfp4.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(Msg(nvfp4.status()).find("quant_method 'modelopt'"), std::string::npos) << nvfp4.status();
+  auto e5m2 = parse({{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {128, 128}}});
+  EXPECT_NE(Msg(e5m2.status()).find("quantization_config.fmt"), std::string::npos) << e5m2.status();
+  for (const json& block : {json(), json::array({128}), json::array({0, 128}), json::array({128, "x"})}) {
+    json q = {{"quant_method", "fp8"}, {"fmt", "e4m3"}};
+    if (!block.is_null()) q["weight_block_size"] = block;
+    auto bad = parse(q);
+    EXPECT_NE(Msg(bad.status()).find("quantization_config.weight_block_size"), std::string::npos) << bad.status();
+  }
+  auto ok = parse({{"quant_method", "fp8"}, {"weight_block_size", {128, 64}}});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->weight_block_out, 128);
+  EXPECT_EQ(ok->weight_block_in, 64);
+}
+
 }  // namespace
 }  // namespace tandem::engine

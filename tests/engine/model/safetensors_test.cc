@@ -51,8 +51,8 @@ TEST(SafetensorsHeader, RejectsBadHeadersWithClearMessages) {
       {"not an object", "[1,2]", 0, "malformed header: the header must be a JSON object"},
       {"entry not object", R"({"a":5})", 0, "malformed header: tensor 'a': entry must be an object"},
       {"missing dtype", R"({"a":{"shape":[1],"data_offsets":[0,4]}})", 4, "missing 'dtype'"},
-      {"unsupported dtype", R"({"w":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})", 1,
-       "unsupported dtype F8_E4M3 for tensor w"},
+      {"unsupported dtype", R"({"w":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})", 1,
+       "unsupported dtype F8_E5M2 for tensor w"},
       {"missing shape", R"({"a":{"dtype":"F32","data_offsets":[0,4]}})", 4, "missing 'shape'"},
       {"negative dim", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4,
        "shape[0] is negative"},
@@ -246,6 +246,41 @@ TEST(SafetensorsFile, BrokenFilesNameTheFileAndTheProblem) {
   }
   auto missing = SafetensorsFile::Open(dir / "absent.safetensors");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+// Every e4m3fn code against the rule written out by hand: sign bit 7, exponent bits 6..3 (bias 7),
+// mantissa bits 2..0; exponent 0 is subnormal (m / 8 * 2^-6); no infinities, only S.1111.111
+// is nan (so 0x7e = 448 is the largest finite value).
+TEST(SafetensorsConvert, F8E4M3EveryCode) {
+  for (int code = 0; code < 256; ++code) {
+    const uint8_t b = static_cast<uint8_t>(code);
+    const float got = F8E4M3ToFloat(b);
+    const int e = (code >> 3) & 15, m = code & 7;
+    if (e == 15 && m == 7) {
+      EXPECT_TRUE(std::isnan(got)) << code;
+      continue;
+    }
+    double want = e == 0 ? (m / 8.0) * std::pow(2.0, -6) : (1.0 + m / 8.0) * std::pow(2.0, e - 7);
+    if (code & 0x80) want = -want;
+    EXPECT_EQ(static_cast<double>(got), want) << "code " << code;
+    EXPECT_EQ(std::signbit(got), (code & 0x80) != 0) << code;  // 0x80 is -0
+  }
+  EXPECT_EQ(F8E4M3ToFloat(0x7e), 448.0f);
+  EXPECT_EQ(F8E4M3ToFloat(0x38), 1.0f);
+  EXPECT_EQ(F8E4M3ToFloat(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(F8E4M3ToFloat(0xf8), -256.0f);
+  EXPECT_TRUE(std::isnan(F8E4M3ToFloat(0xff)));
+  // The header names it F8_E4M3 and it converts through ConvertToFloat.
+  auto dt = DTypeFromName("F8_E4M3");
+  ASSERT_TRUE(dt.ok()) << dt.status();
+  EXPECT_EQ(*dt, DType::kF8E4M3);
+  EXPECT_EQ(DTypeSize(DType::kF8E4M3), 1u);
+  const uint8_t src[3] = {0x38, 0xc0, 0x7e};
+  float dst[3];
+  ASSERT_TRUE(ConvertToFloat(DType::kF8E4M3, src, 3, dst).ok());
+  EXPECT_EQ(dst[0], 1.0f);
+  EXPECT_EQ(dst[1], -2.0f);
+  EXPECT_EQ(dst[2], 448.0f);
 }
 
 }  // namespace
