@@ -27,6 +27,15 @@ absl::Status RunOnRanks(int tp, ModelLoadOptions opt, const std::function<absl::
   });
 }
 
+absl::Status CheckTestdataModelGolden(const std::string& name, int tp, const ModelLoadOptions& opt,
+                                      const std::function<absl::Status()>& on_rank, double bound) {
+  const std::string dir = TestdataDir() + "/" + name;
+  ASSIGN_OR_RETURN(std::vector<GoldenPrompt> golden, LoadGolden(dir));
+  const std::string tag = name + " tp=" + std::to_string(tp);
+  return RunOnRanks(
+      tp, opt, on_rank, [&](StepDriver& driver) { return CheckGoldenPrompts(driver, golden, tag, bound); }, dir);
+}
+
 absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenPrompt>& golden, const std::string& tag,
                                 double bound) {
   for (size_t i = 0; i < golden.size(); ++i) {

@@ -27,6 +27,11 @@ absl::Status RunOnRanks(int tp, ModelLoadOptions opt, const std::function<absl::
 absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenPrompt>& golden, const std::string& tag,
                                 double bound);
 
+// The whole golden test of one testdata model: LoadGolden(<testdata>/`name`), then on `tp` ranks
+// (RunOnRanks with `opt` and `on_rank`) CheckGoldenPrompts tagged "<name> tp=<tp>" within `bound`.
+absl::Status CheckTestdataModelGolden(const std::string& name, int tp, const ModelLoadOptions& opt,
+                                      const std::function<absl::Status()>& on_rank, double bound);
+
 // The batching invariant: the first three golden prompts prefilled one at a time, then token 42
 // decoded for each sequence alone and for all three in one step (which rewrites the same KV slots
 // with the same values). `batched` holds rank 0's rows (none on other ranks).
