@@ -8,9 +8,10 @@
 namespace tandem::engine {
 
 absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend, bool hybrid,
-                                 bool fp8) {
+                                 bool fp8, bool nvfp4) {
   const std::string& mt = config.model_type;
-  if (!config.quant_method.empty() && !(fp8 && config.quant_method == "fp8")) {
+  const bool computed = (fp8 && config.quant_method == "fp8") || (nvfp4 && config.quant_method == "modelopt");
+  if (!config.quant_method.empty() && !computed) {
     return absl::UnimplementedError("quant_method " + config.quant_method + " (quantized weights) is not supported by the " +
                                     std::string(backend) + " backend yet");
   }

@@ -17,9 +17,9 @@ namespace tandem::engine {
 // pass; the TP split then includes the linear key heads and the shared expert (CheckTpShard).
 // `fp8`: the backend computes block-scaled FP8 weights (config.quant_method "fp8"); a backend
 // without it refuses such a model (Unimplemented naming the quant_method) rather than read its
-// F8 bytes as something else.
+// F8 bytes as something else. `nvfp4`: the same for ModelOpt NVFP4 (quant_method "modelopt").
 absl::Status CheckModelSupported(const ModelConfig& config, int world, std::string_view backend,
-                                 bool hybrid = false, bool fp8 = false);
+                                 bool hybrid = false, bool fp8 = false, bool nvfp4 = false);
 
 // A comm is needed beyond one rank, and must be the rank `options.rank` of `options.world`.
 absl::Status CheckComm(const ModelLoadOptions& options);

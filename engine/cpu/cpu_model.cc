@@ -195,8 +195,8 @@ absl::StatusOr<Logits> CpuModel::ComputeLogits(const StepBatch& batch, const Ste
 
 absl::Status CheckSupported(const ModelConfig& config, int world) {
   // The cpu backend has the hybrid models' layers (Gated DeltaNet, gated attention, shared expert)
-  // and dequantizes block-scaled FP8 weights to float32 at load (ReadWeightSlice).
-  return CheckModelSupported(config, world, "cpu", /*hybrid=*/true, /*fp8=*/true);
+  // and dequantizes block-scaled FP8 and NVFP4 weights to float32 at load (ReadWeightSlice).
+  return CheckModelSupported(config, world, "cpu", /*hybrid=*/true, /*fp8=*/true, /*nvfp4=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadCpuModel(const std::string& dir, const ModelConfig& config,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "engine/model/nvfp4.h"
 #include "engine/model/safetensors.h"
 
 namespace tandem::engine {
@@ -84,6 +85,7 @@ absl::Status ApplyBlockScales(const Checkpoint& ckpt, const WeightSlice& s, cons
 }  // namespace
 
 absl::StatusOr<Tensor> ReadWeightSlice(const Checkpoint& ckpt, const WeightSlice& s) {
+  if (IsNvfp4Weight(ckpt, s.name)) return ReadNvfp4Slice(ckpt, s);
   ASSIGN_OR_RETURN(Tensor t, s.index >= 0 ? ckpt.ReadIndexedSlice(s.name, s.shape, s.index, s.dim, s.start, s.len)
                                           : ckpt.ReadSlice(s.name, s.shape, s.dim, s.start, s.len));
   const std::string scale = WeightScaleInvName(s.name);

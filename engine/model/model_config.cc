@@ -313,19 +313,38 @@ absl::Status ParseFields(const ConfigReader& r, const std::string& prefix, Model
   return absl::OkStatus();
 }
 
-// quantization_config: block-scaled FP8 is read; ModelOpt (NVFP4) is known but not computed yet;
-// anything else is refused naming it, since reading its bytes as bf16 would give garbage.
+// ModelOpt's quantization_config: only NVFP4 in groups of 16 inputs is computed (FP8 or W4A8
+// exports from the same tool are other byte layouts).
+absl::Status ParseModelopt(const json& q, const ConfigReader& r, ModelConfig& c) {
+  const std::string key = "quantization_config";
+  auto algo = q.find("quant_algo");
+  if (algo == q.end() || !algo->is_string()) return r.Error(key + ".quant_algo", "expected a string");
+  if (algo->get<std::string>() != "NVFP4") {
+    return absl::UnimplementedError(absl::StrCat(r.origin(), ": quant_method 'modelopt' with quant_algo '",
+                                                 algo->get<std::string>(), "' is not supported (supported: NVFP4)"));
+  }
+  auto group = q.find("group_size");
+  if (group == q.end() || !group->is_number_integer() || group->get<int64_t>() != 16) {
+    return r.Error(key + ".group_size", "expected 16 for NVFP4, found " +
+                                            (group == q.end() ? std::string("nothing") : group->dump()));
+  }
+  c.quant_method = "modelopt";
+  c.quant_algo = "NVFP4";
+  c.quant_group_size = 16;
+  return absl::OkStatus();
+}
+
+// quantization_config: block-scaled FP8 and ModelOpt NVFP4 are read; anything else is refused
+// naming it, since reading its bytes as bf16 would give garbage.
 absl::Status ParseQuantization(const json& q, const ConfigReader& r, ModelConfig& c) {
   const std::string key = "quantization_config";
   if (!q.is_object()) return r.Error(key, "expected an object");
   auto method = q.find("quant_method");
   if (method == q.end() || !method->is_string()) return r.Error(key + ".quant_method", "expected a string");
   const std::string m = method->get<std::string>();
-  if (m == "modelopt") {
-    return absl::UnimplementedError(absl::StrCat(r.origin(), ": quant_method 'modelopt' (NVFP4) is not supported yet"));
-  }
+  if (m == "modelopt") return ParseModelopt(q, r, c);
   if (m != "fp8") {
-    return r.Error(key + ".quant_method", "unknown quantization method '" + m + "' (supported: fp8)");
+    return r.Error(key + ".quant_method", "unknown quantization method '" + m + "' (supported: fp8, modelopt)");
   }
   auto fmt = q.find("fmt");
   if (fmt != q.end() && !fmt->is_null() && (!fmt->is_string() || fmt->get<std::string>() != "e4m3")) {

@@ -80,10 +80,15 @@ struct ModelConfig {
   // quantization_config (top level, or in text_config): quant_method "fp8" is block-scaled FP8
   // (fmt e4m3; one float32 scale per weight_block_size [out, in] block of a weight); "" when the
   // checkpoint is not quantized. Which linears are quantized is decided by the tensors (an
-  // F8_E4M3 weight with a weight_scale_inv beside it), not by this. Other methods are refused.
+  // F8_E4M3 weight with a weight_scale_inv beside it), not by this. quant_method "modelopt"
+  // is NVIDIA ModelOpt's export: quant_algo "NVFP4" with group_size 16 (engine/model/nvfp4.h;
+  // a U8 weight with weight_scale and weight_scale_2 beside it); other algos and group sizes are
+  // refused naming them, as are other methods.
   std::string quant_method;
   int64_t weight_block_out = 0;
   int64_t weight_block_in = 0;
+  std::string quant_algo;       // "NVFP4" for modelopt, else ""
+  int64_t quant_group_size = 0;  // 16 for NVFP4, else 0
 
   // True for qwen3_next / qwen3_5_moe(_text): layer_types is then filled (one per layer).
   bool IsHybrid() const;

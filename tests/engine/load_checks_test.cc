@@ -55,6 +55,12 @@ TEST(CheckModelSupported, QuantizedWeightsOnlyWhereTheBackendComputesThem) {
   c.quant_method = "modelopt";
   ExpectError(CheckModelSupported(c, 1, "cpu", /*hybrid=*/true, /*fp8=*/true), absl::StatusCode::kUnimplemented,
               "quant_method modelopt");
+  EXPECT_TRUE(CheckModelSupported(c, 2, "cpu", /*hybrid=*/true, /*fp8=*/true, /*nvfp4=*/true).ok());
+  ExpectError(CheckModelSupported(c, 1, "cuda", /*hybrid=*/true), absl::StatusCode::kUnimplemented,
+              "quant_method modelopt (quantized weights) is not supported by the cuda backend yet");
+  c.quant_method = "fp8";
+  ExpectError(CheckModelSupported(c, 1, "cpu", /*hybrid=*/true, /*fp8=*/false, /*nvfp4=*/true),
+              absl::StatusCode::kUnimplemented, "quant_method fp8");
 }
 
 TEST(CheckModelSupported, HybridModelsWhereTheBackendHasTheirLayers) {

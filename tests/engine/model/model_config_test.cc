@@ -349,7 +349,16 @@ TEST(ModelConfig, BlockScaledFp8) {
   EXPECT_EQ(plain->weight_block_out, 0);
 }
 
-// Unknown methods and formats are refused naming them; NVFP4 is known but not computed yet.
+TEST(ModelConfig, Nvfp4) {
+  auto c = LoadModelConfig(TestData("qwen3moe-nvfp4-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quant_method, "modelopt");
+  EXPECT_EQ(c->quant_algo, "NVFP4");
+  EXPECT_EQ(c->quant_group_size, 16);
+  EXPECT_EQ(c->weight_block_out, 0);
+}
+
+// Unknown methods, formats, ModelOpt algos and group sizes are refused naming them.
 TEST(ModelConfig, QuantizationRefusals) {
   const json base = json::parse(testing::ReadTextFile(TestData("qwen3moe-fp8-tiny/config.json")));
   auto parse = [&](const json& quant) {
@@ -361,8 +370,18 @@ TEST(ModelConfig, QuantizationRefusals) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(Msg(unknown.status()).find("unknown quantization method 'gptq'"), std::string::npos) << unknown.status();
   auto nvfp4 = parse({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}});
-  EXPECT_EQ(nvfp4.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(Msg(nvfp4.status()).find("quant_method 'modelopt'"), std::string::npos) << nvfp4.status();
+  ASSERT_TRUE(nvfp4.ok()) << nvfp4.status();
+  EXPECT_EQ(nvfp4->quant_algo, "NVFP4");
+  auto w4a8 = parse({{"quant_method", "modelopt"}, {"quant_algo", "W4A8_AWQ"}, {"group_size", 128}});
+  EXPECT_EQ(w4a8.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(Msg(w4a8.status()).find("quant_algo 'W4A8_AWQ' is not supported (supported: NVFP4)"), std::string::npos)
+      << w4a8.status();
+  auto group32 = parse({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 32}});
+  EXPECT_EQ(group32.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Msg(group32.status()).find("quantization_config.group_size': expected 16 for NVFP4, found 32"),
+            std::string::npos) << group32.status();
+  auto no_algo = parse({{"quant_method", "modelopt"}, {"group_size", 16}});
+  EXPECT_NE(Msg(no_algo.status()).find("quantization_config.quant_algo"), std::string::npos) << no_algo.status();
   auto e5m2 = parse({{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {128, 128}}});
   EXPECT_NE(Msg(e5m2.status()).find("quantization_config.fmt"), std::string::npos) << e5m2.status();
   for (const json& block : {json(), json::array({128}), json::array({0, 128}), json::array({128, "x"})}) {
