@@ -351,29 +351,15 @@ TEST(LayerWeights, Fp8SlicesCuttingBlocksKeepEachElementsScale) {
                   .ok());
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  struct Case {
-    int dim;
-    int64_t start, len, index;
-  };
-  for (const Case& c : {Case{0, 0, F::kOut, -1}, Case{0, 1, 3, -1}, Case{1, 2, 4, -1}, Case{1, 4, 3, -1},
-                        Case{1, 1, 3, 1}, Case{2, 2, 4, 1}, Case{2, 1, 1, 0}}) {
-    const bool stack = c.index >= 0;
-    const std::string name = stack ? "m.experts.gate_up_proj" : "m.weight";
-    std::vector<int64_t> shape = {F::kOut, F::kIn};
-    if (stack) shape.insert(shape.begin(), 2);
-    auto t = ReadWeightSlice(**ckpt, Fp8Slice(name, shape, c.dim, c.start, c.len, c.index));
+  using C = testing::SliceCase;
+  for (const C& c : {C{0, 0, F::kOut, -1}, C{0, 1, 3, -1}, C{1, 2, 4, -1}, C{1, 4, 3, -1}, C{1, 1, 3, 1},
+                     C{2, 2, 4, 1}, C{2, 1, 1, 0}}) {
+    WeightSlice s = testing::CaseSlice(c, "m.weight", "m.experts.gate_up_proj", 2, F::kOut, F::kIn);
+    s.block_out = F::kBo;
+    s.block_in = F::kBi;
+    auto t = ReadWeightSlice(**ckpt, s);
     ASSERT_TRUE(t.ok()) << t.status();
-    const int mdim = c.dim - (stack ? 1 : 0);
-    const int64_t r0 = mdim == 0 ? c.start : 0, nr = mdim == 0 ? c.len : F::kOut;
-    const int64_t c0 = mdim == 1 ? c.start : 0, nc = mdim == 1 ? c.len : F::kIn;
-    ASSERT_EQ(t->data.size(), static_cast<size_t>(nr * nc));
-    const int64_t e = stack ? c.index : 0;
-    for (int64_t r = 0; r < nr; ++r) {
-      for (int64_t k = 0; k < nc; ++k) {
-        EXPECT_EQ(t->data[r * nc + k], F::Want(e, r0 + r, c0 + k))
-            << name << " dim " << c.dim << " [" << c.start << ", +" << c.len << ") at " << r << "," << k;
-      }
-    }
+    testing::ExpectSliceValues(*t, s, F::Want);
   }
 }
 

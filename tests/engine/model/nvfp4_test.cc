@@ -72,30 +72,15 @@ TEST(Nvfp4, SlicesKeepEachElementsGroupScale) {
   for (NamedTensorData& s : F::Tensors("m.experts.down_proj", 2)) t.push_back(s);
   auto ckpt = Write(dir, t);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  struct Case {
-    int dim;
-    int64_t start, len, index;
-  };
-  for (const Case& c : {Case{0, 0, F::kOut, -1}, Case{0, 1, 1, -1}, Case{1, 16, 16, -1}, Case{1, 16, 32, -1},
-                        Case{1, 0, 2, 1}, Case{2, 0, 48, 1}, Case{2, 32, 16, 0}, Case{1, 2, 1, 0}}) {
-    const bool stack = c.index >= 0;
-    const std::string name = stack ? "m.experts.down_proj" : "m.weight";
-    std::vector<int64_t> shape = {F::kOut, F::kIn};
-    if (stack) shape.insert(shape.begin(), 2);
-    auto r = ReadWeightSlice(**ckpt, Slice(name, shape, c.dim, c.start, c.len, c.index));
+  using C = testing::SliceCase;
+  for (const C& c : {C{0, 0, F::kOut, -1}, C{0, 1, 1, -1}, C{1, 16, 16, -1}, C{1, 16, 32, -1}, C{1, 0, 2, 1},
+                     C{2, 0, 48, 1}, C{2, 32, 16, 0}, C{1, 2, 1, 0}}) {
+    const WeightSlice s = testing::CaseSlice(c, "m.weight", "m.experts.down_proj", 2, F::kOut, F::kIn);
+    auto r = ReadWeightSlice(**ckpt, s);
     ASSERT_TRUE(r.ok()) << r.status();
-    const int mdim = c.dim - (stack ? 1 : 0);
-    const int64_t r0 = mdim == 0 ? c.start : 0, nr = mdim == 0 ? c.len : F::kOut;
-    const int64_t c0 = mdim == 1 ? c.start : 0, nc = mdim == 1 ? c.len : F::kIn;
-    ASSERT_EQ(r->data.size(), static_cast<size_t>(nr * nc));
-    EXPECT_EQ(r->shape, (std::vector<int64_t>{nr, nc}));
-    const int64_t e = stack ? c.index : 0;
-    for (int64_t row = 0; row < nr; ++row) {
-      for (int64_t k = 0; k < nc; ++k) {
-        EXPECT_EQ(r->data[row * nc + k], F::Want(e, r0 + row, c0 + k))
-            << name << " dim " << c.dim << " [" << c.start << ", +" << c.len << ") at " << row << "," << k;
-      }
-    }
+    const int mdim = c.dim - (c.index >= 0 ? 1 : 0);
+    EXPECT_EQ(r->shape, (std::vector<int64_t>{mdim == 0 ? c.len : F::kOut, mdim == 1 ? c.len : F::kIn}));
+    testing::ExpectSliceValues(*r, s, F::Want);
   }
 }
 

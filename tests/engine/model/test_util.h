@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "absl/status/status.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/layer_weights.h"
@@ -135,6 +137,39 @@ inline std::vector<const WeightSpec*> AllSpecs(const ModelWeightSpec& m) {
     }
   }
   return out;
+}
+
+// One case of a slice test: rows (dim 0) or columns (dim 1) [start, start + len) of a matrix, or
+// with index >= 0 of the stack entry `index` (dims counted in the stack, 1 or 2).
+struct SliceCase {
+  int dim;
+  int64_t start, len, index;
+};
+// The WeightSlice of case `c`: of `plain` [rows, cols], or of `stacked` [experts, rows, cols].
+inline WeightSlice CaseSlice(const SliceCase& c, const std::string& plain, const std::string& stacked,
+                             int64_t experts, int64_t rows, int64_t cols) {
+  std::vector<int64_t> shape = {rows, cols};
+  if (c.index >= 0) shape.insert(shape.begin(), experts);
+  return WeightSlice{c.index >= 0 ? stacked : plain, shape, c.dim, c.start, c.len, c.index};
+}
+
+// A ReadWeightSlice result `t` of the slice `s` of a [rows, cols] matrix (or of the stack entry
+// s.index of [E, rows, cols]) against want(e, o, i) at each element's absolute row o, column i.
+template <typename Want>
+void ExpectSliceValues(const Tensor& t, const WeightSlice& s, Want want) {
+  const bool stack = s.index >= 0;
+  const int64_t rows = s.shape[stack ? 1 : 0], cols = s.shape[stack ? 2 : 1];
+  const int mdim = s.dim - (stack ? 1 : 0);
+  const int64_t r0 = mdim == 0 ? s.start : 0, nr = mdim == 0 ? s.len : rows;
+  const int64_t c0 = mdim == 1 ? s.start : 0, nc = mdim == 1 ? s.len : cols;
+  ASSERT_EQ(t.data.size(), static_cast<size_t>(nr * nc)) << s.name;
+  const int64_t e = stack ? s.index : 0;
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t k = 0; k < nc; ++k) {
+      EXPECT_EQ(t.data[r * nc + k], want(e, r0 + r, c0 + k))
+          << s.name << " dim " << s.dim << " [" << s.start << ", +" << s.len << ") at " << r << "," << k;
+    }
+  }
 }
 
 }  // namespace tandem::engine::testing
