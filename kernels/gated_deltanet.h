@@ -10,6 +10,7 @@
 // decode step is graph-capturable.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "kernels/bf16.h"
@@ -37,6 +38,24 @@ struct DeltaNetLayout {
   TANDEM_HOST_DEVICE int64_t conv_state_size() const { return conv_dim() * (conv_kernel - 1); }  // one slot
   TANDEM_HOST_DEVICE int64_t state_size() const { return n_v * dk * dv; }                       // one slot
 };
+
+// The number of values of each of one rank's DeltaNet weights (`hidden`: the model's), in the order
+// both backends' mixers read them; their loaders check the weights against it.
+struct DeltaNetWeightSize {
+  const char* name;
+  int64_t size;
+};
+inline std::array<DeltaNetWeightSize, 9> DeltaNetWeightSizes(const DeltaNetLayout& L, int64_t hidden) {
+  return {{{"in_qkv", L.conv_dim() * hidden},
+           {"in_z", L.value_dim() * hidden},
+           {"in_b", L.n_v * hidden},
+           {"in_a", L.n_v * hidden},
+           {"conv", L.conv_dim() * L.conv_kernel},
+           {"A_log", L.n_v},
+           {"dt_bias", L.n_v},
+           {"norm", L.dv},
+           {"out", hidden * L.value_dim()}}};
+}
 
 // The step's metadata as the DeltaNet reads it (device pointers into StepMeta's array, or host
 // pointers for the references). Tokens of a sequence are consecutive and in position order.

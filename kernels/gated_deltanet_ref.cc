@@ -10,18 +10,9 @@
 // order with its slot's states; and the chunked form of the recurrence, written out in double.
 namespace tandem::kernels::ref {
 
-namespace {
-
-engine::cpu::DeltaNetShape Shape(const DeltaNetLayout& L) {
-  return {L.n_k, L.n_v, L.dk, L.dv, L.conv_kernel};
-}
-
-}  // namespace
-
 void gated_deltanet_prepare(float* qkv, float* g, float* beta, float* conv_states, const float* proj,
                             const bf16_bits* conv_w, const bf16_bits* A_log, const bf16_bits* dt_bias,
                             DeltaNetStep st, DeltaNetLayout L) {
-  const engine::cpu::DeltaNetShape D = Shape(L);
   const int64_t C = L.conv_dim(), V = L.value_dim(), row = L.proj_row();
   for (int64_t s = 0; s < st.S; ++s) {
     float* cs = conv_states + st.state_slots[s] * L.conv_state_size();
@@ -30,14 +21,13 @@ void gated_deltanet_prepare(float* qkv, float* g, float* beta, float* conv_state
       const float* p = proj + t * row;
       std::copy(p, p + C, qkv + t * C);
       engine::cpu::gated_deltanet_prepare<double>(qkv + t * C, cs, g + t * L.n_v, beta + t * L.n_v, p + C + V,
-                                                  p + C + V + L.n_v, conv_w, A_log, dt_bias, D);
+                                                  p + C + V + L.n_v, conv_w, A_log, dt_bias, L);
     }
   }
 }
 
 void gated_deltanet_recurrent(float* o, float* states, const float* qkv, const float* g, const float* beta,
                               DeltaNetStep st, DeltaNetLayout L) {
-  const engine::cpu::DeltaNetShape D = Shape(L);
   const int64_t C = L.conv_dim(), V = L.value_dim();
   for (int64_t s = 0; s < st.S; ++s) {
     float* S = states + st.state_slots[s] * L.state_size();
@@ -45,7 +35,7 @@ void gated_deltanet_recurrent(float* o, float* states, const float* qkv, const f
       if (st.pos[t] == 0) std::fill(S, S + L.state_size(), 0.0f);
       for (int64_t h = 0; h < L.n_v; ++h) {
         engine::cpu::gated_deltanet_head<double>(o + t * V + h * L.dv, S, qkv + t * C, g + t * L.n_v,
-                                                 beta + t * L.n_v, h, D);
+                                                 beta + t * L.n_v, h, L);
       }
     }
   }

@@ -55,8 +55,8 @@ class CpuModel final : public Model {
   std::vector<float> inv_freq_;    // (rotary_dim / 2)
   std::vector<float> embed_;       // (vocab, hidden) replicated
   std::vector<DecoderLayer> layers_;
-  std::vector<GatedDeltaNet*> state_layers_;  // the mixers of layers_ with per-sequence state
-  int32_t num_state_slots_ = 0;
+  // The state pool's size, as CheckBatch takes it: kNoStateSlots for a model without per-sequence state.
+  int32_t num_state_slots_ = kNoStateSlots;
   std::vector<float> final_norm_;  // (hidden)
   std::vector<float> lm_head_;     // (vocab_per_rank, hidden) rows [rank * vocab_per_rank, ...), zero-padded
 };
@@ -79,14 +79,11 @@ absl::Status CpuModel::LoadWeights(const Checkpoint& ckpt) {
     // Mixer: Gated DeltaNet (hybrid models' linear_attention layers, state per sequence, no KV)
     // or full attention (a KV cache layer).
     if (ls.linear) {
-      ASSIGN_OR_RETURN(std::unique_ptr<GatedDeltaNet> mixer,
-                       GatedDeltaNet::Load(ckpt, ls.linear_attention, cfg_, shard_));
-      kv_spec_.state_bytes_per_slot += mixer->state_bytes_per_slot();
-      state_layers_.push_back(mixer.get());
-      layer.mixer = std::move(mixer);
+      ASSIGN_OR_RETURN(layer.mixer, GatedDeltaNet::Load(ckpt, ls.linear_attention, cfg_, shard_));
     } else {
       ASSIGN_OR_RETURN(layer.mixer, Attention::Load(ckpt, ls.attention, cfg_, shard_, kv_layers++));
     }
+    kv_spec_.state_bytes_per_slot += layer.mixer->state_bytes_per_slot();
     // Ffn: routed experts (with the shared expert when the model has one) or a dense MLP.
     if (ls.moe) {
       ASSIGN_OR_RETURN(layer.ffn, MoeFfn::Load(ckpt, ls.experts, cfg_, shard_));
@@ -110,8 +107,9 @@ absl::Status CpuModel::AllocateKvCache(int32_t num_blocks, int32_t block_size, i
     return absl::InvalidArgumentError("a model with per-sequence state needs num_state_slots > 0");
   }
   kv_ = PagedKvCache(kv_spec_.num_layers, num_blocks, block_size, kv_spec_.num_kv_heads_local, kv_spec_.head_dim);
-  num_state_slots_ = kv_spec_.has_state() ? num_state_slots : 0;
-  for (GatedDeltaNet* layer : state_layers_) layer->AllocateStates(num_state_slots_);
+  num_state_slots_ = kv_spec_.has_state() ? num_state_slots : kNoStateSlots;
+  // The state pools of the mixers that keep per-sequence state (each mixer owns its own).
+  for (DecoderLayer& layer : layers_) layer.mixer->AllocateStates(num_state_slots_);
   return absl::OkStatus();
 }
 
@@ -121,8 +119,7 @@ absl::Status CpuModel::AllReduce(std::vector<float>& x) {
 }
 
 absl::StatusOr<Logits> CpuModel::Forward(const StepBatch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch, kv_.num_blocks(), kv_.block_size(), cfg_.vocab_size,
-                             kv_spec_.has_state() ? num_state_slots_ : kNoStateSlots));
+  RETURN_IF_ERROR(CheckBatch(batch, kv_.num_blocks(), kv_.block_size(), cfg_.vocab_size, num_state_slots_));
   StepContext ctx;
   ctx.m = PlanStepMeta(batch, /*pad_tables=*/false);
   std::vector<int32_t> meta(ctx.m.total());

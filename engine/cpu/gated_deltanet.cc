@@ -8,21 +8,19 @@
 
 namespace tandem::engine::cpu {
 
-absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Create(DeltaNetWeights w, const DeltaNetShape& D,
+absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Create(DeltaNetWeights w, const DeltaNetLayout& D,
                                                                       int64_t hidden, float eps) {
   if (D.n_k <= 0 || D.n_v <= 0 || D.n_v % D.n_k != 0 || D.dk <= 0 || D.dv <= 0 || D.conv_kernel < 1) {
     return absl::InvalidArgumentError(absl::StrCat("gated deltanet: unsupported heads n_k=", D.n_k, " n_v=", D.n_v,
                                                    " dk=", D.dk, " dv=", D.dv, " conv kernel=", D.conv_kernel));
   }
-  const std::pair<const std::vector<float>*, int64_t> want[] = {
-      {&w.in_qkv, D.conv_dim() * hidden}, {&w.in_z, D.value_dim() * hidden}, {&w.in_b, D.n_v * hidden},
-      {&w.in_a, D.n_v * hidden},          {&w.conv, D.conv_dim() * D.conv_kernel}, {&w.A_log, D.n_v},
-      {&w.dt_bias, D.n_v},                {&w.norm, D.dv},                     {&w.out, hidden * D.value_dim()}};
-  const char* names[] = {"in_qkv", "in_z", "in_b", "in_a", "conv", "A_log", "dt_bias", "norm", "out"};
-  for (size_t i = 0; i < std::size(want); ++i) {
-    if (static_cast<int64_t>(want[i].first->size()) != want[i].second) {
-      return absl::InvalidArgumentError(absl::StrCat("gated deltanet weight ", names[i], " has ",
-                                                     want[i].first->size(), " values, want ", want[i].second));
+  const std::vector<float>* got[] = {&w.in_qkv, &w.in_z, &w.in_b, &w.in_a, &w.conv,
+                                      &w.A_log,  &w.dt_bias, &w.norm, &w.out};
+  const auto want = kernels::DeltaNetWeightSizes(D, hidden);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (static_cast<int64_t>(got[i]->size()) != want[i].size) {
+      return absl::InvalidArgumentError(absl::StrCat("gated deltanet weight ", want[i].name, " has ", got[i]->size(),
+                                                     " values, want ", want[i].size));
     }
   }
   auto m = std::make_unique<GatedDeltaNet>();
@@ -41,7 +39,7 @@ absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Create(DeltaNetWei
 absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Load(const Checkpoint& ckpt,
                                                                     const LinearAttentionWeightSpec& spec,
                                                                     const ModelConfig& cfg, const TpShard& shard) {
-  const DeltaNetShape D{shard.n_linear_k_heads, shard.n_linear_v_heads, cfg.linear_key_head_dim,
+  const DeltaNetLayout D{shard.n_linear_k_heads, shard.n_linear_v_heads, cfg.linear_key_head_dim,
                         cfg.linear_value_head_dim, cfg.linear_conv_kernel_dim};
   DeltaNetWeights w;
   ASSIGN_OR_RETURN(w.in_qkv, ReadWeight(ckpt, spec.in_qkv));
@@ -66,7 +64,7 @@ absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out
   if (ctx.batch == nullptr) return absl::InternalError("gated deltanet needs the step's batch");
   const StepMeta& m = ctx.m;
   const int64_t T = ctx.num_tokens(), H = hidden_, C = D_.conv_dim(), V = D_.value_dim();
-  const int64_t row = C + V + 2 * D_.n_v;  // qkv | z | b | a
+  const int64_t row = D_.proj_row();  // qkv | z | b | a
   std::vector<float> proj(T * row), o(T * V);
   matmul(ctx.pool, proj.data(), x, w_in_.data(), T, H, row);
 

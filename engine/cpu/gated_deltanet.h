@@ -35,7 +35,7 @@ class GatedDeltaNet final : public Mixer {
                                                              const LinearAttentionWeightSpec& spec,
                                                              const ModelConfig& cfg, const TpShard& shard);
   // Checks every weight's size against the shape.
-  static absl::StatusOr<std::unique_ptr<GatedDeltaNet>> Create(DeltaNetWeights w, const DeltaNetShape& shape,
+  static absl::StatusOr<std::unique_ptr<GatedDeltaNet>> Create(DeltaNetWeights w, const DeltaNetLayout& shape,
                                                                int64_t hidden, float eps);
   // out (T, hidden) = this rank's partial out_proj sum. A chunk starting at position 0 (re)starts its
   // slot's state from zeros; any other chunk must continue where its slot's last chunk ended
@@ -43,17 +43,17 @@ class GatedDeltaNet final : public Mixer {
   absl::Status Forward(StepContext& ctx, const float* x, float* out) override;
 
   // (Re)allocates the pool: `slots` empty slots.
-  void AllocateStates(int32_t slots);
+  void AllocateStates(int32_t slots) override;
   int32_t num_slots() const { return static_cast<int32_t>(next_pos_.size()); }
   // float32 conv state (conv_dim, K-1) and recurrent state (n_v, dk, dv) of one slot.
-  int64_t state_bytes_per_slot() const {
+  int64_t state_bytes_per_slot() const override {
     return static_cast<int64_t>(sizeof(float)) * (D_.conv_state_size() + D_.state_size());
   }
 
  private:
   DeltaNetWeights w_;
   std::vector<float> w_in_;    // (conv_dim + n_v dv + 2 n_v, H) in_qkv | in_z | in_b | in_a rows: one product
-  DeltaNetShape D_;
+  DeltaNetLayout D_;
   int64_t hidden_ = 0;
   float eps_ = 1e-6f;
   // The pool: slot i's conv state at conv_[i * conv_state_size], recurrent state at S_[i * state_size];

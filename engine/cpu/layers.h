@@ -48,6 +48,10 @@ class Mixer {
   virtual ~Mixer() = default;
   // out (T, hidden) = this rank's partial output for the normed input x (T, hidden).
   virtual absl::Status Forward(StepContext& ctx, const float* x, float* out) = 0;
+  // Per-sequence state (the Gated DeltaNet's conv and recurrent state): this rank's bytes of one
+  // slot (0: the mixer keeps none), and the pool of `slots` empty slots (re)allocated.
+  virtual int64_t state_bytes_per_slot() const { return 0; }
+  virtual void AllocateStates(int32_t slots) { (void)slots; }
 };
 
 class Ffn {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/cpu/ops.h"
+#include "kernels/gated_deltanet.h"
 
 namespace tandem::engine::cpu {
 
@@ -89,15 +90,8 @@ void gated_rmsnorm(float* out, const float* x, const W* w, const float* z, int64
   }
 }
 
-// The shapes of one rank's Gated DeltaNet heads.
-struct DeltaNetShape {
-  int64_t n_k = 0, n_v = 0, dk = 0, dv = 0, conv_kernel = 0;
-  int64_t key_dim() const { return n_k * dk; }
-  int64_t value_dim() const { return n_v * dv; }
-  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // the q | k | v channels
-  int64_t conv_state_size() const { return conv_dim() * (conv_kernel - 1); }
-  int64_t state_size() const { return n_v * dk * dv; }
-};
+// The shapes of one rank's Gated DeltaNet heads: the kernels' layout, as attention's QkvLayout is.
+using kernels::DeltaNetLayout;
 
 // The per-token part of the Gated DeltaNet before the recurrence: qkv (conv_dim) = [q (n_k, dk) |
 // k (n_k, dk) | v (n_v, dv)] goes through the conv (conv_state (conv_dim, K-1) updated) and SiLU,
@@ -105,7 +99,7 @@ struct DeltaNetShape {
 // beta = sigmoid(b) and the decay g = -exp(A_log) softplus(a + dt_bias) (b, a, A_log, dt_bias (n_v)).
 template <typename Acc = float, typename W>
 void gated_deltanet_prepare(float* qkv, float* conv_state, float* g, float* beta, const float* b, const float* a,
-                            const W* conv_w, const W* A_log, const W* dt_bias, const DeltaNetShape& D) {
+                            const W* conv_w, const W* A_log, const W* dt_bias, const DeltaNetLayout& D) {
   causal_conv1d_update<Acc>(qkv, conv_state, qkv, conv_w, D.conv_dim(), D.conv_kernel);
   float* q = qkv;
   float* k = qkv + D.key_dim();
@@ -127,7 +121,7 @@ void gated_deltanet_prepare(float* qkv, float* conv_state, float* g, float* beta
 // head h / (n_v / n_k).
 template <typename Acc = float>
 void gated_deltanet_head(float* o_h, float* state, const float* qkv, const float* g, const float* beta, int64_t h,
-                         const DeltaNetShape& D) {
+                         const DeltaNetLayout& D) {
   const int64_t kh = h / (D.n_v / D.n_k);
   const float* q = qkv + kh * D.dk;
   const float* k = qkv + D.key_dim() + kh * D.dk;
@@ -140,7 +134,7 @@ void gated_deltanet_head(float* o_h, float* state, const float* qkv, const float
 // the gated norm). state (n_v, dk, dv) and conv_state are the sequence's, updated.
 template <typename Acc = float, typename W>
 void gated_deltanet_token(float* o, float* qkv, float* conv_state, float* state, const float* b, const float* a,
-                          const W* conv_w, const W* A_log, const W* dt_bias, const DeltaNetShape& D) {
+                          const W* conv_w, const W* A_log, const W* dt_bias, const DeltaNetLayout& D) {
   std::vector<float> g(D.n_v), beta(D.n_v);
   gated_deltanet_prepare<Acc>(qkv, conv_state, g.data(), beta.data(), b, a, conv_w, A_log, dt_bias, D);
   for (int64_t h = 0; h < D.n_v; ++h) gated_deltanet_head<Acc>(o + h * D.dv, state, qkv, g.data(), beta.data(), h, D);

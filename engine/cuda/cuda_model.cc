@@ -150,7 +150,8 @@ class CudaModel final : public Model {
   std::vector<DecoderLayer> layers_;
 
   int32_t num_blocks_ = 0, block_size_ = 0;
-  int32_t num_state_slots_ = 0;  // the state pool of a model with per-sequence state (kv_spec_.has_state())
+  // The state pool's size, as CheckBatch takes it: kNoStateSlots for a model without per-sequence state.
+  int32_t num_state_slots_ = kNoStateSlots;
   // (layers, num_blocks * block_size, n_kv_heads, head_dim), float32 (default: the golden bound
   // holds) or bf16 (half the bytes; see SetKvDtype).
   bool kv_f32_ = true;
@@ -215,7 +216,7 @@ void CudaModel::ClearGraphs() {
 }
 
 absl::Status CudaModel::AllocateKvCache(int32_t num_blocks, int32_t block_size, int32_t num_state_slots) {
-  num_state_slots_ = kv_spec_.has_state() ? num_state_slots : 0;
+  num_state_slots_ = kv_spec_.has_state() ? num_state_slots : kNoStateSlots;
   if (num_blocks <= 0 || block_size <= 0) {
     return absl::InvalidArgumentError("kv cache needs num_blocks > 0 and block_size > 0");
   }
@@ -410,8 +411,7 @@ absl::Status CudaModel::RunGraph(const StepMeta& m) {
 }
 
 absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size,
-                             kv_spec_.has_state() ? num_state_slots_ : kNoStateSlots));
+  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size, num_state_slots_));
   if (batch.seqs.empty()) return Logits{};
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));  // the caller's thread may differ
   bool decode = true;
@@ -450,8 +450,7 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
 }
 
 absl::StatusOr<CudaStepStats> CudaModel::MeasureStepStats(const StepBatch& batch) {
-  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size,
-                             kv_spec_.has_state() ? num_state_slots_ : kNoStateSlots));
+  RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size, num_state_slots_));
   if (batch.seqs.empty()) return CudaStepStats{};
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));
   ASSIGN_OR_RETURN(const StepMeta m, PrepareStep(batch, false));

@@ -65,16 +65,13 @@ absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Load(WeightSource&
   for (const WeightSpec* p : {&spec.in_qkv, &spec.in_z, &spec.in_b, &spec.in_a}) {
     in.slices.insert(in.slices.end(), p->slices.begin(), p->slices.end());
   }
-  const std::pair<const WeightSpec*, int64_t> want[] = {
-      {&spec.in_qkv, L.conv_dim() * H}, {&spec.in_z, L.value_dim() * H}, {&spec.in_b, L.n_v * H},
-      {&spec.in_a, L.n_v * H},          {&spec.conv, L.conv_dim() * L.conv_kernel}, {&spec.a_log, L.n_v},
-      {&spec.dt_bias, L.n_v},           {&spec.norm, L.dv},                     {&spec.out, H * L.value_dim()}};
-  const char* names[] = {"in_qkv", "in_z", "in_b", "in_a", "conv", "A_log", "dt_bias", "norm", "out"};
-  for (size_t i = 0; i < std::size(want); ++i) {
-    if (want[i].first->numel() != want[i].second) {
-      return absl::InternalError("cuda gated deltanet: weight " + std::string(names[i]) + " has " +
-                                 std::to_string(want[i].first->numel()) + " values, want " +
-                                 std::to_string(want[i].second));
+  const WeightSpec* got[] = {&spec.in_qkv, &spec.in_z,    &spec.in_b, &spec.in_a, &spec.conv,
+                             &spec.a_log,  &spec.dt_bias, &spec.norm, &spec.out};
+  const auto want = kernels::DeltaNetWeightSizes(L, H);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i]->numel() != want[i].size) {
+      return absl::InternalError("cuda gated deltanet: weight " + std::string(want[i].name) + " has " +
+                                 std::to_string(got[i]->numel()) + " values, want " + std::to_string(want[i].size));
     }
   }
   RETURN_IF_ERROR(src.Read(in, m->w_in_));

@@ -16,7 +16,7 @@ namespace tandem::engine::cpu {
 namespace {
 
 constexpr int64_t kHidden = 16;
-const DeltaNetShape kShape{2, 4, 8, 6, 4};  // n_k, n_v, dk, dv, conv width
+const DeltaNetLayout kShape{2, 4, 8, 6, 4};  // n_k, n_v, dk, dv, conv width
 
 std::vector<float> Values(int64_t n, float seed) {
   std::vector<float> v(n);
@@ -27,7 +27,7 @@ std::vector<float> Values(int64_t n, float seed) {
 constexpr int32_t kSlots = 8;  // the tests' sequence ids are their state slots
 
 std::unique_ptr<GatedDeltaNet> Make() {
-  const DeltaNetShape& D = kShape;
+  const DeltaNetLayout& D = kShape;
   DeltaNetWeights w;
   w.in_qkv = Values(D.conv_dim() * kHidden, 0.1f);
   w.in_z = Values(D.value_dim() * kHidden, 0.2f);

@@ -92,7 +92,7 @@ TEST(LinearAttention, GatesAndSoftplus) {
 
 TEST(LinearAttention, DeltaNetTokenMatchesTheStepsWrittenOut) {
   // n_k 1, n_v 2 (both value heads read key head 0), dk 2, dv 2, conv width 2.
-  const DeltaNetShape D{1, 2, 2, 2, 2};
+  const DeltaNetLayout D{1, 2, 2, 2, 2};
   ASSERT_EQ(D.conv_dim(), 8);
   std::vector<float> conv_w(D.conv_dim() * 2), conv_state(D.conv_state_size(), 0.0f), state(D.state_size(), 0.0f);
   for (size_t i = 0; i < conv_w.size(); ++i) conv_w[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
