@@ -16,8 +16,10 @@
 #include "engine/comm/store.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_collectives.h"
+#include "engine/cuda/gated_deltanet.h"
 #include "engine/cuda/nccl_comm.h"
 #include "engine/cuda/random_fill.h"
+#include "engine/model/tp_shard.h"
 #include "kernels/attention.h"
 #include "kernels/cuda_check.h"
 #include "kernels/gated_deltanet.h"
@@ -139,9 +141,10 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts, K = c.num_experts_per_tok;
   const int64_t qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
   const int64_t q_rows = c.attention_output_gate ? 2 * qd : qd;
-  bool hybrid = false;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) hybrid |= c.IsLinearAttentionLayer(l);
-  const int64_t lin_v = c.LinearValueDim(), lin_proj = c.LinearConvDim() + lin_v + 2 * c.linear_num_value_heads;
+  // The Gated DeltaNet's heads at TP 1, as the engine lays them out (no heads: not a hybrid).
+  const kernels::DeltaNetLayout L = GatedDeltaNet::Layout(c, ComputeTpShard(c, 0, 1));
+  const bool hybrid = L.n_v > 0;
+  const int64_t lin_v = L.value_dim(), lin_proj = L.proj_row();
   const int64_t S = c.shared_expert_intermediate_size;
   // The shared expert (as wide as an expert: cuda::CheckSupported) is expert E, picked by every token.
   const int64_t shared = S > 0 ? 1 : 0, Es = E + shared, Ks = K + shared;
@@ -203,8 +206,6 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
     // One sequence's delta-rule step of one layer: its float32 state S (n_v x dk x dv) read and
     // written back. A pool of slots larger than L2 (each launch takes the next slot), position 5
     // so that the state is continued, not started from zeros; zero inputs keep it finite.
-    const kernels::DeltaNetLayout L{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
-                                    c.linear_value_head_dim, c.linear_conv_kernel_dim};
     const int64_t state_bytes = static_cast<int64_t>(sizeof(float)) * L.state_size();
     const int copies = static_cast<int>(std::max<int64_t>(2, (256 << 20) / state_bytes + 1));
     float *states = nullptr, *in = nullptr;
