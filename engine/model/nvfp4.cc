@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "engine/model/safetensors.h"
+#include "kernels/quant_weight.h"
 
 namespace tandem::engine {
 
@@ -25,11 +26,7 @@ absl::StatusOr<TensorView> Stored(const Checkpoint& ckpt, const std::string& nam
 
 }  // namespace
 
-float E2m1ToFloat(uint8_t code) {
-  static constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float m = kMagnitude[code & 7];
-  return (code & 8) != 0 ? -m : m;
-}
+float E2m1ToFloat(uint8_t code) { return kernels::E2m1ToFloat(code); }
 
 std::string WeightScaleName(const std::string& weight) { return weight + "_scale"; }
 std::string WeightScale2Name(const std::string& weight) { return weight + "_scale_2"; }

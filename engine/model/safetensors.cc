@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "kernels/quant_weight.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::engine {
@@ -249,18 +250,7 @@ float F16ToFloat(uint16_t bits) {
   return f;
 }
 
-// e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities, S.1111.111 is nan, so
-// the largest finite magnitude is 448. Every value is exact in float32.
-float F8E4M3ToFloat(uint8_t bits) {
-  const bool neg = (bits & 0x80) != 0;
-  const int exp = (bits >> 3) & 0xf;
-  const int mant = bits & 0x7;
-  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
-  // Subnormals (exp 0): mant * 2^-9; normals: (8 + mant) * 2^(exp - 7 - 3).
-  const float f = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)
-                           : std::ldexp(static_cast<float>(8 + mant), exp - 10);
-  return neg ? -f : f;
-}
+float F8E4M3ToFloat(uint8_t bits) { return kernels::E4m3ToFloat(bits); }
 
 uint16_t FloatToBf16(float f) {
   uint32_t u;
