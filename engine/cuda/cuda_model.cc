@@ -532,7 +532,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, con
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed,
-                                                                const ModelLoadOptions& tp) {
+                                                                const ModelLoadOptions& tp,
+                                                                kernels::WeightFormat weights) {
+  if (weights != kernels::WeightFormat::kBf16) {
+    return absl::UnimplementedError("synthetic quantized weights are not implemented yet");
+  }
   ASSIGN_OR_RETURN(auto model, NewCudaModel(config, tp));
   RandomWeights src(seed, model->stream());
   const TpShard shard = ComputeTpShard(config, tp.rank, tp.world);
@@ -541,8 +545,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfi
   return std::unique_ptr<Model>(std::move(model));
 }
 
-absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed) {
-  return CreateSyntheticCudaModel(config, seed, ModelLoadOptions{});
+absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed,
+                                                                kernels::WeightFormat weights) {
+  return CreateSyntheticCudaModel(config, seed, ModelLoadOptions{}, weights);
 }
 
 absl::StatusOr<int32_t> KvBlocksFromDeviceMemory(const Model& model, double memory_fraction, int32_t block_size) {

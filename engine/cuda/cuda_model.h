@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model.h"
+#include "kernels/quant_weight.h"
 
 namespace tandem::engine::cuda {
 
@@ -29,12 +30,17 @@ absl::Status CheckSupported(const ModelConfig& config, int world);
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, const ModelConfig& config,
                                                      const ModelLoadOptions& options);
 
-// A model of `config`'s shapes with random bf16 weights drawn on the GPU (no files): benchmarks.
+// A model of `config`'s shapes with random weights drawn on the GPU (no files): benchmarks.
 // `tp` gives rank, world and comm (backend and threads are ignored): this rank's shard only. The
 // same seed on every rank gives every rank the same replicated weights (so they route alike).
-absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed,
-                                                                const ModelLoadOptions& tp);
-absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed);
+// `weights` kFp8Block (128 x 128 blocks) or kNvfp4 keeps the linears a real checkpoint quantizes
+// (attention, Gated DeltaNet in_proj qkv|z and out_proj, experts, dense MLP) in that format, with
+// the bf16 weights' value scale; everything else stays bf16.
+absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(
+    const ModelConfig& config, uint64_t seed, const ModelLoadOptions& tp,
+    kernels::WeightFormat weights = kernels::WeightFormat::kBf16);
+absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(
+    const ModelConfig& config, uint64_t seed, kernels::WeightFormat weights = kernels::WeightFormat::kBf16);
 
 // KV blocks that fit when the process may use `memory_fraction` of the device's memory in all:
 // (fraction * total - already used) / (bytes per token * block_size). Call after loading.
