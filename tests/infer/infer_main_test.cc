@@ -1,6 +1,7 @@
 // tandem-infer as a user runs it, ranks as separate processes (--ranks processes): qwen3moe-tiny at
 // TP = 1, 2, 4 and the hybrid qwen35moe-tiny / qwen3next-tiny (Gated DeltaNet state on each rank) at
-// TP = 2: `logits --out` files and `generate --json` continuations against the transformers golden.
+// TP = 2, and the quantized qwen3moe-fp8-tiny / qwen3moe-nvfp4-tiny / qwen35moe-fp8-tiny at TP = 2:
+// `logits --out` files and `generate --json` continuations against the transformers golden.
 // Also: a rank that dies makes the whole run fail quickly with a message naming it.
 #include <chrono>
 #include <cstdio>
@@ -120,6 +121,13 @@ INSTANTIATE_TEST_SUITE_P(Tp, InferProcessTest,
 // The hybrid models: each rank process keeps its share of the linear-attention heads' state.
 INSTANTIATE_TEST_SUITE_P(Hybrid, InferProcessTest,
                          ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"),
+                                            ::testing::Values(2)),
+                         ParamName);
+// The quantized checkpoints: each rank process reads and dequantizes its own shard of the FP8
+// blocks / NVFP4 groups (at TP 2 an expert's 32 intermediate rows per rank are one FP8 block).
+INSTANTIATE_TEST_SUITE_P(Quantized, InferProcessTest,
+                         ::testing::Combine(::testing::Values("qwen3moe-fp8-tiny", "qwen3moe-nvfp4-tiny",
+                                                              "qwen35moe-fp8-tiny"),
                                             ::testing::Values(2)),
                          ParamName);
 
