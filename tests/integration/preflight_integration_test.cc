@@ -308,6 +308,79 @@ TEST_F(PreflightIntegration, ByteFlippedWithMtimeRestoredFailsOnAWarmCache) {
   std::printf("warm-cache preflight %.3f s, --rehash %.3f s\n", r.seconds, full.seconds);
 }
 
+// Issue 15: a quantized checkpoint's scales live beside its weights in the same safetensors file,
+// so the file digest covers them. Two copies of a quantized fixture whose weights are identical
+// but one scale tensor differs (a block scale of FP8, a group scale, the per-weight scale_2 or the
+// input_scale of NVFP4): weights parity fails naming model.safetensors on both nodes.
+TEST_F(PreflightIntegration, QuantizedCopiesWhoseScalesDifferFailNamingTheFile) {
+  StartAgent("spark1", Spark("10.0.0.1"));
+  StartAgent("spark2", Spark("10.0.0.2"));
+  struct Case {
+    std::string fixture, tensor;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3moe-fp8-tiny", "model.layers.1.mlp.experts.7.down_proj.weight_scale_inv"},
+      {"qwen3moe-nvfp4-tiny", "model.layers.1.mlp.experts.7.down_proj.weight_scale"},
+      {"qwen3moe-nvfp4-tiny", "model.layers.0.self_attn.o_proj.weight_scale_2"},
+      {"qwen3moe-nvfp4-tiny", "model.layers.0.self_attn.o_proj.input_scale"},
+  };
+  // The fixture's files (not symlinks: the agents confine the model to their root).
+  auto copy = [&](const std::string& fixture, const std::string& as) {
+    const fs::path src = fs::path(testing::TestdataDir()) / fixture, dst = dir_ / "models" / as;
+    fs::create_directories(dst);
+    for (const char* f : {"config.json", "hf_quant_config.json", "model.safetensors"}) {
+      if (fs::exists(src / f)) fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing);
+    }
+    return dst;
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const fs::path m1 = copy(c.fixture, "q" + std::to_string(i) + "a");
+    const fs::path m2 = copy(c.fixture, "q" + std::to_string(i) + "b");
+    // The tensor's bytes from the safetensors header (u64 length, then JSON with data_offsets
+    // relative to the end of the header); its first element changed, the size kept.
+    const fs::path file = m2 / "model.safetensors";
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    uint64_t header_len = 0;
+    f.read(reinterpret_cast<char*>(&header_len), sizeof header_len);
+    std::string header(header_len, '\0');
+    f.read(header.data(), static_cast<std::streamsize>(header_len));
+    const nlohmann::json h = nlohmann::json::parse(header);
+    ASSERT_TRUE(h.contains(c.tensor)) << c.fixture << " has no " << c.tensor;
+    const std::string dtype = h[c.tensor]["dtype"];
+    const std::streamoff at = 8 + static_cast<std::streamoff>(header_len) + h[c.tensor]["data_offsets"][0].get<int64_t>();
+    f.seekg(at);
+    if (dtype == "F32") {
+      float v = 0;
+      f.read(reinterpret_cast<char*>(&v), sizeof v);
+      v = v == 0.0f ? 1.0f : 2.0f * v;
+      f.seekp(at);
+      f.write(reinterpret_cast<const char*>(&v), sizeof v);
+    } else {
+      ASSERT_EQ(dtype, "F8_E4M3") << c.tensor;
+      char b = 0;
+      f.read(&b, 1);
+      b = static_cast<char>(b ^ 0x02);  // one mantissa bit: another finite scale
+      f.seekp(at);
+      f.write(&b, 1);
+    }
+    f.close();
+    ASSERT_EQ(fs::file_size(m1 / "model.safetensors"), fs::file_size(file));
+    CtlResult r = RunPreflight(WriteCluster(Nodes(), {m1, m2}));
+    PrintFailures(r);
+    std::printf("%s, %s changed on spark2: preflight %.3f s\n", c.fixture.c_str(), c.tensor.c_str(), r.seconds);
+    ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+    auto fails = Rows(r, "weights-parity", "fail");
+    ASSERT_EQ(fails.size(), 2u) << c.tensor;
+    for (const auto& row : fails) {
+      const std::string detail = row["detail"].get<std::string>();
+      EXPECT_NE(detail.find("differs: model.safetensors"), std::string::npos) << c.tensor << ": " << detail;
+      EXPECT_EQ(detail.find("config.json"), std::string::npos) << c.tensor << ": " << detail;
+    }
+    EXPECT_EQ(Rows(r, "model-present", "pass").size(), 2u);
+  }
+}
+
 TEST_F(PreflightIntegration, UnreachableAgentFailsFastNamingNodeAndAddress) {
   StartAgent("spark1", Spark("10.0.0.1"));
   std::string dead = "127.0.0.1:" + std::to_string(UnusedPort());
