@@ -4,8 +4,6 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
-#include "kernels/router_topk.cuh"
-#include "kernels/router_topk.h"
 
 namespace tandem::kernels {
 
@@ -18,16 +16,13 @@ constexpr int kThreads = kWarps * 32;
 // loads its rows' first weight chunks (before waiting for the previous kernel), then normalises its
 // TT token rows into shared memory (r = x_in + delta, block-reduced sum of squares), then runs the
 // matvec of MatmulKernel over them. Block x == 0 of each token tile also stores r and xn.
-// With kTopk (the router) the last block to finish runs the top-k of every token over y
-// (TopkEpilogue; the "last block" pattern of kernels/attention.cu's fused merge).
-template <int R, int NL, int TT, bool kTopk = false>
+template <int R, int NL, int TT>
 __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out,
                                                              float* __restrict__ xn_out, const float* __restrict__ x_in,
                                                              const float* __restrict__ delta,
                                                              const uint16_t* __restrict__ norm_w,
                                                              const uint16_t* __restrict__ w, int64_t T, int64_t in,
-                                                             int64_t out, float eps, float w_offset,
-                                                             TopkEpilogue topk) {
+                                                             int64_t out, float eps, float w_offset) {
   extern __shared__ float4 smem4[];
   float* sx = reinterpret_cast<float*>(smem4);
   __shared__ float red[kWarps];
@@ -83,74 +78,33 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     }
     __syncthreads();  // red[] is reused by the next token; srow complete before the products
   }
-  if constexpr (!kTopk) {
-    if (!active) return;
-    RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
-  } else {
-    if (active) RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
-    // Each block counts itself once its logits are visible device-wide; the last one (all of y is
-    // written) routes every token, a warp per token, and puts the counter back to 0 for the next
-    // launch (and graph replay).
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const uint32_t blocks = gridDim.x * gridDim.y;
-      last = atomicAdd(topk.counter, 1u) == blocks - 1;
-      if (last) *topk.counter = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const int E = static_cast<int>(topk.E), K = static_cast<int>(topk.K);
-    const int64_t KS = K + (topk.shared ? 1 : 0);
-    for (int64_t t = warp; t < T; t += kWarps) {
-      if (E <= 256) {
-        TopkWarp<8>(topk.ids + t * KS, topk.weights + t * KS, y + t * out, E, K, topk.renormalize, topk.shared, lane);
-      } else {
-        TopkWarp<16>(topk.ids + t * KS, topk.weights + t * KS, y + t * out, E, K, topk.renormalize, topk.shared, lane);
-      }
-    }
-  }
+  if (!active) return;
+  RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
 }
 
-template <int R, int NL, int TT, bool kTopk>
+template <int R, int NL, int TT>
 void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset,
-                 const TopkEpilogue& topk, cudaStream_t s) {
+                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(TT) * in * sizeof(float);
   static size_t opted_in = 48 * 1024;  // per instantiation: raise the dynamic shared memory cap once
   if (smem > opted_in) {
-    CUDA_CHECK(cudaFuncSetAttribute(NormMatmulKernel<R, NL, TT, kTopk>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(NormMatmulKernel<R, NL, TT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
     opted_in = smem;
   }
   const int64_t rows_per_block = kWarps * R;
   const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>((T + TT - 1) / TT));
-  Launch(NormMatmulKernel<R, NL, TT, kTopk>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, x_in, delta, norm_w, w,
-         T, in, out, eps, w_offset, topk);
+  Launch(NormMatmulKernel<R, NL, TT>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, x_in, delta, norm_w, w, T, in,
+         out, eps, w_offset);
 }
 
-// The router (kTopk) takes only one-row shapes (its E + 1 rows are short): half the instantiations.
-template <int TT, bool kTopk = false>
+template <int TT>
 void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset,
-                const TopkEpilogue& topk, cudaStream_t s) {
-  DispatchMatvecShape<TT, kTopk>(MatvecShape(in, TT, out), [&]<int R, int NL>() {
-    LaunchShape<R, NL, TT, kTopk>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, topk, s);
+                const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
+  DispatchMatvecShape<TT>(MatvecShape(in, TT, out), [&]<int R, int NL>() {
+    LaunchShape<R, NL, TT>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, s);
   });
-}
-
-void CheckArgs(const float* y, const float* x_out, const float* xn_out, const float* x_in, const float* delta,
-               const bf16_bits* w, int64_t in) {
-  KERNEL_REQUIRE(in % 8 == 0);
-  KERNEL_REQUIRE(x_out != x_in && x_out != delta);
-  for (const void* p : {static_cast<const void*>(y), static_cast<const void*>(x_out), static_cast<const void*>(xn_out),
-                        static_cast<const void*>(x_in), static_cast<const void*>(delta), static_cast<const void*>(w)}) {
-    KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(p) % 16 == 0);
-  }
-  KERNEL_REQUIRE(8 * in * static_cast<int64_t>(sizeof(float)) <= 200 * 1024);  // the largest token tile fits
 }
 
 }  // namespace
@@ -158,33 +112,20 @@ void CheckArgs(const float* y, const float* x_out, const float* xn_out, const fl
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
                         cudaStream_t stream, float w_offset) {
-  CheckArgs(y, x_out, xn_out, x_in, delta, w, in);
-  if (T == 0) return;
-  const TopkEpilogue none;
-  if (T == 1) {
-    LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, none, stream);
-  } else if (T <= 4) {
-    LaunchTile<4>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, none, stream);
-  } else {
-    LaunchTile<8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, none, stream);
+  KERNEL_REQUIRE(in % 8 == 0);
+  KERNEL_REQUIRE(x_out != x_in && x_out != delta);
+  for (const void* p : {static_cast<const void*>(y), static_cast<const void*>(x_out), static_cast<const void*>(xn_out),
+                        static_cast<const void*>(x_in), static_cast<const void*>(delta), static_cast<const void*>(w)}) {
+    KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(p) % 16 == 0);
   }
-  KERNEL_CHECK();
-}
-
-void add_rmsnorm_matmul_topk(float* logits, float* x_out, float* xn_out, const float* x_in, const float* delta,
-                             const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, float eps,
-                             const TopkEpilogue& topk, cudaStream_t stream, float w_offset) {
-  CheckArgs(logits, x_out, xn_out, x_in, delta, w, in);
-  KERNEL_REQUIRE(topk.counter != nullptr && topk.E <= kRouterMaxExperts && topk.K >= 1 && topk.K <= topk.E);
-  KERNEL_REQUIRE(T <= kTopkEpilogueMaxTokens);
+  KERNEL_REQUIRE(8 * in * static_cast<int64_t>(sizeof(float)) <= 200 * 1024);  // the largest token tile fits
   if (T == 0) return;
-  const int64_t out = topk.E + (topk.shared ? 1 : 0);
   if (T == 1) {
-    LaunchTile<1, true>(logits, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, topk, stream);
+    LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else if (T <= 4) {
-    LaunchTile<4, true>(logits, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, topk, stream);
+    LaunchTile<4>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else {
-    LaunchTile<8, true>(logits, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, topk, stream);
+    LaunchTile<8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   }
   KERNEL_CHECK();
 }

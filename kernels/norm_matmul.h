@@ -20,24 +20,6 @@ void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
                         cudaStream_t stream, float w_offset = 0.0f);
 
-// The MoE router's product with its top-k (kernels/router_topk.h) as the epilogue: the last block of
-// the product to finish routes every token, so a decode step launches one kernel fewer per MoE
-// layer. logits (T, E (+1 with the shared expert)) = xn W^T as add_rmsnorm_matmul computes them;
-// ids, weights (T, K (+1)) as router_topk. `counter` is one uint32 that is 0 before the call and
-// 0 after it (the blocks count themselves there).
-struct TopkEpilogue {
-  int32_t* ids = nullptr;
-  float* weights = nullptr;
-  uint32_t* counter = nullptr;
-  int64_t E = 0, K = 0;
-  bool renormalize = false, shared = false;
-};
-// The most tokens add_rmsnorm_matmul_topk takes (its one last block routes them all): decode sizes.
-constexpr int64_t kTopkEpilogueMaxTokens = 64;
-void add_rmsnorm_matmul_topk(float* logits, float* x_out, float* xn_out, const float* x_in, const float* delta,
-                             const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, float eps,
-                             const TopkEpilogue& topk, cudaStream_t stream, float w_offset = 0.0f);
-
 namespace ref {
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,

@@ -301,13 +301,6 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
       RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a_.attn_counters.get(), 0, counters * sizeof(uint32_t), stream_),
                                  "attention counters"));
     }
-    bool new_topk_counter = false;
-    RETURN_IF_ERROR(a_.topk_counter.Reserve(1, &new_topk_counter));
-    if (new_topk_counter) {
-      grew = true;
-      RETURN_IF_ERROR(
-          CudaStatus(cudaMemsetAsync(a_.topk_counter.get(), 0, sizeof(uint32_t), stream_), "router top-k counter"));
-    }
     return absl::OkStatus();
   }();
   if (grew) ClearGraphs();

@@ -1,9 +1,7 @@
 #include "engine/cuda/layers.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <set>
-#include <string>
 #include <utility>
 
 #include "common/status.h"
@@ -259,24 +257,9 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   // largest logit off the golden, against 0.3% with a float32 router input).
   // With the shared expert as expert E: E + 1 logits, K + 1 experts per token.
   const int64_t Es = E + (shared_as_expert_ ? 1 : 0), Ks = K + (shared_as_expert_ ? 1 : 0);
-  // Decode-sized steps route in the router product's last block (one launch fewer per layer);
-  // TANDEM_ROUTER_TOPK=separate keeps router_topk's own launch (A/B runs).
-  static const bool separate_topk = [] {
-    const char* v = std::getenv("TANDEM_ROUTER_TOPK");
-    return v != nullptr && std::string(v) == "separate";
-  }();
-  if (ctx.fuse && T <= kernels::kTopkEpilogueMaxTokens && !separate_topk) {
-    kernels::TopkEpilogue topk;
-    topk.ids = a.expert_ids.get(), topk.weights = a.expert_w.get(), topk.counter = a.topk_counter.get();
-    topk.E = E, topk.K = K, topk.renormalize = norm_topk_prob_, topk.shared = shared_as_expert_;
-    kernels::add_rmsnorm_matmul_topk(a.router_logits.get(), ctx.x_next, a.xn.get(), ctx.x, delta, norm_w,
-                                     router_.get(), T, H, ctx.eps, topk, ctx.stream, ctx.norm_offset);
-    std::swap(ctx.x, ctx.x_next);
-  } else {
-    ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
-    kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
-                         ctx.stream, shared_as_expert_);
-  }
+  ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
+  kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
+                       ctx.stream, shared_as_expert_);
   kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.get(), T, Ks, H, I, ctx.stream);
   kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.get(), T, Ks, H, I,
                     ctx.stream, /*follows_gate_up=*/true);

@@ -85,7 +85,6 @@ struct Activations {
   DeviceArray<float> linear;        // the Gated DeltaNet's scratch (GatedDeltaNet::ScratchFloats)
   DeviceArray<float> attn_scratch;
   DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
-  DeviceArray<uint32_t> topk_counter;   // (1) router blocks done (kernels/norm_matmul.h TopkEpilogue; 0 between launches)
   DeviceArray<float> hn;            // (R, hidden) final-normed rows whose logits are wanted
   DeviceArray<float> logits;        // (R, vocab)
   DeviceArray<float> logits_local;  // TP: (R, vocab_per_rank) this rank's lm_head rows

@@ -177,47 +177,6 @@ TEST(kernels_cuda, AddRmsnormMatmul) {
   }
 }
 
-// The router product with its top-k as the epilogue (the last block routes): the logits as
-// add_rmsnorm_matmul's reference, the routing exactly router_topk's reference on those logits
-// (near-ties are decided by the GPU's own logits), and the counter back at 0 after each launch
-// (launched twice: a second launch only routes right if the first reset it).
-TEST(kernels_cuda, AddRmsnormMatmulTopk) {
-  SKIP_WITHOUT_GPU();
-  struct Case { int64_t T, in, E, K; bool shared; };
-  for (const Case& c : {Case{1, 2048, 128, 8, false}, Case{1, 2048, 256, 8, true}, Case{3, 2048, 512, 10, true},
-                        Case{13, 512, 100, 3, false}, Case{40, 2048, 256, 8, true}}) {
-    const int64_t T = c.T, in = c.in, LS = c.E + c.shared, KS = c.K + c.shared;
-    auto x = RandomFloats(T * in), delta = RandomFloats(T * in);
-    auto nw = RandomBf16(in);
-    auto w = RandomBf16(LS * in, 0.05f);
-    DeviceBuffer<float> d_x(x), d_delta(delta), d_y(T * LS), d_xo(T * in), d_xn(T * in), d_w(T * KS);
-    DeviceBuffer<bf16_bits> d_nw(nw), d_wt(w);
-    DeviceBuffer<int32_t> d_ids(T * KS);
-    DeviceBuffer<uint32_t> d_counter(std::vector<uint32_t>{0});
-    const std::string tag = "add_rmsnorm_matmul_topk " + Shape({T, in, c.E, c.K}) + (c.shared ? " +shared" : "");
-    for (int launch = 0; launch < 2; ++launch) {
-      d_y.Poison(), d_xo.Poison(), d_xn.Poison(), d_w.Poison(), d_ids.Poison();
-      TopkEpilogue topk;
-      topk.ids = d_ids.get(), topk.weights = d_w.get(), topk.counter = d_counter.get();
-      topk.E = c.E, topk.K = c.K, topk.renormalize = true, topk.shared = c.shared;
-      add_rmsnorm_matmul_topk(d_y.get(), d_xo.get(), d_xn.get(), d_x.get(), d_delta.get(), d_nw.get(), d_wt.get(), T,
-                              in, 1e-6f, topk, nullptr);
-      std::vector<float> y(T * LS), xo(T * in), xn(T * in);
-      ref::add_rmsnorm_matmul(y.data(), xo.data(), xn.data(), x.data(), delta.data(), nw.data(), w.data(), T, in, LS,
-                              1e-6f);
-      const std::vector<float> got_y = d_y.Download();
-      ExpectClose(tag + " logits", got_y, y, kBound);
-      ExpectClose(tag + " normed", d_xn.Download(), xn, kBound);
-      std::vector<int32_t> ids(T * KS);
-      std::vector<float> rw(T * KS);
-      ref::router_topk(ids.data(), rw.data(), got_y.data(), T, c.E, c.K, true, c.shared);
-      EXPECT_EQ(d_ids.Download(), ids) << tag << " launch " << launch;
-      ExpectClose(tag + " weights", d_w.Download(), rw, kBound);
-      EXPECT_EQ(d_counter.Download(), std::vector<uint32_t>{0}) << tag << " launch " << launch;
-    }
-  }
-}
-
 TEST(kernels_cuda, RouterTopk) {
   SKIP_WITHOUT_GPU();
   for (auto [T, E, K] : std::vector<std::array<int64_t, 3>>{{7, 16, 4}, {33, 128, 8}, {5, 100, 3}, {9, 512, 10}, {3, 300, 8}}) {
