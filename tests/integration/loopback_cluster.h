@@ -87,6 +87,10 @@ class LoopbackCluster : public ::testing::Test {
       std::filesystem::create_directories(dir_ / m);
       std::filesystem::copy_file(tiny / "config.json", dir_ / m / "config.json");
       std::filesystem::copy_file(tiny / "model.safetensors", dir_ / m / "model.safetensors");
+      // NVFP4 exports (ModelOpt) keep their quantization settings in a second file as well.
+      if (std::filesystem::exists(tiny / "hf_quant_config.json")) {
+        std::filesystem::copy_file(tiny / "hf_quant_config.json", dir_ / m / "hf_quant_config.json");
+      }
     }
     // Secret files: owner-only and at least 16 bytes, or agent and controller refuse them.
     WriteSecret("token", "integration-token\n");

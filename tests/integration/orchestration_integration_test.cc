@@ -1,7 +1,8 @@
 // `tandemctl up / status / probe / down / serve` against two real tandem-agentd processes on
 // loopback (TP=2, cpu backend, Gloo over 127.0.0.1) with the cluster token, model = a temp
 // copy of tests/data/qwen3moe-tiny, and for up -> down also the hybrids qwen35moe-tiny and
-// qwen3next-tiny (fixture: loopback_cluster.h). Prints the phase times of `up`.
+// qwen3next-tiny and the quantized qwen3moe-fp8-tiny, qwen3moe-nvfp4-tiny and qwen35moe-fp8-tiny
+// (fixture: loopback_cluster.h). Prints the phase times of `up`.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -25,7 +26,8 @@ using OrchestrationIntegration = testing::LoopbackCluster;
 
 // The whole up -> down path for each model family, brought up the same way: qwen3moe-tiny and the
 // hybrids qwen35moe-tiny / qwen3next-tiny (Gated DeltaNet layers: each rank keeps its heads'
-// recurrent state per sequence in the engine's state slots).
+// recurrent state per sequence in the engine's state slots), and the quantized checkpoints (block-
+// scaled FP8 and NVFP4 weights, each rank dequantizing its shard; the hybrid one in FP8 too).
 class OrchestrationUp : public testing::LoopbackCluster, public ::testing::WithParamInterface<std::string> {
  protected:
   std::string ModelFixture() const override { return GetParam(); }
@@ -39,6 +41,12 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
   std::printf("--- tandemctl up (exit %d) ---\n%s", up.exit_code, up.out.c_str());
   ASSERT_EQ(up.exit_code, 0);
   EXPECT_NE(up.out.find("serving generation"), std::string::npos);
+  // The load is reported in the bytes the checkpoint stores (a quantized one: its FP8 / packed FP4
+  // weights and their scales), not as parameters x 2.
+  const auto stored = fs::file_size(fs::path(engine::testing::TestdataDir()) / GetParam() / "model.safetensors");
+  char load_line[64];
+  std::snprintf(load_line, sizeof load_line, "load n1: config 0.0/%.1f MB", static_cast<double>(stored) / 1e6);
+  EXPECT_NE(up.out.find(load_line), std::string::npos) << load_line << " in\n" << up.out;
 
   CtlResult st = Ctl({"status", "-f", cluster.string(), "--json"});
   ASSERT_EQ(st.exit_code, 0) << st.out;
@@ -102,7 +110,8 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
   const std::optional<double> used = testing::SeriesValue(metrics, R"(tandem_state_slots_used{model_name="tiny"})");
   ASSERT_TRUE(slots.has_value() && used.has_value()) << resp;
   std::printf("tandem_state_slots %g, used %g\n", *slots, *used);
-  EXPECT_EQ(*slots, GetParam() == "qwen3moe-tiny" ? 0 : 4);
+  const bool hybrid = GetParam().rfind("qwen3moe-", 0) != 0;
+  EXPECT_EQ(*slots, hybrid ? 4 : 0);
   EXPECT_EQ(*used, 0);
 
   CtlResult down = Ctl({"down", "-f", cluster.string()});
@@ -114,7 +123,8 @@ TEST_P(OrchestrationUp, UpStatusProbeCompletionDown) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, OrchestrationUp,
-                         ::testing::Values("qwen3moe-tiny", "qwen35moe-tiny", "qwen3next-tiny"),
+                         ::testing::Values("qwen3moe-tiny", "qwen35moe-tiny", "qwen3next-tiny", "qwen3moe-fp8-tiny",
+                                           "qwen3moe-nvfp4-tiny", "qwen35moe-fp8-tiny"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string n = p.param;
                            for (char& c : n) c = (c == '-') ? '_' : c;
