@@ -1,0 +1,481 @@
+// NVFP4 weights (kernels/quant_weight.h) at decode sizes: the dense product, the two expert kernels and
+// the dequantization to bf16 (prefill's GEMM input). The launchers of kernels/quant_detail.h.
+//
+// Layout of the work: a 16-byte load holds 32 codes of one row = two 16-column groups, so each load
+// comes with two adjacent bytes of group_scales (one 2-byte load). Lane l of a chunk owns loads
+// j = base + k*32 + l (k < NL) of each of its rows: every load instruction of a warp reads 512
+// contiguous weight bytes. When cols % 32 == 16 a row is 8-byte aligned only, so those shapes take
+// 8-byte loads of one group each (G = 1); everything else is the same code.
+//
+// Decoding: there is no e2m1 convert instruction on sm_90 or sm_121, and a shared-memory lookup per
+// byte would cost as many issue slots as the bit operations without being exact by construction. A
+// code c placed as half-precision bits ((c & 7) << 9) | ((c & 8) << 12) is e2m1(c) * 2^-14 exactly:
+// the 3 magnitude bits land on the two low exponent bits and the top mantissa bit, and the
+// subnormal code (0.5) becomes a half subnormal of the same scale. Four masks and shifts of one
+// 32-bit word give four half2 of eight codes (columns 0/4, 1/5, 2/6, 3/7 of the word's 8), widened
+// to float32. The 2^14, the group scale and the row's second scale fold into one float per group and
+// row, applied to the group's partial sum per token, so the weights themselves are never scaled.
+// Likewise an e4m3 byte b as half bits ((b & 0x7f) << 7) | ((b & 0x80) << 8) is e4m3(b) * 2^-8
+// exactly (the NaN code 0x7f is not special-cased in the products; the dequantization keeps it NaN).
+//
+// Rows share x: a warp computes R rows over the same columns, so every x element it reads (from L1)
+// serves R rows (4 bytes of x per weight at R = 1 would exceed what L1 delivers at NVFP4's rate).
+#include <cuda_fp16.h>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
+#include "kernels/quant_detail.h"
+
+namespace tandem::kernels::detail {
+
+namespace {
+
+constexpr int kWarps = 8;         // dense product: rows of 8 warps per block
+constexpr int kGateUpWarps = 4;   // moe_gate_up: one (gate, up) row pair per warp
+constexpr int kDownWarps = 8;     // moe_down: one warp per expert slot k (k, k+8, ... when K > 8)
+constexpr int kDownRows = 4;      // moe_down: output rows per block (a warp's rows share act)
+constexpr int kGateUpLoads = 2;   // a whole 2048-wide row per lane per round (2 x 16 bytes)
+constexpr int kDownLoads = 1;     // a 768-wide row is 24 loads: one round
+
+__device__ __forceinline__ float HalfBitsLo(uint32_t h) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
+}
+__device__ __forceinline__ float2 HalfBits2(uint32_t h2) {
+  __half2 h;
+  static_assert(sizeof(h) == sizeof(h2));
+  memcpy(&h, &h2, sizeof h);
+  return __half22float2(h);
+}
+
+// The 8 codes of `w` (column i in nibble i, the even column low in each byte) as e2m1 * 2^-14.
+__device__ __forceinline__ void DecodeE2m1x8(uint32_t w, float f[8]) {
+  const float2 a = HalfBits2(((w & 0x00070007u) << 9) | ((w & 0x00080008u) << 12));  // columns 0, 4
+  const float2 b = HalfBits2(((w & 0x00700070u) << 5) | ((w & 0x00800080u) << 8));   // 1, 5
+  const float2 c = HalfBits2(((w & 0x07000700u) << 1) | ((w & 0x08000800u) << 4));   // 2, 6
+  const float2 d = HalfBits2(((w & 0x70007000u) >> 3) | (w & 0x80008000u));          // 3, 7
+  f[0] = a.x, f[4] = a.y, f[1] = b.x, f[5] = b.y, f[2] = c.x, f[6] = c.y, f[3] = d.x, f[7] = d.y;
+}
+
+// e4m3 byte as float * 2^-8 (exact).
+__device__ __forceinline__ float E4m3Scaled(uint32_t b) { return HalfBitsLo(((b & 0x7fu) << 7) | ((b & 0x80u) << 8)); }
+
+// One load of a row: G groups of 16 codes (2G words) and their G scale bytes.
+template <int G>
+struct Load {
+  uint32_t w[2 * G];
+  uint32_t sc;
+};
+
+// Loads per row of `cols` columns.
+template <int G>
+__device__ __forceinline__ int64_t LoadsPerRow(int64_t cols) {
+  return cols / (16 * G);
+}
+
+template <int G>
+__device__ __forceinline__ void LoadOne(Load<G>& l, const uint8_t* data, const uint8_t* gs, int64_t j) {
+  if constexpr (G == 2) {
+    const uint4 v = __ldcs(reinterpret_cast<const uint4*>(data) + j);
+    l.w[0] = v.x, l.w[1] = v.y, l.w[2] = v.z, l.w[3] = v.w;
+    l.sc = __ldcs(reinterpret_cast<const unsigned short*>(gs) + j);
+  } else {
+    const uint2 v = __ldcs(reinterpret_cast<const uint2*>(data) + j);
+    l.w[0] = v.x, l.w[1] = v.y;
+    l.sc = __ldcs(gs + j);
+  }
+}
+
+// R rows of one matrix for a warp: their packed codes, group scales and second scale (times 2^22,
+// which undoes the 2^-14 of the decoded codes and the 2^-8 of the decoded group scales).
+template <int R>
+struct Rows {
+  const uint8_t* data[R];
+  const uint8_t* gs[R];
+  float scale2[R];
+};
+
+// Row r of matrix e of W (row_scale2 is weight data: read before any wait).
+__device__ __forceinline__ void SetRow(const uint8_t* data, const uint8_t* gs, const float* rs2, int64_t cols,
+                                       int64_t r, const uint8_t*& d, const uint8_t*& g, float& s) {
+  d = data + r * (cols / 2);
+  g = gs + r * (cols / 16);
+  s = __ldg(rs2 + r) * 4194304.0f;  // 2^22
+}
+
+// Issues the NL loads of chunk `base` (in loads) of every row; loads past the row are skipped.
+template <int R, int NL, int G>
+__device__ __forceinline__ void LoadChunk(Load<G> (&buf)[R][NL], const Rows<R>& rows, int64_t base, int64_t nj,
+                                          int lane) {
+#pragma unroll
+  for (int k = 0; k < NL; ++k) {
+    const int64_t j = base + k * 32 + lane;
+    if (j < nj) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) LoadOne<G>(buf[r][k], rows.data[r], rows.gs[r], j);
+    }
+  }
+}
+
+// acc[r][t] += dot(chunk of row r in buf, x + t * cols) for t < nt: per 8 columns the codes of all R
+// rows are decoded, then each token's 8 x values are read once and used for every row; per group
+// the rows' partial sums are scaled once.
+template <int R, int NL, int TT, int G>
+__device__ __forceinline__ void UseChunk(float (&acc)[R][TT], const Load<G> (&buf)[R][NL], const Rows<R>& rows,
+                                         const float* x, int64_t base, int64_t nj, int64_t cols, int nt, int lane) {
+#pragma unroll
+  for (int k = 0; k < NL; ++k) {
+    const int64_t j = base + k * 32 + lane;
+    if (j < nj) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int64_t c = (j * G + g) * 16;
+        float part[R][TT];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int t = 0; t < TT; ++t) part[r][t] = 0.0f;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float w[R][8];
+#pragma unroll
+          for (int r = 0; r < R; ++r) DecodeE2m1x8(buf[r][k].w[2 * g + h], w[r]);
+#pragma unroll
+          for (int t = 0; t < TT; ++t) {
+            if (t < nt) {
+              const float4* xp = reinterpret_cast<const float4*>(x + t * cols + c + 8 * h);
+              const float4 a = __ldg(xp), b = __ldg(xp + 1);
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                part[r][t] += w[r][0] * a.x + w[r][1] * a.y + w[r][2] * a.z + w[r][3] * a.w + w[r][4] * b.x +
+                              w[r][5] * b.y + w[r][6] * b.z + w[r][7] * b.w;
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float s = E4m3Scaled((buf[r][k].sc >> (8 * g)) & 0xffu) * rows.scale2[r];
+#pragma unroll
+          for (int t = 0; t < TT; ++t) acc[r][t] += part[r][t] * s;
+        }
+      }
+    }
+  }
+}
+
+// acc[r][t] (on every lane) = dot(row r, x + t * cols) for t < nt, the rows' first chunk already in
+// buf (loaded before the kernel waited on its predecessor), the later chunks loaded here.
+template <int R, int NL, int TT, int G>
+__device__ __forceinline__ void RowsDotLoaded(float (&acc)[R][TT], Load<G> (&buf)[R][NL], const Rows<R>& rows,
+                                              const float* x, int64_t cols, int nt, int lane) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = 0.0f;
+  }
+  const int64_t nj = LoadsPerRow<G>(cols);
+  for (int64_t base = 0;;) {
+    UseChunk<R, NL, TT, G>(acc, buf, rows, x, base, nj, cols, nt, lane);
+    base += 32 * NL;
+    if (base >= nj) break;
+    LoadChunk<R, NL, G>(buf, rows, base, nj, lane);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = WarpSum(acc[r][t]);
+  }
+}
+
+// ---- dense product ------------------------------------------------------------------------------
+
+// Grid (ceil(rows / (kWarps * R)), ceil(T / TT)): warp w of block b computes rows (b*kWarps+w)*R .. +R
+// for the TT tokens of tile blockIdx.y; rows past the end recompute row o0 and are dropped.
+template <int R, int NL, int TT, int G>
+__global__ void __launch_bounds__(kWarps * 32)
+    MatmulNvfp4Kernel(float* y, const float* x, const uint8_t* data, const uint8_t* gs, const float* rs2, int64_t T,
+                      int64_t cols, int64_t out) {
+  GridDepLaunchDependents();
+  const int lane = threadIdx.x % 32;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * R;
+  if (o0 >= out) return;
+  Rows<R> rows;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    SetRow(data, gs, rs2, cols, o0 + r < out ? o0 + r : o0, rows.data[r], rows.gs[r], rows.scale2[r]);
+  }
+  Load<G> buf[R][NL];
+  LoadChunk<R, NL, G>(buf, rows, 0, LoadsPerRow<G>(cols), lane);
+  GridDepWait();
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
+  const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
+  float acc[R][TT];
+  RowsDotLoaded<R, NL, TT, G>(acc, buf, rows, x + t0 * cols, cols, nt, lane);
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
+      }
+    }
+  }
+}
+
+int SmCount() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
+}
+
+template <int R, int NL, int TT, int G>
+void LaunchMatmul(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t s) {
+  const int64_t per_block = kWarps * R;
+  const dim3 grid(static_cast<unsigned>((W.rows + per_block - 1) / per_block), static_cast<unsigned>((T + TT - 1) / TT));
+  Launch(MatmulNvfp4Kernel<R, NL, TT, G>, grid, dim3(kWarps * 32), 0, s, y, x, static_cast<const uint8_t*>(W.data),
+         W.group_scales, W.row_scale2, T, W.cols, W.rows);
+}
+
+// The shape of a product: NL loads per lane per row cover the row in one round where they can (up to
+// 8 at batch 1, 4 with a token tile: its partial sums take registers), and R rows per warp (more
+// rows share each x read and keep more bytes in flight) as long as the grid still covers every SM:
+// 4 rows for rows of up to 2 loads a lane, else 2 (4 rows x 4 loads took all 255 registers and
+// spilled).
+template <int TT>
+void LaunchMatmulTile(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t s) {
+  const int64_t need = (W.cols / 32 + 31) / 32;
+  const int max_nl = TT == 1 ? 8 : 4;
+  const int nl = need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 || max_nl == 4 ? 4 : 8;
+  int r = TT == 1 && nl <= 2 ? 4 : 2;
+  while (r > 1 && (W.rows + kWarps * r - 1) / (kWarps * r) < SmCount()) r /= 2;
+  const int code = r * 10 + nl;
+  if constexpr (TT == 1) {
+    switch (code) {
+      case 41: LaunchMatmul<4, 1, TT, 2>(y, x, W, T, s); return;
+      case 42: LaunchMatmul<4, 2, TT, 2>(y, x, W, T, s); return;
+      case 28: LaunchMatmul<2, 8, TT, 2>(y, x, W, T, s); return;
+      case 18: LaunchMatmul<1, 8, TT, 2>(y, x, W, T, s); return;
+      default: break;
+    }
+  }
+  switch (code) {
+    case 21: LaunchMatmul<2, 1, TT, 2>(y, x, W, T, s); return;
+    case 22: LaunchMatmul<2, 2, TT, 2>(y, x, W, T, s); return;
+    case 24: LaunchMatmul<2, 4, TT, 2>(y, x, W, T, s); return;
+    case 11: LaunchMatmul<1, 1, TT, 2>(y, x, W, T, s); return;
+    case 12: LaunchMatmul<1, 2, TT, 2>(y, x, W, T, s); return;
+    default: LaunchMatmul<1, 4, TT, 2>(y, x, W, T, s); return;
+  }
+}
+
+// Whether W takes 16-byte loads: rows (and matrices) start on 16 bytes and scale pairs on 2.
+bool WideLoads(const QuantMatrix& W) {
+  return W.cols % 32 == 0 && reinterpret_cast<uintptr_t>(W.data) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(W.group_scales) % 2 == 0;
+}
+
+void RequireNvfp4(const QuantMatrix& W) {
+  KERNEL_REQUIRE(W.format == WeightFormat::kNvfp4 && W.cols % 16 == 0);
+  KERNEL_REQUIRE(W.data != nullptr && W.group_scales != nullptr && W.row_scale2 != nullptr);
+  // Rows of a cols % 32 == 16 matrix start on 8 bytes: the narrow loads need that of the base too.
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(W.data) % 8 == 0);
+}
+
+// ---- experts ------------------------------------------------------------------------------------
+
+// Grid (ceil(I / kGateUpWarps), T*K): warp computes row i of gate and of up of expert ids[p] for pair
+// blockIdx.y, both rows over the same x columns. The ids come from the router kernel, so nothing is
+// loaded before GridDepWait; moe_down may launch only after that wait (its early loads read ids).
+template <int G>
+__global__ void __launch_bounds__(kGateUpWarps * 32)
+    MoeGateUpNvfp4Kernel(float* act, const float* x, const int32_t* ids, const uint8_t* data, const uint8_t* gs,
+                         const float* rs2, int64_t data_stride, int64_t gs_stride, int64_t K, int64_t H, int64_t I) {
+  const int lane = threadIdx.x % 32;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32;
+  const int64_t p = blockIdx.y;
+  if (i >= I) return;
+  GridDepWait();
+  GridDepLaunchDependents();
+  const int64_t e = ids[p];
+  Rows<2> rows;
+  const uint8_t* de = data + e * data_stride;
+  const uint8_t* ge = gs + e * gs_stride;
+  const float* se = rs2 + e * 2 * I;
+  SetRow(de, ge, se, H, i, rows.data[0], rows.gs[0], rows.scale2[0]);
+  SetRow(de, ge, se, H, I + i, rows.data[1], rows.gs[1], rows.scale2[1]);
+  Load<G> buf[2][kGateUpLoads];
+  LoadChunk<2, kGateUpLoads, G>(buf, rows, 0, LoadsPerRow<G>(H), lane);
+  float gu[2][1];
+  RowsDotLoaded<2, kGateUpLoads, 1, G>(gu, buf, rows, x + (p / K) * H, H, 1, lane);
+  if (lane == 0) act[p * I + i] = SiluF(gu[0][0]) * gu[1][0];
+}
+
+// Grid (ceil(H / kDownRows), T): warp k of the block computes rows h0..h0+kDownRows of expert slots
+// k, k+8, ... of token t (weighted), the block sums the slots in a fixed order (deterministic). With
+// `early` (this launch directly follows moe_gate_up's decode kernel, which lets it launch only after
+// its own wait, so the router's ids are complete) each warp loads its first slot's first chunk
+// before waiting for the activations.
+template <int G>
+__global__ void __launch_bounds__(kDownWarps * 32)
+    MoeDownNvfp4Kernel(float* out, const float* act, const int32_t* ids, const float* weights, const uint8_t* data,
+                       const uint8_t* gs, const float* rs2, int64_t data_stride, int64_t gs_stride, int64_t K,
+                       int64_t H, int64_t I, bool early) {
+  GridDepLaunchDependents();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
+  __shared__ float partial[kDownWarps][kDownRows];
+  Rows<kDownRows> rows;
+  Load<G> buf[kDownRows][kDownLoads];
+  const int64_t nj = LoadsPerRow<G>(I);
+  const auto load_slot = [&](int64_t k) {  // rows past H recompute row h0 and are dropped
+    const int64_t e = __ldcg(ids + t * K + k);
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) {
+      SetRow(data + e * data_stride, gs + e * gs_stride, rs2 + e * H, I, h0 + r < H ? h0 + r : h0, rows.data[r],
+             rows.gs[r], rows.scale2[r]);
+    }
+    LoadChunk<kDownRows, kDownLoads, G>(buf, rows, 0, nj, lane);
+  };
+  if (early && warp < K) load_slot(warp);
+  GridDepWait();
+  float sum[kDownRows] = {};
+  for (int64_t k = warp; k < K; k += kDownWarps) {
+    if (k != warp || !early) load_slot(k);
+    const int64_t p = t * K + k;
+    float d[kDownRows][1];
+    RowsDotLoaded<kDownRows, kDownLoads, 1, G>(d, buf, rows, act + p * I, I, 1, lane);
+    const float wk = weights[p];
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r][0];
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) partial[warp][r] = sum[r];
+  }
+  __syncthreads();
+  if (threadIdx.x < kDownRows && h0 + threadIdx.x < H) {
+    float s = 0;
+#pragma unroll
+    for (int w = 0; w < kDownWarps; ++w) s += partial[w][threadIdx.x];
+    out[t * H + h0 + threadIdx.x] = s;
+  }
+}
+
+// ---- dequantization -----------------------------------------------------------------------------
+
+// One thread per 16-column group (8 code bytes, one scale byte, one row): 16 bf16 out, rounded to
+// nearest even from the float32 value e2m1 * e4m3 * scale2 computed in the references' order.
+__global__ void __launch_bounds__(256) DequantNvfp4Kernel(uint16_t* dst, const uint8_t* data, const uint8_t* gs,
+                                                           const float* rs2, int64_t groups, int64_t groups_per_row) {
+  GridDepLaunchDependents();
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
+  const uint2 v = __ldcs(reinterpret_cast<const uint2*>(data) + g);
+  const uint32_t b = __ldcs(gs + g);
+  // e4m3 exactly, NaN code included (the 2^8 undoes E4m3Scaled's 2^-8).
+  const float scale = (b & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : E4m3Scaled(b) * 256.0f;
+  const float s2 = __ldg(rs2 + g / groups_per_row);
+  float f[16];
+  DecodeE2m1x8(v.x, f);
+  DecodeE2m1x8(v.y, f + 8);
+  uint32_t packed[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    // f * 2^14 is the code's e2m1 value (exact), times the scale exact too (few significant bits).
+    const float lo = f[2 * i] * 16384.0f * scale * s2, hi = f[2 * i + 1] * 16384.0f * scale * s2;
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&packed[i], &h, 4);
+  }
+  GridDepWait();  // an earlier kernel may still read dst
+  uint4* o = reinterpret_cast<uint4*>(dst + g * 16);
+  o[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  o[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+}
+
+}  // namespace
+
+void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
+  RequireNvfp4(W);
+  KERNEL_REQUIRE(W.count == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  if (T == 0 || W.rows == 0) return;
+  if (!WideLoads(W)) {
+    // cols % 32 == 16 (or unaligned scales): one group per 8-byte load, a single shape.
+    if (T == 1) {
+      LaunchMatmul<1, 4, 1, 1>(y, x, W, T, stream);
+    } else {
+      LaunchMatmul<1, 4, 8, 1>(y, x, W, T, stream);
+    }
+  } else if (T == 1) {
+    LaunchMatmulTile<1>(y, x, W, T, stream);
+  } else if (T <= 4) {
+    LaunchMatmulTile<4>(y, x, W, T, stream);
+  } else {
+    LaunchMatmulTile<8>(y, x, W, T, stream);
+  }
+  KERNEL_CHECK();
+}
+
+void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream) {
+  RequireNvfp4(W);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0);
+  const int64_t groups_per_row = W.cols / kNvfp4GroupSize;
+  const int64_t groups = W.count * W.rows * groups_per_row;
+  if (groups == 0) return;
+  // The stack's arrays are flat: group g of the whole stack is bytes [8g, 8g+8), scale byte g, and
+  // belongs to row g / groups_per_row of the (count * rows) row_scale2 entries.
+  Launch(DequantNvfp4Kernel, dim3(static_cast<unsigned>((groups + 255) / 256)), dim3(256), 0, stream, dst,
+         static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2, groups, groups_per_row);
+  KERNEL_CHECK();
+}
+
+void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
+                       int64_t K, cudaStream_t stream) {
+  RequireNvfp4(gate_up);
+  KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && T * K <= 65535);
+  if (T == 0 || K == 0 || gate_up.rows == 0) return;
+  const int64_t H = gate_up.cols, I = gate_up.rows / 2;
+  const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
+  const auto* data = static_cast<const uint8_t*>(gate_up.data);
+  const auto launch = [&](auto kernel) {
+    Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, data, gate_up.group_scales,
+           gate_up.row_scale2, gate_up.data_bytes(), gate_up.group_scale_stride(), K, H, I);
+  };
+  if (WideLoads(gate_up)) {
+    launch(MoeGateUpNvfp4Kernel<2>);
+  } else {
+    launch(MoeGateUpNvfp4Kernel<1>);
+  }
+  KERNEL_CHECK();
+}
+
+void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
+  RequireNvfp4(down);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0 && T <= 65535);
+  if (T == 0 || down.rows == 0) return;
+  const int64_t H = down.rows, I = down.cols;
+  // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late).
+  // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off (A/B), as for bf16.
+  static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
+  const bool early = allowed && follows_gate_up;
+  const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
+  const auto* data = static_cast<const uint8_t*>(down.data);
+  const auto launch = [&](auto kernel) {
+    Launch(kernel, grid, dim3(kDownWarps * 32), 0, stream, out, act, ids, weights, data, down.group_scales,
+           down.row_scale2, down.data_bytes(), down.group_scale_stride(), K, H, I, early);
+  };
+  if (WideLoads(down)) {
+    launch(MoeDownNvfp4Kernel<2>);
+  } else {
+    launch(MoeDownNvfp4Kernel<1>);
+  }
+  KERNEL_CHECK();
+}
+
+}  // namespace tandem::kernels::detail

@@ -1,0 +1,175 @@
+// The NVFP4 kernels (kernels/quant_nvfp4.cu behind quant_matmul.h / quant_moe.h) against the float32
+// references of kernels/quant_matmul_ref.cc, on fresh random weights with poisoned outputs: random
+// code bytes (every e2m1 code occurs, both nibbles), positive e4m3 group scales (never NaN), random
+// row scales. Shapes with cols % 32 == 16 (a row then starts on 8 bytes: the kernels' narrow-load
+// path), rows in several rounds of loads, T = 1, 3, 8, 13 (two token tiles), experts with K = 8 and 9.
+// Bound: ||out - ref|| / ||ref|| < 1e-4. The kernels multiply the exact dequantized weights (the
+// codes and scales are exact in float32; the kernel applies the scales per 16-group instead of per
+// weight, a reordering within float rounding) by x in float32, so the error is float32 accumulation
+// over at most 6144 terms: about sqrt(n) * 2^-24 ~ 1e-5 relative for random signs. One wrong code
+// in 16 or a wrong scale moves the result by percent. Dequantization to bf16 must equal the
+// reference bit for bit (both round the same float32 value to nearest even).
+// Skips (with the reason) where no GPU is present.
+#include <algorithm>
+#include <array>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/quant_matmul.h"
+#include "kernels/quant_moe.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpectClose;
+using testing::RandomFloats;
+using testing::Rng;
+using testing::Shape;
+
+constexpr double kBound = 1e-4;
+
+// A random NVFP4 stack of `count` (rows x cols) matrices on the host and on the device, with the
+// descriptors of both copies.
+struct Nvfp4Stack {
+  std::vector<uint8_t> data, scales;
+  std::vector<float> scale2;
+  DeviceBuffer<uint8_t> d_data, d_scales;
+  DeviceBuffer<float> d_scale2;
+  QuantMatrix host, device;
+
+  Nvfp4Stack(int64_t count, int64_t rows, int64_t cols)
+      : data(Bytes(count * rows * cols / 2, 0xff)),
+        scales(GroupScales(count * rows * cols / kNvfp4GroupSize)),
+        scale2(Scale2(count * rows)),
+        d_data(data),
+        d_scales(scales),
+        d_scale2(scale2) {
+    host.format = WeightFormat::kNvfp4;
+    host.rows = rows, host.cols = cols, host.count = count;
+    device = host;
+    host.data = data.data(), host.group_scales = scales.data(), host.row_scale2 = scale2.data();
+    device.data = d_data.get(), device.group_scales = d_scales.get(), device.row_scale2 = d_scale2.get();
+  }
+
+  static std::vector<uint8_t> Bytes(int64_t n, uint32_t max) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) b = static_cast<uint8_t>(Rng()() % (max + 1));
+    return v;
+  }
+  // Positive e4m3 bytes: most in [0.5, 3.75] (exponent fields 6..8) so every group weighs in the
+  // result, one in eight anywhere below the NaN code (zero and subnormals included).
+  static std::vector<uint8_t> GroupScales(int64_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) {
+      const uint64_t r = Rng()();
+      b = static_cast<uint8_t>(r % 8 == 0 ? (r >> 8) % 0x7f : 0x30 + (r >> 8) % 0x18);
+    }
+    return v;
+  }
+  static std::vector<float> Scale2(int64_t n) {
+    std::vector<float> v = RandomFloats(n, 0.3f);
+    for (auto& s : v) s = 0.01f * (1.0f + s);  // in (0.005, 0.015)
+    return v;
+  }
+};
+
+// Every e2m1 code occurs as a low and as a high nibble (the inputs exercise the whole decoder).
+void ExpectAllCodes(const std::vector<uint8_t>& data) {
+  uint32_t lo = 0, hi = 0;
+  for (uint8_t b : data) lo |= 1u << (b & 0xf), hi |= 1u << (b >> 4);
+  EXPECT_EQ(lo, 0xffffu);
+  EXPECT_EQ(hi, 0xffffu);
+}
+
+TEST(quant_nvfp4_cuda, Matmul) {
+  SKIP_WITHOUT_GPU();
+  // (T, cols, rows): cols 16/48/4112 take 8-byte loads; 1056 and 6144 need a second round of loads
+  // (6144 at T > 1 a third); 4096 x 2048 and 2048 x 4096 the decode shapes.
+  for (auto [T, cols, rows] : std::vector<std::array<int64_t, 3>>{
+           {1, 16, 37},    {3, 16, 64},     {1, 32, 100},   {8, 48, 77},     {13, 48, 50},   {1, 2048, 4096},
+           {3, 2048, 512}, {8, 2048, 300},  {13, 2048, 130}, {1, 4096, 2048}, {8, 4096, 256}, {13, 4096, 96},
+           {1, 768, 2048}, {1, 2048, 128},  {1, 6144, 129},  {5, 6144, 40},   {1, 1056, 70},  {3, 4112, 20},
+           {2, 4096, 33},  {1, 2048, 5120}}) {
+    Nvfp4Stack W(1, rows, cols);
+    ExpectAllCodes(W.data);
+    auto x = RandomFloats(T * cols);
+    DeviceBuffer<float> d_x(x), d_y(T * rows);
+    d_y.Poison();
+    matmul_quant(d_y.get(), d_x.get(), W.device, T, nullptr);
+    std::vector<float> want(T * rows);
+    ref::matmul_quant(want.data(), x.data(), W.host, T);
+    ExpectClose("matmul_nvfp4 " + Shape({T, cols, rows}), d_y.Download(), want, kBound);
+  }
+}
+
+TEST(quant_nvfp4_cuda, DequantizeBf16) {
+  SKIP_WITHOUT_GPU();
+  for (auto [count, rows, cols] : std::vector<std::array<int64_t, 3>>{
+           {1, 37, 16}, {3, 20, 48}, {4, 64, 2048}, {2, 33, 4112}, {16, 96, 768}}) {
+    Nvfp4Stack W(count, rows, cols);
+    const int64_t n = count * rows * cols;
+    DeviceBuffer<bf16_bits> d_out(n);
+    d_out.Poison();
+    dequantize_bf16(d_out.get(), W.device, nullptr);
+    std::vector<bf16_bits> want(n);
+    ref::dequantize_bf16(want.data(), W.host);
+    const std::vector<bf16_bits> got = d_out.Download();
+    int64_t mismatches = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (got[i] != want[i]) {
+        if (first < 0) first = i;
+        ++mismatches;
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "dequantize_bf16 " << Shape({count, rows, cols}) << ": first at " << first << " got "
+                             << (first >= 0 ? got[first] : 0) << " want " << (first >= 0 ? want[first] : 0);
+    std::printf("dequantize_bf16 nvfp4 %-24s %lld of %lld values differ\n", Shape({count, rows, cols}).c_str(),
+                static_cast<long long>(mismatches), static_cast<long long>(n));
+  }
+}
+
+TEST(quant_nvfp4_cuda, MoeExperts) {
+  SKIP_WITHOUT_GPU();
+  // (T, E, K, H, I): Qwen3-30B-A3B's H and I (at E = 16: the reference dequantizes the whole stack),
+  // its I at TP 2, K = 9 (two slots on one warp of moe_down), and H, I = 48, 80 (8-byte loads).
+  for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{{7, 16, 8, 128, 64},   {1, 16, 8, 2048, 768},
+                                                                 {9, 16, 8, 2048, 768},  {3, 64, 9, 2048, 384},
+                                                                 {2, 16, 9, 48, 80},     {1, 128, 8, 256, 64},
+                                                                 {4, 128, 9, 4096, 32}}) {
+    Nvfp4Stack gate_up(E, 2 * I, H), down(E, H, I);
+    auto x = RandomFloats(T * H);
+    std::vector<int32_t> ids(T * K);
+    std::vector<float> weights = RandomFloats(T * K);
+    for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token, like the router gives
+      std::vector<int32_t> perm(E);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), Rng());
+      std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
+    }
+    DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * I), d_out(T * H);
+    DeviceBuffer<int32_t> d_ids(ids);
+    d_act.Poison();
+    d_out.Poison();
+    moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr);
+    std::vector<float> act(T * K * I), out(T * H);
+    ref::moe_gate_up_quant(act.data(), x.data(), ids.data(), gate_up.host, T, K);
+    const std::string tag = Shape({T, E, K, H, I});
+    ExpectClose("moe_gate_up_nvfp4 " + tag, d_act.Download(), act, kBound);
+    // moe_down from the reference activations, so each kernel is checked on its own.
+    d_act.Upload(act);
+    moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr);
+    ref::moe_down_quant(out.data(), act.data(), ids.data(), weights.data(), down.host, T, K);
+    ExpectClose("moe_down_nvfp4 " + tag, d_out.Download(), out, kBound);
+    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
+    moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr);
+    d_out.Poison();
+    moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, true);
+    ExpectClose("moe_down_nvfp4 after moe_gate_up " + tag, d_out.Download(), out, kBound);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
