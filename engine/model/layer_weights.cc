@@ -54,6 +54,14 @@ absl::Status ApplyBlockScales(const Checkpoint& ckpt, const WeightSlice& s, cons
     return absl::InvalidArgumentError(absl::StrCat("tensor '", s.name, "' has block scales '", scale_name,
                                                    "' but config.json gives no quantization_config.weight_block_size"));
   }
+  // Block scales belong to e4m3 values. A wider weight beside them is ambiguous (already
+  // dequantized with the scales left behind, or meant to be scaled?); the cuda backend's packer
+  // refuses it as well, so both backends read such a checkpoint the same way: not at all.
+  if (absl::StatusOr<TensorView> v = ckpt.View(s.name); v.ok() && v->dtype != DType::kF8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", s.name, "' in ", v->file, " is ", DTypeName(v->dtype),
+                                                   " but has block scales '", scale_name,
+                                                   "' beside it (a block-scaled FP8 weight is F8_E4M3)"));
+  }
   const int64_t rows = s.shape[mat0], cols = s.shape[mat0 + 1];
   std::vector<int64_t> want(s.shape.begin(), s.shape.begin() + mat0);
   want.push_back(CeilDiv(rows, s.block_out));

@@ -64,7 +64,8 @@ struct WeightSlice {
 // W[o][i] = stored[o][i] * scale_inv[o / block_out][i / block_in], each element taking the scale
 // of the block it belongs to wherever the slice starts or ends (a TP split may cut a block).
 // The scale must be [ceil(out / block_out), ceil(in / block_in)] ([E, ...] for a stack), else
-// InvalidArgument naming both tensors. A weight with `X.weight_scale` and `X.weight_scale_2`
+// InvalidArgument naming both tensors; so is a weight stored wider than F8_E4M3 with such scales
+// beside it (neither format). A weight with `X.weight_scale` and `X.weight_scale_2`
 // beside it is NVFP4 and read by ReadNvfp4Slice (engine/model/nvfp4.h).
 absl::StatusOr<Tensor> ReadWeightSlice(const Checkpoint& ckpt, const WeightSlice& s);
 

@@ -389,6 +389,24 @@ TEST(LayerWeights, Fp8RefusesAMissingOrMisshapenScale) {
   EXPECT_NE(testing::Msg(nb.status()).find("weight_block_size"), std::string::npos) << nb.status();
 }
 
+// A bf16 weight with block scales beside it is neither format: refused naming both tensors, not
+// scaled (nor read unscaled) as if one of the two guesses were right.
+TEST(LayerWeights, Fp8RefusesBlockScalesBesideAWiderWeight) {
+  using F = Fp8Fixture;
+  testing::TempDir dir;
+  NamedTensorData wide{"wide.weight", DType::kBF16, {F::kOut, F::kIn}, {}, {}, {}};
+  wide.floats.assign(F::kOut * F::kIn, 0.5f);
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", {wide, F::Scales("wide.weight_scale_inv", 0)}).ok());
+  auto ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto t = ReadWeightSlice(**ckpt, Fp8Slice("wide.weight", {F::kOut, F::kIn}, 0, 0, F::kOut));
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(testing::Msg(t.status()).find("tensor 'wide.weight' in "), std::string::npos) << t.status();
+  EXPECT_NE(testing::Msg(t.status()).find("is BF16 but has block scales 'wide.weight_scale_inv' beside it"),
+            std::string::npos)
+      << t.status();
+}
+
 // Every slice of a described model carries the config's block size.
 TEST(LayerWeights, DescribedSlicesCarryTheFp8BlockSize) {
   ModelConfig c = Tiny();
