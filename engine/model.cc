@@ -14,6 +14,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
     return absl::InvalidArgumentError("rank " + std::to_string(options.rank) + " outside a group of " +
                                       std::to_string(options.world));
   }
+  // A bad KV dtype is refused before any weight is read (each backend resolves "auto" itself).
+  RETURN_IF_ERROR(ParseKvDtype(options.kv_cache_dtype, KvDtype::kF32).status());
   // The backend is chosen once, here; each backend checks what it supports.
   if (options.backend == "cpu") return cpu::LoadCpuModel(dir, config, options);
 #ifdef TANDEM_HAVE_CUDA

@@ -20,6 +20,9 @@ struct ModelLoadOptions {
   int world = 1;
   Comm* comm = nullptr;  // required when world > 1; not owned
   int threads = 0;       // matmul threads; 0 = hardware_concurrency / world (at least 1)
+  // The KV cache's element type (ParseKvDtype in kv_cache.h): "auto" (float32 on both backends),
+  // "f32", "bf16" or "fp8"; kv_spec() reports it and its bytes.
+  std::string kv_cache_dtype = "auto";
 };
 
 class Model {

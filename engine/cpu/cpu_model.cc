@@ -28,8 +28,10 @@ struct DecoderLayer {
 
 class CpuModel final : public Model {
  public:
-  CpuModel(ModelConfig cfg, int rank, int world, Comm* comm, int threads)
-      : cfg_(std::move(cfg)), shard_(ComputeTpShard(cfg_, rank, world)), comm_(comm), pool_(threads) {}
+  CpuModel(ModelConfig cfg, int rank, int world, Comm* comm, int threads, KvDtype kv_dtype)
+      : cfg_(std::move(cfg)), shard_(ComputeTpShard(cfg_, rank, world)), comm_(comm), pool_(threads) {
+    kv_spec_.dtype = kv_dtype;
+  }
 
   absl::Status LoadWeights(const Checkpoint& ckpt);
 
@@ -70,6 +72,8 @@ absl::Status CpuModel::LoadWeights(const Checkpoint& ckpt) {
   // lm_head split by vocabulary; tied embeddings read the embedding matrix instead.
   ASSIGN_OR_RETURN(lm_head_, ReadWeight(ckpt, spec.lm_head));
   inv_freq_ = rope_inv_freq(cfg_.rope_theta, cfg_.RotaryDim());
+  // The fp8 cache's per-layer scales (1 unless the checkpoint has them), one per KV layer.
+  ASSIGN_OR_RETURN(const std::vector<kernels::KvScale> kv_scales, ReadKvScales(ckpt, names, cfg_));
 
   int64_t kv_layers = 0;
   for (const LayerWeightSpec& ls : spec.layers) {
@@ -81,7 +85,11 @@ absl::Status CpuModel::LoadWeights(const Checkpoint& ckpt) {
     if (ls.linear) {
       ASSIGN_OR_RETURN(layer.mixer, GatedDeltaNet::Load(ckpt, ls.linear_attention, cfg_, shard_));
     } else {
-      ASSIGN_OR_RETURN(layer.mixer, Attention::Load(ckpt, ls.attention, cfg_, shard_, kv_layers++));
+      if (kv_layers >= static_cast<int64_t>(kv_scales.size())) {
+        return absl::InternalError("more attention layers than the config's full-attention layers");
+      }
+      const kernels::KvScale scale = kv_scales[kv_layers];
+      ASSIGN_OR_RETURN(layer.mixer, Attention::Load(ckpt, ls.attention, cfg_, shard_, kv_layers++, scale));
     }
     kv_spec_.state_bytes_per_slot += layer.mixer->state_bytes_per_slot();
     // Ffn: routed experts (with the shared expert when the model has one) or a dense MLP.
@@ -95,7 +103,7 @@ absl::Status CpuModel::LoadWeights(const Checkpoint& ckpt) {
   kv_spec_.num_layers = kv_layers;
   kv_spec_.num_kv_heads_local = shard_.n_kv_heads;
   kv_spec_.head_dim = cfg_.head_dim;
-  kv_spec_.bytes_per_element = sizeof(float);
+  kv_spec_.bytes_per_element = KvDtypeBytes(kv_spec_.dtype);
   return absl::OkStatus();
 }
 
@@ -106,7 +114,8 @@ absl::Status CpuModel::AllocateKvCache(int32_t num_blocks, int32_t block_size, i
   if (kv_spec_.has_state() && num_state_slots <= 0) {
     return absl::InvalidArgumentError("a model with per-sequence state needs num_state_slots > 0");
   }
-  kv_ = PagedKvCache(kv_spec_.num_layers, num_blocks, block_size, kv_spec_.num_kv_heads_local, kv_spec_.head_dim);
+  kv_ = PagedKvCache(kv_spec_.num_layers, num_blocks, block_size, kv_spec_.num_kv_heads_local, kv_spec_.head_dim,
+                     kv_spec_.dtype);
   num_state_slots_ = kv_spec_.has_state() ? num_state_slots : kNoStateSlots;
   // The state pools of the mixers that keep per-sequence state (each mixer owns its own).
   for (DecoderLayer& layer : layers_) layer.mixer->AllocateStates(num_state_slots_);
@@ -204,8 +213,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCpuModel(const std::string& dir, cons
   if (threads <= 0) {
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / options.world);
   }
+  // The cpu backend's own default is float32 (exact: the golden logits' bound needs it).
+  ASSIGN_OR_RETURN(const KvDtype kv_dtype, ParseKvDtype(options.kv_cache_dtype, KvDtype::kF32));
   ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(dir));
-  auto model = std::make_unique<CpuModel>(config, options.rank, options.world, options.comm, threads);
+  auto model = std::make_unique<CpuModel>(config, options.rank, options.world, options.comm, threads, kv_dtype);
   RETURN_IF_ERROR(model->LoadWeights(*ckpt));
   return std::unique_ptr<Model>(std::move(model));
 }

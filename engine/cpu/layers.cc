@@ -35,11 +35,12 @@ absl::StatusOr<std::vector<float>> ReadNorm(const Checkpoint& ckpt, const Weight
 
 absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(const Checkpoint& ckpt, const AttentionWeightSpec& spec,
                                                            const ModelConfig& cfg, const TpShard& shard,
-                                                           int64_t kv_layer) {
+                                                           int64_t kv_layer, kernels::KvScale kv_scale) {
   auto a = std::make_unique<Attention>();
   a->L_ = kernels::QkvLayout{shard.n_heads, shard.n_kv_heads, cfg.head_dim, cfg.RotaryDim()};
   a->hidden_ = cfg.hidden_size;
   a->kv_layer_ = kv_layer;
+  a->kv_scale_ = kv_scale;
   a->eps_ = static_cast<float>(cfg.rms_norm_eps);
   ASSIGN_OR_RETURN(a->wqkv_, ReadWeight(ckpt, spec.wqkv));
   ASSIGN_OR_RETURN(a->wo_, ReadWeight(ckpt, spec.wo));
@@ -55,23 +56,33 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(const Checkpoint& ckp
   return a;
 }
 
-absl::Status Attention::Forward(StepContext& ctx, const float* x, float* out) {
-  const int64_t T = ctx.num_tokens(), hd = L_.head_dim;
+template <typename KV>
+void Attention::Attend(StepContext& ctx, float* qkv, float* att, kernels::KvScale kv_scale) {
   const StepMeta& m = ctx.m;
-  // One product for q, k and v: (T, q_dim + 2 kv_dim), each token's row [q | k | v].
-  std::vector<float> qkv(T * L_.row());
-  matmul(ctx.pool, qkv.data(), x, wqkv_.data(), T, hidden_, L_.row());
+  const int64_t T = ctx.num_tokens(), hd = L_.head_dim;
   // Per-head RMSNorm of q and k, then RoPE at each token's position; k and v go into the cache.
-  float* k_cache = ctx.kv->keys(kv_layer_);
-  float* v_cache = ctx.kv->values(kv_layer_);
-  qk_norm_rope_store_kv(qkv.data(), k_cache, v_cache, q_norm_.data(), k_norm_.data(), ctx.inv_freq,
-                        ctx.meta + m.pos(), ctx.meta + m.slot(), T, L_, eps_);
+  KV* k_cache = ctx.kv->keys<KV>(kv_layer_);
+  KV* v_cache = ctx.kv->values<KV>(kv_layer_);
+  qk_norm_rope_store_kv(qkv, k_cache, v_cache, q_norm_.data(), k_norm_.data(), ctx.inv_freq, ctx.meta + m.pos(),
+                        ctx.meta + m.slot(), T, L_, eps_, kv_scale);
   // Causal attention of every (token, q head) over positions 0..pos of its own sequence.
   const kernels::AttentionShape A{L_.n_heads, L_.n_kv_heads, hd, ctx.block_size, m.max_blocks, L_.row()};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  paged_attention(ctx.pool, att, qkv, k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.token_seq(),
+                  ctx.meta + m.pos(), T, A, scale, kv_scale);
+}
+
+absl::Status Attention::Forward(StepContext& ctx, const float* x, float* out) {
+  const int64_t T = ctx.num_tokens();
+  // One product for q, k and v: (T, q_dim + 2 kv_dim), each token's row [q | k | v].
+  std::vector<float> qkv(T * L_.row());
+  matmul(ctx.pool, qkv.data(), x, wqkv_.data(), T, hidden_, L_.row());
   std::vector<float> att(T * L_.q_dim());  // (T, n_heads * head_dim)
-  paged_attention(ctx.pool, att.data(), qkv.data(), k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.token_seq(),
-                  ctx.meta + m.pos(), T, A, scale);
+  switch (ctx.kv->dtype()) {
+    case KvDtype::kF32: Attend<float>(ctx, qkv.data(), att.data(), {}); break;
+    case KvDtype::kBf16: Attend<bf16_bits>(ctx, qkv.data(), att.data(), {}); break;
+    case KvDtype::kFp8: Attend<fp8_e4m3>(ctx, qkv.data(), att.data(), kv_scale_); break;
+  }
   if (!wgate_.empty()) {  // gated attention: each head's output times sigmoid(its gate)
     std::vector<float> gate(T * L_.q_dim());
     matmul(ctx.pool, gate.data(), x, wgate_.data(), T, hidden_, L_.q_dim());

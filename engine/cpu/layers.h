@@ -65,17 +65,23 @@ class Ffn {
 // models): the output of each head multiplied by sigmoid of its gate rows before o_proj.
 class Attention final : public Mixer {
  public:
-  // `kv_layer` is this layer's index in the KV cache.
+  // `kv_layer` is this layer's index in the KV cache; `kv_scale` its scales in an fp8 cache (a
+  // float32 or bf16 cache ignores them).
   static absl::StatusOr<std::unique_ptr<Attention>> Load(const Checkpoint& ckpt, const AttentionWeightSpec& spec,
                                                          const ModelConfig& cfg, const TpShard& shard,
-                                                         int64_t kv_layer);
+                                                         int64_t kv_layer, kernels::KvScale kv_scale = {});
   absl::Status Forward(StepContext& ctx, const float* x, float* out) override;
 
   int64_t n_kv_heads_local() const { return L_.n_kv_heads; }
 
  private:
+  // Stores this step's k and v and attends, in the cache's element type KV (scales only for fp8).
+  template <typename KV>
+  void Attend(StepContext& ctx, float* qkv, float* att, kernels::KvScale kv_scale);
+
   kernels::QkvLayout L_;  // this rank's q and kv heads
   int64_t hidden_ = 0, kv_layer_ = 0;
+  kernels::KvScale kv_scale_;
   float eps_ = 1e-6f;
   std::vector<float> wqkv_;    // (q_dim + 2 kv_dim, hidden) q_proj, k_proj, v_proj rows of this rank
   std::vector<float> wo_;      // (hidden, q_dim) the columns of this rank's heads

@@ -17,18 +17,23 @@
 #include "engine/cpu/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/fp8.h"
 #include "kernels/qk_norm_rope.h"
 
 namespace tandem::engine::cpu {
 
 using kernels::bf16_bits;
+using kernels::fp8_e4m3;
 
-// A stored element as float: float32 as is, bf16 widened (exactly).
+// A stored element as float: float32 as is, bf16 and e4m3 widened (exactly; e4m3 unscaled).
 inline float ToFloat(float v) { return v; }
 inline float ToFloat(bf16_bits v) { return kernels::Bf16ToFloat(v); }
-// A value into a KV cache of float32 (as is) or bf16 (rounded to nearest even).
+inline float ToFloat(fp8_e4m3 v) { return kernels::E4m3Decode(v.bits); }
+// A value into a KV cache of float32 (as is), bf16 (rounded to nearest even) or e4m3 (rounded to
+// nearest even, saturated to +-448; the caller has divided by the layer's scale).
 inline void StoreKv(float v, float* dst) { *dst = v; }
 inline void StoreKv(float v, bf16_bits* dst) { *dst = kernels::FloatToBf16(v); }
+inline void StoreKv(float v, fp8_e4m3* dst) { dst->bits = kernels::FloatToE4m3(v); }
 
 // Runs fn(begin, end) over [0, n): on the pool's threads, or on the caller when pool is null.
 template <typename Fn>
@@ -109,12 +114,12 @@ std::vector<float> rope_inv_freq(double theta, int64_t rotary_dim);
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rotary_dim, int64_t pos, const float* inv_freq);
 
 // qkv (T, L.row()) = [q | k | v] per token: q and k normed per head (q_norm, k_norm (head_dim)) and
-// rotated at pos[t] in place; k and v stored into k_cache / v_cache (slots, n_kv_heads, head_dim)
-// at slot[t].
+// rotated at pos[t] in place; k / kv_scale.k and v / kv_scale.v stored into k_cache / v_cache
+// (slots, n_kv_heads, head_dim) at slot[t] (scales of 1 leave them as they are).
 template <typename Acc = float, typename W, typename KV>
 void qk_norm_rope_store_kv(float* qkv, KV* k_cache, KV* v_cache, const W* q_norm, const W* k_norm,
                            const float* inv_freq, const int32_t* pos, const int32_t* slot, int64_t T,
-                           const kernels::QkvLayout& L, float eps) {
+                           const kernels::QkvLayout& L, float eps, kernels::KvScale kv_scale = {}) {
   const int64_t hd = L.head_dim, kvd = L.kv_dim();
   for (int64_t t = 0; t < T; ++t) {
     float* q = qkv + t * L.row();
@@ -126,8 +131,8 @@ void qk_norm_rope_store_kv(float* qkv, KV* k_cache, KV* v_cache, const W* q_norm
     rope(k, L.n_kv_heads, hd, L.rotary_dim, pos[t], inv_freq);
     const int64_t at = static_cast<int64_t>(slot[t]) * kvd;
     for (int64_t i = 0; i < kvd; ++i) {
-      StoreKv(k[i], k_cache + at + i);
-      StoreKv(v[i], v_cache + at + i);
+      StoreKv(k[i] / kv_scale.k, k_cache + at + i);
+      StoreKv(v[i] / kv_scale.v, v_cache + at + i);
     }
   }
 }
@@ -161,11 +166,14 @@ void topk(int32_t* idx, T* val, const T* probs, int64_t n, int64_t k) {
 // out (T, n_heads * head_dim) = softmax(q k^T * scale) v per head, over positions 0..pos[t] of
 // sequence token_seq[t]: q (T, A.q_stride); K and V of position p at slot
 // block_tables[seq * A.max_blocks + p / block_size] * block_size + p % block_size of the caches
-// (slots, n_kv_heads, head_dim). Local q head h reads kv head h / (n_heads / n_kv_heads).
+// (slots, n_kv_heads, head_dim). Local q head h reads kv head h / (n_heads / n_kv_heads). The
+// caches hold K / kv_scale.k and V / kv_scale.v: k's scale joins the softmax scale, v's scales
+// the output (exact for scales of 1).
 template <typename Acc = float, typename KV>
 void paged_attention(ThreadPool* pool, float* out, const float* q, const KV* k_cache, const KV* v_cache,
                      const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
-                     const kernels::AttentionShape& A, float scale) {
+                     const kernels::AttentionShape& A, float scale, kernels::KvScale kv_scale = {}) {
+  const Acc qk_scale = static_cast<Acc>(scale) * static_cast<Acc>(kv_scale.k);
   const int64_t hd = A.head_dim, group = A.n_heads / A.n_kv_heads, kv_dim = A.n_kv_heads * hd;
   ParallelFor(pool, T * A.n_heads, [&](int64_t i0, int64_t i1) {
     std::vector<Acc> s, acc(hd);
@@ -177,7 +185,7 @@ void paged_attention(ThreadPool* pool, float* out, const float* q, const KV* k_c
       };
       const float* qh = q + t * A.q_stride + h * hd;
       s.resize(n);
-      for (int64_t j = 0; j < n; ++j) s[j] = dot<Acc>(qh, k_cache + at(j), hd) * static_cast<Acc>(scale);
+      for (int64_t j = 0; j < n; ++j) s[j] = dot<Acc>(qh, k_cache + at(j), hd) * qk_scale;
       softmax(s.data(), n);
       std::fill(acc.begin(), acc.end(), Acc(0));
       for (int64_t j = 0; j < n; ++j) {
@@ -185,7 +193,7 @@ void paged_attention(ThreadPool* pool, float* out, const float* q, const KV* k_c
         for (int64_t d = 0; d < hd; ++d) acc[d] += s[j] * static_cast<Acc>(ToFloat(vj[d]));
       }
       float* oh = out + t * A.n_heads * hd + h * hd;
-      for (int64_t d = 0; d < hd; ++d) oh[d] = static_cast<float>(acc[d]);
+      for (int64_t d = 0; d < hd; ++d) oh[d] = static_cast<float>(acc[d] * static_cast<Acc>(kv_scale.v));
     }
   });
 }

@@ -1,12 +1,40 @@
 // The paged KV cache (engine/kv_cache.cc): the block allocator's free list (order, exhaustion,
-// frees), EnsureBlocks growing a block table, and PagedKvCache's layout (a position's K and V in
-// the block its table names, per layer).
+// frees), EnsureBlocks growing a block table, PagedKvCache's layout (a position's K and V in the
+// block its table names, per layer) in each element type, the KV dtype names and sizes, and the
+// fp8 cache's per-layer scales read from a checkpoint.
 #include "engine/kv_cache.h"
+
+#include <map>
 
 #include <gtest/gtest.h>
 
 namespace tandem::engine {
 namespace {
+
+// Named float tensors in memory: the scales ReadKvScales looks for.
+class MapCheckpoint final : public Checkpoint {
+ public:
+  std::map<std::string, Tensor> tensors;
+  bool Has(const std::string& name) const override { return tensors.count(name) > 0; }
+  absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const override {
+    if (!Has(name)) return absl::NotFoundError(name);
+    return tensors.at(name).shape;
+  }
+  absl::StatusOr<Tensor> Read(const std::string& name, const std::vector<int64_t>& shape) const override {
+    if (!Has(name)) return absl::NotFoundError(name);
+    if (tensors.at(name).shape != shape) return absl::InvalidArgumentError("shape of " + name);
+    return tensors.at(name);
+  }
+  absl::StatusOr<Tensor> ReadSlice(const std::string& name, const std::vector<int64_t>&, int, int64_t,
+                                   int64_t) const override {
+    return absl::UnimplementedError(name);
+  }
+  std::vector<std::string> Names() const override {
+    std::vector<std::string> n;
+    for (const auto& [k, v] : tensors) n.push_back(k);
+    return n;
+  }
+};
 
 TEST(KvCache, BlockAllocator) {
   BlockAllocator alloc(3);
@@ -27,6 +55,75 @@ TEST(KvCache, BlockAllocator) {
   EXPECT_EQ(alloc.num_free(), 3);
   KvCacheSpec spec{48, 2, 128, 2};
   EXPECT_EQ(spec.bytes_per_token(), 2 * 48 * 2 * 128 * 2);
+}
+
+TEST(KvCache, DtypeNamesAndSizes) {
+  EXPECT_EQ(*ParseKvDtype("auto", KvDtype::kBf16), KvDtype::kBf16);  // the backend's own default
+  EXPECT_EQ(*ParseKvDtype("", KvDtype::kF32), KvDtype::kF32);
+  EXPECT_EQ(*ParseKvDtype("f32", KvDtype::kBf16), KvDtype::kF32);
+  EXPECT_EQ(*ParseKvDtype("bf16", KvDtype::kF32), KvDtype::kBf16);
+  EXPECT_EQ(*ParseKvDtype("fp8", KvDtype::kF32), KvDtype::kFp8);
+  EXPECT_EQ(*ParseKvDtype("fp8_e4m3", KvDtype::kF32), KvDtype::kFp8);
+  for (const char* bad : {"fp16", "FP8", "fp8_e5m2", "float32"}) {
+    auto d = ParseKvDtype(bad, KvDtype::kF32);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.status().message().find(bad), std::string::npos) << d.status();
+    EXPECT_NE(d.status().message().find("auto, f32, bf16 or fp8"), std::string::npos) << d.status();
+  }
+  EXPECT_STREQ(KvDtypeName(KvDtype::kFp8), "fp8");
+  EXPECT_STREQ(KvDtypeName(KvDtype::kBf16), "bf16");
+  EXPECT_STREQ(KvDtypeName(KvDtype::kF32), "f32");
+  // The same memory holds 2x the tokens of bf16 in fp8, 4x those of float32.
+  KvCacheSpec spec{48, 4, 128, KvDtypeBytes(KvDtype::kBf16)};
+  const int64_t bf16 = spec.bytes_per_token();
+  spec.bytes_per_element = KvDtypeBytes(KvDtype::kFp8);
+  EXPECT_EQ(2 * spec.bytes_per_token(), bf16);
+  spec.bytes_per_element = KvDtypeBytes(KvDtype::kF32);
+  EXPECT_EQ(spec.bytes_per_token(), 2 * bf16);
+}
+
+TEST(KvCache, ElementTypesLayOutTheSameSlots) {
+  PagedKvCache f32(1, 4, 2, 1, 32);
+  PagedKvCache fp8(1, 4, 2, 1, 32, KvDtype::kFp8);
+  EXPECT_EQ(fp8.dtype(), KvDtype::kFp8);
+  const std::vector<int32_t> table = {3, 1};
+  // Position 2 is block 1 slot 0: slot 2 of the pool, 64 elements in, whatever their size.
+  EXPECT_EQ(f32.key(0, table, 2) - f32.keys(0), 64);
+  EXPECT_EQ(fp8.key<kernels::fp8_e4m3>(0, table, 2) - fp8.keys<kernels::fp8_e4m3>(0), 64);
+  EXPECT_EQ(reinterpret_cast<const uint8_t*>(fp8.value<kernels::fp8_e4m3>(0, table, 3)) -
+                reinterpret_cast<const uint8_t*>(fp8.values<kernels::fp8_e4m3>(0)),
+            96);
+  // The last slot of an fp8 pool (block 3, slot 1) is inside the allocation, and starts zeroed.
+  kernels::fp8_e4m3* last = fp8.value<kernels::fp8_e4m3>(0, table, 1);
+  EXPECT_EQ(last - fp8.values<kernels::fp8_e4m3>(0), 7 * 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(last[i].bits, 0);
+}
+
+TEST(KvCache, ScalesFromTheCheckpointOrOne) {
+  ModelConfig cfg;
+  cfg.num_hidden_layers = 4;
+  cfg.layer_types = {"linear_attention", "full_attention", "linear_attention", "full_attention"};
+  WeightNames names{"model."};
+  MapCheckpoint ckpt;
+  ckpt.tensors["model.layers.1.self_attn.k_scale"] = Tensor{{}, {0.5f}};
+  ckpt.tensors["model.layers.1.self_attn.v_scale"] = Tensor{{1}, {2.0f}};
+  ckpt.tensors["model.layers.3.self_attn.v_proj.v_scale"] = Tensor{{}, {0.25f}};  // ModelOpt's name
+  auto s = ReadKvScales(ckpt, names, cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 2u);  // the two full-attention layers, in order
+  EXPECT_EQ((*s)[0].k, 0.5f);
+  EXPECT_EQ((*s)[0].v, 2.0f);
+  EXPECT_EQ((*s)[1].k, 1.0f);  // none in the checkpoint
+  EXPECT_EQ((*s)[1].v, 0.25f);
+
+  ckpt.tensors["model.layers.3.self_attn.k_scale"] = Tensor{{}, {-1.0f}};
+  auto neg = ReadKvScales(ckpt, names, cfg);
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.status().message().find("model.layers.3.self_attn.k_scale"), std::string::npos) << neg.status();
+  ckpt.tensors["model.layers.3.self_attn.k_scale"] = Tensor{{2}, {1.0f, 1.0f}};
+  auto two = ReadKvScales(ckpt, names, cfg);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("one value"), std::string::npos) << two.status();
 }
 
 TEST(KvCache, ExhaustionSaysSoAndFreeingRecovers) {
