@@ -111,9 +111,10 @@ TEST(LayerWeights, LmHeadRowsByVocabularyTiedOrNot) {
 
 
 // Every tensor the hybrid fixtures hold is described (and read with its stored shape) at TP 1, and
-// at TP 2 and 4 every spec's slices fill it exactly (lm_head padding aside).
+// at TP 2 and 4 every spec's slices fill it exactly (lm_head padding aside). For the FP8 one that
+// includes every weight_scale_inv: each is read beside its weight, none is left over.
 TEST(LayerWeights, HybridFixturesAreDescribedWhole) {
-  for (const char* fixture : {"qwen35moe-tiny", "qwen3next-tiny"}) {
+  for (const char* fixture : {"qwen35moe-tiny", "qwen3next-tiny", "qwen35moe-fp8-tiny"}) {
     auto config = LoadModelConfig(testing::TestData(fixture));
     ASSERT_TRUE(config.ok()) << config.status();
     auto ckpt = Checkpoint::Open(testing::TestData(fixture));
@@ -220,6 +221,67 @@ TEST(LayerWeights, FusedQkvzReadsLikeTheSplitLayout) {
       for (auto part : {&LinearAttentionWeightSpec::in_qkv, &LinearAttentionWeightSpec::in_z,
                         &LinearAttentionWeightSpec::in_b, &LinearAttentionWeightSpec::in_a}) {
         EXPECT_EQ((s.*part).shape, (f.*part).shape);
+        auto want = testing::ReadSpec(**split_ckpt, s.*part);
+        auto got = testing::ReadSpec(**fused_ckpt, f.*part);
+        ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+        EXPECT_EQ(*want, *got) << "tp " << tp << " rank " << rank << " " << (f.*part).slices.at(0).name;
+      }
+    }
+  }
+}
+
+// The same fusion of qwen35moe-fp8-tiny's FP8 projections, as Qwen3-Next-80B-A3B-FP8 stores them:
+// in_proj_qkvz's e4m3 rows in the per-key-head order with its scale rows moved along (each
+// section of a group is whole 32-row blocks here), in_proj_ba bf16 without scales. Every rank of
+// TP 1/2/4 reads the fused layout into the values it reads from the split one.
+TEST(LayerWeights, FusedFp8QkvzReadsLikeTheSplitLayout) {
+  const std::string src = testing::TestData("qwen35moe-fp8-tiny");
+  auto config = LoadModelConfig(src);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto split_ckpt = Checkpoint::Open(src);
+  ASSERT_TRUE(split_ckpt.ok()) << split_ckpt.status();
+  const int64_t H = 128, dk = 32, NK = 4, NV = 8, rdv = 64, B = config->weight_block_out;
+  ASSERT_EQ(B, 32);
+  ASSERT_EQ(config->weight_block_in, 32);
+  const std::string base = "model.layers.1.linear_attn.";
+  auto view = [&](const std::string& name) { return (*split_ckpt)->View(base + name); };
+  auto qkv = view("in_proj_qkv.weight"), z = view("in_proj_z.weight");
+  auto qkv_s = (*split_ckpt)->Read(base + "in_proj_qkv.weight_scale_inv", {NK * (2 * dk) / B + NV * 32 / B, H / B});
+  auto z_s = (*split_ckpt)->Read(base + "in_proj_z.weight_scale_inv", {NV * 32 / B, H / B});
+  auto b = (*split_ckpt)->Read(base + "in_proj_b.weight", {NV, H}), a = (*split_ckpt)->Read(base + "in_proj_a.weight", {NV, H});
+  ASSERT_TRUE(qkv.ok() && z.ok() && qkv_s.ok() && z_s.ok() && b.ok() && a.ok());
+  ASSERT_EQ(qkv->dtype, DType::kF8E4M3);
+  NamedTensorData qkvz{base + "in_proj_qkvz.weight", DType::kF8E4M3, {NK * (2 * dk + 2 * rdv), H}, {}, {}, {}};
+  NamedTensorData qkvz_s{base + "in_proj_qkvz.weight_scale_inv", DType::kF32, {NK * (2 * dk + 2 * rdv) / B, H / B}, {}, {}, {}};
+  NamedTensorData ba{base + "in_proj_ba.weight", DType::kBF16, {2 * NV, H}, {}, {}, {}};
+  // Rows [r0, r0 + n) of a stored tensor and the scale rows of their blocks.
+  auto take = [&](const TensorView& w, const Tensor& scale, int64_t r0, int64_t n) {
+    qkvz.raw.append(reinterpret_cast<const char*>(w.data) + r0 * H, static_cast<size_t>(n * H));
+    qkvz_s.floats.insert(qkvz_s.floats.end(), scale.data.begin() + (r0 / B) * (H / B),
+                         scale.data.begin() + ((r0 + n) / B) * (H / B));
+  };
+  const int64_t r = NV / NK;
+  for (int64_t g = 0; g < NK; ++g) {
+    take(*qkv, *qkv_s, g * dk, dk);
+    take(*qkv, *qkv_s, NK * dk + g * dk, dk);
+    take(*qkv, *qkv_s, 2 * NK * dk + g * rdv, rdv);
+    take(*z, *z_s, g * rdv, rdv);
+    ba.floats.insert(ba.floats.end(), b->data.begin() + g * r * H, b->data.begin() + (g + 1) * r * H);
+    ba.floats.insert(ba.floats.end(), a->data.begin() + g * r * H, a->data.begin() + (g + 1) * r * H);
+  }
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors", {qkvz, qkvz_s, ba}).ok());
+  auto fused_ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(fused_ckpt.ok()) << fused_ckpt.status();
+  ModelConfig next = *config;
+  next.model_type = "qwen3_next";
+  const WeightNames names{"model.", false};
+  for (int tp : {1, 2, 4}) {
+    for (int rank = 0; rank < tp; ++rank) {
+      const LinearAttentionWeightSpec s = DescribeLinearAttention(names, *config, ComputeTpShard(*config, rank, tp), 1);
+      const LinearAttentionWeightSpec f = DescribeLinearAttention(names, next, ComputeTpShard(next, rank, tp), 1);
+      for (auto part : {&LinearAttentionWeightSpec::in_qkv, &LinearAttentionWeightSpec::in_z,
+                        &LinearAttentionWeightSpec::in_b, &LinearAttentionWeightSpec::in_a}) {
         auto want = testing::ReadSpec(**split_ckpt, s.*part);
         auto got = testing::ReadSpec(**fused_ckpt, f.*part);
         ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
