@@ -11,25 +11,20 @@
 #include <thread>
 
 #include "bench/decode_bytes.h"
+#include "bench/decode_kernel_table.h"
 #include "bench/synthetic_configs.h"
 #include "common/status.h"
 #include "engine/comm/store.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device_collectives.h"
-#include "engine/cuda/gated_deltanet.h"
 #include "engine/cuda/nccl_comm.h"
-#include "engine/cuda/random_fill.h"
-#include "engine/model/tp_shard.h"
-#include "kernels/attention.h"
 #include "kernels/cuda_check.h"
-#include "kernels/gated_deltanet.h"
-#include "kernels/matmul.h"
-#include "kernels/moe.h"
 
 namespace tandem::bench {
 
 using namespace engine;  // the model, step and comm types
 using namespace engine::cuda;
+using kernels::WeightFormat;
 
 namespace {
 
@@ -103,166 +98,6 @@ StepBatch DecodeBatch(int B, int ctx, int step, int block_size, int blocks_per_s
   return batch;
 }
 
-// One decode kernel alone at batch 1, over enough copies of its inputs (> 256 MB in all) that each
-// launch reads device memory, not L2: median microseconds per launch and GB/s of its bytes.
-struct KernelTiming {
-  std::string name;
-  double bytes = 0, us = 0;
-};
-
-template <typename Launch>
-KernelTiming TimeKernel(const std::string& name, double bytes, int copies, Launch&& launch) {
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) launch(i % copies);
-  std::vector<double> us;
-  for (int i = 0; i < 30; ++i) {
-    CUDA_CHECK(cudaEventRecord(e0));
-    launch(i % copies);
-    CUDA_CHECK(cudaEventRecord(e1));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    us.push_back(ms * 1e3);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return {name, bytes, Summarize(us).median};
-}
-
-std::string Dims(int64_t rows, int64_t cols) { return std::to_string(rows) + " x " + std::to_string(cols); }
-
-// The decode products of the whole model at batch 1 (TP 1 shapes), each kernel alone: the mixers'
-// projections (gated full attention's q rows include the gate rows; a Gated DeltaNet layer's
-// in_proj is qkv | z | b | a, one product), router, routed experts (with the shared expert as one
-// more, as MoeFfn runs it), lm_head, attention.
-std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c) {
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.num_experts, K = c.num_experts_per_tok;
-  const int64_t qd = c.num_attention_heads * c.head_dim, kvd = c.num_key_value_heads * c.head_dim;
-  const int64_t q_rows = c.attention_output_gate ? 2 * qd : qd;
-  // The Gated DeltaNet's heads at TP 1, as the engine lays them out (no heads: not a hybrid).
-  const kernels::DeltaNetLayout L = GatedDeltaNet::Layout(c, ComputeTpShard(c, 0, 1));
-  const bool hybrid = L.n_v > 0;
-  const int64_t lin_v = L.value_dim(), lin_proj = L.proj_row();
-  const int64_t S = c.shared_expert_intermediate_size;
-  // The shared expert (as wide as an expert: cuda::CheckSupported) is expert E, picked by every token.
-  const int64_t shared = S > 0 ? 1 : 0, Es = E + shared, Ks = K + shared;
-  std::vector<KernelTiming> out;
-  auto buf = [](int64_t bf16_elems) {
-    void* p = nullptr;
-    CUDA_CHECK(cudaMalloc(&p, bf16_elems * 2));
-    fill_random_bf16(static_cast<kernels::bf16_bits*>(p), bf16_elems, 0.05f, 7, nullptr);
-    return p;
-  };
-  // Inputs: the widest of x (hidden, q heads, DeltaNet values, shared expert), the experts'
-  // activations (K x 2 I) and the routing weights; outputs up to the vocabulary.
-  const int64_t in_floats = std::max({4 * 8 * I + 4 * H, 2 * Ks * I + H + Ks, 2 * qd + 2 * kvd, lin_v});
-  float* x = static_cast<float*>(buf(2 * in_floats));  // floats as bf16 pairs
-  float* y = static_cast<float*>(buf(2 * std::max<int64_t>(c.vocab_size, 2 * Ks * I + lin_proj)));
-  auto matvec = [&](const std::string& what, int64_t rows, int64_t in) {
-    const int64_t elems = rows * in;
-    const int copies = static_cast<int>(std::max<int64_t>(1, (256 << 20) / (2 * elems) + 1));
-    auto* w = static_cast<kernels::bf16_bits*>(buf(elems * copies));
-    out.push_back(TimeKernel("matmul " + what + " (" + Dims(rows, in) + ")", 2.0 * elems, copies, [&](int i) {
-      kernels::matmul_bf16(y, x, w + i * elems, 1, in, rows, nullptr);
-    }));
-    cudaFree(w);
-  };
-  matvec(c.attention_output_gate ? "q+gate, k, v" : "qkv", q_rows + 2 * kvd, H);
-  matvec("o_proj", H, qd);
-  if (hybrid) {
-    matvec("DeltaNet in_proj qkv|z|b|a", lin_proj, H);
-    matvec("DeltaNet out_proj", H, lin_v);
-  }
-  matvec(shared ? "router + shared expert gate" : "router", Es, H);
-  matvec("lm_head", c.vocab_size, H);
-  {
-    // All experts of one layer, K picked (and the shared one): each launch reads Ks experts' rows.
-    auto* gu = static_cast<kernels::bf16_bits*>(buf(Es * 2 * I * H));
-    auto* down = static_cast<kernels::bf16_bits*>(buf(Es * H * I));
-    int32_t* ids = nullptr;
-    CUDA_CHECK(cudaMalloc(&ids, 16 * Ks * sizeof(int32_t)));
-    std::vector<int32_t> h;
-    // 37 is odd, E a power of two: 16 K consecutive multiples are distinct when 16 K <= E.
-    for (int64_t i = 0; i < 16 * K; ++i) {
-      h.push_back(static_cast<int32_t>((i * 37) % E));
-      if (shared && i % K == K - 1) h.push_back(static_cast<int32_t>(E));
-    }
-    CUDA_CHECK(cudaMemcpy(ids, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    float* wts = x + H;
-    const std::string k = std::to_string(K) + (shared ? " + shared" : "") + " experts x ";
-    out.push_back(TimeKernel("moe_gate_up (" + k + Dims(2 * I, H) + ")", 2.0 * Ks * 2 * I * H, 16, [&](int i) {
-      kernels::moe_gate_up(y, x, ids + i * Ks, gu, 1, Ks, H, I, nullptr);
-    }));
-    out.push_back(TimeKernel("moe_down (" + k + Dims(H, I) + ")", 2.0 * Ks * H * I, 16, [&](int i) {
-      kernels::moe_down(y, x, ids + i * Ks, wts, down, 1, Ks, H, I, nullptr);
-    }));
-    cudaFree(gu);
-    cudaFree(down);
-    cudaFree(ids);
-  }
-  if (hybrid) {
-    // One sequence's delta-rule step of one layer: its float32 state S (n_v x dk x dv) read and
-    // written back. A pool of slots larger than L2 (each launch takes the next slot), position 5
-    // so that the state is continued, not started from zeros; zero inputs keep it finite.
-    const int64_t state_bytes = static_cast<int64_t>(sizeof(float)) * L.state_size();
-    const int copies = static_cast<int>(std::max<int64_t>(2, (256 << 20) / state_bytes + 1));
-    float *states = nullptr, *in = nullptr;
-    CUDA_CHECK(cudaMalloc(&states, copies * state_bytes));
-    CUDA_CHECK(cudaMemset(states, 0, copies * state_bytes));
-    const int64_t in_len = L.conv_dim() + 2 * L.n_v + L.value_dim();  // qkv | g | beta | o
-    CUDA_CHECK(cudaMalloc(&in, in_len * sizeof(float)));
-    CUDA_CHECK(cudaMemset(in, 0, in_len * sizeof(float)));
-    std::vector<int32_t> h = {5, 0, 1};  // pos, seq_starts; then the slots
-    for (int i = 0; i < copies; ++i) h.push_back(i);
-    int32_t* meta = nullptr;
-    CUDA_CHECK(cudaMalloc(&meta, h.size() * sizeof(int32_t)));
-    CUDA_CHECK(cudaMemcpy(meta, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    const float *qkv = in, *g = in + L.conv_dim(), *beta = g + L.n_v;
-    float* o = in + L.conv_dim() + 2 * L.n_v;
-    const std::string what = "gated_deltanet_recurrent (1 sequence, f32 state " + std::to_string(L.n_v) + " x " +
-                             Dims(L.dk, L.dv) + ", read + written)";
-    out.push_back(TimeKernel(what, 2.0 * state_bytes, copies, [&](int i) {
-      const kernels::DeltaNetStep st{meta, meta + 3 + i, meta + 1, 1, 1};
-      kernels::gated_deltanet_recurrent(o, states, qkv, g, beta, st, L, nullptr);
-    }));
-    cudaFree(states);
-    cudaFree(in);
-    cudaFree(meta);
-  }
-  for (int ctx : {1024, 4096}) {
-    kernels::AttentionShape A{c.num_attention_heads, c.num_key_value_heads, c.head_dim, 16, ctx / 16, qd + 2 * kvd};
-    const int copies = 16;
-    auto* kv = static_cast<kernels::bf16_bits*>(buf(2LL * copies * ctx * kvd));
-    int32_t *meta = nullptr;
-    CUDA_CHECK(cudaMalloc(&meta, (ctx / 16 + 2) * sizeof(int32_t)));
-    std::vector<int32_t> h(ctx / 16 + 2);
-    for (int i = 0; i < ctx / 16; ++i) h[i] = i;
-    h[ctx / 16] = 0;            // token_seq
-    h[ctx / 16 + 1] = ctx - 1;  // pos
-    CUDA_CHECK(cudaMemcpy(meta, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    float* scratch = nullptr;
-    CUDA_CHECK(cudaMalloc(&scratch, kernels::attention_scratch_floats(1, A, ctx) * sizeof(float)));
-    uint32_t* counters = nullptr;
-    CUDA_CHECK(cudaMalloc(&counters, kernels::attention_counter_count(1, A) * sizeof(uint32_t)));
-    CUDA_CHECK(cudaMemset(counters, 0, kernels::attention_counter_count(1, A) * sizeof(uint32_t)));
-    out.push_back(TimeKernel("paged_attention bf16 kv, ctx " + std::to_string(ctx), 2.0 * 2 * ctx * kvd, copies,
-                             [&](int i) {
-      const kernels::bf16_bits* k = kv + 2LL * i * ctx * kvd;
-      kernels::paged_attention(y, scratch, counters, x, k, k + ctx * kvd, meta, meta + ctx / 16, meta + ctx / 16 + 1,
-                               1, A, ctx, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), nullptr);
-    }));
-    cudaFree(kv);
-    cudaFree(meta);
-    cudaFree(scratch);
-    cudaFree(counters);
-  }
-  cudaFree(x);
-  cudaFree(y);
-  return out;
-}
-
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -300,42 +135,47 @@ absl::StatusOr<Spread> AllReduceLatencyUs(DeviceCollectives& coll) {
   return Summarize(us);
 }
 
-// The weights this rank holds must fit in the GPU's free memory (an 80B model in bf16 does not fit
-// one H200): FailedPrecondition naming the bytes and the smallest --tp that fits, before a long
-// upload that would fail halfway.
-absl::Status CheckWeightsFit(const ModelConfig& cfg, const DecodeReadModel& reads, int rank, int world,
-                             const std::string& name) {
+// The weights this rank holds in each listed format must fit in the GPU's free memory (an 80B
+// model in bf16 does not fit one H200): FailedPrecondition naming the bytes and the smallest --tp
+// that fits, before the copy and kernel timings and a long upload that would fail halfway. The
+// formats are loaded one at a time, each freed before the next, so each alone must fit.
+absl::Status CheckWeightsFit(const ModelConfig& cfg, const DecodeBenchOptions& o, int rank, int world) {
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaOk(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  const double need = kWeightBytes * static_cast<double>(reads.TotalParams());
   // Room for the KV pool, the state slots and the activations besides the weights.
   const double usable = 0.92 * static_cast<double>(free_bytes);
-  if (need <= usable) return absl::OkStatus();
-  std::string hint = "more GPUs";
-  for (int w = world * 2; w <= 8; w *= 2) {
-    auto r = DescribeDecodeReads(cfg, 0, w);
-    if (r.ok() && kWeightBytes * static_cast<double>(r->TotalParams()) <= usable) {
-      hint = "--tp " + std::to_string(w) + " (one GPU per rank)";
-      break;
+  for (WeightFormat f : o.weights) {
+    ASSIGN_OR_RETURN(DecodeReadModel reads, DescribeDecodeReads(cfg, rank, world, f));
+    const double need = static_cast<double>(reads.TotalBytes());
+    if (need <= usable) continue;
+    std::string hint = "more GPUs";
+    for (int w = world * 2; w <= 8; w *= 2) {
+      auto r = DescribeDecodeReads(cfg, 0, w, f);
+      if (r.ok() && static_cast<double>(r->TotalBytes()) <= usable) {
+        hint = "--tp " + std::to_string(w) + " (one GPU per rank)";
+        break;
+      }
     }
+    return absl::FailedPreconditionError(
+        o.synthetic + Fmt(": rank %.0f of %.0f holds %.1f GB of ", rank, world, need / 1e9) + WeightFormatName(f) +
+        Fmt(" weights, but its GPU has %.1f GB free; use ", free_bytes / 1e9) + hint);
   }
-  return absl::FailedPreconditionError(
-      name + Fmt(": rank %.0f of %.0f holds %.1f GB of bf16 weights", rank, world, need / 1e9) +
-      Fmt(", but its GPU has %.1f GB free; use ", free_bytes / 1e9) + hint);
+  return absl::OkStatus();
 }
 
 // The parts a decode step reads on this GPU, for the report.
 std::string ReadsSummary(const DecodeReadModel& m, const KvCacheSpec& kv, double state_bytes, int rank, int world) {
-  const double w = kWeightBytes / 1e6;  // MB per element
-  std::string s = Fmt("\nbytes a decode step reads on GPU %.0f of %.0f (bf16 weights):\n", rank, world);
-  s += Fmt("- every step: %.0f MB = full attention %.0f + Gated DeltaNet %.0f", w * m.FixedWeights(), w * m.attention,
-           w * m.deltanet) +
-       Fmt(" + shared experts %.0f + routers %.0f", w * m.shared_experts, w * m.routers) +
-       Fmt(" + norms %.1f + dense MLP %.0f", w * m.norms, w * m.dense_mlps) + Fmt(" + lm_head %.0f\n", w * m.lm_head);
+  const WeightParts& b = m.bytes;
+  std::string s = Fmt("\nbytes a decode step reads on GPU %.0f of %.0f (", rank, world) + WeightFormatName(m.format) +
+                  " weights, data and scales):\n";
+  s += Fmt("- every step: %.0f MB = full attention %.0f + Gated DeltaNet %.0f", b.Fixed() / 1e6, b.attention / 1e6,
+           b.deltanet / 1e6) +
+       Fmt(" + shared experts %.0f + routers %.0f", b.shared_experts / 1e6, b.routers / 1e6) +
+       Fmt(" + norms %.1f + dense MLP %.0f", b.norms / 1e6, b.dense_mlps / 1e6) + Fmt(" + lm_head %.0f\n", b.lm_head / 1e6);
   s += Fmt("- routed experts: %.2f MB per expert per layer, %.0f MoE layers, the distinct experts of the step\n",
-           w * m.expert, static_cast<double>(m.moe_layers));
+           b.expert / 1e6, static_cast<double>(m.moe_layers));
   s += Fmt("- per sequence: one embedding row (%.0f B); KV %.0f KB per position of context (%.0f full-attention layers)",
-           kWeightBytes * m.hidden, kv.bytes_per_token() / 1e3, static_cast<double>(m.full_attention_layers));
+           kBf16Bytes * m.hidden, kv.bytes_per_token() / 1e3, static_cast<double>(m.full_attention_layers));
   s += Fmt("; recurrent state %.2f MB (conv + S of %.0f DeltaNet layers, float32), read and written every step\n",
            state_bytes / 1e6, static_cast<double>(m.linear_attention_layers));
   if (kv.has_state() && std::abs(state_bytes - m.StateBytesPerSeq()) > 0.5) {
@@ -344,56 +184,35 @@ std::string ReadsSummary(const DecodeReadModel& m, const KvCacheSpec& kv, double
   return s;
 }
 
-// The benchmark on one rank of `world` (the current device is the rank's); `comm` is null at TP=1.
-// Every rank runs the same steps; rank 0 times them and returns the report, the others "".
-absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, int world, Comm* comm) {
-  ASSIGN_OR_RETURN(ModelConfig cfg, SyntheticConfig(o.synthetic));
-  // What a decode step reads on this GPU, by part (bench/decode_bytes.h).
-  ASSIGN_OR_RETURN(DecodeReadModel reads, DescribeDecodeReads(cfg, rank, world));
-  int device = 0;
-  RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
-  // Before the copy and kernel timings, so that a model too large for this GPU fails at once.
-  RETURN_IF_ERROR(CheckWeightsFit(cfg, reads, rank, world, o.synthetic));
-  std::string out;
-  Spread copy;
-  if (rank == 0) {
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    out = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %.0f SMs\n", prop.totalGlobalMem / 1073741824.0,
-                                                static_cast<double>(prop.multiProcessorCount));
-    ASSIGN_OR_RETURN(DecodeReadModel whole, DescribeDecodeReads(cfg, 0, 1));
-    out += "model: " + o.synthetic + " (published shapes, random bf16 weights): " + LayerMix(cfg) +
-           Fmt("\nparameters: %.2fB (%.2fB per token: the chosen experts, embedding included)\n",
-               whole.TotalParams() / 1e9, whole.ActiveParams() / 1e9);
-    copy = CopyBandwidthGBs();
-    out += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
-               copy.median, copy.min, copy.max);
+// One timed decode point: the step times of the runs and the bytes a step read.
+struct DecodePoint {
+  WeightFormat format = WeightFormat::kBf16;
+  int batch = 0, context = 0;
+  std::vector<double> ms;
+  double bytes = 0;
+};
 
-    if (o.kernel_table) out += "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n| --- | ---: | ---: | ---: | ---: |\n";
-    for (const KernelTiming& k : o.kernel_table ? DecodeKernelTimings(cfg) : std::vector<KernelTiming>{}) {
-      const double gbs = k.bytes / (k.us * 1e-6) / 1e9;
-      out += "| " + k.name + Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
-    }
-  }
+// The decode and prefill tables of one weight format: its model loaded, timed, and freed on return
+// (before the next format loads). Appends the smallest batch's points (with graphs) to `points`.
+absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelConfig& cfg, WeightFormat format,
+                                      int rank, int world, Comm* comm, const Spread& copy,
+                                      std::vector<DecodePoint>& points) {
+  // What a decode step reads on this GPU, by part (bench/decode_bytes.h).
+  ASSIGN_OR_RETURN(DecodeReadModel reads, DescribeDecodeReads(cfg, rank, world, format));
+  std::string out = "\n## weights: " + WeightFormatName(format) + "\n\nweights: " + WeightsDescription(format) + "\n";
   ModelLoadOptions tp;
   tp.backend = "cuda";
   tp.rank = rank;
   tp.world = world;
   tp.comm = comm;
-  ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp));
+  ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp, format));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
-  if (comm != nullptr) {
-    // Rank 0 spent a while on the copy and kernel timings above: meet before the first step.
-    RETURN_IF_ERROR(comm->Barrier());
-    auto* coll = dynamic_cast<DeviceCollectives*>(comm);
-    if (coll == nullptr) return absl::InternalError("bench: the comm has no device collectives");
-    ASSIGN_OR_RETURN(Spread ar, AllReduceLatencyUs(*coll));
-    out += "\nTP=" + std::to_string(world) + " (" + comm->transport() + ", one GPU per rank)" +
-           Fmt(": all-reduce of 4 KiB (1024 floats), 200 in a row on one stream: median %.1f us (min %.1f, max %.1f)\n",
-               ar.median, ar.min, ar.max);
-  }
+  // Rank 0 spent a while on the copy and kernel timings (or the previous format): meet before the
+  // first step.
+  if (comm != nullptr) RETURN_IF_ERROR(comm->Barrier());
   out += "KV cache: " + o.kv_dtype + "\n";
   const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
+  const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
   const int max_ctx = *std::max_element(o.contexts.begin(), o.contexts.end());
   const int max_pf = o.prefill_lengths.empty() ? 0 : *std::max_element(o.prefill_lengths.begin(), o.prefill_lengths.end());
   const int blocks_per_seq = (std::max(max_ctx + o.steps * (o.runs + 2) + 1, max_pf) + o.block_size - 1) / o.block_size;
@@ -435,7 +254,7 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
            Fmt(" | %.3f (%.3f-%.3f) | %.0f", s.median, s.min, s.max, B * 1e3 / s.median) +
            Fmt(" | %.1f | %.3f | %.3f", st.distinct_experts_per_layer, bytes.kv / 1e9, bytes.state / 1e9) +
            Fmt(" | %.2f | %.0f | %.0f%% |\n", bytes.total() / 1e9, gbs, 100.0 * gbs / copy.median);
-    std::fflush(stdout);
+    if (graphs && B == min_b) points.push_back({format, B, ctx, ms, bytes.total()});
     return absl::OkStatus();
   };
   for (int ctx : o.contexts) {
@@ -467,12 +286,119 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
       out += Fmt("| %.0f | %.1f (%.1f-%.1f) |", P, s.median, s.min, s.max) + Fmt(" %.0f |\n", P * 1e3 / s.median);
     }
   }
+  // Every rank's model is freed before any rank loads the next format.
+  model.reset();
+  if (comm != nullptr) RETURN_IF_ERROR(comm->Barrier());
   return rank == 0 ? out : std::string();
+}
+
+// The targets for batch-1 decode against bf16 in the same run.
+double TargetSpeedup(WeightFormat f) {
+  return f == WeightFormat::kFp8Block ? 1.7 : f == WeightFormat::kNvfp4 ? 2.5 : 1.0;
+}
+
+// The formats side by side at the smallest batch: tokens/s of each run (median, min-max), and the
+// ratio to bf16 at the same context. The runs of two formats are not paired, so the ratio's range
+// is the widest the runs allow: slowest of this format over fastest bf16 .. fastest over slowest.
+// "bytes ratio" is bf16's bytes per step over this format's: the speed-up a step bound by its
+// bytes would get.
+std::string CompareFormats(const std::vector<DecodePoint>& points) {
+  std::string out = "\n## batch " + std::to_string(points.front().batch) +
+                    " decode by weight format (this run)\n\n| weights | context | tokens/s (median, min-max) | "
+                    "GB/step | vs bf16 (median, min-max) | bytes ratio | target | met |\n"
+                    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n";
+  auto tokens = [](const DecodePoint& p) {
+    std::vector<double> t;
+    for (double ms : p.ms) t.push_back(p.batch * 1e3 / ms);
+    return Summarize(t);
+  };
+  for (const DecodePoint& p : points) {
+    const Spread t = tokens(p);
+    out += "| " + WeightFormatName(p.format) + " | " + std::to_string(p.context) +
+           Fmt(" | %.0f (%.0f-%.0f) | %.2f |", t.median, t.min, t.max, p.bytes / 1e9);
+    const auto base = std::find_if(points.begin(), points.end(), [&](const DecodePoint& b) {
+      return b.format == WeightFormat::kBf16 && b.context == p.context;
+    });
+    if (base == points.end() || p.format == WeightFormat::kBf16) {
+      out += p.format == WeightFormat::kBf16 ? " 1.00x | 1.00x | | |\n" : " (no bf16 run) | | | |\n";
+      continue;
+    }
+    const Spread b = tokens(*base);
+    const double ratio = t.median / b.median, target = TargetSpeedup(p.format);
+    out += Fmt(" %.2fx (%.2f-%.2f) | %.2fx |", ratio, t.min / b.max, t.max / b.min, base->bytes / p.bytes) +
+           Fmt(" >= %.1fx | ", target) + (ratio >= target ? "yes" : "no") + " |\n";
+  }
+  return out;
+}
+
+// The benchmark on one rank of `world` (the current device is the rank's); `comm` is null at TP=1.
+// Every rank runs the same steps; rank 0 times them and returns the report, the others "". Rank 0
+// also hands each section to `emit` as soon as it is complete.
+absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, int world, Comm* comm,
+                                         const ReportSink& emit) {
+  ASSIGN_OR_RETURN(ModelConfig cfg, SyntheticConfig(o.synthetic));
+  std::string out;
+  auto section = [&](const std::string& s) {
+    if (rank != 0) return;
+    out += s;
+    if (emit) emit(s);
+  };
+  int device = 0;
+  RETURN_IF_ERROR(CudaOk(cudaGetDevice(&device), "cudaGetDevice"));
+  // Before the copy and kernel timings, so that a model too large for this GPU fails at once.
+  RETURN_IF_ERROR(CheckWeightsFit(cfg, o, rank, world));
+  Spread copy;
+  if (rank == 0) {
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    std::string head = "GPU: " + std::string(prop.name) + Fmt(", %.0f GiB, %.0f SMs\n", prop.totalGlobalMem / 1073741824.0,
+                                                              static_cast<double>(prop.multiProcessorCount));
+    ASSIGN_OR_RETURN(DecodeReadModel whole, DescribeDecodeReads(cfg, 0, 1));
+    head += "model: " + o.synthetic + " (published shapes, random weights): " + LayerMix(cfg) +
+            Fmt("\nparameters: %.2fB (%.2fB per token: the chosen experts, embedding included)\n",
+                whole.TotalParams() / 1e9, whole.ActiveParams() / 1e9);
+    for (WeightFormat f : o.weights) {
+      ASSIGN_OR_RETURN(DecodeReadModel w, DescribeDecodeReads(cfg, 0, 1, f));
+      head += "- " + WeightsDescription(f) + Fmt(": %.1f GB\n", w.TotalBytes() / 1e9);
+    }
+    // Measured once for every format of the run: the ceiling each table is compared with.
+    copy = CopyBandwidthGBs();
+    head += Fmt("device-to-device copy (read + write), 2 GiB x 10: median %.0f GB/s (min %.0f, max %.0f)\n",
+                copy.median, copy.min, copy.max);
+    section(head);
+    if (o.kernel_table) {
+      std::string table = "\n| kernel alone, batch 1 | bytes | us (median of 30) | GB/s | of copy BW |\n"
+                          "| --- | ---: | ---: | ---: | ---: |\n";
+      for (const KernelTiming& k : DecodeKernelTimings(cfg, o.weights)) {
+        const double gbs = k.bytes / (k.us * 1e-6) / 1e9;
+        table += "| " + k.name +
+                 Fmt(" | %.1f MB | %.1f | %.0f | %.0f%% |\n", k.bytes / 1e6, k.us, gbs, 100 * gbs / copy.median);
+      }
+      section(table);
+    }
+  }
+  if (comm != nullptr) {
+    // Rank 0 spent a while on the copy and kernel timings above: meet first.
+    RETURN_IF_ERROR(comm->Barrier());
+    auto* coll = dynamic_cast<DeviceCollectives*>(comm);
+    if (coll == nullptr) return absl::InternalError("bench: the comm has no device collectives");
+    ASSIGN_OR_RETURN(Spread ar, AllReduceLatencyUs(*coll));
+    section("\nTP=" + std::to_string(world) + " (" + comm->transport() + ", one GPU per rank)" +
+            Fmt(": all-reduce of 4 KiB (1024 floats), 200 in a row on one stream: median %.1f us (min %.1f, max %.1f)\n",
+                ar.median, ar.min, ar.max));
+  }
+  std::vector<DecodePoint> points;
+  for (WeightFormat f : o.weights) {
+    ASSIGN_OR_RETURN(std::string part, RunFormat(o, cfg, f, rank, world, comm, copy, points));
+    section(part);
+  }
+  if (o.weights.size() > 1 && !points.empty()) section(CompareFormats(points));
+  return out;
 }
 
 // TP=N: one thread per rank, rank r on GPU r, an NCCL group over an in-memory rendezvous. When
 // one rank fails, the others' comms are aborted so that they stop waiting for it.
-absl::StatusOr<std::string> RunBenchTp(const DecodeBenchOptions& o, int devices) {
+absl::StatusOr<std::string> RunBenchTp(const DecodeBenchOptions& o, int devices, const ReportSink& emit) {
   if (devices < o.tp) {
     return absl::FailedPreconditionError("--tp " + std::to_string(o.tp) + " needs " + std::to_string(o.tp) +
                                          " GPUs (one per rank, NCCL); this machine has " + std::to_string(devices));
@@ -507,7 +433,7 @@ absl::StatusOr<std::string> RunBenchTp(const DecodeBenchOptions& o, int devices)
         std::lock_guard<std::mutex> lock(mu);
         live[r] = comm->get();
       }
-      results[r] = RunBenchRank(o, r, o.tp, comm->get());
+      results[r] = RunBenchRank(o, r, o.tp, comm->get(), emit);
       if (!results[r].ok()) fail_all("rank " + std::to_string(r) + " failed");
       std::lock_guard<std::mutex> lock(mu);
       live[r] = nullptr;
@@ -532,16 +458,16 @@ absl::StatusOr<std::string> RunBenchTp(const DecodeBenchOptions& o, int devices)
 
 }  // namespace
 
-absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o) {
+absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& o, const ReportSink& emit) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     cudaGetLastError();
     return absl::FailedPreconditionError("bench: no usable CUDA device");
   }
   if (o.tp < 1) return absl::InvalidArgumentError("bench: --tp must be >= 1");
-  if (o.tp > 1) return RunBenchTp(o, devices);
+  if (o.tp > 1) return RunBenchTp(o, devices, emit);
   RETURN_IF_ERROR(CudaOk(cudaSetDevice(0), "cudaSetDevice"));
-  return RunBenchRank(o, 0, 1, nullptr);
+  return RunBenchRank(o, 0, 1, nullptr, emit);
 }
 
 int RunDecodeBenchCommand(const std::vector<std::string>& args) {
@@ -554,12 +480,16 @@ int RunDecodeBenchCommand(const std::vector<std::string>& args) {
     std::printf("%s", DecodeBenchUsage().c_str());
     return 0;
   }
-  auto report = RunDecodeBench(*opt);
+  // Each section is printed when it is complete: a run of several formats takes minutes, and a
+  // later failure keeps what was measured before it.
+  auto report = RunDecodeBench(*opt, [](const std::string& section) {
+    std::printf("%s", section.c_str());
+    std::fflush(stdout);
+  });
   if (!report.ok()) {
     std::fprintf(stderr, "bench: %s\n", std::string(report.status().message()).c_str());
     return 1;
   }
-  std::printf("%s", report->c_str());
   return 0;
 }
 

@@ -6,6 +6,7 @@
 // decode_bytes.h.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,14 @@
 
 namespace tandem::bench {
 
-// Runs the benchmark on GPU 0 (GPUs 0..tp-1 at --tp); returns the report (markdown tables).
-absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& options);
+// Receives each section of the report (markdown) as soon as it is measured.
+using ReportSink = std::function<void(const std::string& section)>;
+
+// Runs the benchmark on GPU 0 (GPUs 0..tp-1 at --tp); returns the report (markdown tables), every
+// section of which went to `emit` first when one is given. With several --weights formats: one
+// decode table per format (each model loaded, timed and freed before the next) and a final
+// comparison of the smallest batch against bf16.
+absl::StatusOr<std::string> RunDecodeBench(const DecodeBenchOptions& options, const ReportSink& emit = nullptr);
 
 // `bench` as a command: parses `args` (--help prints the usage), runs, prints the report; returns
 // the exit code.

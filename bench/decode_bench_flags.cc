@@ -1,8 +1,11 @@
 #include "bench/decode_bench_flags.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "bench/synthetic_configs.h"
 #include "common/status.h"
 
@@ -26,15 +29,55 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& s) {
   return out;
 }
 
+constexpr kernels::WeightFormat kFormats[] = {kernels::WeightFormat::kBf16, kernels::WeightFormat::kFp8Block,
+                                              kernels::WeightFormat::kNvfp4};
+
+// --weights: known names, each at most once (a format listed twice would load the model twice).
+absl::StatusOr<std::vector<kernels::WeightFormat>> ParseWeights(const std::string& s) {
+  std::vector<kernels::WeightFormat> out;
+  for (const absl::string_view part : absl::StrSplit(s, ',')) {
+    const auto known = std::find_if(std::begin(kFormats), std::end(kFormats),
+                                    [&](kernels::WeightFormat f) { return WeightFormatName(f) == part; });
+    if (known == std::end(kFormats)) {
+      return absl::InvalidArgumentError("bench: unknown --weights format '" + std::string(part) +
+                                        "' (bf16, fp8 or nvfp4, or a list of them: bf16,fp8,nvfp4)");
+    }
+    if (std::find(out.begin(), out.end(), *known) != out.end()) {
+      return absl::InvalidArgumentError("bench: --weights lists " + std::string(part) + " twice");
+    }
+    out.push_back(*known);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string WeightFormatName(kernels::WeightFormat f) {
+  switch (f) {
+    case kernels::WeightFormat::kFp8Block:
+      return "fp8";
+    case kernels::WeightFormat::kNvfp4:
+      return "nvfp4";
+    case kernels::WeightFormat::kBf16:
+    default:
+      return "bf16";
+  }
+}
 
 std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
-         "             [--prefill 512,2048] [--runs N] [--steps N] [--kv-dtype bf16|f32] [--no-kernel-table]\n"
+         "             [--prefill 512,2048] [--runs N] [--steps N] [--kv-dtype bf16|f32] [--weights bf16|fp8|nvfp4]\n"
+         "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
-         "  --tp N: N ranks as threads, rank r on GPU r (NCCL); bytes and GB/s are one GPU's shard\n";
+         "  --tp N: N ranks as threads, rank r on GPU r (NCCL); bytes and GB/s are one GPU's shard\n"
+         "  --weights F: random weights of the linears a quantized checkpoint quantizes (attention, DeltaNet\n"
+         "    in_proj qkv/z and out_proj, experts, shared expert, dense MLP) in format F: bf16 (default),\n"
+         "    fp8 (e4m3, a float32 scale per 128 x 128 block) or nvfp4 (e2m1, an e4m3 scale per 16 columns\n"
+         "    and a float32 scale per row); embedding, lm_head, routers and norms stay bf16. A list\n"
+         "    (--weights bf16,fp8,nvfp4) runs each format in turn in this process, one model loaded at a\n"
+         "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -58,6 +101,9 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       (f == "--batches" ? o.batches : f == "--contexts" ? o.contexts : o.prefill_lengths) = list;
     } else if (f == "--kv-dtype") {
       ASSIGN_OR_RETURN(o.kv_dtype, value());
+    } else if (f == "--weights") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(o.weights, ParseWeights(v));
     } else if (f == "--tp") {
       ASSIGN_OR_RETURN(std::string v, value());
       ASSIGN_OR_RETURN(auto list, ParseInts(v));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/quant_weight.h"
 
 namespace tandem::bench {
 
@@ -20,6 +21,10 @@ struct DecodeBenchOptions {
   int block_size = 16;
   std::string kv_dtype = "bf16";  // --kv-dtype bf16|f32
   uint64_t seed = 1;
+  // --weights bf16|fp8|nvfp4, or a list (bf16,fp8,nvfp4): the format of the linears a quantized
+  // checkpoint quantizes (bench/decode_bytes.h lists them). With several, the same shapes run once
+  // per format in this process, one model at a time, and a final table compares batch 1.
+  std::vector<kernels::WeightFormat> weights = {kernels::WeightFormat::kBf16};
   // --tp N: N ranks as threads of this process, rank r on GPU r, one NCCL group (fails when the
   // machine has fewer than N GPUs). The report is rank 0's: step times of the whole group, bytes
   // and GB/s of one GPU's shard, and the latency of a 4 KiB NCCL all-reduce measured in the run.
@@ -31,11 +36,15 @@ struct DecodeBenchOptions {
 };
 
 // Parses bench flags (--synthetic NAME --batches 1,8 --contexts 1024 --prefill 512 --runs N
-// --steps N --kv-dtype bf16|f32 --tp N --no-kernel-table --help); InvalidArgument naming a bad
-// flag, NotFound listing the known names for an unknown --synthetic.
+// --steps N --kv-dtype bf16|f32 --weights bf16,fp8,nvfp4 --tp N --no-kernel-table --help);
+// InvalidArgument naming a bad flag or value, NotFound listing the known names for an unknown
+// --synthetic.
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args);
 
 // The flags and the known --synthetic names (`bench --help`).
 std::string DecodeBenchUsage();
+
+// "bf16", "fp8", "nvfp4": the --weights names.
+std::string WeightFormatName(kernels::WeightFormat f);
 
 }  // namespace tandem::bench

@@ -51,5 +51,40 @@ TEST(DecodeBenchFlags, BadFlagsAreNamed) {
   EXPECT_FALSE(ParseDecodeBenchFlags({"--backend", "cpu"}).ok());
 }
 
+TEST(DecodeBenchFlags, WeightsDefaultAndLists) {
+  using kernels::WeightFormat;
+  auto def = ParseDecodeBenchFlags({});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->weights, (std::vector<WeightFormat>{WeightFormat::kBf16}));
+  auto one = ParseDecodeBenchFlags({"--weights", "nvfp4"});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->weights, (std::vector<WeightFormat>{WeightFormat::kNvfp4}));
+  auto all = ParseDecodeBenchFlags({"--weights", "bf16,fp8,nvfp4", "--batches", "1"});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->weights, (std::vector<WeightFormat>{WeightFormat::kBf16, WeightFormat::kFp8Block, WeightFormat::kNvfp4}));
+  for (WeightFormat f : all->weights) {
+    auto back = ParseDecodeBenchFlags({"--weights", WeightFormatName(f)});
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->weights, std::vector<WeightFormat>{f});
+  }
+  EXPECT_NE(DecodeBenchUsage().find("--weights bf16|fp8|nvfp4"), std::string::npos) << DecodeBenchUsage();
+}
+
+// A bad --weights value is refused naming it (and what is accepted); a format listed twice too.
+TEST(DecodeBenchFlags, BadWeightsAreNamed) {
+  auto bad = ParseDecodeBenchFlags({"--weights", "fp8,int4"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(bad.status().message()),
+            "bench: unknown --weights format 'int4' (bf16, fp8 or nvfp4, or a list of them: bf16,fp8,nvfp4)");
+  auto empty = ParseDecodeBenchFlags({"--weights", "bf16,"});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("''"), absl::string_view::npos) << empty.status();
+  auto twice = ParseDecodeBenchFlags({"--weights", "fp8,bf16,fp8"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(std::string(twice.status().message()), "bench: --weights lists fp8 twice");
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--weights"}).ok());
+}
+
 }  // namespace
 }  // namespace tandem::bench

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/decode_bench_flags.h"
 #include "bench/synthetic_configs.h"
 
 namespace tandem::bench {
@@ -84,10 +85,10 @@ TEST(DecodeBytes, LayerMixAndParts) {
   const DecodeReadModel q = Reads(Config("qwen3-30b-a3b"));
   EXPECT_EQ(q.full_attention_layers, 48);
   EXPECT_EQ(q.linear_attention_layers, 0);
-  EXPECT_EQ(q.deltanet, 0);
-  EXPECT_EQ(q.shared_experts, 0);
+  EXPECT_EQ(q.params.deltanet, 0);
+  EXPECT_EQ(q.params.shared_experts, 0);
   EXPECT_EQ(q.state_per_seq, 0);
-  EXPECT_EQ(q.expert, 3 * 768 * 2048);
+  EXPECT_EQ(q.params.expert, 3 * 768 * 2048);
 
   const DecodeReadModel n = Reads(Config("qwen3-next-80b-a3b"));
   EXPECT_EQ(n.full_attention_layers, 12);
@@ -95,9 +96,9 @@ TEST(DecodeBytes, LayerMixAndParts) {
   EXPECT_EQ(n.moe_layers, 48);
   EXPECT_EQ(n.mlp_layers, 0);
   // Gated q_proj: 2 x 16 heads x 256 rows, k and v 2 x 256 rows each, o_proj 2048 x 4096, q/k norms.
-  EXPECT_EQ(n.attention, 12 * ((8192 + 1024) * 2048 + 2048 * 4096 + 512));
-  EXPECT_EQ(n.shared_experts, 48 * (3 * 512 * 2048 + 2048));
-  EXPECT_EQ(n.routers, 48 * 512 * 2048);
+  EXPECT_EQ(n.params.attention, 12 * ((8192 + 1024) * 2048 + 2048 * 4096 + 512));
+  EXPECT_EQ(n.params.shared_experts, 48 * (3 * 512 * 2048 + 2048));
+  EXPECT_EQ(n.params.routers, 48 * 512 * 2048);
   // Per layer: conv state 8192 x 3 and S 32 x 128 x 128 floats: 2.2 MB, 79 MB over 36 layers.
   EXPECT_EQ(n.StateBytesPerSeq(), 36 * 4.0 * (8192 * 3 + 32 * 128 * 128));
 }
@@ -134,7 +135,7 @@ TEST(DecodeBytes, HybridStepCountsStateTwice) {
   EXPECT_DOUBLE_EQ(b.kv, 32 * 4096 * kv_token);
   EXPECT_DOUBLE_EQ(b.experts, 2.0 * 100 * 40 * (3 * 512 * 2048));
   EXPECT_DOUBLE_EQ(b.embed, 2.0 * 32 * 2048);
-  EXPECT_DOUBLE_EQ(b.weights, 2.0 * m.FixedWeights());
+  EXPECT_DOUBLE_EQ(b.weights, 2.0 * m.params.Fixed());
   EXPECT_DOUBLE_EQ(b.total(), b.weights + b.experts + b.embed + b.kv + b.state);
 }
 
@@ -144,22 +145,132 @@ TEST(DecodeBytes, TensorParallelRanksSplitTheShardedParts) {
   for (const char* name : {"qwen3-30b-a3b", "qwen3.5-35b-a3b", "qwen3-next-80b-a3b"}) {
     const ModelConfig c = Config(name);
     const DecodeReadModel one = Reads(c), r0 = Reads(c, 0, 2), r1 = Reads(c, 1, 2);
-    EXPECT_EQ(r0.expert + r1.expert, one.expert) << name;
-    EXPECT_EQ(r0.lm_head + r1.lm_head, one.lm_head) << name;
+    EXPECT_EQ(r0.params.expert + r1.params.expert, one.params.expert) << name;
+    EXPECT_EQ(r0.params.lm_head + r1.params.lm_head, one.params.lm_head) << name;
     EXPECT_EQ(r0.state_per_seq + r1.state_per_seq, one.state_per_seq) << name;
-    EXPECT_EQ(r0.attention + r1.attention, one.attention + one.full_attention_layers * 2 * c.head_dim) << name;
-    EXPECT_EQ(r0.deltanet + r1.deltanet, one.deltanet + one.linear_attention_layers * c.linear_value_head_dim)
+    EXPECT_EQ(r0.params.attention + r1.params.attention, one.params.attention + one.full_attention_layers * 2 * c.head_dim) << name;
+    EXPECT_EQ(r0.params.deltanet + r1.params.deltanet, one.params.deltanet + one.linear_attention_layers * c.linear_value_head_dim)
         << name;
     const int64_t shared_gates = c.shared_expert_intermediate_size > 0 ? one.moe_layers * c.hidden_size : 0;
-    EXPECT_EQ(r0.shared_experts + r1.shared_experts, one.shared_experts + shared_gates) << name;
-    EXPECT_EQ(r0.norms, one.norms) << name;
-    EXPECT_EQ(r0.routers, one.routers) << name;
-    EXPECT_EQ(r0.embed, one.embed) << name;
+    EXPECT_EQ(r0.params.shared_experts + r1.params.shared_experts, one.params.shared_experts + shared_gates) << name;
+    EXPECT_EQ(r0.params.norms, one.params.norms) << name;
+    EXPECT_EQ(r0.params.routers, one.params.routers) << name;
+    EXPECT_EQ(r0.params.embed, one.params.embed) << name;
   }
   ModelConfig bad = Config("qwen3-next-80b-a3b");
   auto refused = DescribeDecodeReads(bad, 0, 3);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Bytes of one aligned (rows, cols) matrix in each format, by hand from the published layouts:
+// bf16 2 bytes an element; FP8 one byte and a float32 per 128 x 128 block; NVFP4 half a byte, an
+// e4m3 byte per 16 elements of a row and a float32 per row.
+double Bf16(double rows, double cols) { return 2 * rows * cols; }
+double Fp8(double rows, double cols) { return rows * cols + 4 * std::ceil(rows / 128) * std::ceil(cols / 128); }
+double Nvfp4(double rows, double cols) { return rows * cols / 2 + rows * cols / 16 + 4 * rows; }
+
+// Qwen3-30B-A3B in each format, every part by hand: the quantized linears (q/k/v packed, o_proj,
+// the experts' gate_up and down) in the format, routers, norms, lm_head and embedding in bf16.
+TEST(DecodeBytes, Qwen3MoeBytesPerFormatByHand) {
+  const ModelConfig c = Config("qwen3-30b-a3b");
+  const double H = 2048, qd = 4096, kvd = 512, I = 768, E = 128, V = 151936, L = 48;
+  using Matrix = double (*)(double, double);
+  struct Case {
+    kernels::WeightFormat format;
+    Matrix bytes;
+  } cases[] = {{kernels::WeightFormat::kBf16, Bf16},
+               {kernels::WeightFormat::kFp8Block, Fp8},
+               {kernels::WeightFormat::kNvfp4, Nvfp4}};
+  double bf16_step = 0;
+  for (const Case& k : cases) {
+    auto got = DescribeDecodeReads(c, 0, 1, k.format);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const DecodeReadModel& m = *got;
+    EXPECT_EQ(m.format, k.format);
+    const double attention = k.bytes(qd + 2 * kvd, H) + k.bytes(H, qd) + 2 * 2 * 128;
+    const double expert = k.bytes(2 * I, H) + k.bytes(H, I);
+    EXPECT_EQ(m.bytes.attention, L * attention);
+    EXPECT_EQ(m.bytes.expert, expert);
+    EXPECT_EQ(m.bytes.routers, L * 2 * E * H);
+    EXPECT_EQ(m.bytes.norms, 2 * (2 * L * H + H));
+    EXPECT_EQ(m.bytes.lm_head, 2 * V * H);
+    EXPECT_EQ(m.bytes.embed, 2 * V * H);
+    EXPECT_EQ(m.bytes.deltanet + m.bytes.shared_experts + m.bytes.dense_mlps, 0);
+    EXPECT_EQ(m.TotalBytes(), L * (attention + 2 * E * H + E * expert) + 2 * (2 * L * H + H) + 2 * 2 * V * H);
+    // The parameters do not depend on the format.
+    EXPECT_EQ(m.params.expert, 3 * I * H);
+    EXPECT_EQ(m.params.attention, L * ((qd + 2 * kvd) * H + H * qd + 2 * 128));
+    // Batch 1, 8 experts a layer, no KV: what the speed-up targets (1.7x FP8, 2.5x NVFP4) divide.
+    const StepBytes one = DecodeStepBytes(m, 1, 0, 8, 0, 0);
+    EXPECT_DOUBLE_EQ(one.total(), L * (attention + 2 * E * H + 8 * expert) + 2 * (2 * L * H + H) + 2 * V * H + 2 * H);
+    if (k.format == kernels::WeightFormat::kBf16) bf16_step = one.total();
+    std::printf("  %s: %.2f GB of weights, %.3f GB per batch-1 step (%.2fx fewer than bf16)\n",
+                WeightFormatName(k.format).c_str(), m.TotalBytes() / 1e9, one.total() / 1e9, bf16_step / one.total());
+  }
+}
+
+// bf16 bytes are twice the elements in every part, whatever the model.
+TEST(DecodeBytes, Bf16BytesAreTwiceTheElements) {
+  for (const char* name : {"qwen3-30b-a3b", "qwen3.5-35b-a3b", "qwen3-next-80b-a3b"}) {
+    const DecodeReadModel m = Reads(Config(name));
+    for (int64_t WeightParts::*part : {&WeightParts::attention, &WeightParts::deltanet, &WeightParts::norms,
+                                       &WeightParts::routers, &WeightParts::shared_experts, &WeightParts::dense_mlps,
+                                       &WeightParts::expert, &WeightParts::lm_head, &WeightParts::embed}) {
+      EXPECT_EQ(m.bytes.*part, 2 * (m.params.*part)) << name;
+    }
+    EXPECT_EQ(m.TotalBytes(), 2 * m.TotalParams()) << name;
+  }
+}
+
+// The hybrids quantize the DeltaNet's in_proj qkv and z and out_proj but keep in_proj b and a, conv,
+// A_log, dt_bias and norm bf16; the shared expert is quantized, its one-row gate is not.
+TEST(DecodeBytes, HybridQuantizedParts) {
+  const ModelConfig c = Config("qwen3.5-35b-a3b");
+  auto got = DescribeDecodeReads(c, 0, 1, kernels::WeightFormat::kNvfp4);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const double H = 2048, conv = 2 * 16 * 128 + 32 * 128, vdim = 32 * 128, S = 512;
+  const double deltanet = Nvfp4(conv, H) + Nvfp4(vdim, H) + Nvfp4(H, vdim) +
+                          Bf16(2 * 32, H) + Bf16(conv, 4) + Bf16(2 * 32 + 128, 1);
+  EXPECT_EQ(got->bytes.deltanet, 30 * deltanet);
+  EXPECT_EQ(got->bytes.shared_experts, 40 * (Nvfp4(2 * S, H) + Nvfp4(H, S) + Bf16(1, H)));
+  // Gated attention: q rows with their gate rows (2 x 16 heads x 256), k and v (2 x 256 each), o_proj.
+  EXPECT_EQ(got->bytes.attention, 10 * (Nvfp4(8192, H) + Nvfp4(1024, H) + Nvfp4(H, 4096) + Bf16(2, 256)));
+}
+
+// At TP 4 a Qwen3-30B-A3B expert has 192 rows of gate and of up per rank: the packed up rows start
+// inside a block, so the rank keeps one scale row per weight row (384 x 16 scales); its 192
+// columns of down_proj start at 0, 192, 384, 576, phase 0 or 64: two scale columns either way.
+TEST(DecodeBytes, Fp8SplitInsideABlockKeepsAScaleRowPerRow) {
+  const ModelConfig c = Config("qwen3-30b-a3b");
+  for (int rank = 0; rank < 4; ++rank) {
+    auto got = DescribeDecodeReads(c, rank, 4, kernels::WeightFormat::kFp8Block);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->bytes.expert, 384 * 2048 + 4 * 384 * 16 + 2048 * 192 + 4 * 16 * 2) << rank;
+    // Attention splits whole heads (8 q heads of 128 rows, one kv head): aligned blocks.
+    EXPECT_EQ(got->bytes.attention, 48 * (Fp8(1024 + 256, 2048) + Fp8(2048, 1024) + 2 * 2 * 128)) << rank;
+  }
+}
+
+// NVFP4 groups 16 columns: a linear whose columns on a rank are not a multiple of 16 is refused,
+// naming it; FP8 takes the partial last block (and, the up rows starting at row 200 of the packed
+// gate_up, one scale row per weight row).
+TEST(DecodeBytes, Nvfp4RefusesColumnsOffAGroup) {
+  ModelConfig c = Config("qwen3-30b-a3b");
+  c.moe_intermediate_size = 200;
+  auto refused = DescribeDecodeReads(c, 0, 1, kernels::WeightFormat::kNvfp4);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("down_proj"), absl::string_view::npos) << refused.status();
+  auto fp8 = DescribeDecodeReads(c, 0, 1, kernels::WeightFormat::kFp8Block);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  EXPECT_EQ(fp8->bytes.expert, 400 * 2048 + 4 * 400 * 16 + Fp8(2048, 200));
+}
+
+TEST(DecodeBytes, WeightsDescriptionNamesTheFormat) {
+  EXPECT_EQ(WeightsDescription(kernels::WeightFormat::kBf16), "random bf16 weights");
+  EXPECT_EQ(WeightsDescription(kernels::WeightFormat::kFp8Block).rfind("random fp8 weights (block 128 x 128", 0), 0u);
+  EXPECT_EQ(WeightsDescription(kernels::WeightFormat::kNvfp4).rfind("random nvfp4 weights (e2m1", 0), 0u);
 }
 
 }  // namespace
