@@ -3,7 +3,9 @@
 # were built elsewhere (build-cuda) and copied with their shared libraries into one folder:
 #   gpu-out/bin/*_cuda_test, gpu-out/bin/cuda_decode_bench, gpu-out/lib/*.so*, gpu-out/testdata/
 # (scripts/gpu-pack.sh makes that folder). Prints one summary table last.
-# Usage: scripts/gpu-check.sh [GPU_OUT_DIR] [--no-bench]
+# Usage: scripts/gpu-check.sh [GPU_OUT_DIR] [--no-bench | --quant-bench]
+#   --quant-bench: the bench runs bf16, FP8 and NVFP4 weights in one process (issue 15's comparison,
+#   docs/bench/quant-decode-h200.md) instead of bf16 alone
 set -u
 dir=${1:-gpu-out}
 # gpu-pack.sh --with-cluster leaves bin/ and lib/ in tests.tar.gz (64 MiB device limit): unpack.
@@ -13,7 +15,9 @@ if [[ -f "$dir/tests.tar.gz" && ! -d "$dir/bin" ]]; then
   dir=$unpacked
 fi
 bench=1
+bench_args=()
 [[ "${2:-}" == "--no-bench" ]] && bench=0
+[[ "${2:-}" == "--quant-bench" ]] && bench_args=(--weights bf16,fp8,nvfp4)
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The fixtures: the pack's own copy when it has one, else the repository's tests/data, which the
 # device machine gets with the working tree (gpu-pack.sh copies none of those: 64 MiB limit).
@@ -89,7 +93,7 @@ if [[ -x "$dir/bin/cuda_model_hybrid_golden_test" ]]; then
 fi
 
 if [[ $bench == 1 && -x "$dir/bin/cuda_decode_bench" ]]; then
-  "$dir/bin/cuda_decode_bench" --synthetic qwen3-30b-a3b 2>&1 | tee "$log/bench.log"
+  "$dir/bin/cuda_decode_bench" --synthetic qwen3-30b-a3b ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$log/bench.log"
   summary+=("$(printf '%-28s rc=%s' cuda_decode_bench "${PIPESTATUS[0]}")")
 fi
 
