@@ -110,9 +110,7 @@ TEST_P(InferProcessTest, LogitsAndGenerateMatchGolden) {
 }
 
 std::string ParamName(const ::testing::TestParamInfo<std::tuple<std::string, int>>& p) {
-  std::string n = std::get<0>(p.param) + "_tp" + std::to_string(std::get<1>(p.param));
-  for (char& c : n) c = (c == '-') ? '_' : c;
-  return n;
+  return testing::FixtureTpName(std::get<0>(p.param), std::get<1>(p.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Tp, InferProcessTest,

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/model.h"
+#include "tests/engine/cpu/golden.h"
 #include "tests/engine/cpu/golden_check.h"
 
 namespace tandem::engine {
@@ -34,11 +35,7 @@ TEST_P(cpu_model_fp8_golden, LogitsAndGreedyMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Models, cpu_model_fp8_golden,
                          ::testing::Combine(::testing::Values("qwen3moe-fp8-tiny", "qwen35moe-fp8-tiny"),
                                             ::testing::Values(1, 2, 4)),
-                         [](const auto& p) {
-                           std::string n = std::get<0>(p.param) + "_tp" + std::to_string(std::get<1>(p.param));
-                           for (char& c : n) c = (c == '-') ? '_' : c;
-                           return n;
-                         });
+                         [](const auto& p) { return testing::FixtureTpName(std::get<0>(p.param), std::get<1>(p.param)); });
 
 }  // namespace
 }  // namespace tandem::engine

@@ -11,6 +11,7 @@
 
 #include "engine/model.h"
 #include "engine/step_driver.h"
+#include "tests/engine/cpu/golden.h"
 #include "tests/engine/cpu/golden_check.h"
 
 namespace tandem::engine {
@@ -37,11 +38,7 @@ TEST_P(cpu_model_hybrid_golden, LogitsAndGreedyMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Models, cpu_model_hybrid_golden,
                          ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"),
                                             ::testing::Values(1, 2, 4)),
-                         [](const auto& p) {
-                           std::string n = std::get<0>(p.param) + "_tp" + std::to_string(std::get<1>(p.param));
-                           for (char& c : n) c = (c == '-') ? '_' : c;
-                           return n;
-                         });
+                         [](const auto& p) { return testing::FixtureTpName(std::get<0>(p.param), std::get<1>(p.param)); });
 
 }  // namespace
 }  // namespace tandem::engine

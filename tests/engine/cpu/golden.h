@@ -29,4 +29,12 @@ absl::StatusOr<std::vector<GoldenPrompt>> LoadGolden(const std::string& model_di
 // max |got - want| / max |want| over all values.
 double RelativeError(const std::vector<float>& got, const std::vector<float>& want);
 
+// A gtest parameter name for a fixture folder at a TP size: "qwen35moe-fp8-tiny", 2 ->
+// "qwen35moe_fp8_tiny_tp2" (gtest names take no '-').
+inline std::string FixtureTpName(const std::string& fixture, int tp) {
+  std::string n = fixture + "_tp" + std::to_string(tp);
+  for (char& c : n) c = (c == '-') ? '_' : c;
+  return n;
+}
+
 }  // namespace tandem::engine::testing
