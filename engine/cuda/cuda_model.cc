@@ -158,6 +158,9 @@ class CudaModel final : public Model {
   DeviceArray<uint8_t> k_cache_, v_cache_;
 
   Activations a_;
+  // Prefill products of quantized weights dequantize one weight (or expert stack) at a time into
+  // this: sized at load for the largest (empty for a bf16 model; engine/cuda/linear.h).
+  DeviceArray<bf16_bits> dequant_;
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   PinnedBuffer<float> host_logits_;
@@ -200,6 +203,7 @@ absl::Status CudaModel::LoadWeights(const ModelWeightSpec& spec, WeightSource& s
     layers_.push_back(std::move(layer));
   }
   kv_spec_.num_layers = kv_layers;
+  if (src.largest_quantized_elems() > 0) RETURN_IF_ERROR(dequant_.Allocate(src.largest_quantized_elems()));
   return CudaStatus(cudaStreamSynchronize(stream_), "weights");
 }
 
@@ -346,6 +350,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.v_cache = v_cache_.get();
   ctx.inv_freq = inv_freq_.get();
   ctx.ids_per_layer = ids_per_layer;
+  ctx.dequant = DequantScratch{dequant_.get(), dequant_.size()};
 
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -495,7 +500,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
 absl::Status CheckSupported(const ModelConfig& config, int world) {
   // The hybrid models' layers are all here: the Gated DeltaNet (gated_deltanet.h), gated attention
   // and the shared expert (layers.h).
-  RETURN_IF_ERROR(CheckModelSupported(config, world, "cuda", /*hybrid=*/true));
+  // Block-scaled FP8 and NVFP4 linears stay quantized on the device (engine/cuda/linear.h).
+  RETURN_IF_ERROR(CheckModelSupported(config, world, "cuda", /*hybrid=*/true, /*fp8=*/true, /*nvfp4=*/true));
   if (config.head_dim % 32 != 0 || config.head_dim > 256) {
     return absl::UnimplementedError("cuda backend: head_dim must be 32, 64, 128 or 256");
   }
@@ -534,11 +540,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, con
 absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(const ModelConfig& config, uint64_t seed,
                                                                 const ModelLoadOptions& tp,
                                                                 kernels::WeightFormat weights) {
-  if (weights != kernels::WeightFormat::kBf16) {
-    return absl::UnimplementedError("synthetic quantized weights are not implemented yet");
-  }
   ASSIGN_OR_RETURN(auto model, NewCudaModel(config, tp));
-  RandomWeights src(seed, model->stream());
+  RandomWeights src(seed, model->stream(), weights);
   const TpShard shard = ComputeTpShard(config, tp.rank, tp.world);
   const WeightNames names{kTextPrefix, config.tie_word_embeddings};  // the spec's shapes only
   RETURN_IF_ERROR(model->LoadWeights(DescribeWeights(names, config, shard), src, &src));

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "common/status.h"
-#include "kernels/matmul.h"
+#include "engine/model/quant_pack.h"
 
 namespace tandem::engine::cuda {
 
@@ -59,12 +59,9 @@ absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Load(WeightSource&
   m->hidden_ = cfg.hidden_size;
   m->eps_ = static_cast<float>(cfg.rms_norm_eps);
   const int64_t H = cfg.hidden_size;
-  // One product for the four input projections: their slices packed as one weight, rows qkv | z | b | a.
-  WeightSpec in;
-  in.shape = {L.proj_row(), H};
-  for (const WeightSpec* p : {&spec.in_qkv, &spec.in_z, &spec.in_b, &spec.in_a}) {
-    in.slices.insert(in.slices.end(), p->slices.begin(), p->slices.end());
-  }
+  // One product for the four input projections: their slices packed as one weight, rows
+  // qkv | z | b | a; two (qkv | z, then b | a) when b | a are in another format.
+  const WeightSpec qkvz = AppendSpec(spec.in_qkv, spec.in_z), ba = AppendSpec(spec.in_b, spec.in_a);
   const WeightSpec* got[] = {&spec.in_qkv, &spec.in_z,    &spec.in_b, &spec.in_a, &spec.conv,
                              &spec.a_log,  &spec.dt_bias, &spec.norm, &spec.out};
   const auto want = kernels::DeltaNetWeightSizes(L, H);
@@ -74,12 +71,20 @@ absl::StatusOr<std::unique_ptr<GatedDeltaNet>> GatedDeltaNet::Load(WeightSource&
                                  std::to_string(got[i]->numel()) + " values, want " + std::to_string(want[i].size));
     }
   }
-  RETURN_IF_ERROR(src.Read(in, m->w_in_));
+  ASSIGN_OR_RETURN(const kernels::WeightFormat qkvz_format, src.LinearFormat(qkvz, /*random_quantized=*/true));
+  ASSIGN_OR_RETURN(const kernels::WeightFormat ba_format, src.LinearFormat(ba, /*random_quantized=*/false));
+  m->split_in_ = qkvz_format != ba_format;
+  if (m->split_in_) {
+    RETURN_IF_ERROR(src.ReadLinear(qkvz, m->w_in_, /*random_quantized=*/true));
+    RETURN_IF_ERROR(src.ReadLinear(ba, m->w_ba_, /*random_quantized=*/false));
+  } else {
+    RETURN_IF_ERROR(src.ReadLinear(AppendSpec(qkvz, ba), m->w_in_, /*random_quantized=*/true));
+  }
   RETURN_IF_ERROR(src.Read(spec.conv, m->conv_));
   RETURN_IF_ERROR(src.Read(spec.a_log, m->a_log_));
   RETURN_IF_ERROR(src.Read(spec.dt_bias, m->dt_bias_));
   RETURN_IF_ERROR(src.Read(spec.norm, m->norm_));  // plain w (not zero-centred), as the cpu backend reads it
-  RETURN_IF_ERROR(src.Read(spec.out, m->out_));
+  RETURN_IF_ERROR(src.ReadLinear(spec.out, m->out_));
   return m;
 }
 
@@ -108,7 +113,11 @@ absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* delta, const 
     return absl::InternalError("gated deltanet: the step's scratch was not reserved");
   }
   const Scratch s = Carve(ctx.a->linear.get(), L_, T);
-  ctx.NormMatmul(s.proj, delta, norm_w, w_in_.get(), L_.proj_row(), /*keep_xn=*/false);
+  if (split_in_) {
+    RETURN_IF_ERROR(SplitInProj(ctx, s.proj, s.qkv, ctx.a->linear.get() + ctx.a->linear.size(), delta, norm_w));
+  } else {
+    RETURN_IF_ERROR(ctx.NormMatmul(s.proj, delta, norm_w, w_in_, /*keep_xn=*/false));
+  }
   const kernels::DeltaNetStep st{ctx.meta + m.pos(), ctx.meta + m.state_slots(), ctx.meta + m.seq_starts(), T, m.S};
   kernels::gated_deltanet_prepare(s.qkv, s.g, s.beta, conv_states_.get(), s.proj, conv_.get(), a_log_.get(),
                                   dt_bias_.get(), st, L_, ctx.stream);
@@ -121,8 +130,26 @@ absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* delta, const 
   kernels::gated_deltanet_norm(s.o, s.o, norm_.get(), s.proj + L_.conv_dim(), L_.proj_row(), T, L_, eps_,
                                ctx.stream);
   // out_proj is row-parallel: this rank's value heads give a partial sum, all-reduced by the model.
-  kernels::matmul_bf16(ctx.a->delta.get(), s.o, out_.get(), T, L_.value_dim(), hidden_, ctx.stream);
-  return absl::OkStatus();
+  return ctx.Matmul(ctx.a->delta.get(), s.o, out_);
+}
+
+absl::Status GatedDeltaNet::SplitInProj(StepContext& ctx, float* proj, float* free_begin, float* free_end,
+                                        const float* delta, const bf16_bits* norm_w) {
+  // The two products go to the scratch after proj (prepare writes it only later), then their rows
+  // are interleaved into proj's [qkv | z | b | a] by two pitched copies: exact, and graph-capturable.
+  const int64_t T = ctx.m.T, qkvz_rows = w_in_.rows(), ba_rows = w_ba_.rows();
+  float* qkvz = free_begin;
+  float* ba = qkvz + Aligned(T * qkvz_rows);
+  if (ba + T * ba_rows > free_end) return absl::InternalError("gated deltanet: scratch too small for the split in_proj");
+  RETURN_IF_ERROR(ctx.NormMatmul(qkvz, delta, norm_w, w_in_, /*keep_xn=*/true));
+  RETURN_IF_ERROR(ctx.Matmul(ba, ctx.a->xn.get(), w_ba_));
+  const size_t pitch = L_.proj_row() * sizeof(float);
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy2DAsync(proj, pitch, qkvz, qkvz_rows * sizeof(float), qkvz_rows * sizeof(float),
+                                               T, cudaMemcpyDeviceToDevice, ctx.stream),
+                             "in_proj qkv|z rows"));
+  return CudaStatus(cudaMemcpy2DAsync(proj + qkvz_rows, pitch, ba, ba_rows * sizeof(float), ba_rows * sizeof(float), T,
+                                      cudaMemcpyDeviceToDevice, ctx.stream),
+                    "in_proj b|a rows");
 }
 
 }  // namespace tandem::engine::cuda

@@ -41,15 +41,25 @@ class GatedDeltaNet final : public Mixer {
   static int64_t ScratchFloats(const kernels::DeltaNetLayout& L, int64_t T);
 
  private:
+  // The in_proj as two products (split_in_) into the fused layout at `proj`, using the step's
+  // scratch in [free_begin, free_end) for their outputs.
+  absl::Status SplitInProj(StepContext& ctx, float* proj, float* free_begin, float* free_end, const float* delta,
+                           const bf16_bits* norm_w);
+
   kernels::DeltaNetLayout L_;
   int64_t hidden_ = 0;
   float eps_ = 1e-6f;
-  DeviceArray<bf16_bits> w_in_;     // (proj_row, hidden) in_qkv | in_z | in_b | in_a rows: one product
+  // (proj_row, hidden) in_qkv | in_z | in_b | in_a rows: one product. When b|a are in another
+  // format than qkv|z (Qwen's FP8 releases keep them bf16), w_in_ holds qkv|z and w_ba_ b|a: two
+  // products, whose rows are then copied into the fused layout (split_in_).
+  LinearWeight w_in_;
+  LinearWeight w_ba_;
+  bool split_in_ = false;
   DeviceArray<bf16_bits> conv_;     // (conv_dim, K)
   DeviceArray<bf16_bits> a_log_;    // (n_v)
   DeviceArray<bf16_bits> dt_bias_;  // (n_v)
   DeviceArray<bf16_bits> norm_;     // (dv) the gated output norm (plain w)
-  DeviceArray<bf16_bits> out_;      // (hidden, value_dim) out_proj's columns of this rank's value heads
+  LinearWeight out_;                // (hidden, value_dim) out_proj's columns of this rank's value heads
   DeviceArray<float> conv_states_;  // (slots, conv_dim, K-1)
   DeviceArray<float> states_;       // (slots, n_v, dk, dv)
 };

@@ -1,16 +1,21 @@
 #include "engine/cuda/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "common/status.h"
 #include "engine/cuda/random_fill.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/gemm.h"
 #include "kernels/moe.h"
 #include "kernels/norm_matmul.h"
 #include "kernels/qk_norm_rope.h"
+#include "kernels/quant_moe.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/router_topk.h"
 #include "kernels/sigmoid_gate.h"
@@ -20,6 +25,31 @@ namespace tandem::engine::cuda {
 
 // ---------------------------------------------------------------------------------------------
 // Weights
+
+absl::Status WeightSource::ReadLinear(const WeightSpec& spec, LinearWeight& dst, bool random_quantized) {
+  if (spec.shape.size() != 2 && spec.shape.size() != 3) {
+    return absl::InternalError("a linear's weight is a matrix or a stack of them, not " +
+                               std::to_string(spec.shape.size()) + "-D");
+  }
+  const int64_t count = spec.shape.size() == 3 ? spec.shape[0] : 1;
+  const int64_t rows = spec.shape[spec.shape.size() - 2], cols = spec.shape.back();
+  ASSIGN_OR_RETURN(const kernels::WeightFormat format, LinearFormat(spec, random_quantized));
+  if (format == kernels::WeightFormat::kBf16) return Read(spec, dst.SetBf16(count, rows, cols));
+  RETURN_IF_ERROR(ReadQuantized(spec, format, dst));
+  largest_quantized_ = std::max(largest_quantized_, dst.dequant_elems());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::WeightFormat> CheckpointWeights::LinearFormat(const WeightSpec& spec, bool random_quantized) {
+  (void)random_quantized;  // the tensors decide
+  return SpecFormat(ckpt_, spec);
+}
+
+absl::Status CheckpointWeights::ReadQuantized(const WeightSpec& spec, kernels::WeightFormat format, LinearWeight& dst) {
+  ASSIGN_OR_RETURN(const QuantPack pack, PackQuantWeight(ckpt_, spec));
+  if (pack.format != format) return absl::InternalError("quantized weight changed format between reads");
+  return dst.Upload(pack);
+}
 
 absl::Status CheckpointWeights::Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) {
   RETURN_IF_ERROR(dst.Allocate(spec.numel()));
@@ -103,6 +133,36 @@ absl::Status RandomWeights::Read(const WeightSpec& spec, DeviceArray<bf16_bits>&
   return Fill(dst, spec.numel(), fan_in);
 }
 
+absl::StatusOr<kernels::WeightFormat> RandomWeights::LinearFormat(const WeightSpec& spec, bool random_quantized) {
+  (void)spec;
+  return random_quantized ? linears_ : kernels::WeightFormat::kBf16;
+}
+
+absl::Status RandomWeights::ReadQuantized(const WeightSpec& spec, kernels::WeightFormat format, LinearWeight& dst) {
+  const int64_t count = spec.shape.size() == 3 ? spec.shape[0] : 1;
+  const int64_t rows = spec.shape[spec.shape.size() - 2], cols = spec.shape.back();
+  const int64_t fan_in = spec.slices.empty() ? cols : spec.slices[0].shape.back();
+  const float s = std::sqrt(3.0f / static_cast<float>(fan_in));  // as the bf16 weights: uniform in [-s, s]
+  if (format == kernels::WeightFormat::kFp8Block) {
+    // Qwen's FP8 releases' blocks; codes spread evenly over [-448, 448], scaled back to [-s, s].
+    constexpr int64_t kBlock = 128;
+    RETURN_IF_ERROR(dst.AllocateQuant(format, count, rows, cols, kBlock, kBlock));
+    const kernels::QuantMatrix& q = dst.quant();
+    fill_random_e4m3(dst.data(), count * q.data_bytes(), -kE4m3Max, kE4m3Max, seed_++, stream_);
+    fill_constant_f32(dst.scales(), count * q.scale_stride(), s / kE4m3Max, stream_);
+    return absl::OkStatus();
+  }
+  // NVFP4: every e2m1 code alike (mean square 8.5625), group scales uniform in [1, 2) (mean square
+  // 7/3); the row scale brings the mean square to s^2 / 3, the uniform bf16 weights' own.
+  RETURN_IF_ERROR(dst.AllocateQuant(format, count, rows, cols));
+  const kernels::QuantMatrix& q = dst.quant();
+  fill_random_bytes(dst.data(), count * q.data_bytes(), seed_++, stream_);
+  fill_random_e4m3(dst.group_scales(), count * q.group_scale_stride(), 1.0f, 2.0f, seed_++, stream_);
+  fill_constant_f32(dst.row_scale2(), count * q.row_scale2_stride(), s / std::sqrt(3.0f * 8.5625f * 7.0f / 3.0f),
+                    stream_);
+  return absl::OkStatus();
+}
+
 absl::Status RandomWeights::ReadNorm(const WeightSpec& spec, DeviceArray<bf16_bits>& dst, bool zero_centered) {
   RETURN_IF_ERROR(dst.Allocate(spec.numel()));
   fill_constant_bf16(dst.get(), spec.numel(), zero_centered ? 0.0f : 1.0f, stream_);
@@ -135,6 +195,22 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   }
 }
 
+absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w,
+                                     bool keep_xn) {
+  if (!w.quantized()) {
+    NormMatmul(y, delta, norm_w, w.bf16(), w.rows(), keep_xn);
+    return absl::OkStatus();
+  }
+  // No fused form: the residual is updated in place (x stays the residual, as on unfused steps;
+  // x_next is only the fused kernels' second buffer), xn always kept, then the product.
+  Norm(delta, norm_w);
+  return Matmul(y, a->xn.get(), w);
+}
+
+absl::Status StepContext::Matmul(float* y, const float* x_in, const LinearWeight& w) const {
+  return LinearMatmul(y, x_in, w, m.T, dequant, stream);
+}
+
 void StepContext::Norm(const float* delta, const bf16_bits* norm_w) {
   kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, m.T, hidden, eps, stream, norm_offset);
 }
@@ -155,11 +231,10 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
                                  std::to_string(a->L_.q_dim() * cfg.hidden_size));
     }
     a->L_.gate_dim = a->L_.q_dim();
-    wqkv.shape = {a->L_.row(), cfg.hidden_size};
-    wqkv.slices.insert(wqkv.slices.end(), spec.gate.slices.begin(), spec.gate.slices.end());
+    wqkv = AppendSpec(std::move(wqkv), spec.gate);
   }
-  RETURN_IF_ERROR(src.Read(wqkv, a->wqkv_));
-  RETURN_IF_ERROR(src.Read(spec.wo, a->wo_));
+  RETURN_IF_ERROR(src.ReadLinear(wqkv, a->wqkv_));
+  RETURN_IF_ERROR(src.ReadLinear(spec.wo, a->wo_));
   RETURN_IF_ERROR(src.ReadNorm(spec.q_norm, a->q_norm_, cfg.zero_centered_norms));
   RETURN_IF_ERROR(src.ReadNorm(spec.k_norm, a->k_norm_, cfg.zero_centered_norms));
   return a;
@@ -182,7 +257,7 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   Activations& a = *ctx.a;
   // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here.
-  ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_.get(), L_.row(), /*keep_xn=*/false);
+  RETURN_IF_ERROR(ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_, /*keep_xn=*/false));
   const int64_t bytes_per_element = ctx.kv_f32 ? sizeof(float) : sizeof(bf16_bits);
   const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * bytes_per_element;
   uint8_t* kc = ctx.k_cache + layer_bytes;
@@ -196,8 +271,7 @@ absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16
     kernels::sigmoid_gate(a.att.get(), a.qkv.get() + L_.gate_offset(), ctx.m.T, L_.q_dim(), L_.row(), ctx.stream);
   }
   // o_proj is row-parallel: this rank's heads give a partial sum, all-reduced by the model.
-  kernels::matmul_bf16(a.delta.get(), a.att.get(), wo_.get(), ctx.m.T, L_.q_dim(), ctx.hidden, ctx.stream);
-  return absl::OkStatus();
+  return ctx.Matmul(a.delta.get(), a.att.get(), wo_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -207,21 +281,20 @@ absl::StatusOr<std::unique_ptr<DenseMlp>> DenseMlp::Load(WeightSource& src, cons
                                                          const ModelConfig& cfg, const TpShard& shard) {
   auto m = std::make_unique<DenseMlp>();
   m->inter_ = shard.inter;
-  RETURN_IF_ERROR(src.Read(spec.gate_up, m->gate_up_));
-  RETURN_IF_ERROR(src.Read(spec.down, m->down_));
+  RETURN_IF_ERROR(src.ReadLinear(spec.gate_up, m->gate_up_));
+  RETURN_IF_ERROR(src.ReadLinear(spec.down, m->down_));
   return m;
 }
 
 absl::Status DenseMlp::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   Activations& a = *ctx.a;
-  const int64_t T = ctx.m.T, H = ctx.hidden, I = inter_;
+  const int64_t T = ctx.m.T, I = inter_;
   ctx.Norm(delta, norm_w);
   float* gate_up = a.act.get();        // (T, 2 I)
   float* act = gate_up + 2 * T * I;    // (T, I)
-  kernels::matmul_bf16(gate_up, a.xn.get(), gate_up_.get(), T, H, 2 * I, ctx.stream);
+  RETURN_IF_ERROR(ctx.Matmul(gate_up, a.xn.get(), gate_up_));
   kernels::silu_mul(act, gate_up, T, I, ctx.stream);
-  kernels::matmul_bf16(a.delta.get(), act, down_.get(), T, I, H, ctx.stream);
-  return absl::OkStatus();
+  return ctx.Matmul(a.delta.get(), act, down_);
 }
 
 absl::StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(WeightSource& src, const MoeWeightSpec& spec,
@@ -237,15 +310,25 @@ absl::StatusOr<std::unique_ptr<MoeFfn>> MoeFfn::Load(WeightSource& src, const Mo
   // make anyway. (Its own four kernels per layer measured 11% slower at batch 1 on Qwen3.5-35B-A3B
   // shapes: docs/bench/hybrid-decode-h200.md.) CheckSupported requires its slice as wide as an expert's.
   m->shared_as_expert_ = spec.shared;
-  auto with_shared = [&](WeightSpec experts, const WeightSpec& shared) {
-    if (!spec.shared) return experts;
-    experts.shape[0] += 1;  // (E, ...) + one expert; the router's (E, H) + the gate's one row
-    experts.slices.insert(experts.slices.end(), shared.slices.begin(), shared.slices.end());
-    return experts;
+  // (E, ...) + one expert; the router's (E, H) + the gate's one row.
+  auto with_shared = [&](const WeightSpec& experts, const WeightSpec& shared) {
+    return spec.shared ? AppendSpec(experts, shared) : experts;
   };
   RETURN_IF_ERROR(src.Read(with_shared(spec.router, spec.shared_expert.gate), m->router_));
-  RETURN_IF_ERROR(src.Read(with_shared(spec.gate_up, spec.shared_expert.gate_up), m->gate_up_));
-  RETURN_IF_ERROR(src.Read(with_shared(spec.down, spec.shared_expert.down), m->down_));
+  for (auto [experts, shared, dst] : {std::tuple{&spec.gate_up, &spec.shared_expert.gate_up, &m->gate_up_},
+                                      std::tuple{&spec.down, &spec.shared_expert.down, &m->down_}}) {
+    const absl::Status st = src.ReadLinear(with_shared(*experts, *shared), *dst);
+    if (!st.ok() && spec.shared) {  // a mixed format names an expert's tensor and the shared expert's
+      return absl::Status(st.code(), std::string(st.message()) +
+                                         " (the shared expert runs as one more expert: its weights must be in the "
+                                         "experts' format)");
+    }
+    RETURN_IF_ERROR(st);
+  }
+  // One path per layer: the quantized kernels (or the dequantized stacks) for both products.
+  if (m->gate_up_.format() != m->down_.format()) {
+    return absl::UnimplementedError("cuda backend: experts' gate/up and down projections in different formats");
+  }
   return m;
 }
 
@@ -260,9 +343,23 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
   kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
                        ctx.stream, shared_as_expert_);
-  kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.get(), T, Ks, H, I, ctx.stream);
-  kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.get(), T, Ks, H, I,
-                    ctx.stream, /*follows_gate_up=*/true);
+  if (!gate_up_.quantized() && !down_.quantized()) {
+    kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream);
+    kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
+                      ctx.stream, /*follows_gate_up=*/true);
+  } else if (!kernels::UseGemmPath(T, ctx.stream)) {  // decode: the weights dequantized in registers
+    kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream);
+    kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
+                            ctx.stream, /*follows_gate_up=*/true);
+  } else {
+    // Prefill: each stack once to bf16 in the scratch (gate_up's consumed before down's overwrites
+    // it: one stream), then the bf16 grouped GEMMs.
+    ASSIGN_OR_RETURN(const bf16_bits* gate_up, DequantizeToScratch(gate_up_, ctx.dequant, ctx.stream));
+    kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up, T, Ks, H, I, ctx.stream);
+    ASSIGN_OR_RETURN(const bf16_bits* down, DequantizeToScratch(down_, ctx.dequant, ctx.stream));
+    kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down, T, Ks, H, I,
+                      ctx.stream);
+  }
   if (ctx.ids_per_layer != nullptr) {
     std::vector<int32_t> ids(T * Ks);
     RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(ids.data(), a.expert_ids.get(), T * Ks * sizeof(int32_t),

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/cuda/device_array.h"
+#include "engine/cuda/linear.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/layer_weights.h"
 #include "engine/model/model_config.h"
@@ -33,6 +34,16 @@ class WeightSource {
   virtual ~WeightSource() = default;
   // dst = the spec's packed weight as bf16 on the device (allocated here).
   virtual absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) = 0;
+  // The format ReadLinear gives a linear's spec ([rows, cols], or [count, rows, cols] for experts):
+  // a checkpoint's tensors decide; RandomWeights quantizes the linears a real checkpoint does
+  // (`random_quantized`: false for the Gated DeltaNet's b|a rows, bf16 in Qwen's FP8 releases).
+  virtual absl::StatusOr<kernels::WeightFormat> LinearFormat(const WeightSpec& spec, bool random_quantized) = 0;
+  // dst = a linear (a product's weight, never a norm or an embedding) as LinearFormat says: kept
+  // quantized on the device, or bf16 as Read. Each part reads every linear a checkpoint may
+  // quantize through this.
+  absl::Status ReadLinear(const WeightSpec& spec, LinearWeight& dst, bool random_quantized = true);
+  // The largest quantized weight read so far, in values: the model's dequantization scratch.
+  int64_t largest_quantized_elems() const { return largest_quantized_; }
   // A norm's weight w as stored: the kernels add StepContext::norm_offset (1 for zero-centred
   // norms) in float32, so a stored w near 0 keeps its bf16 precision (bf16(1 + w) would round
   // it to 2^-8). Only the random source cares (its neutral weight is 0 for a zero-centred norm).
@@ -40,6 +51,13 @@ class WeightSource {
     (void)zero_centered;
     return Read(spec, dst);
   }
+
+ protected:
+  // dst = the quantized linear of `format` (LinearFormat's answer, not kBf16).
+  virtual absl::Status ReadQuantized(const WeightSpec& spec, kernels::WeightFormat format, LinearWeight& dst) = 0;
+
+ private:
+  int64_t largest_quantized_ = 0;
 };
 
 // bf16 tensors uploaded as stored; other float types (f32 / f16 norms in some checkpoints)
@@ -48,6 +66,11 @@ class CheckpointWeights final : public WeightSource {
  public:
   explicit CheckpointWeights(const Checkpoint& ckpt) : ckpt_(ckpt) {}
   absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) override;
+  absl::StatusOr<kernels::WeightFormat> LinearFormat(const WeightSpec& spec, bool random_quantized) override;
+
+ protected:
+  // The slices' quantized bytes and re-indexed scales (engine/model/quant_pack.h), uploaded as they are.
+  absl::Status ReadQuantized(const WeightSpec& spec, kernels::WeightFormat format, LinearWeight& dst) override;
 
  private:
   absl::Status Upload(const WeightSlice& s, bf16_bits* dst);
@@ -59,17 +82,25 @@ class CheckpointWeights final : public WeightSource {
 // stored input size: unit-variance outputs for unit-variance inputs. Each matrix takes the next
 // seed, so the same seed and order on every rank give every rank the same replicated weights
 // (embedding, router), and every rank routes to the same experts as a real TP group does.
+// With `linears` kFp8Block or kNvfp4 the quantizable linears are drawn in that format with the
+// same value scale (random_fill.h): FP8 in 128 x 128 blocks, NVFP4 with random group scales.
 class RandomWeights final : public WeightSource {
  public:
-  RandomWeights(uint64_t seed, cudaStream_t stream) : seed_(seed), stream_(stream) {}
+  RandomWeights(uint64_t seed, cudaStream_t stream, kernels::WeightFormat linears = kernels::WeightFormat::kBf16)
+      : seed_(seed), stream_(stream), linears_(linears) {}
   absl::Status Read(const WeightSpec& spec, DeviceArray<bf16_bits>& dst) override;
   absl::Status ReadNorm(const WeightSpec& spec, DeviceArray<bf16_bits>& dst, bool zero_centered) override;
+  absl::StatusOr<kernels::WeightFormat> LinearFormat(const WeightSpec& spec, bool random_quantized) override;
   // n uniform values for a given fan-in (the embedding's own scale).
   absl::Status Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t fan_in);
+
+ protected:
+  absl::Status ReadQuantized(const WeightSpec& spec, kernels::WeightFormat format, LinearWeight& dst) override;
 
  private:
   uint64_t seed_;
   cudaStream_t stream_;
+  kernels::WeightFormat linears_;
 };
 
 // Activations for up to a number of tokens / logits rows, shared by the parts (grown by the model).
@@ -114,6 +145,7 @@ struct StepContext {
   uint8_t* k_cache = nullptr;
   uint8_t* v_cache = nullptr;
   const float* inv_freq = nullptr;  // (rotary_dim / 2)
+  DequantScratch dequant;           // prefill products of quantized weights dequantize into it (linear.h)
   std::vector<int32_t>* ids_per_layer = nullptr;  // MeasureStepStats: distinct experts per MoE layer
 
   // The sublayer's input: x += delta (when not null), xn = rmsnorm(x) * norm_w, y (T, out) = xn w^T;
@@ -122,6 +154,12 @@ struct StepContext {
   // matvec_bf16): the router, whose top-k must not flip on bf16 rounding of its input.
   void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
                   bool float_input = false);
+  // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one has
+  // no fused product (kernels/norm_matmul.h reads bf16), so the norm runs first with the same
+  // residual semantics (x_next under fuse) and then its product (LinearMatmul).
+  absl::Status NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w, bool keep_xn);
+  // y = x W^T on this step's stream (LinearMatmul with the model's dequantization scratch).
+  absl::Status Matmul(float* y, const float* x_in, const LinearWeight& w) const;
   // x += delta (when not null); a->xn = rmsnorm(x) * norm_w.
   void Norm(const float* delta, const bf16_bits* norm_w);
 };
@@ -165,8 +203,8 @@ class Attention final : public Mixer {
 
   kernels::QkvLayout L_;  // this rank's q and kv heads
   int64_t kv_layer_ = 0;
-  DeviceArray<bf16_bits> wqkv_;            // (L_.row(), hidden) q_proj, k_proj, v_proj (, gate) rows
-  DeviceArray<bf16_bits> wo_;              // (hidden, q_dim) the columns of this rank's heads
+  LinearWeight wqkv_;                      // (L_.row(), hidden) q_proj, k_proj, v_proj (, gate) rows
+  LinearWeight wo_;                        // (hidden, q_dim) the columns of this rank's heads
   DeviceArray<bf16_bits> q_norm_, k_norm_; // (head_dim)
 };
 
@@ -179,8 +217,8 @@ class DenseMlp final : public Ffn {
 
  private:
   int64_t inter_ = 0;
-  DeviceArray<bf16_bits> gate_up_;  // (2 inter, hidden) gate_proj rows, then up_proj rows
-  DeviceArray<bf16_bits> down_;     // (hidden, inter)
+  LinearWeight gate_up_;  // (2 inter, hidden) gate_proj rows, then up_proj rows
+  LinearWeight down_;     // (hidden, inter)
 };
 
 // Routed experts: the router product (with the norm folded in for decode), top-k on the device,
@@ -197,8 +235,10 @@ class MoeFfn final : public Ffn {
   int64_t num_experts_ = 0, top_k_ = 0, inter_ = 0;  // inter: this rank's slice
   bool norm_topk_prob_ = true;
   DeviceArray<bf16_bits> router_;   // (num_experts, hidden) replicated
-  DeviceArray<bf16_bits> gate_up_;  // (num_experts, 2 inter, hidden)
-  DeviceArray<bf16_bits> down_;     // (num_experts, hidden, inter)
+  // Quantized experts run the quantized expert kernels (kernels/quant_moe.h) on decode-sized steps
+  // and the bf16 ones over the stack dequantized into the scratch on prefill-sized steps.
+  LinearWeight gate_up_;  // (num_experts, 2 inter, hidden)
+  LinearWeight down_;     // (num_experts, hidden, inter)
   // The shared expert (when the model has one) is expert num_experts_ of router_ (its gate row),
   // gate_up_ and down_: always chosen, weighted by sigmoid of its gate logit (MoeFfn::Load).
   bool shared_as_expert_ = false;
