@@ -1,6 +1,7 @@
 // The cuda backend: the same forward structure and names as engine/cpu (embedding; per layer
 // input norm -> attention -> o_proj, post norm -> router -> experts; final norm -> lm_head), in bf16
-// weights with float32 activations and accumulation, over kernels/. The KV pool (float32, or bf16
+// weights (an FP8 / NVFP4 checkpoint's linears kept quantized: engine/cuda/linear.h) with float32
+// activations and accumulation, over kernels/. The KV pool (float32, or bf16
 // by SetKvDtype) lives in device memory. Decode steps (one token per sequence) replay a captured CUDA graph.
 // Tensor parallelism (TP=N): each rank uploads only its shard, exactly as engine/cpu shards it
 // (tp_shard.h: q/kv heads, o_proj columns, every expert's and the MLP's intermediate slice, lm_head

@@ -63,7 +63,7 @@ class LinearWeight {
   DeviceArray<kernels::bf16_bits> bf16_;
   DeviceArray<uint8_t> data_, group_scales_;
   DeviceArray<float> scales_, row_scale2_;
-  kernels::QuantMatrix q_;  // format, shape and the device pointers (bf16: data = bf16_)
+  kernels::QuantMatrix q_;  // format and shape; the device pointers of a quantized weight
 };
 
 // y (T, W.rows) = x (T, W.cols) W^T on `stream` for a single matrix (W.count == 1). A quantized W
