@@ -77,31 +77,41 @@ QuantMatrix Layout(WeightFormat format, int64_t count, int64_t rows, int64_t col
   return q;
 }
 
-// `copies` copies of a stack of Layout(format, count, rows, cols), each array 256-byte aligned. The codes are random bits (the bf16 fill's bytes:
-// a kernel that looks codes up would be flattered by a constant pattern); every scale byte is 0x3c,
-// finite both as e4m3 (1.5) and in each byte of a float32 (0.0115). An e4m3 NaN code among the
-// random bytes changes the products, not the time.
+// `copies` copies of a stack of Layout(format, count, rows, cols), each array 256-byte aligned:
+// random codes (a kernel that decodes codes by lookup would be flattered by a constant pattern;
+// FP8 codes never NaN) and scales that keep the weights within about +-0.05.
 struct QuantCopies {
   void* base = nullptr;
   std::vector<QuantMatrix> m;
 
   QuantCopies(WeightFormat format, int64_t count, int64_t rows, int64_t cols, int copies) {
+    using namespace engine::cuda;  // the random fills
     QuantMatrix q = Layout(format, count, rows, cols);
-    const int64_t data = Aligned(count * q.data_bytes()), scales = Aligned(count * q.scale_stride() * 4);
-    const int64_t groups = Aligned(count * q.group_scale_stride()), rows2 = Aligned(count * q.row_scale2_stride() * 4);
-    const int64_t per_copy = data + scales + groups + rows2;
+    const int64_t n_data = count * q.data_bytes(), n_scales = count * q.scale_stride();
+    const int64_t n_groups = count * q.group_scale_stride(), n_rows2 = count * q.row_scale2_stride();
+    const int64_t data = Aligned(n_data), scales = Aligned(4 * n_scales), groups = Aligned(n_groups);
+    const int64_t per_copy = data + scales + groups + Aligned(4 * n_rows2);
     CUDA_CHECK(cudaMalloc(&base, per_copy * copies));
-    CUDA_CHECK(cudaMemset(base, 0x3c, per_copy * copies));
     for (int c = 0; c < copies; ++c) {
       auto* p = static_cast<uint8_t*>(base) + c * per_copy;
-      engine::cuda::fill_random_bf16(reinterpret_cast<kernels::bf16_bits*>(p), count * q.data_bytes() / 2, 1.0f,
-                                     11 + c, nullptr);
       q.data = p;
-      q.scales = q.scale_stride() > 0 ? reinterpret_cast<const float*>(p + data) : nullptr;
-      q.group_scales = q.group_scale_stride() > 0 ? p + data + scales : nullptr;
-      q.row_scale2 = q.row_scale2_stride() > 0 ? reinterpret_cast<const float*>(p + data + scales + groups) : nullptr;
+      if (format == WeightFormat::kFp8Block) {
+        auto* block_scales = reinterpret_cast<float*>(p + data);
+        fill_random_e4m3(p, n_data, -kE4m3Max, kE4m3Max, 11 + c, nullptr);
+        fill_constant_f32(block_scales, n_scales, 0.05f / kE4m3Max, nullptr);
+        q.scales = block_scales;
+      } else {
+        uint8_t* group_scales = p + data + scales;
+        auto* row_scales = reinterpret_cast<float*>(p + data + scales + groups);
+        fill_random_bytes(p, n_data, 11 + c, nullptr);  // e2m1 pairs, up to +-6
+        fill_random_e4m3(group_scales, n_groups, 0.5f, 1.0f, 13 + c, nullptr);
+        fill_constant_f32(row_scales, n_rows2, 0.05f / 6, nullptr);
+        q.group_scales = group_scales;
+        q.row_scale2 = row_scales;
+      }
       m.push_back(q);
     }
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~QuantCopies() { cudaFree(base); }
   QuantCopies(const QuantCopies&) = delete;
