@@ -1,5 +1,7 @@
 #include "kernels/attention.h"
 
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cfloat>
 
@@ -15,10 +17,11 @@ constexpr int kWarps = 8;
 
 // Positions a warp takes per round: its K and V loads for them are all issued at once, and the next
 // round's are issued before this round is used (double buffering), so a warp waits for memory once,
-// not once per position. 6 for bf16, 4 for float32 (about 100 registers: two blocks per SM).
+// not once per position. 6 for bf16, 4 for float32 (about 100 registers: two blocks per SM), 8 for
+// fp8 (its packs take half of bf16's registers).
 template <typename KV>
 __host__ __device__ constexpr int PerWarp() {
-  return sizeof(KV) == 2 ? 6 : 4;
+  return sizeof(KV) == 1 ? 8 : sizeof(KV) == 2 ? 6 : 4;
 }
 
 // Scratch layout per (t, h, partition): [m, l, acc[head_dim]].
@@ -34,6 +37,7 @@ struct alignas(EPL * sizeof(KV) < 16 ? EPL * sizeof(KV) : 16) KvPack {
 };
 __device__ __forceinline__ float ToF(float x) { return x; }
 __device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float ToF(__nv_fp8_e4m3 x) { return static_cast<float>(x); }  // exact, unscaled
 
 // Positions per partition for a token at n positions: the whole rounds spread over the `parts` blocks.
 // Computed from the token's own position (not the graph's table width), so a graph captured for a
@@ -80,12 +84,13 @@ __device__ __forceinline__ void MergePartials(float* out, const float* base, int
 // fastest in the grid, so the q heads that share a kv head run side by side and their K/V reads hit
 // L2. The block merges its warps and writes the partition's (m, l, acc). With `counters` (one per
 // (t, h), 0 at launch) the last of a token's used partitions to finish merges them into `out` and
-// sets the counter back to 0; without, AttentionMergeKernel does that as a second launch.
+// sets the counter back to 0; without, AttentionMergeKernel does that as a second launch. `scale`
+// includes the cache's k scale; the partials' accumulators are multiplied by its v scale.
 template <int EPL, typename KV>
 __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
     float* out, float* scratch, uint32_t* counters, const float* q, const KV* kc, const KV* vc,
     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, AttentionShape A, int64_t parts,
-    float scale) {
+    float scale, float v_scale) {
   constexpr int PW = PerWarp<KV>();
   using Pack = KvPack<KV, EPL>;
   GridDepLaunchDependents();
@@ -193,7 +198,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
     float a = 0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) a += sm_acc[w][d] * wgt[w];
-    dst[2 + d] = a;
+    dst[2 + d] = a * v_scale;
   }
   if (threadIdx.x == 0) {
     float L = 0;
@@ -263,7 +268,7 @@ int64_t Parts(int64_t T, const AttentionShape& A, int64_t max_positions, int64_t
 }  // namespace
 
 int64_t attention_scratch_floats(int64_t T, const AttentionShape& A, int64_t max_positions) {
-  // The float32 cache's shorter round gives at least as many partitions as bf16's.
+  // The float32 cache's shorter round gives at least as many partitions as bf16's and fp8's.
   return T * A.n_heads * Parts(T, A, std::max<int64_t>(max_positions, 1), kWarps * PerWarp<float>()) *
          (A.head_dim + 2);
 }
@@ -274,7 +279,7 @@ template <typename KV>
 void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache,
                      const KV* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
-                     float scale, cudaStream_t stream) {
+                     float scale, KvScale kv_scale, cudaStream_t stream) {
   KERNEL_REQUIRE(A.n_kv_heads > 0 && A.n_heads % A.n_kv_heads == 0);
   // head_dim <= the partition block's kWarps * 32 threads, which the fused merge needs.
   KERNEL_REQUIRE(A.head_dim % 32 == 0 && A.head_dim >= 32 && A.head_dim <= 256);
@@ -286,11 +291,12 @@ void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float
   const int64_t parts = Parts(T, A, max_positions, round);
   const dim3 grid(static_cast<unsigned>(A.n_heads * parts), static_cast<unsigned>(T));
   const dim3 block(kWarps * 32);
+  const float qk_scale = scale * kv_scale.k, v_scale = kv_scale.v;  // exact for scales of 1
   switch (A.head_dim / 32) {
-    case 1: Launch(AttentionPartitionKernel<1, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 2: Launch(AttentionPartitionKernel<2, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 4: Launch(AttentionPartitionKernel<4, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
-    case 8: Launch(AttentionPartitionKernel<8, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, scale); break;
+    case 1: Launch(AttentionPartitionKernel<1, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
+    case 2: Launch(AttentionPartitionKernel<2, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
+    case 4: Launch(AttentionPartitionKernel<4, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
+    case 8: Launch(AttentionPartitionKernel<8, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
     default: KERNEL_REQUIRE(false && "head_dim must be 32, 64, 128 or 256");
   }
   KERNEL_CHECK();
@@ -303,17 +309,27 @@ void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
-                     float scale, cudaStream_t stream) {
+                     float scale, cudaStream_t stream, KvScale kv_scale) {
   LaunchAttention(out, scratch, counters, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
                   reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, token_seq, pos, T, A, max_positions,
-                  scale, stream);
+                  scale, kv_scale, stream);
 }
 
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const float* k_cache,
                      const float* v_cache, const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos,
-                     int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream) {
+                     int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
+                     KvScale kv_scale) {
   LaunchAttention(out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, T, A, max_positions,
-                  scale, stream);
+                  scale, kv_scale, stream);
+}
+
+void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
+                     const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* token_seq,
+                     const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions, float scale,
+                     cudaStream_t stream, KvScale kv_scale) {
+  LaunchAttention(out, scratch, counters, q, reinterpret_cast<const __nv_fp8_e4m3*>(k_cache),
+                  reinterpret_cast<const __nv_fp8_e4m3*>(v_cache), block_tables, token_seq, pos, T, A, max_positions,
+                  scale, kv_scale, stream);
 }
 
 }  // namespace tandem::kernels

@@ -1,4 +1,4 @@
-// Paged grouped-query attention over a bf16 or float32 KV cache. One kernel serves decode (one query token
+// Paged grouped-query attention over a bf16, float32 or fp8 (e4m3, kernels/fp8.h) KV cache. One kernel serves decode (one query token
 // per sequence) and prefill (a causal chunk): every query token t of sequence s attends to the
 // positions 0..pos[t] of s, whose K and V are already in the cache (qk_norm_rope.h stored the
 // chunk's own tokens first), so causality is just "up to my position".
@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/fp8.h"
 #include "kernels/stream.h"
 
 namespace tandem::kernels {
@@ -36,22 +37,33 @@ int64_t attention_counter_count(int64_t T, const AttentionShape& A);
 // `counters` (attention_counter_count entries) must be 0 before the call and are 0 after it: the
 // partition blocks count themselves there and the last one merges. Null counters, or
 // TANDEM_ATTN_MERGE=separate (read once), merge in a second kernel instead.
+// The caches hold K / kv_scale.k and V / kv_scale.v (kernels/fp8.h; {1, 1} leaves them as they are):
+// k's scale joins `scale`, v's multiplies the output.
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
-                     float scale, cudaStream_t stream);
+                     float scale, cudaStream_t stream, KvScale kv_scale = {});
 // The same over a float32 KV cache.
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const float* k_cache,
                      const float* v_cache, const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos,
-                     int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream);
+                     int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
+                     KvScale kv_scale = {});
+// The same over an fp8 (e4m3) KV cache: a quarter of float32's bytes, decoded in registers.
+void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
+                     const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* token_seq,
+                     const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions, float scale,
+                     cudaStream_t stream, KvScale kv_scale = {});
 
 namespace ref {
 void paged_attention(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,
                      const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
-                     const AttentionShape& A, float scale);
+                     const AttentionShape& A, float scale, KvScale kv_scale = {});
 void paged_attention(float* out, const float* q, const float* k_cache, const float* v_cache,
                      const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
-                     const AttentionShape& A, float scale);
+                     const AttentionShape& A, float scale, KvScale kv_scale = {});
+void paged_attention(float* out, const float* q, const fp8_e4m3* k_cache, const fp8_e4m3* v_cache,
+                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, int64_t T,
+                     const AttentionShape& A, float scale, KvScale kv_scale = {});
 }  // namespace ref
 
 }  // namespace tandem::kernels

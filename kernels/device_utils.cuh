@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cstdint>
 
 namespace tandem::kernels {
@@ -64,11 +65,17 @@ __device__ __forceinline__ void Load8Bf16(const uint16_t* p, float out[8]) {
   Widen8(__ldg(reinterpret_cast<const uint4*>(p)), out);
 }
 
-// KV cache elements: bf16 (half the bytes) or float32 (exact), one kernel template for both.
+// KV cache elements: bf16 (half the bytes), float32 (exact) or fp8 e4m3 (a quarter; the caller
+// applies the layer's scale), one kernel template for all. e4m3 rounds to nearest even and
+// saturates to +-448 (kernels/fp8.h's host encoder gives the same bits).
 __device__ __forceinline__ float KvLoad(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ float KvLoad(const float* p) { return *p; }
+__device__ __forceinline__ float KvLoad(const __nv_fp8_e4m3* p) { return static_cast<float>(*p); }
 __device__ __forceinline__ void KvStore(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
 __device__ __forceinline__ void KvStore(float* p, float v) { *p = v; }
+__device__ __forceinline__ void KvStore(__nv_fp8_e4m3* p, float v) {
+  p->__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
 
 __device__ __forceinline__ float SiluF(float x) { return x / (1.0f + __expf(-x)); }
 

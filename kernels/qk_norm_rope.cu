@@ -1,5 +1,7 @@
 #include "kernels/qk_norm_rope.h"
 
+#include <cuda_fp8.h>
+
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
@@ -9,11 +11,12 @@ namespace tandem::kernels {
 namespace {
 
 // Grid (T, n_heads + 2 * n_kv_heads): one block per head of one token, one thread per dim.
-// Heads [0, nh) are q, [nh, nh + nkv) k, the rest v (only stored).
+// Heads [0, nh) are q, [nh, nh + nkv) k, the rest v (only stored). K and V go into the cache
+// divided by their scales (1 but for an fp8 cache with the checkpoint's scales).
 template <typename KV>
 __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_norm,
                                  const uint16_t* k_norm, const float* inv_freq, const int32_t* pos,
-                                 const int32_t* slot, QkvLayout L, float eps, float w_offset) {
+                                 const int32_t* slot, QkvLayout L, float eps, float w_offset, KvScale kv_scale) {
   GridDepLaunchDependents();
   GridDepWait();
   const int64_t t = blockIdx.x;
@@ -23,7 +26,7 @@ __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_n
   const int64_t cache_off = static_cast<int64_t>(slot[t]) * L.kv_dim();
   if (head >= L.n_heads + L.n_kv_heads) {  // v: store only
     const int64_t vh = head - L.n_heads - L.n_kv_heads;
-    KvStore(vc + cache_off + vh * hd + d, x[d]);
+    KvStore(vc + cache_off + vh * hd + d, x[d] / kv_scale.v);
     return;
   }
   const bool is_q = head < L.n_heads;
@@ -47,19 +50,19 @@ __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_n
     v = d < half ? vals[d] * c - vals[d + half] * s : vals[d] * c + vals[d - half] * s;
   }
   x[d] = v;
-  if (!is_q) KvStore(kc + cache_off + (head - L.n_heads) * hd + d, v);
+  if (!is_q) KvStore(kc + cache_off + (head - L.n_heads) * hd + d, v / kv_scale.k);
 }
 
 template <typename KV>
 void Launch(float* qkv, KV* k_cache, KV* v_cache, const bf16_bits* q_norm, const bf16_bits* k_norm,
             const float* inv_freq, const int32_t* pos, const int32_t* slot, int64_t T, QkvLayout L, float eps,
-            float w_offset, cudaStream_t stream) {
+            float w_offset, KvScale kv_scale, cudaStream_t stream) {
   KERNEL_REQUIRE(L.head_dim % 32 == 0 && L.head_dim <= 1024);
   KERNEL_REQUIRE(L.rotary_dim % 2 == 0 && L.rotary_dim <= L.head_dim);
   if (T == 0) return;
   dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(L.n_heads + 2 * L.n_kv_heads));
   Launch(QkNormRopeKernel<KV>, grid, dim3(static_cast<unsigned>(L.head_dim)), 0, stream, qkv, k_cache, v_cache,
-         q_norm, k_norm, inv_freq, pos, slot, L, eps, w_offset);
+         q_norm, k_norm, inv_freq, pos, slot, L, eps, w_offset, kv_scale);
   KERNEL_CHECK();
 }
 
@@ -68,16 +71,24 @@ void Launch(float* qkv, KV* k_cache, KV* v_cache, const bf16_bits* q_norm, const
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
                            const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
-                           float w_offset) {
+                           float w_offset, KvScale kv_scale) {
   Launch(qkv, reinterpret_cast<__nv_bfloat16*>(k_cache), reinterpret_cast<__nv_bfloat16*>(v_cache), q_norm, k_norm,
-         inv_freq, pos, slot, T, L, eps, w_offset, stream);
+         inv_freq, pos, slot, T, L, eps, w_offset, kv_scale, stream);
 }
 
 void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
                            const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
-                           float w_offset) {
-  Launch(qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, T, L, eps, w_offset, stream);
+                           float w_offset, KvScale kv_scale) {
+  Launch(qkv, k_cache, v_cache, q_norm, k_norm, inv_freq, pos, slot, T, L, eps, w_offset, kv_scale, stream);
+}
+
+void qk_norm_rope_store_kv(float* qkv, fp8_e4m3* k_cache, fp8_e4m3* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
+                           float w_offset, KvScale kv_scale) {
+  Launch(qkv, reinterpret_cast<__nv_fp8_e4m3*>(k_cache), reinterpret_cast<__nv_fp8_e4m3*>(v_cache), q_norm, k_norm,
+         inv_freq, pos, slot, T, L, eps, w_offset, kv_scale, stream);
 }
 
 }  // namespace tandem::kernels

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/fp8.h"
 #include "kernels/stream.h"
 
 // Callable from kernels too (the struct is passed by value to the kernel).
@@ -30,27 +31,40 @@ struct QkvLayout {
   TANDEM_HOST_DEVICE int64_t row() const { return gate_offset() + gate_dim; }  // [q | k | v (| gate)] per token
 };
 
-// qkv (T, L.row()) float: q and k normed and rotated in place; k and v also stored (bf16 or float32) into
-// k_cache / v_cache (num_slots, n_kv_heads, head_dim) at slot[t] (= block * block_size + offset).
+// qkv (T, L.row()) float: q and k normed and rotated in place; k and v also stored (bf16, float32 or
+// fp8 e4m3) into k_cache / v_cache (num_slots, n_kv_heads, head_dim) at slot[t] (= block * block_size
+// + offset), divided by kv_scale.k and kv_scale.v (kernels/fp8.h; e4m3 rounds to nearest even and
+// saturates to +-448, as __nv_cvt_float_to_fp8 with __NV_SATFINITE does).
 // q_norm, k_norm (head_dim) bf16, used as (w_offset + w) (1: the hybrid models' zero-centred
 // norms, kernels/rmsnorm.h); inv_freq (rotary_dim / 2); pos, slot (T). head_dim <= 1024.
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
                            const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
-                           float w_offset = 0.0f);
+                           float w_offset = 0.0f, KvScale kv_scale = {});
 // The same with a float32 KV cache.
 void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
                            const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
-                           float w_offset = 0.0f);
+                           float w_offset = 0.0f, KvScale kv_scale = {});
+// The same with an fp8 (e4m3) KV cache.
+void qk_norm_rope_store_kv(float* qkv, fp8_e4m3* k_cache, fp8_e4m3* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,
+                           float w_offset = 0.0f, KvScale kv_scale = {});
 
 namespace ref {
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps, float w_offset = 0.0f);
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, float w_offset = 0.0f,
+                           KvScale kv_scale = {});
 void qk_norm_rope_store_kv(float* qkv, float* k_cache, float* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
-                           const int32_t* slot, int64_t T, QkvLayout L, float eps, float w_offset = 0.0f);
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, float w_offset = 0.0f,
+                           KvScale kv_scale = {});
+void qk_norm_rope_store_kv(float* qkv, fp8_e4m3* k_cache, fp8_e4m3* v_cache, const bf16_bits* q_norm,
+                           const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
+                           const int32_t* slot, int64_t T, QkvLayout L, float eps, float w_offset = 0.0f,
+                           KvScale kv_scale = {});
 }  // namespace ref
 
 }  // namespace tandem::kernels

@@ -103,10 +103,12 @@ class CudaModel final : public Model {
   absl::StatusOr<CudaStepStats> MeasureStepStats(const StepBatch& batch);
   void set_use_graphs(bool on) { use_graphs_ = on && (coll_ == nullptr || coll_->capturable()); }
   cudaStream_t stream() const { return stream_; }
-  void set_kv_f32(bool f32) {
-    kv_f32_ = f32;
-    kv_spec_.bytes_per_element = f32 ? sizeof(float) : sizeof(bf16_bits);
+  void set_kv_dtype(KvDtype dtype) {
+    kv_spec_.dtype = dtype;
+    kv_spec_.bytes_per_element = KvDtypeBytes(dtype);
   }
+  // The fp8 cache's per-layer scales (engine/kv_cache.h ReadKvScales), one per KV layer.
+  void set_kv_scales(std::vector<kernels::KvScale> scales) { kv_scales_ = std::move(scales); }
 
  private:
   // The step's metadata in the pinned host buffer, its buffers grown, and the metadata on the device.
@@ -152,9 +154,9 @@ class CudaModel final : public Model {
   int32_t num_blocks_ = 0, block_size_ = 0;
   // The state pool's size, as CheckBatch takes it: kNoStateSlots for a model without per-sequence state.
   int32_t num_state_slots_ = kNoStateSlots;
-  // (layers, num_blocks * block_size, n_kv_heads, head_dim), float32 (default: the golden bound
-  // holds) or bf16 (half the bytes; see SetKvDtype).
-  bool kv_f32_ = true;
+  // (layers, num_blocks * block_size, n_kv_heads, head_dim) of kv_spec_.dtype: float32 (default:
+  // the golden bound holds), bf16 (half the bytes) or fp8 (a quarter, with kv_scales_; empty: 1).
+  std::vector<kernels::KvScale> kv_scales_;
   DeviceArray<uint8_t> k_cache_, v_cache_;
 
   Activations a_;
@@ -243,6 +245,11 @@ absl::Status CudaModel::AllocateKvCache(int32_t num_blocks, int32_t block_size, 
 
 absl::Status CudaModel::FillKvRandom(uint64_t seed) {
   if (num_blocks_ == 0) return absl::FailedPreconditionError("FillKvRandom before AllocateKvCache");
+  if (kv_spec_.dtype == KvDtype::kFp8) {  // e4m3 codes of values in [-1, 1] (random bytes hold NaNs)
+    fill_random_e4m3(k_cache_.get(), k_cache_.size(), -1.0f, 1.0f, seed, stream_);
+    fill_random_e4m3(v_cache_.get(), v_cache_.size(), -1.0f, 1.0f, seed + 1, stream_);
+    return CudaStatus(cudaStreamSynchronize(stream_), "fill kv");
+  }
   // Random bits as bf16 pairs: for a float32 cache each float is two random bf16 (finite values).
   fill_random_bf16(reinterpret_cast<bf16_bits*>(k_cache_.get()), k_cache_.size() / 2, 1.0f, seed, stream_);
   fill_random_bf16(reinterpret_cast<bf16_bits*>(v_cache_.get()), v_cache_.size() / 2, 1.0f, seed + 1, stream_);
@@ -345,7 +352,8 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.max_positions = max_positions;
   ctx.block_size = block_size_;
   ctx.kv_slots = static_cast<int64_t>(num_blocks_) * block_size_;
-  ctx.kv_f32 = kv_f32_;
+  ctx.kv_dtype = kv_spec_.dtype;
+  ctx.kv_scales = kv_spec_.dtype == KvDtype::kFp8 && !kv_scales_.empty() ? kv_scales_.data() : nullptr;
   ctx.k_cache = k_cache_.get();
   ctx.v_cache = v_cache_.get();
   ctx.inv_freq = inv_freq_.get();
@@ -490,7 +498,10 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   RETURN_IF_ERROR(CheckSupported(config, options.world));
   RETURN_IF_ERROR(CheckComm(options));
   RETURN_IF_ERROR(CheckDevice());
+  // float32 by default: the golden bound holds (kv_cache_dtype picks bf16 or fp8).
+  ASSIGN_OR_RETURN(const KvDtype kv_dtype, ParseKvDtype(options.kv_cache_dtype, KvDtype::kF32));
   ASSIGN_OR_RETURN(auto model, CudaModel::Create(config, options.rank, options.world, options.comm));
+  model->set_kv_dtype(kv_dtype);
   RETURN_IF_ERROR(model->InitRope());
   return model;
 }
@@ -534,6 +545,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, con
   CheckpointWeights src(*ckpt);
   const TpShard shard = ComputeTpShard(config, options.rank, options.world);
   RETURN_IF_ERROR(model->LoadWeights(DescribeWeights(names, config, shard), src, nullptr));
+  ASSIGN_OR_RETURN(std::vector<kernels::KvScale> kv_scales, ReadKvScales(*ckpt, names, config));
+  model->set_kv_scales(std::move(kv_scales));
   return std::unique_ptr<Model>(std::move(model));
 }
 
@@ -582,9 +595,9 @@ absl::StatusOr<CudaStepStats> MeasureStepStats(Model& model, const StepBatch& ba
 
 absl::Status SetKvDtype(Model& model, const std::string& dtype) {
   ASSIGN_OR_RETURN(CudaModel * m, AsCuda(model));
-  if (dtype != "f32" && dtype != "bf16") return absl::InvalidArgumentError("kv dtype must be f32 or bf16, not " + dtype);
+  ASSIGN_OR_RETURN(const KvDtype d, ParseKvDtype(dtype, KvDtype::kF32));
   if (m->kv_block_size() > 0) return absl::FailedPreconditionError("SetKvDtype after AllocateKvCache");
-  m->set_kv_f32(dtype == "f32");
+  m->set_kv_dtype(d);
   return absl::OkStatus();
 }
 

@@ -53,13 +53,14 @@ struct CudaStepStats {
   double distinct_experts_per_layer = 0;
   bool graph_replayed = false;
 };
-// Fills the KV pool with random bf16 values (benchmarks measure decode at a context without
+// Fills the KV pool with random values (bf16, or e4m3 for an fp8 cache; benchmarks measure decode at a context without
 // running the prefill first). Both need `model` to be a cuda model.
 absl::Status FillKvRandom(Model& model, uint64_t seed);
 // Counts distinct experts (a device-to-host copy per layer: only for benchmarks' bookkeeping).
 absl::StatusOr<CudaStepStats> MeasureStepStats(Model& model, const StepBatch& batch);
-// KV cache element type, before AllocateKvCache: "f32" (default; the golden bound needs it) or
-// "bf16" (half the KV bytes: long contexts and large batches).
+// KV cache element type, before AllocateKvCache, as ModelLoadOptions::kv_cache_dtype sets it at
+// load (ParseKvDtype): "f32" (default; the golden bound needs it), "bf16" (half the KV bytes) or
+// "fp8" (e4m3 with the checkpoint's per-layer k/v scales, else 1: a quarter of float32's bytes).
 absl::Status SetKvDtype(Model& model, const std::string& dtype);
 // Turns graph capture of decode steps on or off (on by default; TANDEM_CUDA_GRAPHS=0 turns it off).
 void SetUseGraphs(Model& model, bool on);

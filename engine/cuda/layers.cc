@@ -246,26 +246,28 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   Activations& a = *ctx.a;
   const kernels::AttentionShape A{L_.n_heads, L_.n_kv_heads, L_.head_dim, ctx.block_size, m.max_blocks, L_.row()};
   const float scale = 1.0f / std::sqrt(static_cast<float>(L_.head_dim));
+  const kernels::KvScale kv_scale = ctx.kv_scales != nullptr ? ctx.kv_scales[kv_layer_] : kernels::KvScale{};
   kernels::qk_norm_rope_store_kv(a.qkv.get(), k_cache, v_cache, q_norm_.get(), k_norm_.get(), ctx.inv_freq,
                                  ctx.meta + m.pos(), ctx.meta + m.slot(), m.T, L_, ctx.eps, ctx.stream,
-                                 ctx.norm_offset);
+                                 ctx.norm_offset, kv_scale);
   kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
                            ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), m.T, A,
-                           ctx.max_positions, scale, ctx.stream);
+                           ctx.max_positions, scale, ctx.stream, kv_scale);
 }
 
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   Activations& a = *ctx.a;
   // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here.
   RETURN_IF_ERROR(ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_, /*keep_xn=*/false));
-  const int64_t bytes_per_element = ctx.kv_f32 ? sizeof(float) : sizeof(bf16_bits);
-  const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * bytes_per_element;
+  const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * KvDtypeBytes(ctx.kv_dtype);
   uint8_t* kc = ctx.k_cache + layer_bytes;
   uint8_t* vc = ctx.v_cache + layer_bytes;
-  if (ctx.kv_f32) {
-    Attend(ctx, reinterpret_cast<float*>(kc), reinterpret_cast<float*>(vc));
-  } else {
-    Attend(ctx, reinterpret_cast<bf16_bits*>(kc), reinterpret_cast<bf16_bits*>(vc));
+  switch (ctx.kv_dtype) {
+    case KvDtype::kF32: Attend(ctx, reinterpret_cast<float*>(kc), reinterpret_cast<float*>(vc)); break;
+    case KvDtype::kBf16: Attend(ctx, reinterpret_cast<bf16_bits*>(kc), reinterpret_cast<bf16_bits*>(vc)); break;
+    case KvDtype::kFp8:
+      Attend(ctx, reinterpret_cast<kernels::fp8_e4m3*>(kc), reinterpret_cast<kernels::fp8_e4m3*>(vc));
+      break;
   }
   if (L_.gate_dim > 0) {  // gated: each head's output times sigmoid(its gate), read from the qkv rows
     kernels::sigmoid_gate(a.att.get(), a.qkv.get() + L_.gate_offset(), ctx.m.T, L_.q_dim(), L_.row(), ctx.stream);

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "engine/cuda/device_array.h"
 #include "engine/cuda/linear.h"
+#include "engine/kv_cache.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/layer_weights.h"
 #include "engine/model/model_config.h"
@@ -137,11 +138,13 @@ struct StepContext {
   bool fuse = false;
   float* x = nullptr;       // the residual stream now
   float* x_next = nullptr;  // where a fused norm writes the next one
-  // Attention: partitions up to max_positions; the KV pool (layers, slots, kv_dim) of f32 or bf16.
+  // Attention: partitions up to max_positions; the KV pool (layers, slots, kv_dim) of f32, bf16 or
+  // fp8 (e4m3 holding K / k scale and V / v scale, kv_scales one per KV layer; null: scales of 1).
   int64_t max_positions = 0;
   int32_t block_size = 0;
   int64_t kv_slots = 0;
-  bool kv_f32 = true;
+  KvDtype kv_dtype = KvDtype::kF32;
+  const kernels::KvScale* kv_scales = nullptr;
   uint8_t* k_cache = nullptr;
   uint8_t* v_cache = nullptr;
   const float* inv_freq = nullptr;  // (rotary_dim / 2)
