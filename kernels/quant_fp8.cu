@@ -1,0 +1,414 @@
+// Block-scaled FP8 weights (kernels/quant_weight.h, kFp8Block) at decode sizes: the products read
+// the e4m3 bytes and their float32 block scales directly and dequantize in registers; prefill takes
+// dequantize_fp8_bf16 and the bf16 GEMM. The structure is the bf16 decode kernels' (matmul.cu,
+// matvec.cuh, moe.cu): a lane keeps whole 16-byte loads of a row in flight, so one load instruction
+// of a warp reads 512 contiguous bytes (512 weights, twice the bf16 count), float32 accumulation,
+// warp-shuffle sums in a fixed order, PDL through Launch().
+//
+// Scales: the 16 weights of one load (columns c .. c+15, c % 16 == 0) share one scale when
+// block_in is a power of two >= 16 and col_phase % 16 == 0 (every real checkpoint: 128 x 128
+// blocks, shards starting on 16-column boundaries): one cached 4-byte lookup per 16 weights, applied
+// once to their partial dot. Any other layout multiplies each weight by its own scale (correct,
+// slower; a shard would have to start off a 16-column boundary to need it).
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
+#include "kernels/quant_detail.h"
+#include "kernels/quant_fp8.cuh"
+
+namespace tandem::kernels::detail {
+
+namespace {
+
+// One matrix's layout as the kernels index it (columns and scale columns fit 32 bits).
+struct Fp8Geometry {
+  int32_t cols = 0, scale_cols = 0, row_block = 1, block_in = 1, col_phase = 0;
+  int32_t shift = -1;  // log2(block_in) when the 16 weights of a load share one scale, else -1
+};
+
+Fp8Geometry GeometryOf(const QuantMatrix& W) {
+  KERNEL_REQUIRE(W.format == WeightFormat::kFp8Block);
+  KERNEL_REQUIRE(W.cols % 16 == 0 && W.cols < (int64_t{1} << 30));
+  KERNEL_REQUIRE(W.block_in > 0 && W.block_in < (int64_t{1} << 30) && W.row_block > 0 && W.col_phase >= 0 &&
+                 W.col_phase < W.block_in);
+  KERNEL_REQUIRE(W.row_block < (int64_t{1} << 31));
+  // 16-byte loads of every row of every matrix (cols % 16 == 0 keeps the rows aligned).
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(W.data) % 16 == 0 && W.scales != nullptr);
+  Fp8Geometry g;
+  g.cols = static_cast<int32_t>(W.cols);
+  g.scale_cols = static_cast<int32_t>(W.scale_cols());
+  g.row_block = static_cast<int32_t>(W.row_block);
+  g.block_in = static_cast<int32_t>(W.block_in);
+  g.col_phase = static_cast<int32_t>(W.col_phase);
+  if (W.block_in >= 16 && (W.block_in & (W.block_in - 1)) == 0 && W.col_phase % 16 == 0) {
+    g.shift = 0;
+    while ((int64_t{1} << g.shift) < W.block_in) ++g.shift;
+  }
+  return g;
+}
+
+// A row of matrix data/scales (one matrix of a stack): its bytes and its scale row.
+struct Fp8Row {
+  const uint8_t* data;
+  const float* scales;
+};
+
+__device__ __forceinline__ Fp8Row RowOf(const uint8_t* data, const float* scales, int64_t r, const Fp8Geometry& g) {
+  return {data + r * g.cols, scales + (r / g.row_block) * g.scale_cols};
+}
+
+// The scale of column `col` of a row with scale row `srow` (any layout). Scales are weights too
+// (never written during a step): read-only cache.
+__device__ __forceinline__ float ScaleAt(const float* srow, int col, const Fp8Geometry& g) {
+  return __ldg(srow + (col + g.col_phase) / g.block_in);
+}
+
+// The one scale of columns c..c+15 (c % 16 == 0) when they share it (g.shift >= 0).
+__device__ __forceinline__ float SharedScale(const float* srow, int c, const Fp8Geometry& g) {
+  return __ldg(srow + ((c + g.col_phase) >> g.shift));
+}
+
+// Lane l of the chunk at column `base` (a multiple of 512 * NL) owns columns base + k*512 + l*16
+// .. +16 for k < NL; loads past the row's end are skipped (their registers stay unused).
+template <int NL>
+__device__ __forceinline__ void LoadFp8Chunk(uint4 (&buf)[NL], const uint8_t* row, int base, int cols, int lane) {
+#pragma unroll
+  for (int k = 0; k < NL; ++k) {
+    const int c = base + k * 512 + lane * 16;
+    if (c < cols) buf[k] = __ldcs(reinterpret_cast<const uint4*>(row + c));
+  }
+}
+
+// d[t] += dot(w[0..4), x + t*cols + c) for t < nt.
+template <int TT>
+__device__ __forceinline__ void AddDot4(float (&d)[TT], const float w[4], const float* x, int cols, int c, int nt) {
+#pragma unroll
+  for (int t = 0; t < TT; ++t) {
+    if (t < nt) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x + t * cols + c));
+      d[t] += w[0] * v.x + w[1] * v.y + w[2] * v.z + w[3] * v.w;
+    }
+  }
+}
+
+// acc[t] += dot(the chunk in buf, x + t*cols) for t < nt (x float32, 16-byte aligned rows). The
+// weights are widened four at a time (few live registers); a shared scale multiplies the load's
+// partial dot once, per-element scales each weight.
+template <int NL, int TT, bool kShared>
+__device__ __forceinline__ void UseFp8Chunk(float (&acc)[TT], const uint4 (&buf)[NL], const float* srow,
+                                            const float* x, int base, const Fp8Geometry& g, int nt, int lane) {
+#pragma unroll
+  for (int k = 0; k < NL; ++k) {
+    const int c = base + k * 512 + lane * 16;
+    if (c >= g.cols) continue;
+    const uint32_t words[4] = {buf[k].x, buf[k].y, buf[k].z, buf[k].w};
+    if constexpr (kShared) {
+      float d[TT];
+#pragma unroll
+      for (int t = 0; t < TT; ++t) d[t] = 0.0f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float w[4];
+        Fp8x4ToFloat(words[q], w);
+        AddDot4<TT>(d, w, x, g.cols, c + 4 * q, nt);
+      }
+      const float s = SharedScale(srow, c, g);
+#pragma unroll
+      for (int t = 0; t < TT; ++t) acc[t] += s * d[t];
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float w[4];
+        Fp8x4ToFloat(words[q], w);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] *= ScaleAt(srow, c + 4 * q + j, g);
+        AddDot4<TT>(acc, w, x, g.cols, c + 4 * q, nt);
+      }
+    }
+  }
+}
+
+// acc[r][t] (on every lane) = dot(rows[r], x + t*cols) for t < nt, r < R, the rows' first chunk
+// already in buf (loaded before the kernel's wait where it can be), the later chunks loaded here.
+// kShared: the geometry has g.shift >= 0 (one scale per 16-byte load); the kernels take it as a
+// template argument so the per-element path's code (and registers) stay out of the hot kernels.
+template <int R, int NL, int TT, bool kShared>
+__device__ __forceinline__ void Fp8RowsDot(float (&acc)[R][TT], uint4 (&buf)[R][NL], const Fp8Row (&rows)[R],
+                                           const float* x, const Fp8Geometry& g, int nt, int lane) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = 0.0f;
+  }
+  for (int base = 0;;) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) UseFp8Chunk<NL, TT, kShared>(acc[r], buf[r], rows[r].scales, x, base, g, nt, lane);
+    base += 512 * NL;
+    if (base >= g.cols) break;
+#pragma unroll
+    for (int r = 0; r < R; ++r) LoadFp8Chunk<NL>(buf[r], rows[r].data, base, g.cols, lane);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = WarpSum(acc[r][t]);
+  }
+}
+
+// ---- dense product --------------------------------------------------------------------------
+
+constexpr int kWarps = 8;
+
+// Grid (ceil(rows / kWarps), ceil(T / TT)): warp w of block b computes row b*kWarps + w for the TT
+// tokens of tile blockIdx.y. The row's first chunk (NL loads a lane) is issued before waiting on
+// the previous kernel: weights and scales never change during a step.
+template <int NL, int TT, bool kShared>
+__global__ void __launch_bounds__(kWarps * 32) MatmulFp8Kernel(float* y, const float* x, const uint8_t* w,
+                                                               const float* scales, Fp8Geometry g, int64_t T,
+                                                               int64_t out) {
+  GridDepLaunchDependents();
+  const int lane = threadIdx.x % 32;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (o >= out) {
+    GridDepWait();  // keeps the stream's order transitive even for the idle warps
+    return;
+  }
+  const Fp8Row rows[1] = {RowOf(w, scales, o, g)};
+  uint4 buf[1][NL];
+  LoadFp8Chunk<NL>(buf[0], rows[0].data, 0, g.cols, lane);
+  GridDepWait();
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
+  const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
+  float acc[1][TT];
+  Fp8RowsDot<1, NL, TT, kShared>(acc, buf, rows, x + t0 * g.cols, g, nt, lane);
+  if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      if (t < nt) y[(t0 + t) * out + o] = acc[0][t];
+    }
+  }
+}
+
+// Loads a lane keeps in flight per row chunk. A whole row when it takes at most 4 (2048 columns:
+// the q/k/v and expert-sized products, 2 KB a warp) or 8 (4096: o_proj, 4 KB); longer rows in
+// chunks of 16 loads at batch 1 (8 KB a warp, the bf16 kernel's 4096-wide chunk) and of 8 with a
+// token tile (whose x loads and accumulators need the registers).
+int Fp8Loads(int64_t cols, int tt) {
+  const int64_t need = (cols + 511) / 512;
+  if (need <= 4) return static_cast<int>(need < 1 ? 1 : need);
+  if (need <= 8 || tt > 1) return 8;
+  return 16;
+}
+
+template <int NL, int TT, bool kShared = true>
+void LaunchMatmul(float* y, const float* x, const QuantMatrix& W, const Fp8Geometry& g, int64_t T,
+                  cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((W.rows + kWarps - 1) / kWarps), static_cast<unsigned>((T + TT - 1) / TT));
+  Launch(MatmulFp8Kernel<NL, TT, kShared>, grid, dim3(kWarps * 32), 0, stream, y, x, static_cast<const uint8_t*>(W.data),
+         W.scales, g, T, W.rows);
+}
+
+template <int TT>
+void LaunchMatmulTile(float* y, const float* x, const QuantMatrix& W, const Fp8Geometry& g, int64_t T,
+                      cudaStream_t stream) {
+  switch (Fp8Loads(W.cols, TT)) {
+    case 1: LaunchMatmul<1, TT>(y, x, W, g, T, stream); return;
+    case 2: LaunchMatmul<2, TT>(y, x, W, g, T, stream); return;
+    case 3: LaunchMatmul<3, TT>(y, x, W, g, T, stream); return;
+    case 4: LaunchMatmul<4, TT>(y, x, W, g, T, stream); return;
+    case 8: LaunchMatmul<8, TT>(y, x, W, g, T, stream); return;
+    default:
+      if constexpr (TT == 1) LaunchMatmul<16, 1>(y, x, W, g, T, stream);
+      return;
+  }
+}
+
+// ---- dequantization to bf16 (prefill) -------------------------------------------------------
+
+constexpr int kDequantThreads = 256;
+
+// Grid (ceil(rows * cols / 16 / kDequantThreads), count): each thread converts one 16-byte load
+// (16 weights of one row) of matrix blockIdx.y and stores 32 bytes of bf16. The weight load goes
+// before the wait; the store after it (an earlier kernel may still read dst).
+__global__ void __launch_bounds__(kDequantThreads) DequantizeFp8Kernel(bf16_bits* dst, const uint8_t* w,
+                                                                       const float* scales, Fp8Geometry g,
+                                                                       int64_t rows, int64_t scale_stride) {
+  GridDepLaunchDependents();
+  const int64_t e = blockIdx.y;
+  const int64_t per_row = g.cols / 16;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kDequantThreads + threadIdx.x;
+  const bool live = i < rows * per_row;
+  const int64_t r = live ? i / per_row : 0;
+  const int c = live ? static_cast<int>(i - r * per_row) * 16 : 0;
+  const int64_t offset = (e * rows + r) * g.cols + c;  // of this load in the stack, in elements
+  uint4 raw = {};
+  if (live) raw = __ldcs(reinterpret_cast<const uint4*>(w + offset));
+  GridDepWait();
+  if (!live) return;
+  float v[16];
+  Fp8x16ToFloat(raw, v);
+  const float* srow = scales + e * scale_stride + (r / g.row_block) * g.scale_cols;
+  if (g.shift >= 0) {
+    const float s = SharedScale(srow, c, g);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] *= s;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] *= ScaleAt(srow, c + j, g);
+  }
+  uint32_t packed[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);  // .x: the lower address
+    packed[j] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  uint4* out = reinterpret_cast<uint4*>(dst + offset);
+  out[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  out[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+}
+
+// ---- routed experts -------------------------------------------------------------------------
+
+constexpr int kGateUpWarps = 4;
+constexpr int kDownWarps = 8;  // one warp per expert slot k (k, k+8, ... when K > 8)
+constexpr int kDownRows = 4;   // output rows per block in moe_down
+// One load per lane per row chunk, as the bf16 expert kernels measured best (moe.cu): more
+// resident blocks beat more loads per warp. At FP8 a 2048-wide gate/up row is 4 such rounds.
+constexpr int kMoeLoads = 1;
+
+// Grid (ceil(I / kGateUpWarps), T*K): the warp computes row i of gate and of up (rows i and I + i
+// of expert ids[p]) for pair blockIdx.y, both rows' chunks in flight together. The expert id comes
+// from the router kernel, so nothing is loaded before GridDepWait, and moe_down may launch only
+// after that wait (it then reads the ids early, see MoeDownFp8Kernel).
+template <bool kShared>
+__global__ void __launch_bounds__(kGateUpWarps * 32)
+    MoeGateUpFp8Kernel(float* act, const float* x, const int32_t* ids, const uint8_t* w, const float* scales,
+                       Fp8Geometry g, int64_t I, int64_t data_stride, int64_t scale_stride, int64_t K) {
+  const int lane = threadIdx.x % 32;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32;
+  const int64_t p = blockIdx.y;
+  GridDepWait();
+  GridDepLaunchDependents();
+  if (i >= I) return;
+  const int64_t e = ids[p];
+  const uint8_t* we = w + e * data_stride;
+  const float* se = scales + e * scale_stride;
+  const Fp8Row rows[2] = {RowOf(we, se, i, g), RowOf(we, se, I + i, g)};  // gate row i, up row i
+  uint4 buf[2][kMoeLoads];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) LoadFp8Chunk<kMoeLoads>(buf[r], rows[r].data, 0, g.cols, lane);
+  float gu[2][1];
+  Fp8RowsDot<2, kMoeLoads, 1, kShared>(gu, buf, rows, x + (p / K) * g.cols, g, 1, lane);
+  if (lane == 0) act[p * I + i] = SiluF(gu[0][0]) * gu[1][0];
+}
+
+// Grid (ceil(H / kDownRows), T): warp k of the block computes rows h0..h0+kDownRows of expert slots
+// k, k+8, ... of token t (weighted); the block sums the slots in a fixed order (deterministic).
+// With `early` (this launch directly follows moe_gate_up's decode kernel, which lets it launch only
+// after its own wait, so the router's ids are complete when it starts) each warp issues the first
+// chunk of its first slot's rows before waiting for the activations, overlapping moe_gate_up.
+template <bool kShared>
+__global__ void __launch_bounds__(kDownWarps * 32)
+    MoeDownFp8Kernel(float* out, const float* act, const int32_t* ids, const float* weights, const uint8_t* w,
+                     const float* scales, Fp8Geometry g, int64_t H, int64_t data_stride, int64_t scale_stride,
+                     int64_t K, bool early) {
+  GridDepLaunchDependents();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
+  __shared__ float partial[kDownWarps][kDownRows];
+  Fp8Row rows[kDownRows];
+  uint4 buf[kDownRows][kMoeLoads];
+  const auto load_slot = [&](int64_t k) {  // rows past H recompute row h0 and are dropped
+    const int64_t e = __ldcg(ids + t * K + k);
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) {
+      rows[r] = RowOf(w + e * data_stride, scales + e * scale_stride, h0 + r < H ? h0 + r : h0, g);
+      LoadFp8Chunk<kMoeLoads>(buf[r], rows[r].data, 0, g.cols, lane);
+    }
+  };
+  if (early && warp < K) load_slot(warp);
+  GridDepWait();
+  float sum[kDownRows] = {};
+  for (int64_t k = warp; k < K; k += kDownWarps) {
+    if (k != warp || !early) load_slot(k);
+    const int64_t p = t * K + k;
+    float d[kDownRows][1];
+    Fp8RowsDot<kDownRows, kMoeLoads, 1, kShared>(d, buf, rows, act + p * g.cols, g, 1, lane);
+    const float wk = weights[p];
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r][0];
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kDownRows; ++r) partial[warp][r] = sum[r];
+  }
+  __syncthreads();
+  if (threadIdx.x < kDownRows && h0 + threadIdx.x < H) {
+    float s = 0;
+#pragma unroll
+    for (int v = 0; v < kDownWarps; ++v) s += partial[v][threadIdx.x];
+    out[t * H + h0 + threadIdx.x] = s;
+  }
+}
+
+}  // namespace
+
+void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
+  const Fp8Geometry g = GeometryOf(W);
+  KERNEL_REQUIRE(W.count == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  if (T == 0 || W.rows == 0) return;
+  if (g.shift < 0) {  // per-element scales (no real checkpoint): one token and one load at a time
+    KERNEL_REQUIRE(T <= 65535);
+    LaunchMatmul<1, 1, false>(y, x, W, g, T, stream);
+  } else if (T == 1) {
+    LaunchMatmulTile<1>(y, x, W, g, T, stream);
+  } else if (T <= 4) {
+    LaunchMatmulTile<4>(y, x, W, g, T, stream);
+  } else {
+    KERNEL_REQUIRE((T + 7) / 8 <= 65535);
+    LaunchMatmulTile<8>(y, x, W, g, T, stream);
+  }
+  KERNEL_CHECK();
+}
+
+void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream) {
+  const Fp8Geometry g = GeometryOf(W);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0 && W.count <= 65535);
+  if (W.count == 0 || W.rows == 0 || W.cols == 0) return;
+  const int64_t loads = W.rows * W.cols / 16;  // per matrix
+  const dim3 grid(static_cast<unsigned>((loads + kDequantThreads - 1) / kDequantThreads),
+                  static_cast<unsigned>(W.count));
+  Launch(DequantizeFp8Kernel, grid, dim3(kDequantThreads), 0, stream, dst, static_cast<const uint8_t*>(W.data),
+         W.scales, g, W.rows, W.scale_stride());
+  KERNEL_CHECK();
+}
+
+void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T, int64_t K,
+                     cudaStream_t stream) {
+  const Fp8Geometry g = GeometryOf(gate_up);
+  KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && T * K <= 65535);
+  if (T == 0 || K == 0) return;
+  const int64_t I = gate_up.rows / 2;
+  const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
+  Launch(g.shift >= 0 ? MoeGateUpFp8Kernel<true> : MoeGateUpFp8Kernel<false>, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids,
+         static_cast<const uint8_t*>(gate_up.data), gate_up.scales, g, I, gate_up.data_bytes(),
+         gate_up.scale_stride(), K);
+  KERNEL_CHECK();
+}
+
+void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
+                  int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
+  const Fp8Geometry g = GeometryOf(down);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0 && T <= 65535);
+  if (T == 0 || down.rows == 0) return;
+  // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off, as for the bf16 kernel (A/B).
+  static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
+  const bool early = allowed && follows_gate_up;
+  const dim3 grid(static_cast<unsigned>((down.rows + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
+  Launch(g.shift >= 0 ? MoeDownFp8Kernel<true> : MoeDownFp8Kernel<false>, grid, dim3(kDownWarps * 32), 0, stream, out, act, ids, weights,
+         static_cast<const uint8_t*>(down.data), down.scales, g, down.rows, down.data_bytes(), down.scale_stride(),
+         K, early);
+  KERNEL_CHECK();
+}
+
+}  // namespace tandem::kernels::detail

@@ -1,0 +1,232 @@
+// The block-scaled FP8 kernels (kernels/quant_fp8.cu, behind quant_matmul.h / quant_moe.h) against
+// their CPU references (kernels/quant_matmul_ref.cc) on fresh random e4m3 bytes (never the NaN codes
+// 0x7f / 0xff) and random positive scales, one per block so a wrong scale index shows: token counts
+// 1, 3, 8, 13 (one tile, a partial tile, several tiles), rows that end inside a scale block, one
+// scale row per block (row_block = block_out) and per row (row_block = 1, a shard cutting a block),
+// col_phase 0 / 16 / 64, blocks of 32 and 128 (the shared-scale path), and layouts whose 16-weight
+// loads straddle scale blocks (col_phase 8, block_in 48 or 8: the per-element path).
+// The detail:: launchers are called directly so this test needs no other format's kernels.
+//
+// Bound: ||out - ref|| / ||ref|| < 1e-5. The reference dequantizes exactly (float32 products of an
+// e4m3 value and its scale) and accumulates in double; the kernels accumulate in float32, each lane
+// over cols/32 terms and then a 5-level shuffle tree, and apply a shared scale to a 16-term partial
+// sum instead of to each weight: the expected relative error is ~eps * sqrt(cols / 32) (~1e-6 for
+// 8192 columns, eps = 6e-8), so 1e-5 has margin and still fails on any wrong weight, scale or row.
+// Dequantization to bf16 must equal the reference bit for bit (same float32 product, same
+// round-to-nearest-even).
+// The e4m3 decoding helper (kernels/quant_fp8.cuh) is checked on the host too, without a GPU.
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <numeric>
+
+#include "kernels/quant_detail.h"
+#include "kernels/quant_fp8.cuh"
+#include "kernels/quant_matmul.h"
+#include "kernels/quant_moe.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpectClose;
+using testing::RandomFloats;
+using testing::Rng;
+using testing::Shape;
+
+constexpr double kBound = 1e-5;
+
+// A stack of `count` FP8 matrices on the host and on the device, with its two descriptors.
+struct Fp8Case {
+  int64_t count = 1, rows = 0, cols = 0, block_out = 128, block_in = 128;
+  bool row_per_scale_row = false;  // row_block = 1 (else block_out)
+  int64_t col_phase = 0;
+};
+
+struct Fp8Stack {
+  std::vector<uint8_t> data;
+  std::vector<float> scales;
+  QuantMatrix host;
+  std::unique_ptr<DeviceBuffer<uint8_t>> d_data;
+  std::unique_ptr<DeviceBuffer<float>> d_scales;
+  QuantMatrix device;
+};
+
+// Random e4m3 bytes (no NaN code) with random scales of about 0.01 / sqrt(cols): an e4m3 byte drawn
+// uniformly has an rms near 100, so products with unit inputs come out near 1.
+std::unique_ptr<Fp8Stack> RandomFp8(const Fp8Case& c) {
+  auto s = std::make_unique<Fp8Stack>();
+  QuantMatrix& W = s->host;
+  W.format = WeightFormat::kFp8Block;
+  W.rows = c.rows, W.cols = c.cols, W.count = c.count;
+  W.block_in = c.block_in;
+  W.row_block = c.row_per_scale_row ? 1 : c.block_out;
+  W.col_phase = c.col_phase;
+  s->data.resize(static_cast<size_t>(c.count * W.data_bytes()));
+  for (auto& b : s->data) {
+    do {
+      b = static_cast<uint8_t>(Rng()() & 0xff);
+    } while ((b & 0x7f) == 0x7f);
+  }
+  const std::vector<float> u = RandomFloats(static_cast<size_t>(c.count * W.scale_stride()), 0.28f);
+  s->scales.resize(u.size());
+  const float unit = 0.01f / std::sqrt(static_cast<float>(c.cols));
+  for (size_t i = 0; i < u.size(); ++i) s->scales[i] = unit * (1.0f + u[i]);  // in [0.5, 1.5] * unit
+  W.data = s->data.data();
+  W.scales = s->scales.data();
+  s->d_data = std::make_unique<DeviceBuffer<uint8_t>>(s->data);
+  s->d_scales = std::make_unique<DeviceBuffer<float>>(s->scales);
+  s->device = W;
+  s->device.data = s->d_data->get();
+  s->device.scales = s->d_scales->get();
+  return s;
+}
+
+std::string Describe(const Fp8Case& c) {
+  return Shape({c.count, c.rows, c.cols}) + " blocks " + Shape({c.block_out, c.block_in}) +
+         (c.row_per_scale_row ? " row_block 1" : "") + " phase " + std::to_string(c.col_phase);
+}
+
+TEST(quant_fp8_cuda, Fp8x16ToFloatMatchesE4m3ToFloat) {  // host only: byte order and values
+  for (int first = 0; first < 256; first += 16) {
+    uint8_t bytes[16];
+    for (int j = 0; j < 16; ++j) bytes[j] = static_cast<uint8_t>(first + j);
+    uint4 raw;
+    std::memcpy(&raw, bytes, 16);
+    float got[16];
+    Fp8x16ToFloat(raw, got);
+    for (int j = 0; j < 16; ++j) {
+      const float want = E4m3ToFloat(bytes[j]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[j])) << "code " << int{bytes[j]};
+      } else {
+        EXPECT_EQ(got[j], want) << "code " << int{bytes[j]};
+        EXPECT_EQ(std::signbit(got[j]), std::signbit(want)) << "code " << int{bytes[j]};
+      }
+    }
+  }
+}
+
+TEST(quant_fp8_cuda, Matmul) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    Fp8Case w;
+    std::vector<int64_t> tokens;
+  };
+  const std::vector<Case> cases = {
+      // Qwen3-30B-A3B's FP8 products (q/k/v, o_proj) and a 1536-row one, 128 x 128 blocks.
+      {{1, 4096, 2048}, {1, 3}},
+      {{1, 2048, 4096}, {1, 8}},
+      {{1, 1536, 2048, 128, 128, true}, {1, 13}},
+      // Rows ending inside a scale block, shards starting inside one (col_phase 16 / 64).
+      {{1, 200, 1024, 128, 128, false, 64}, {1, 3, 8, 13}},
+      {{1, 100, 512, 32, 32, true, 16}, {1, 3, 8, 13}},
+      {{1, 45, 160, 32, 32, false, 16}, {1, 8}},
+      // Long rows: chunks of 16 loads at batch 1, of 8 with a token tile (the last one partial).
+      {{1, 77, 8192}, {1, 5}},
+      {{1, 96, 6144, 128, 128, false, 32}, {1, 13}},
+      // 16-weight loads straddling scale blocks: per-element scales.
+      {{1, 70, 160, 32, 32, false, 8}, {1, 3, 13}},
+      {{1, 64, 96, 48, 48, true}, {1, 8}},
+      {{1, 33, 80, 32, 8, false, 4}, {2}},
+  };
+  for (const Case& c : cases) {
+    const auto W = RandomFp8(c.w);
+    for (int64_t T : c.tokens) {
+      const auto x = RandomFloats(static_cast<size_t>(T * c.w.cols));
+      DeviceBuffer<float> d_x(x), d_y(T * c.w.rows);
+      d_y.Poison();
+      detail::matmul_fp8(d_y.get(), d_x.get(), W->device, T, nullptr);
+      std::vector<float> want(T * c.w.rows);
+      ref::matmul_quant(want.data(), x.data(), W->host, T);
+      ExpectClose("matmul_fp8 T=" + std::to_string(T) + " " + Describe(c.w), d_y.Download(), want, kBound);
+    }
+  }
+}
+
+TEST(quant_fp8_cuda, DequantizeBf16IsExact) {
+  SKIP_WITHOUT_GPU();
+  for (const Fp8Case& c : std::vector<Fp8Case>{{1, 256, 2048},
+                                               {3, 200, 512, 128, 128, false, 64},
+                                               {2, 45, 96, 32, 32, true, 16},
+                                               {2, 37, 160, 32, 32, false, 8},
+                                               {1, 9, 64, 16, 48, true, 0}}) {
+    const auto W = RandomFp8(c);
+    const size_t n = static_cast<size_t>(c.count * c.rows * c.cols);
+    DeviceBuffer<bf16_bits> d_out(n);
+    d_out.Poison();
+    detail::dequantize_fp8_bf16(d_out.get(), W->device, nullptr);
+    std::vector<bf16_bits> want(n);
+    ref::dequantize_bf16(want.data(), W->host);
+    const std::vector<bf16_bits> got = d_out.Download();
+    size_t mismatches = 0, first = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (got[i] != want[i] && mismatches++ == 0) first = i;
+    }
+    std::printf("dequantize_fp8_bf16 %-40s %zu of %zu differ\n", Describe(c).c_str(), mismatches, n);
+    EXPECT_EQ(mismatches, 0u) << Describe(c) << ": first at " << first << ", " << (first < n ? got[first] : 0)
+                              << " vs " << (first < n ? want[first] : 0);
+  }
+}
+
+TEST(quant_fp8_cuda, MoeExperts) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t T, E, K, H, I;
+    Fp8Case gate_up, down;  // count / rows / cols filled in below
+  };
+  const std::vector<Case> cases = {
+      // Qwen3-30B-A3B's expert at TP 1 (K = 8, 128 x 128 blocks; 16 of its 128 experts keep the
+      // reference's float32 copy of the stack small), and 128 smaller experts.
+      {1, 16, 8, 2048, 768, {}, {}},
+      {8, 128, 8, 512, 128, {}, {}},
+      // The expert at TP 4 (I = 192 cuts a 128-block: one scale row per weight row, the down
+      // shard starting 64 columns into a block).
+      {13, 64, 8, 1024, 192, {1, 0, 0, 128, 128, true}, {1, 0, 0, 128, 128, false, 64}},
+      // K = 9 (a warp takes two slots), 32-blocks, a partial last down block.
+      {3, 16, 9, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true, 16}},
+      // Per-element scales in both products.
+      {2, 33, 9, 128, 48, {1, 0, 0, 32, 48, true}, {1, 0, 0, 32, 32, false, 8}},
+  };
+  for (Case c : cases) {
+    c.gate_up.count = c.down.count = c.E;
+    c.gate_up.rows = 2 * c.I, c.gate_up.cols = c.H;
+    c.down.rows = c.H, c.down.cols = c.I;
+    const auto gate_up = RandomFp8(c.gate_up);
+    const auto down = RandomFp8(c.down);
+    const int64_t T = c.T, K = c.K;
+    const auto x = RandomFloats(T * c.H);
+    const std::vector<float> weights = RandomFloats(T * K);
+    std::vector<int32_t> ids(T * K);
+    for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token, like the router gives
+      std::vector<int32_t> perm(c.E);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), Rng());
+      std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
+    }
+    DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * c.I), d_out(T * c.H);
+    DeviceBuffer<int32_t> d_ids(ids);
+    const std::string tag = Shape({T, c.E, K, c.H, c.I}) + " gate_up " + Describe(c.gate_up) + ", down " +
+                            Describe(c.down);
+    d_act.Poison();
+    detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr);
+    std::vector<float> act(T * K * c.I), out(T * c.H);
+    ref::moe_gate_up_quant(act.data(), x.data(), ids.data(), gate_up->host, T, K);
+    ExpectClose("moe_gate_up_fp8 " + tag, d_act.Download(), act, kBound);
+    // moe_down from the reference activations, so each kernel is checked on its own.
+    d_act.Upload(act);
+    d_out.Poison();
+    detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, false);
+    ref::moe_down_quant(out.data(), act.data(), ids.data(), weights.data(), down->host, T, K);
+    ExpectClose("moe_down_fp8 " + tag, d_out.Download(), out, kBound);
+    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
+    detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr);
+    d_out.Poison();
+    detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, true);
+    ExpectClose("moe_down_fp8 after moe_gate_up " + tag, d_out.Download(), out, kBound);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
