@@ -12,6 +12,7 @@
 
 #include "bench/decode_bytes.h"
 #include "bench/decode_kernel_table.h"
+#include "bench/format_compare.h"
 #include "bench/synthetic_configs.h"
 #include "common/status.h"
 #include "engine/comm/store.h"
@@ -31,20 +32,6 @@ namespace {
 absl::Status CudaOk(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(std::string("bench: ") + what + ": " + cudaGetErrorString(e));
-}
-
-struct Spread {
-  double median = 0, min = 0, max = 0;
-};
-
-Spread Summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  Spread s;
-  s.min = v.front();
-  s.max = v.back();
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  return s;
 }
 
 std::string Fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
@@ -184,14 +171,6 @@ std::string ReadsSummary(const DecodeReadModel& m, const KvCacheSpec& kv, double
   return s;
 }
 
-// One timed decode point: the step times of the runs and the bytes a step read.
-struct DecodePoint {
-  WeightFormat format = WeightFormat::kBf16;
-  int batch = 0, context = 0;
-  std::vector<double> ms;
-  double bytes = 0;
-};
-
 // The decode and prefill tables of one weight format: its model loaded, timed, and freed on return
 // (before the next format loads). Appends the smallest batch's points (with graphs) to `points`.
 absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelConfig& cfg, WeightFormat format,
@@ -292,45 +271,6 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   return rank == 0 ? out : std::string();
 }
 
-// The targets for batch-1 decode against bf16 in the same run.
-double TargetSpeedup(WeightFormat f) {
-  return f == WeightFormat::kFp8Block ? 1.7 : f == WeightFormat::kNvfp4 ? 2.5 : 1.0;
-}
-
-// The formats side by side at the smallest batch: tokens/s of each run (median, min-max), and the
-// ratio to bf16 at the same context. The runs of two formats are not paired, so the ratio's range
-// is the widest the runs allow: slowest of this format over fastest bf16 .. fastest over slowest.
-// "bytes ratio" is bf16's bytes per step over this format's: the speed-up a step bound by its
-// bytes would get.
-std::string CompareFormats(const std::vector<DecodePoint>& points) {
-  std::string out = "\n## batch " + std::to_string(points.front().batch) +
-                    " decode by weight format (this run)\n\n| weights | context | tokens/s (median, min-max) | "
-                    "GB/step | vs bf16 (median, min-max) | bytes ratio | target | met |\n"
-                    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: |\n";
-  auto tokens = [](const DecodePoint& p) {
-    std::vector<double> t;
-    for (double ms : p.ms) t.push_back(p.batch * 1e3 / ms);
-    return Summarize(t);
-  };
-  for (const DecodePoint& p : points) {
-    const Spread t = tokens(p);
-    out += "| " + WeightFormatName(p.format) + " | " + std::to_string(p.context) +
-           Fmt(" | %.0f (%.0f-%.0f) | %.2f |", t.median, t.min, t.max, p.bytes / 1e9);
-    const auto base = std::find_if(points.begin(), points.end(), [&](const DecodePoint& b) {
-      return b.format == WeightFormat::kBf16 && b.context == p.context;
-    });
-    if (base == points.end() || p.format == WeightFormat::kBf16) {
-      out += p.format == WeightFormat::kBf16 ? " 1.00x | 1.00x | | |\n" : " (no bf16 run) | | | |\n";
-      continue;
-    }
-    const Spread b = tokens(*base);
-    const double ratio = t.median / b.median, target = TargetSpeedup(p.format);
-    out += Fmt(" %.2fx (%.2f-%.2f) | %.2fx |", ratio, t.min / b.max, t.max / b.min, base->bytes / p.bytes) +
-           Fmt(" >= %.1fx | ", target) + (ratio >= target ? "yes" : "no") + " |\n";
-  }
-  return out;
-}
-
 // The benchmark on one rank of `world` (the current device is the rank's); `comm` is null at TP=1.
 // Every rank runs the same steps; rank 0 times them and returns the report, the others "". Rank 0
 // also hands each section to `emit` as soon as it is complete.
@@ -392,7 +332,7 @@ absl::StatusOr<std::string> RunBenchRank(const DecodeBenchOptions& o, int rank, 
     ASSIGN_OR_RETURN(std::string part, RunFormat(o, cfg, f, rank, world, comm, copy, points));
     section(part);
   }
-  if (o.weights.size() > 1 && !points.empty()) section(CompareFormats(points));
+  if (o.weights.size() > 1) section(CompareFormats(points));
   return out;
 }
 
