@@ -44,11 +44,12 @@ bool BoolArg(const CallArgs& args, size_t i, std::string_view name, bool def) {
 }
 
 // Array.prototype.join of the raw values: none and undefined join as "".
-std::string JoinRaw(const std::vector<Value>& items, std::string_view sep) {
+absl::StatusOr<std::string> JoinRaw(const std::vector<Value>& items, std::string_view sep) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += sep;
     if (!items[i].is_none() && !items[i].is_undefined()) out += ToRawString(items[i]);
+    if (out.size() > kMaxStringBytes) return absl::ResourceExhaustedError("join: result too large");
   }
   return out;
 }
@@ -239,6 +240,7 @@ absl::StatusOr<Value> Indent(const Value& operand, const CallArgs& args) {
     } else {
       out += pad + lines[i];
     }
+    if (out.size() > kMaxStringBytes) return absl::ResourceExhaustedError("indent: result too large");
   }
   return Value::String(std::move(out));
 }
@@ -421,9 +423,11 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
       if (const Value* attr = Arg(args, 1, "attribute")) {
         std::vector<Value> picked;
         for (const Value& item : items) picked.push_back(AttributePath(item, ToRawString(*attr)));
-        return Value::String(JoinRaw(picked, sep ? sep->str() : ""));
+        ASSIGN_OR_RETURN(std::string joined, JoinRaw(picked, sep ? sep->str() : ""));
+        return Value::String(std::move(joined));
       }
-      return Value::String(JoinRaw(items, sep ? sep->str() : ""));
+      ASSIGN_OR_RETURN(std::string joined, JoinRaw(items, sep ? sep->str() : ""));
+      return Value::String(std::move(joined));
     }
     if (name == "unique") {
       std::vector<Value> out;
@@ -454,7 +458,9 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
     if (name == "join") {
       const Value* sep = Arg(args, 0, "separator");
       if (sep && !sep->is_string()) return absl::InvalidArgumentError("join: separator must be a string");
-      return with_parens ? Value::String(JoinRaw(Characters(s), sep ? sep->str() : "")) : v;
+      if (!with_parens) return v;
+      ASSIGN_OR_RETURN(std::string joined, JoinRaw(Characters(s), sep ? sep->str() : ""));
+      return Value::String(std::move(joined));
     }
     if (name == "list") return Value::Array(Characters(s));
     if (name == "first" || name == "last") {
@@ -465,7 +471,8 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
     if (name == "reverse") {
       auto chars = Characters(s);
       std::reverse(chars.begin(), chars.end());
-      return Value::String(JoinRaw(chars, ""));
+      ASSIGN_OR_RETURN(std::string joined, JoinRaw(chars, ""));
+      return Value::String(std::move(joined));
     }
     return FilterError(name, v);
   }

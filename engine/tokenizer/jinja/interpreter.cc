@@ -1,5 +1,6 @@
 #include "engine/tokenizer/jinja/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -66,6 +67,10 @@ class DepthGuard {
 };
 
 }  // namespace
+
+Interpreter::Interpreter(const RenderLimits& limits) : limits_(limits) {
+  limits_.max_output_bytes = std::min(limits_.max_output_bytes, kMaxStringBytes);
+}
 
 Interpreter::~Interpreter() {
   // A namespace can hold itself (set ns.me = ns); emptying them all breaks such cycles.

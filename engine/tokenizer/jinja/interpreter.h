@@ -20,6 +20,7 @@ namespace tandem::jinja {
 
 struct RenderLimits {
   size_t max_output_bytes = 16u << 20;  // the rendered text, and any string made on the way
+                                        // (at most kMaxStringBytes)
   int64_t max_steps = 5'000'000;         // nodes evaluated
   size_t max_items = 1u << 20;           // length of a list made by range() or +
   int max_depth = 400;                   // nested evaluations (macro recursion)
@@ -27,7 +28,7 @@ struct RenderLimits {
 
 class Interpreter {
  public:
-  explicit Interpreter(const RenderLimits& limits) : limits_(limits) {}
+  explicit Interpreter(const RenderLimits& limits);
   ~Interpreter();
 
   // Renders `program` with the context's entries as variables (besides the globals).

@@ -34,6 +34,10 @@ class Writer {
   }
 
   absl::Status Write(const Value& v, int depth) {
+    if (out_.size() > kMaxStringBytes) {
+      if (lenient_) return absl::OkStatus();
+      return absl::ResourceExhaustedError("tojson: text too large");
+    }
     switch (v.kind()) {
       case Value::Kind::kUndefined: out_ += o_.undefined_as_null ? "null" : "undefined"; return absl::OkStatus();
       case Value::Kind::kNone: out_ += "null"; return absl::OkStatus();

@@ -95,6 +95,9 @@ absl::StatusOr<Value> Replace(const std::string& s, const CallArgs& args) {
   std::string out;
   if (f.empty()) {
     const auto cps = DecodeUtf8(s);
+    if (static_cast<double>(cps.size() + 1) * static_cast<double>(to.str().size()) + static_cast<double>(s.size()) > kMaxStringBytes) {
+      return absl::ResourceExhaustedError("replace(): result too large");
+    }
     for (size_t i = 0; i <= cps.size(); ++i) {
       if (remaining > 0) {
         out += to.str();
@@ -110,6 +113,7 @@ absl::StatusOr<Value> Replace(const std::string& s, const CallArgs& args) {
     if (at == std::string::npos) break;
     out.append(s, start, at - start);
     out += to.str();
+    if (out.size() > kMaxStringBytes) return absl::ResourceExhaustedError("replace(): result too large");
     start = at + f.size();
     --remaining;
   }

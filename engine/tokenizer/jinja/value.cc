@@ -218,6 +218,7 @@ std::string ToRawString(const Value& v) {
         if (!first) out += ',';
         first = false;
         out += ToOutputString(item);
+        if (out.size() > kMaxStringBytes) break;  // callers refuse strings this long
       }
       return out;
     }

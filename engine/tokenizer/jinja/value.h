@@ -20,6 +20,11 @@ namespace tandem::jinja {
 
 class Value;
 
+// No string a template builds may be longer than this, whatever the render limits say: filters
+// that multiply text (replace with an empty pattern, indent, join, tojson) stop here before they
+// allocate more.
+inline constexpr size_t kMaxStringBytes = 64u << 20;
+
 // An insertion-ordered string-keyed map (JavaScript's Map): setting an existing key keeps its
 // position, which decides the key order of tojson and of `items()`.
 class Object {
