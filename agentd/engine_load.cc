@@ -89,6 +89,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     lo.world = static_cast<int>(world);
     lo.comm = loaded->comm.get();
     lo.threads = static_cast<int>(req.threads());
+    lo.kv_cache_dtype = req.kv_cache_dtype().empty() ? "auto" : req.kv_cache_dtype();
     // cuda: device 0 of CUDA_VISIBLE_DEVICES (agentd/group_transport.h), made current here.
     ASSIGN_OR_RETURN(const std::string device, PrepareRankDevice(lo.backend));
     if (!device.empty()) TLOG(INFO) << "rank " << req.rank() << " of " << world << " on " << device;

@@ -35,6 +35,7 @@ absl::StatusOr<ClusterPlan> MakeClusterPlan(const ClusterSpec& spec, const Prefl
     load.set_world_size(world);
     load.set_generation(plan.generation);
     load.set_memory_fraction(spec.memory_fraction);
+    load.set_kv_cache_dtype(spec.engine_kv_cache_dtype);
     load.set_served_model_name(spec.model_served_name);
 
     v1::JoinGroupRequest& join = r.join;

@@ -33,6 +33,7 @@ constexpr KnownKey kKnownKeys[] = {
     {"engine.memory_fraction", KeyKind::kScalar},
     {"engine.backend", KeyKind::kScalar},
     {"engine.kv_tokens", KeyKind::kScalar},
+    {"engine.kv_cache_dtype", KeyKind::kScalar},
     {"engine.max_num_seqs", KeyKind::kScalar},
     {"engine.max_model_len", KeyKind::kScalar},
     {"api", KeyKind::kMap},
@@ -318,6 +319,14 @@ class SpecParser {
       ASSIGN_OR_RETURN(spec.engine_backend, String(engine, "backend", "engine.backend", false));
       if (!spec.engine_backend.empty() && spec.engine_backend != "cpu" && spec.engine_backend != "cuda") {
         return Error(engine["backend"], "engine.backend", absl::StrCat("expected cpu or cuda, got \"", spec.engine_backend, "\""));
+      }
+      // The KV cache's element type, as the engine's ParseKvDtype takes it (checked here too, so a
+      // typo fails `up` before any agent loads anything).
+      ASSIGN_OR_RETURN(spec.engine_kv_cache_dtype, String(engine, "kv_cache_dtype", "engine.kv_cache_dtype", false));
+      if (const std::string& d = spec.engine_kv_cache_dtype;
+          !d.empty() && d != "auto" && d != "f32" && d != "bf16" && d != "fp8" && d != "fp8_e4m3") {
+        return Error(engine["kv_cache_dtype"], "engine.kv_cache_dtype",
+                     absl::StrCat("expected auto, f32, bf16 or fp8, got \"", d, "\""));
       }
       // A GPU process owns its device: the default leaves 10% for the CUDA context and NCCL.
       if (!spec.memory_fraction_set && spec.engine_backend == "cuda") spec.memory_fraction = 0.90;

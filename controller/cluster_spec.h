@@ -69,6 +69,7 @@ struct ClusterSpec {
   bool memory_fraction_set = false;
   std::string engine_backend;       // engine.backend: cpu|cuda ("" = cpu)
   int64_t engine_kv_tokens = 0;     // engine.kv_tokens: 0 = sized from memory_fraction
+  std::string engine_kv_cache_dtype;  // engine.kv_cache_dtype: auto|f32|bf16|fp8 ("" = auto)
   int engine_max_num_seqs = 16;     // engine.max_num_seqs
   int engine_max_model_len = 0;     // engine.max_model_len: 0 = the model's own limit
   std::string api_listen;           // api.listen: HOST:PORT of the OpenAI API on the head (nodes[0])

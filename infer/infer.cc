@@ -83,6 +83,7 @@ ModelLoadOptions LoadOptions(const InferOptions& o, int rank, int world, Comm* c
   m.world = world;
   m.comm = comm;
   m.threads = o.threads;
+  m.kv_cache_dtype = o.kv_cache_dtype;
   return m;
 }
 

@@ -18,6 +18,7 @@ struct InferOptions {
   int tp = 1;
   std::string ranks = "threads";   // "threads" or "processes" (when tp > 1)
   int threads = 0;                 // matmul threads per rank; 0 = cores / tp
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype auto|f32|bf16|fp8 (ModelLoadOptions)
   // Input: text (tokenized with the folder's tokenizer) or ids.
   std::string text;                // tokenize --text, generate --prompt
   bool has_text = false;

@@ -27,6 +27,7 @@ const char kUsage[] =
     "       tandem-infer generate --model DIR [--backend cpu|cuda] [--tp N] [--ranks threads|processes]\n"
     "                    (--prompt TEXT [--chat] [--no-thinking] | --prompt-ids 1,2,3) [--max-tokens N]\n"
     "                    [--temperature T] [--seed S] [--json] [--stats] [--threads N] [--timeout-s S]\n"
+    "                    [--kv-cache-dtype auto|f32|bf16|fp8]\n"
     "       tandem-infer logits --model DIR [--backend cpu|cuda] [--tp N] [--ranks threads|processes]\n"
     "                    --prompt-ids 1,2,3 --out FILE\n"
     "       tandem-infer serve --model DIR [--port P] ...        (OpenAI-compatible server; serve --help)\n"
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
     else if (flag == "--tp") ok = number(&o.tp);
     else if (flag == "--ranks") ok = next(&o.ranks), ranks_given = true;
     else if (flag == "--threads") ok = number(&o.threads);
+    else if (flag == "--kv-cache-dtype") ok = next(&o.kv_cache_dtype);
     else if (flag == "--text" || flag == "--prompt") ok = next(&o.text), o.has_text = true;
     else if (flag == "--chat") o.chat = true;
     else if (flag == "--no-thinking") o.enable_thinking = false;

@@ -33,12 +33,14 @@ namespace {
 const char kServeUsage[] =
     "usage: tandem-infer serve --model DIR [--backend cpu|cuda] [--tp N] [--threads N] [--host H] [--port P]\n"
     "           [--served-model-name NAME] [--api-key-file PATH] [--insecure] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
-    "           [--max-model-len N] [--kv-tokens N] [--memory-fraction F] [--max-waiting N]\n"
+    "           [--max-model-len N] [--kv-tokens N] [--memory-fraction F] [--kv-cache-dtype auto|f32|bf16|fp8]\n"
+    "           [--max-waiting N]\n"
     "           [--max-in-flight N] [--max-connections N] [--max-body-bytes N] [--header-timeout-ms MS]\n"
     "           [--body-timeout-ms MS] [--idle-timeout-ms MS] [--write-timeout-ms MS] [--shutdown-timeout-s S]\n"
     "  KV pool: --kv-tokens N exactly, else --memory-fraction F in (0, 1] (default: cpu 0.70 of\n"
     "  MemAvailable; cuda 0.90 of the GPU's memory, weights included). --backend cuda uses CUDA\n"
-    "  device 0 of what CUDA_VISIBLE_DEVICES exposes.\n"
+    "  device 0 of what CUDA_VISIBLE_DEVICES exposes. --kv-cache-dtype: the KV cache's element type\n"
+    "  (auto = float32; fp8 = e4m3 with per-layer scales: a quarter of float32's bytes, half of bf16's).\n"
     "  --api-key-file PATH: clients must send 'Authorization: Bearer <key>' (the file: mode 0600,\n"
     "  at least 16 bytes). Without it the server listens on loopback only (a non-loopback --host\n"
     "  needs --insecure).  HTTP limits (docs/http.md): requests in flight (default max-num-seqs +\n"
@@ -144,6 +146,12 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
     else if (flag == "--backend") { ASSIGN_OR_RETURN(o.backend, text()); }
     else if (flag == "--tp") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.tp = static_cast<int>(v); }
     else if (flag == "--threads") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.threads = static_cast<int>(v); }
+    else if (flag == "--kv-cache-dtype") {
+      ASSIGN_OR_RETURN(o.kv_cache_dtype, text());
+      if (auto d = engine::ParseKvDtype(o.kv_cache_dtype, engine::KvDtype::kF32); !d.ok()) {
+        return absl::InvalidArgumentError("flag --kv-cache-dtype: " + std::string(d.status().message()));
+      }
+    }
     else if (flag == "--host") { ASSIGN_OR_RETURN(o.host, text()); }
     else if (flag == "--port") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.port = static_cast<int>(v); }
     else if (flag == "--served-model-name") { ASSIGN_OR_RETURN(o.served_model_name, text()); }
@@ -205,6 +213,7 @@ absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
     engine::ModelLoadOptions lo;
     lo.backend = o.backend;
     lo.threads = o.threads;
+    lo.kv_cache_dtype = o.kv_cache_dtype;
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
     return ServeOnRank0(o, name, api_key, &metrics, *model, nullptr, stop_signals, stop);
   }
@@ -224,6 +233,7 @@ absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
     lo.world = o.tp;
     lo.comm = rank_comm;
     lo.threads = o.threads;
+    lo.kv_cache_dtype = o.kv_cache_dtype;
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
     if (comm.rank() != 0) return engine::RunWorkerLoop(*model, comm);
     return ServeOnRank0(o, name, api_key, &metrics, *model, rank_comm, stop_signals, stop);

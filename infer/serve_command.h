@@ -18,6 +18,7 @@ struct ServeOptions {
   std::string backend = "cpu";
   int tp = 1;                        // ranks as threads of this process
   int threads = 0;                   // matmul threads per rank; 0 = cores / tp
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype auto|f32|bf16|fp8 (fp8: twice bf16's tokens)
   std::string host = "127.0.0.1";
   int port = 8000;                   // 0 = any free port
   std::string served_model_name;     // "" = basename of model_dir

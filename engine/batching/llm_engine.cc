@@ -90,7 +90,8 @@ absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& mod
     ASSIGN_OR_RETURN(const int32_t fit, cuda::KvBlocksFromDeviceMemory(model, fraction, o.block_size));
     const int64_t budget = static_cast<int64_t>(fit) * o.block_size * per_token;
     TLOG(INFO) << "KV sizing: " << fraction << " of the device's memory minus what is in use = " << (budget >> 20)
-               << " MiB; " << per_token << " bytes per token, " << spec.state_bytes_per_slot
+               << " MiB; " << per_token << " bytes per token (" << KvDtypeName(spec.dtype) << " KV), "
+               << spec.state_bytes_per_slot
                << " bytes per state slot; max_num_seqs " << o.max_num_seqs << ", max_model_len " << o.max_model_len;
     return pools(budget, "device memory (memory_fraction " + FractionText(fraction) + ")");
 #else
@@ -101,7 +102,8 @@ absl::StatusOr<KvPoolSize> KvPoolBlocks(const EngineOptions& o, const Model& mod
   if (avail <= 0) return absl::FailedPreconditionError("cannot read MemAvailable from /proc/meminfo; set kv_tokens");
   const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(avail));
   TLOG(INFO) << "KV sizing: " << fraction << " x MemAvailable " << (avail >> 20) << " MiB = " << (budget >> 20)
-             << " MiB; " << per_token << " bytes per token, " << spec.state_bytes_per_slot
+             << " MiB; " << per_token << " bytes per token (" << KvDtypeName(spec.dtype) << " KV), "
+               << spec.state_bytes_per_slot
              << " bytes per state slot; max_num_seqs " << o.max_num_seqs << ", max_model_len " << o.max_model_len;
   return pools(budget, "host memory (memory_fraction " + FractionText(fraction) + ")");
 }

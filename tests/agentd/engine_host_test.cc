@@ -1,6 +1,6 @@
 // agentd/engine_host.h: the rank's state machine in-process (no agent process): refusals and
-// their codes, model confinement, comm_env, a probe whose caller left, and how a failed load or
-// join and a busy rank are told apart from a refusal.
+// their codes, model confinement, comm_env, a probe whose caller left, how a failed load or join
+// and a busy rank are told apart from a refusal, and the KV cache dtype reaching the load.
 #include "agentd/engine_host.h"
 
 #include <grpcpp/grpcpp.h>
@@ -124,6 +124,26 @@ TEST(EngineHostTest, CommEnvIsLimitedToTheTransportAndAProbeEndsWithItsCaller) {
   EXPECT_TRUE(IsProbeFailure(gone.status())) << "the engine took the probe";
   EXPECT_LT(s, 1.0);
   EXPECT_TRUE(host.LeaveGroup(true, "").ok());
+}
+
+// The request's kv_cache_dtype reaches the engine's load: fp8 loads, a value the engine does not
+// know fails the load naming it (a failure of the rank: the load ran).
+TEST(EngineHostTest, KvCacheDtypeReachesTheModelLoad) {
+  auto roots = TestdataRoots();
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  RendezvousStore store;
+  EngineHost host(UnitOptions(&store, &*roots));
+  v1::LoadModelRequest l = TinyLoad(0, 1);
+  l.set_kv_cache_dtype("fp16");
+  const absl::Status bad = host.LoadModel(l, nullptr);
+  EXPECT_TRUE(IsRankFailure(bad)) << bad;
+  EXPECT_NE(bad.message().find("kv cache dtype must be auto, f32, bf16 or fp8, not \"fp16\""),
+            absl::string_view::npos)
+      << bad;
+  l.set_kv_cache_dtype("fp8");
+  const absl::Status ok = host.LoadModel(l, nullptr);
+  EXPECT_TRUE(ok.ok()) << ok;
+  EXPECT_EQ(host.Status().state(), v1::RANK_STATE_LOADED);
 }
 
 // A worker rank whose join waits in the rendezvous holds the rank: a load meanwhile is told to

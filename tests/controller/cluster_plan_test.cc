@@ -13,6 +13,7 @@ model:
   path: /models/q
 engine:
   backend: cuda
+  kv_cache_dtype: fp8
 api:
   listen: 0.0.0.0:8000
   key_file: /etc/tandem/api.key
@@ -47,6 +48,7 @@ TEST(ClusterPlan, RanksGenerationStoreAndCommEnv) {
   EXPECT_EQ(plan->ranks[1].join.api_listen(), "");  // workers serve no API
   EXPECT_EQ(plan->ranks[0].load.backend(), "cuda");
   EXPECT_EQ(plan->ranks[0].load.generation(), 42u);
+  EXPECT_EQ(plan->ranks[1].load.kv_cache_dtype(), "fp8");  // every rank loads the same KV type
 }
 
 TEST(ClusterPlan, CommHostIsTheAgentHostWithoutIfname) {
@@ -59,6 +61,7 @@ TEST(ClusterPlan, CommHostIsTheAgentHostWithoutIfname) {
   EXPECT_EQ(plan->ranks[0].join.comm_host(), "127.0.0.1");
   EXPECT_EQ(plan->ranks[1].join.comm_host(), "h2");
   EXPECT_EQ(plan->ranks[0].load.backend(), "cpu");  // default
+  EXPECT_EQ(plan->ranks[0].load.kv_cache_dtype(), "");  // the engine's "auto"
 }
 
 TEST(ClusterPlan, ReplicasAreRefused) {

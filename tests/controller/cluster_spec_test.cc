@@ -222,6 +222,7 @@ model:
 engine:
   backend: cuda
   kv_tokens: 65536
+  kv_cache_dtype: fp8
   max_num_seqs: 32
   max_model_len: 8192
 api:
@@ -257,6 +258,7 @@ TEST(OrchestrationKeys, ParsesEveryNewKey) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->engine_backend, "cuda");
   EXPECT_EQ(spec->engine_kv_tokens, 65536);
+  EXPECT_EQ(spec->engine_kv_cache_dtype, "fp8");
   EXPECT_EQ(spec->engine_max_num_seqs, 32);
   EXPECT_EQ(spec->engine_max_model_len, 8192);
   EXPECT_EQ(spec->model_served_name, "qwen3");
@@ -297,6 +299,8 @@ void ExpectKeyError(const std::string& extra, const std::string& want_prefix) {
 TEST(OrchestrationKeys, BadValuesNameFileLineKey) {
   ExpectKeyError("engine:\n  backend: rocm\n", "cluster.yaml:5: engine.backend: expected cpu or cuda");
   ExpectKeyError("engine:\n  kv_tokens: -5\n", "cluster.yaml:5: engine.kv_tokens: expected 0..");
+  ExpectKeyError("engine:\n  kv_cache_dtype: fp16\n",
+                 "cluster.yaml:5: engine.kv_cache_dtype: expected auto, f32, bf16 or fp8, got \"fp16\"");
   ExpectKeyError("engine:\n  max_num_seqs: lots\n", "cluster.yaml:5: engine.max_num_seqs: expected a whole number");
   ExpectKeyError("api:\n  listen: 8000\n", "cluster.yaml:5: api.listen: expected HOST:PORT");
   ExpectKeyError("api:\n  max_body_bytes: -1\n", "cluster.yaml:5: api.max_body_bytes: expected 0..");

@@ -40,6 +40,17 @@ TEST(ServeCommandTest, FrontDoorFlags) {
   EXPECT_FALSE(ParseServeFlags({"--model", "/m", "--http-threads", "8"}).ok());  // renamed: --max-in-flight
 }
 
+TEST(ServeCommandTest, KvCacheDtypeFlag) {
+  auto o = ParseServeFlags({"--model", "/m", "--kv-cache-dtype", "fp8"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->kv_cache_dtype, "fp8");
+  EXPECT_EQ(ParseServeFlags({"--model", "/m"})->kv_cache_dtype, "auto");
+  auto bad = ParseServeFlags({"--model", "/m", "--kv-cache-dtype", "e5m2"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--kv-cache-dtype"), absl::string_view::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("e5m2"), absl::string_view::npos) << bad.status();
+}
+
 TEST(ServeCommandTest, ANetworkAddressNeedsAnApiKeyOrInsecure) {
   auto open = ParseServeFlags({"--model", "/m", "--host", "0.0.0.0"});
   ASSERT_FALSE(open.ok());

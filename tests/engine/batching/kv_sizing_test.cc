@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/match.h"
+#include "engine/kv_cache.h"
 
 
 namespace tandem::engine {
@@ -46,6 +47,22 @@ TEST(KvSizing, PoolFromMemoryIsCappedExplicitIsNot) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(none.status().message(), "from device memory")) << none.status();
+}
+
+TEST(KvSizing, Fp8KvHoldsTwiceTheTokensOfBf16) {
+  // Qwen3-30B-A3B's KV on one rank: 48 layers, 4 kv heads of 128; the same 1.5 GiB budget.
+  KvCacheSpec spec{48, 4, 128};
+  const int64_t budget = int64_t{3} << 29;
+  auto tokens = [&](KvDtype d) {
+    spec.bytes_per_element = KvDtypeBytes(d);
+    auto p = PoolsFromBudget(budget, 16, 64, 1 << 20, spec.bytes_per_token(), 0, "device memory");
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? p->tokens : 0;
+  };
+  const int64_t f32 = tokens(KvDtype::kF32), bf16 = tokens(KvDtype::kBf16), fp8 = tokens(KvDtype::kFp8);
+  EXPECT_EQ(bf16, 16384);  // 1.5 GiB / 96 KiB per token
+  EXPECT_EQ(fp8, 2 * bf16);
+  EXPECT_EQ(fp8, 4 * f32);
 }
 
 TEST(KvSizing, LogLineNamesTokensGibAndSource) {
