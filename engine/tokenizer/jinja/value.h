@@ -25,29 +25,8 @@ class Value;
 // allocate more.
 inline constexpr size_t kMaxStringBytes = 64u << 20;
 
-// An insertion-ordered string-keyed map (JavaScript's Map): setting an existing key keeps its
-// position, which decides the key order of tojson and of `items()`.
-class Object {
- public:
-  const Value* Find(std::string_view key) const;
-  void Set(std::string key, Value value);
-  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
-  void Clear();
-
- private:
-  std::vector<std::pair<std::string, Value>> entries_;
-  absl::flat_hash_map<std::string, size_t> index_;
-};
-
-// Arguments of a call: positional ones, then keyword ones in the order written.
-struct CallArgs {
-  std::vector<Value> positional;
-  std::vector<std::pair<std::string, Value>> keyword;
-  const Value* Keyword(std::string_view name) const;
-  // Positional argument `i`, else keyword `name`, else nullptr.
-  const Value* Get(size_t i, std::string_view name) const;
-};
+class Object;
+struct CallArgs;
 
 using Function = std::function<absl::StatusOr<Value>(const CallArgs&)>;
 
@@ -107,6 +86,30 @@ class Value {
   std::shared_ptr<const std::vector<Value>> array_;
   std::shared_ptr<Object> object_;
   std::shared_ptr<const Function> function_;
+};
+
+// An insertion-ordered string-keyed map (JavaScript's Map): setting an existing key keeps its
+// position, which decides the key order of tojson and of `items()`.
+class Object {
+ public:
+  const Value* Find(std::string_view key) const;
+  void Set(std::string key, Value value);
+  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  size_t size() const { return entries_.size(); }
+  void Clear();
+
+ private:
+  std::vector<std::pair<std::string, Value>> entries_;
+  absl::flat_hash_map<std::string, size_t> index_;
+};
+
+// Arguments of a call: positional ones, then keyword ones in the order written.
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+  const Value* Keyword(std::string_view name) const;
+  // Positional argument `i`, else keyword `name`, else nullptr.
+  const Value* Get(size_t i, std::string_view name) const;
 };
 
 // JavaScript's Number.prototype.toString: shortest round-trip digits, "1e+21" past 1e21.
