@@ -5,6 +5,7 @@
 #include "engine/model/quant_pack.h"
 
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct Fixture {
   const char* dir;
   WeightFormat format;
 };
+
+// ctest lists the fixture by its folder.
+void PrintTo(const Fixture& f, std::ostream* os) { *os << f.dir; }
 
 class QuantPackFixtures : public ::testing::TestWithParam<Fixture> {};
 
