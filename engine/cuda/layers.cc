@@ -35,7 +35,12 @@ absl::Status WeightSource::ReadLinear(const WeightSpec& spec, LinearWeight& dst,
   const int64_t rows = spec.shape[spec.shape.size() - 2], cols = spec.shape.back();
   ASSIGN_OR_RETURN(const kernels::WeightFormat format, LinearFormat(spec, random_quantized));
   if (format == kernels::WeightFormat::kBf16) return Read(spec, dst.SetBf16(count, rows, cols));
-  RETURN_IF_ERROR(ReadQuantized(spec, format, dst));
+  if (absl::Status st = ReadQuantized(spec, format, dst); !st.ok()) {
+    // Name the weight where the reader did not (a per-rank shape the kernels do not take).
+    const std::string name = spec.slices.empty() ? std::string() : spec.slices[0].name;
+    if (name.empty() || st.message().find(name) != absl::string_view::npos) return st;
+    return absl::Status(st.code(), "weight '" + name + "': " + std::string(st.message()));
+  }
   largest_quantized_ = std::max(largest_quantized_, dst.dequant_elems());
   return absl::OkStatus();
 }
