@@ -16,6 +16,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/cuda_check.h"
+#include "kernels/fp8.h"
 
 namespace tandem::kernels::testing {
 
@@ -95,6 +96,23 @@ inline std::vector<bf16_bits> RandomBf16(size_t n, float scale = 1.0f) {
   std::vector<bf16_bits> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = FloatToBf16(f[i]);
   return v;
+}
+
+// Random e4m3 codes of both signs below 16 in magnitude (never NaN): an FP8 KV cache's contents.
+inline std::vector<fp8_e4m3> RandomE4m3(size_t n) {
+  std::vector<fp8_e4m3> v(n);
+  for (auto& x : v) {
+    const uint64_t r = Rng()();
+    x.bits = static_cast<uint8_t>((r % 0x58) | ((r >> 32) & 1) << 7);  // exponent field < 11
+  }
+  return v;
+}
+
+// e4m3 codes decoded and multiplied by `scale` (a layer's k or v scale).
+inline std::vector<float> E4m3ToFloats(const std::vector<fp8_e4m3>& v, float scale) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i) f[i] = E4m3Decode(v[i].bits) * scale;
+  return f;
 }
 
 // ||got - want||_2 / ||want||_2; infinity when any value of got is NaN or infinite.

@@ -256,7 +256,8 @@ TEST(kernels_cuda, SiluMul) {
 // set) is the max_positions bound, as for a graph captured for a wider table: the partitions past a
 // short context are then empty. Each case runs the fused merge twice on the same counters (the
 // first must leave them 0; the summation order is fixed, so both give the same bits), then the
-// separate merge kernel (the same summation: the same bits again).
+// separate merge kernel (the same summation: the same bits again). Over bf16, float32 and fp8
+// (e4m3, with and without per-layer scales) caches.
 TEST(kernels_cuda, PagedAttention) {
   SKIP_WITHOUT_GPU();
   struct Case { const char* kind; int64_t nh, nkv, hd, bs, seqs, ctx, chunk, step = 0, wide = 0; };
@@ -265,7 +266,8 @@ TEST(kernels_cuda, PagedAttention) {
                         Case{"prefill", 32, 4, 128, 16, 2, 300, 200}, Case{"decode", 16, 16, 64, 32, 2, 77, 1},
                         Case{"decode", 8, 4, 32, 16, 1, 20, 1, 0, 4096},
                         Case{"decode", 32, 4, 128, 16, 3, 2000, 1, 990, 2048},
-                        Case{"prefill", 4, 2, 64, 16, 1, 300, 8, 0, 1024}}) {
+                        Case{"prefill", 4, 2, 64, 16, 1, 300, 8, 0, 1024},
+                        Case{"decode", 16, 2, 256, 16, 2, 600, 1, 0, 2048}}) {
     const int64_t wide = std::max(c.wide, c.ctx);
     AttentionShape A;
     A.n_heads = c.nh, A.n_kv_heads = c.nkv, A.head_dim = c.hd, A.block_size = c.bs;
@@ -295,13 +297,14 @@ TEST(kernels_cuda, PagedAttention) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
     const std::string tag = std::string("paged_attention ") + c.kind + " " +
                             Shape({c.nh, c.nkv, c.hd, c.bs, c.seqs, c.ctx, c.chunk, c.step, wide});
-    auto check = [&](const std::string& what, const auto* d_k, const auto* d_v, const std::vector<float>& want) {
+    auto check = [&](const std::string& what, const auto* d_k, const auto* d_v, const std::vector<float>& want,
+                     KvScale kv_scale = {}) {
       std::vector<float> first;
       for (int run = 0; run < 3; ++run) {
         d_out.Poison();
         d_scratch.Poison();
         paged_attention(d_out.get(), d_scratch.get(), run < 2 ? d_counters.get() : nullptr, d_q.get(), d_k, d_v,
-                        d_tables.get(), d_seq.get(), d_pos.get(), T, A, wide, scale, nullptr);
+                        d_tables.get(), d_seq.get(), d_pos.get(), T, A, wide, scale, nullptr, kv_scale);
         const std::vector<float> got = d_out.Download();
         const std::string name = what + (run == 0 ? " fused" : run == 1 ? " fused again" : " separate");
         ExpectClose(name, got, want, kBound);
@@ -312,6 +315,7 @@ TEST(kernels_cuda, PagedAttention) {
         }
       }
       EXPECT_EQ(d_counters.Download(), std::vector<uint32_t>(n_counters, 0u)) << what << ": counters not left at 0";
+      return first;
     };
     std::vector<float> want(T * c.nh * c.hd);
     ref::paged_attention(want.data(), q.data(), kc.data(), vc.data(), tables.data(), token_seq.data(), pos.data(), T,
@@ -324,6 +328,19 @@ TEST(kernels_cuda, PagedAttention) {
     ref::paged_attention(want.data(), q.data(), kf.data(), vf.data(), tables.data(), token_seq.data(), pos.data(), T,
                          A, scale);
     check(tag + " f32 kv", d_kf.get(), d_vf.get(), want);
+    // The same over an fp8 (e4m3) cache, with scales of 1 and with per-layer scales; the scaled
+    // run also equals a float32 cache holding the decoded, scaled values.
+    auto k8 = testing::RandomE4m3(kc.size()), v8 = testing::RandomE4m3(vc.size());
+    DeviceBuffer<fp8_e4m3> d_k8(k8), d_v8(v8);
+    for (const KvScale s : {KvScale{}, KvScale{0.37f, 2.5f}}) {
+      ref::paged_attention(want.data(), q.data(), k8.data(), v8.data(), tables.data(), token_seq.data(), pos.data(), T,
+                           A, scale, s);
+      const auto got = check(tag + (s.k == 1.0f ? " fp8 kv" : " fp8 kv scaled"), d_k8.get(), d_v8.get(), want, s);
+      auto k8f = testing::E4m3ToFloats(k8, s.k), v8f = testing::E4m3ToFloats(v8, s.v);
+      ref::paged_attention(want.data(), q.data(), k8f.data(), v8f.data(), tables.data(), token_seq.data(), pos.data(),
+                           T, A, scale);
+      ExpectClose(tag + " fp8 kv vs f32 of its values", got, want, kBound);
+    }
   }
 }
 

@@ -1,14 +1,14 @@
-// The FP8 (e4m3) KV cache on the GPU against the CPU references: the store of qk_norm_rope_store_kv
-// (V bit for bit with the host encoder, K within the norm's float32-vs-double rounding) and
-// paged_attention over an e4m3 cache with per-layer scales (decode and prefill, every head_dim,
-// fused and separate merges). Also, without a GPU: the host encoder (kernels/fp8.h) against
-// cuda_fp8.h's own __nv_cvt_float_to_fp8 on every float of a wide sweep.
+// The FP8 (e4m3) KV cache's store on the GPU against the CPU reference: qk_norm_rope_store_kv into
+// an e4m3 cache with per-layer scales (V bit for bit with the host encoder, K within the norm's
+// float32-vs-double rounding). Attention over an e4m3 cache is kernels_cuda_test's PagedAttention.
+// Also, without a GPU: the host encoder (kernels/fp8.h) against cuda_fp8.h's own
+// __nv_cvt_float_to_fp8 on every float of a wide sweep.
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
-#include "kernels/attention.h"
 #include "kernels/fp8.h"
 #include "kernels/qk_norm_rope.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -24,22 +24,6 @@ using testing::Rng;
 using testing::Shape;
 
 constexpr double kBound = 1e-3;
-
-// Random e4m3 codes of magnitude up to about 2^3 (no NaN): a K or V cache's contents.
-std::vector<fp8_e4m3> RandomFp8(size_t n) {
-  std::vector<fp8_e4m3> v(n);
-  for (auto& x : v) {
-    const uint8_t mag = static_cast<uint8_t>(Rng()() % 0x58);  // below exponent 11: |x| < 16
-    x.bits = static_cast<uint8_t>(mag | ((Rng()() & 1) << 7));
-  }
-  return v;
-}
-
-std::vector<float> Decode(const std::vector<fp8_e4m3>& v, float scale) {
-  std::vector<float> f(v.size());
-  for (size_t i = 0; i < v.size(); ++i) f[i] = E4m3Decode(v[i].bits) * scale;
-  return f;
-}
 
 TEST(kv_fp8, HostEncoderMatchesCudaFp8) {
   // Every 97th float bit pattern of both signs (NaN included), and every code's neighbourhood.
@@ -112,74 +96,6 @@ TEST(kv_fp8, QkNormRopeStoresE4m3) {
     EXPECT_EQ(v_diff, 0) << tag << ": v codes differ from the host encoder's";
     EXPECT_EQ(k_far, 0) << tag << ": k codes more than one step from the reference's";
     ExpectClose(tag + " k cache (decoded)", gk, wk, 2e-2);
-  }
-}
-
-// As kernels_cuda_test's PagedAttention, over e4m3 caches with per-layer scales.
-TEST(kv_fp8, PagedAttentionOverE4m3) {
-  SKIP_WITHOUT_GPU();
-  struct Case { const char* kind; int64_t nh, nkv, hd, bs, seqs, ctx, chunk, wide = 0; };
-  for (const Case& c : {Case{"decode", 8, 4, 32, 16, 3, 40, 1}, Case{"decode", 32, 4, 128, 16, 4, 1000, 1},
-                        Case{"decode", 32, 4, 128, 16, 1, 4100, 1}, Case{"decode", 16, 16, 64, 32, 2, 77, 1},
-                        Case{"decode", 16, 2, 256, 16, 2, 600, 1, 2048}, Case{"prefill", 8, 4, 32, 16, 2, 33, 33},
-                        Case{"prefill", 32, 4, 128, 16, 2, 300, 200}, Case{"prefill", 4, 2, 64, 16, 1, 300, 8, 1024}}) {
-    for (const KvScale s : {KvScale{}, KvScale{0.37f, 2.5f}}) {
-      const int64_t wide = std::max(c.wide, c.ctx);
-      AttentionShape A;
-      A.n_heads = c.nh, A.n_kv_heads = c.nkv, A.head_dim = c.hd, A.block_size = c.bs;
-      A.max_blocks = (wide + c.bs - 1) / c.bs;
-      A.q_stride = c.nh * c.hd + 2 * c.nkv * c.hd;
-      const int64_t num_blocks = c.seqs * A.max_blocks + 3, kv_dim = c.nkv * c.hd;
-      std::vector<int32_t> perm(num_blocks);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), Rng());
-      std::vector<int32_t> tables(perm.begin(), perm.begin() + c.seqs * A.max_blocks), token_seq, pos;
-      for (int64_t sq = 0; sq < c.seqs; ++sq) {
-        for (int64_t i = 0; i < c.chunk; ++i) {
-          token_seq.push_back(static_cast<int32_t>(sq));
-          pos.push_back(static_cast<int32_t>(c.ctx - c.chunk + i));
-        }
-      }
-      const int64_t T = static_cast<int64_t>(pos.size()), n_counters = attention_counter_count(T, A);
-      auto q = RandomFloats(T * A.q_stride, 0.3f);
-      auto kc = RandomFp8(num_blocks * c.bs * kv_dim), vc = RandomFp8(num_blocks * c.bs * kv_dim);
-      DeviceBuffer<float> d_q(q), d_out(T * c.nh * c.hd), d_scratch(attention_scratch_floats(T, A, wide));
-      DeviceBuffer<uint32_t> d_counters(n_counters);
-      CUDA_CHECK(cudaMemset(d_counters.get(), 0, n_counters * sizeof(uint32_t)));
-      DeviceBuffer<fp8_e4m3> d_kc(kc), d_vc(vc);
-      DeviceBuffer<int32_t> d_tables(tables), d_seq(token_seq), d_pos(pos);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-      std::vector<float> want(T * c.nh * c.hd);
-      ref::paged_attention(want.data(), q.data(), kc.data(), vc.data(), tables.data(), token_seq.data(), pos.data(),
-                           T, A, scale, s);
-      const std::string tag = std::string("paged_attention fp8 ") + c.kind + " " +
-                              Shape({c.nh, c.nkv, c.hd, c.bs, c.seqs, c.ctx, c.chunk, wide}) +
-                              (s.k == 1.0f ? "" : " scaled");
-      std::vector<float> first;
-      for (int run = 0; run < 3; ++run) {
-        d_out.Poison();
-        d_scratch.Poison();
-        paged_attention(d_out.get(), d_scratch.get(), run < 2 ? d_counters.get() : nullptr, d_q.get(), d_kc.get(),
-                        d_vc.get(), d_tables.get(), d_seq.get(), d_pos.get(), T, A, wide, scale, nullptr, s);
-        const std::vector<float> got = d_out.Download();
-        const std::string name = tag + (run == 0 ? " fused" : run == 1 ? " fused again" : " separate");
-        ExpectClose(name, got, want, kBound);
-        if (run == 0) {
-          first = got;
-        } else {
-          EXPECT_TRUE(got == first) << name << ": not the bits of the first fused launch";
-        }
-      }
-      EXPECT_EQ(d_counters.Download(), std::vector<uint32_t>(n_counters, 0u)) << tag << ": counters not left at 0";
-      // The scales are applied: the same as a float32 cache holding the decoded, scaled values.
-      if (s.k != 1.0f) {
-        auto kf = Decode(kc, s.k), vf = Decode(vc, s.v);
-        std::vector<float> want_f32(want.size());
-        ref::paged_attention(want_f32.data(), q.data(), kf.data(), vf.data(), tables.data(), token_seq.data(),
-                             pos.data(), T, A, scale);
-        ExpectClose(tag + " vs f32 cache of the scaled values", first, want_f32, kBound);
-      }
-    }
   }
 }
 
