@@ -67,6 +67,9 @@ struct RowSource {
   int64_t src_row = 0;  // row of the stored matrix
 };
 
+// Rows of one slice are consecutive: its checks and tensor lookups happen at its first row.
+bool FirstRowOfSlice(const std::vector<RowSource>& src, size_t R) { return R == 0 || src[R - 1].slice != src[R].slice; }
+
 // The stored tensor `name` as `dt` of `shape`, else InvalidArgument naming it and its weight.
 absl::StatusOr<TensorView> Stored(const Checkpoint& ckpt, const std::string& name, DType dt,
                                   const std::vector<int64_t>& shape, const WeightSlice& s, const char* what) {
@@ -98,6 +101,7 @@ absl::Status PackFp8(const Checkpoint& ckpt, const std::vector<RowSource>& src, 
   p.col_phase = src[0].g.c0 % bi;
   bool aligned = true;  // every slice starts on a block in its matrix and its tensor
   for (size_t R = 0; R < src.size(); ++R) {
+    if (!FirstRowOfSlice(src, R)) continue;
     const RowSource& rs = src[R];
     const WeightSlice& s = *rs.slice;
     if (s.block_out != bo || s.block_in != bi) {
@@ -110,11 +114,9 @@ absl::Status PackFp8(const Checkpoint& ckpt, const std::vector<RowSource>& src, 
                                                      first.name, "' (from ", src[0].g.c0,
                                                      "), packed into one weight"));
     }
-    if (R == 0 || src[R - 1].slice != rs.slice) {  // a slice's first row
-      const int64_t m = static_cast<int64_t>(R) % p.rows;
-      const bool ends = rs.g.nr % bo == 0 || m + rs.g.nr == p.rows;
-      if (m % bo != 0 || rs.g.r0 % bo != 0 || !ends) aligned = false;
-    }
+    const int64_t m = static_cast<int64_t>(R) % p.rows;  // the slice's first row in its matrix
+    const bool ends = rs.g.nr % bo == 0 || m + rs.g.nr == p.rows;
+    if (m % bo != 0 || rs.g.r0 % bo != 0 || !ends) aligned = false;
     if (stored.count(s.name) > 0) continue;
     Tensors t;
     ASSIGN_OR_RETURN(t.w, Stored(ckpt, s.name, DType::kF8E4M3, s.shape, s, "FP8 weight"));
@@ -134,10 +136,11 @@ absl::Status PackFp8(const Checkpoint& ckpt, const std::vector<RowSource>& src, 
   p.row_block = aligned ? bo : 1;
   const int64_t rows = p.rows, cols = p.cols;
   p.data.resize(static_cast<size_t>(p.count * rows * cols));
+  const TensorView* w = nullptr;
   for (size_t R = 0; R < src.size(); ++R) {
     const RowSource& rs = src[R];
-    const TensorView& w = stored.at(rs.slice->name).w;
-    const uint8_t* row = w.data + (rs.g.entry * rs.g.rows + rs.src_row) * rs.g.cols + rs.g.c0;
+    if (FirstRowOfSlice(src, R)) w = &stored.at(rs.slice->name).w;
+    const uint8_t* row = w->data + (rs.g.entry * rs.g.rows + rs.src_row) * rs.g.cols + rs.g.c0;
     std::memcpy(p.data.data() + R * cols, row, static_cast<size_t>(cols));
   }
   const kernels::QuantMatrix view = p.View();
@@ -146,7 +149,7 @@ absl::Status PackFp8(const Checkpoint& ckpt, const std::vector<RowSource>& src, 
   for (int64_t e = 0; e < p.count; ++e) {
     for (int64_t sr = 0; sr < scale_rows; ++sr) {
       const RowSource& rs = src[e * rows + sr * p.row_block];
-      const Tensors& t = stored.at(rs.slice->name);
+      const Tensors& t = stored.at(rs.slice->name);  // once per scale row, not per weight row
       const int64_t first_col = rs.g.c0 / bi;
       if (first_col + scale_cols > t.scale_cols) {
         return absl::InternalError(absl::StrCat("tensor '", rs.slice->name, "': packed scale columns past the stored"));
@@ -170,7 +173,9 @@ absl::Status PackNvfp4(const Checkpoint& ckpt, const std::vector<RowSource>& src
     std::vector<float> scale2;  // one, or one per entry of a stack
   };
   std::map<std::string, Tensors> stored;
-  for (const RowSource& rs : src) {
+  for (size_t R = 0; R < src.size(); ++R) {
+    if (!FirstRowOfSlice(src, R)) continue;
+    const RowSource& rs = src[R];
     const WeightSlice& s = *rs.slice;
     if (rs.g.c0 % kNvfp4Group != 0 || rs.g.cols % kNvfp4Group != 0) {
       return absl::InvalidArgumentError(
@@ -198,9 +203,11 @@ absl::Status PackNvfp4(const Checkpoint& ckpt, const std::vector<RowSource>& src
   p.data.resize(static_cast<size_t>(p.count * p.rows * cols / 2));
   p.group_scales.resize(static_cast<size_t>(p.count * p.rows * groups));
   p.row_scale2.resize(static_cast<size_t>(p.count * p.rows));
+  const Tensors* tp = nullptr;
   for (size_t R = 0; R < src.size(); ++R) {
     const RowSource& rs = src[R];
-    const Tensors& t = stored.at(rs.slice->name);
+    if (FirstRowOfSlice(src, R)) tp = &stored.at(rs.slice->name);
+    const Tensors& t = *tp;
     const int64_t stored_row = rs.g.entry * rs.g.rows + rs.src_row;
     std::memcpy(p.data.data() + R * (cols / 2), t.w.data + stored_row * (rs.g.cols / 2) + rs.g.c0 / 2,
                 static_cast<size_t>(cols / 2));
