@@ -22,6 +22,8 @@
 // serves R rows (4 bytes of x per weight at R = 1 would exceed what L1 delivers at NVFP4's rate).
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
@@ -37,6 +39,7 @@ constexpr int kDownWarps = 8;     // moe_down: one warp per expert slot k (k, k+
 constexpr int kDownRows = 4;      // moe_down: output rows per block (a warp's rows share act)
 constexpr int kGateUpLoads = 2;   // a whole 2048-wide row per lane per round (2 x 16 bytes)
 constexpr int kDownLoads = 1;     // a 768-wide row is 24 loads: one round
+constexpr int64_t kMaxGridY = 65535;  // the expert kernels loop over pairs / tokens beyond it
 
 __device__ __forceinline__ float HalfBitsLo(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
@@ -289,51 +292,54 @@ void RequireNvfp4(const QuantMatrix& W) {
 
 // ---- experts ------------------------------------------------------------------------------------
 
-// Grid (ceil(I / kGateUpWarps), T*K): warp computes row i of gate and of up of expert ids[p] for pair
-// blockIdx.y, both rows over the same x columns. The ids come from the router kernel, so nothing is
-// loaded before GridDepWait; moe_down may launch only after that wait (its early loads read ids).
+// Grid (ceil(I / kGateUpWarps), min(T*K, kMaxGridY)): warp computes row i of gate and of up of expert
+// ids[p] for pairs p = blockIdx.y, + gridDim.y, ..., both rows over the same x columns. The ids come
+// from the router kernel, so nothing is loaded before GridDepWait; moe_down may launch only after
+// that wait (its early loads read ids).
 template <int G>
 __global__ void __launch_bounds__(kGateUpWarps * 32)
     MoeGateUpNvfp4Kernel(float* act, const float* x, const int32_t* ids, const uint8_t* data, const uint8_t* gs,
-                         const float* rs2, int64_t data_stride, int64_t gs_stride, int64_t K, int64_t H, int64_t I) {
+                         const float* rs2, int64_t data_stride, int64_t gs_stride, int64_t pairs, int64_t K,
+                         int64_t H, int64_t I) {
   const int lane = threadIdx.x % 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32;
-  const int64_t p = blockIdx.y;
   if (i >= I) return;
   GridDepWait();
   GridDepLaunchDependents();
-  const int64_t e = ids[p];
-  Rows<2> rows;
-  const uint8_t* de = data + e * data_stride;
-  const uint8_t* ge = gs + e * gs_stride;
-  const float* se = rs2 + e * 2 * I;
-  SetRow(de, ge, se, H, i, rows.data[0], rows.gs[0], rows.scale2[0]);
-  SetRow(de, ge, se, H, I + i, rows.data[1], rows.gs[1], rows.scale2[1]);
-  Load<G> buf[2][kGateUpLoads];
-  LoadChunk<2, kGateUpLoads, G>(buf, rows, 0, LoadsPerRow<G>(H), lane);
-  float gu[2][1];
-  RowsDotLoaded<2, kGateUpLoads, 1, G>(gu, buf, rows, x + (p / K) * H, H, 1, lane);
-  if (lane == 0) act[p * I + i] = SiluF(gu[0][0]) * gu[1][0];
+  for (int64_t p = blockIdx.y; p < pairs; p += gridDim.y) {
+    const int64_t e = ids[p];
+    Rows<2> rows;
+    const uint8_t* de = data + e * data_stride;
+    const uint8_t* ge = gs + e * gs_stride;
+    const float* se = rs2 + e * 2 * I;
+    SetRow(de, ge, se, H, i, rows.data[0], rows.gs[0], rows.scale2[0]);
+    SetRow(de, ge, se, H, I + i, rows.data[1], rows.gs[1], rows.scale2[1]);
+    Load<G> buf[2][kGateUpLoads];
+    LoadChunk<2, kGateUpLoads, G>(buf, rows, 0, LoadsPerRow<G>(H), lane);
+    float gu[2][1];
+    RowsDotLoaded<2, kGateUpLoads, 1, G>(gu, buf, rows, x + (p / K) * H, H, 1, lane);
+    if (lane == 0) act[p * I + i] = SiluF(gu[0][0]) * gu[1][0];
+  }
 }
 
-// Grid (ceil(H / kDownRows), T): warp k of the block computes rows h0..h0+kDownRows of expert slots
-// k, k+8, ... of token t (weighted), the block sums the slots in a fixed order (deterministic). With
-// `early` (this launch directly follows moe_gate_up's decode kernel, which lets it launch only after
-// its own wait, so the router's ids are complete) each warp loads its first slot's first chunk
-// before waiting for the activations.
+// Grid (ceil(H / kDownRows), min(T, kMaxGridY)): warp k of the block computes rows h0..h0+kDownRows of
+// expert slots k, k+8, ... of tokens t = blockIdx.y, + gridDim.y, ... (weighted), the block sums the
+// slots in a fixed order (deterministic). With `early` (this launch directly follows moe_gate_up's
+// decode kernel, which lets it launch only after its own wait, so the router's ids are complete)
+// each warp loads its first slot's first chunk before waiting for the activations.
 template <int G>
 __global__ void __launch_bounds__(kDownWarps * 32)
     MoeDownNvfp4Kernel(float* out, const float* act, const int32_t* ids, const float* weights, const uint8_t* data,
-                       const uint8_t* gs, const float* rs2, int64_t data_stride, int64_t gs_stride, int64_t K,
-                       int64_t H, int64_t I, bool early) {
+                       const uint8_t* gs, const float* rs2, int64_t data_stride, int64_t gs_stride, int64_t T,
+                       int64_t K, int64_t H, int64_t I, bool early) {
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   __shared__ float partial[kDownWarps][kDownRows];
   Rows<kDownRows> rows;
   Load<G> buf[kDownRows][kDownLoads];
   const int64_t nj = LoadsPerRow<G>(I);
-  const auto load_slot = [&](int64_t k) {  // rows past H recompute row h0 and are dropped
+  const auto load_slot = [&](int64_t t, int64_t k) {  // rows past H recompute row h0 and are dropped
     const int64_t e = __ldcg(ids + t * K + k);
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) {
@@ -342,28 +348,32 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     }
     LoadChunk<kDownRows, kDownLoads, G>(buf, rows, 0, nj, lane);
   };
-  if (early && warp < K) load_slot(warp);
+  if (early && warp < K) load_slot(blockIdx.y, warp);
   GridDepWait();
-  float sum[kDownRows] = {};
-  for (int64_t k = warp; k < K; k += kDownWarps) {
-    if (k != warp || !early) load_slot(k);
-    const int64_t p = t * K + k;
-    float d[kDownRows][1];
-    RowsDotLoaded<kDownRows, kDownLoads, 1, G>(d, buf, rows, act + p * I, I, 1, lane);
-    const float wk = weights[p];
+  for (int64_t t = blockIdx.y; t < T; t += gridDim.y) {
+    const bool loaded = early && t == blockIdx.y;  // the first slot's chunk is in buf already
+    float sum[kDownRows] = {};
+    for (int64_t k = warp; k < K; k += kDownWarps) {
+      if (k != warp || !loaded) load_slot(t, k);
+      const int64_t p = t * K + k;
+      float d[kDownRows][1];
+      RowsDotLoaded<kDownRows, kDownLoads, 1, G>(d, buf, rows, act + p * I, I, 1, lane);
+      const float wk = weights[p];
 #pragma unroll
-    for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r][0];
-  }
-  if (lane == 0) {
+      for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r][0];
+    }
+    if (lane == 0) {
 #pragma unroll
-    for (int r = 0; r < kDownRows; ++r) partial[warp][r] = sum[r];
-  }
-  __syncthreads();
-  if (threadIdx.x < kDownRows && h0 + threadIdx.x < H) {
-    float s = 0;
+      for (int r = 0; r < kDownRows; ++r) partial[warp][r] = sum[r];
+    }
+    __syncthreads();
+    if (threadIdx.x < kDownRows && h0 + threadIdx.x < H) {
+      float s = 0;
 #pragma unroll
-    for (int w = 0; w < kDownWarps; ++w) s += partial[w][threadIdx.x];
-    out[t * H + h0 + threadIdx.x] = s;
+      for (int w = 0; w < kDownWarps; ++w) s += partial[w][threadIdx.x];
+      out[t * H + h0 + threadIdx.x] = s;
+    }
+    __syncthreads();  // partial is rewritten for the next token
   }
 }
 
@@ -437,14 +447,15 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
                        int64_t K, cudaStream_t stream) {
   RequireNvfp4(gate_up);
-  KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && T * K <= 65535);
+  KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t H = gate_up.cols, I = gate_up.rows / 2;
-  const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
+  const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps),
+                  static_cast<unsigned>(std::min<int64_t>(T * K, kMaxGridY)));
   const auto* data = static_cast<const uint8_t*>(gate_up.data);
   const auto launch = [&](auto kernel) {
     Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, data, gate_up.group_scales,
-           gate_up.row_scale2, gate_up.data_bytes(), gate_up.group_scale_stride(), K, H, I);
+           gate_up.row_scale2, gate_up.data_bytes(), gate_up.group_scale_stride(), T * K, K, H, I);
   };
   if (WideLoads(gate_up)) {
     launch(MoeGateUpNvfp4Kernel<2>);
@@ -457,18 +468,19 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
 void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
                     int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
   RequireNvfp4(down);
-  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0 && T <= 65535);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0);
   if (T == 0 || down.rows == 0) return;
   const int64_t H = down.rows, I = down.cols;
   // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late).
   // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off (A/B), as for bf16.
   static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
   const bool early = allowed && follows_gate_up;
-  const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
+  const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows),
+                  static_cast<unsigned>(std::min<int64_t>(T, kMaxGridY)));
   const auto* data = static_cast<const uint8_t*>(down.data);
   const auto launch = [&](auto kernel) {
     Launch(kernel, grid, dim3(kDownWarps * 32), 0, stream, out, act, ids, weights, data, down.group_scales,
-           down.row_scale2, down.data_bytes(), down.group_scale_stride(), K, H, I, early);
+           down.row_scale2, down.data_bytes(), down.group_scale_stride(), T, K, H, I, early);
   };
   if (WideLoads(down)) {
     launch(MoeDownNvfp4Kernel<2>);
