@@ -54,16 +54,6 @@ absl::StatusOr<std::string> JoinRaw(const std::vector<Value>& items, std::string
   return out;
 }
 
-std::vector<Value> Characters(const std::string& s) {
-  std::vector<Value> out;
-  for (char32_t cp : DecodeUtf8(s)) {
-    std::string c;
-    AppendUtf8(c, cp);
-    out.push_back(Value::String(std::move(c)));
-  }
-  return out;
-}
-
 std::string HtmlEscape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -95,18 +85,8 @@ absl::StatusOr<Value> Sort(const Value& operand, const CallArgs& args) {
     path = attribute->is_string() ? attribute->str() : JsNumberToString(attribute->number());
   }
   std::vector<Value> items = operand.items();
-  absl::Status error;
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    if (!error.ok()) return false;
-    auto c = path.empty() ? CompareValues(a, b, case_sensitive)
-                          : CompareValues(AttributePath(a, path), AttributePath(b, path), case_sensitive);
-    if (!c.ok()) {
-      error = c.status();
-      return false;
-    }
-    return reverse ? *c > 0 : *c < 0;
-  });
-  RETURN_IF_ERROR(error);
+  RETURN_IF_ERROR(SortValues(
+      &items, [&](const Value& v) { return path.empty() ? v : AttributePath(v, path); }, case_sensitive, reverse));
   return Value::Array(std::move(items));
 }
 
@@ -321,6 +301,21 @@ absl::StatusOr<int> CompareValues(const Value& a, const Value& b, bool case_sens
     return x < y ? -1 : x > y ? 1 : 0;
   }
   return absl::InvalidArgumentError(absl::StrCat("cannot compare ", a.TypeName(), " with ", b.TypeName()));
+}
+
+absl::Status SortValues(std::vector<Value>* items, const std::function<Value(const Value&)>& key, bool case_sensitive,
+                        bool reverse) {
+  absl::Status error;
+  std::stable_sort(items->begin(), items->end(), [&](const Value& a, const Value& b) {
+    if (!error.ok()) return false;
+    auto c = CompareValues(key(a), key(b), case_sensitive);
+    if (!c.ok()) {
+      error = c.status();
+      return false;
+    }
+    return reverse ? *c > 0 : *c < 0;
+  });
+  return error;
 }
 
 Value AttributePath(const Value& item, std::string_view path) {

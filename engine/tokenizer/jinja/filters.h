@@ -4,6 +4,7 @@
 // Jinja. A name outside these lists is refused when the template is parsed.
 #pragma once
 
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -23,6 +24,9 @@ absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& operand, cons
 // Ordering for sort and dictsort: numbers (and booleans) with numbers, strings with strings
 // (case-insensitively unless asked), none with none; anything else is an error. <0, 0, >0.
 absl::StatusOr<int> CompareValues(const Value& a, const Value& b, bool case_sensitive);
+// Stable sort by key(item) with CompareValues; the first comparison error is returned.
+absl::Status SortValues(std::vector<Value>* items, const std::function<Value(const Value&)>& key, bool case_sensitive,
+                        bool reverse);
 // item.a.b / item.0 as sort(attribute=...) and map(attribute=...) look it up; undefined if absent.
 Value AttributePath(const Value& item, std::string_view path);
 

@@ -10,7 +10,6 @@
 #include "common/status.h"
 #include "engine/tokenizer/jinja/filters.h"
 #include "engine/tokenizer/jinja/globals.h"
-#include "engine/tokenizer/jinja/js_string.h"
 #include "engine/tokenizer/jinja/methods.h"
 
 namespace tandem::jinja {
@@ -188,11 +187,7 @@ absl::Status Interpreter::RenderFor(const Node& node, Scope* scope, std::string*
   } else if (iterable.is_object()) {
     for (const auto& e : iterable.object().entries()) candidates.push_back(Value::String(e.first));
   } else if (iterable.is_string()) {
-    for (char32_t cp : DecodeUtf8(iterable.str())) {
-      std::string c;
-      AppendUtf8(c, cp);
-      candidates.push_back(Value::String(std::move(c)));
-    }
+    candidates = Characters(iterable.str());
   } else if (!iterable.is_undefined()) {  // like Python Jinja, undefined loops zero times
     return At(node, absl::InvalidArgumentError(absl::StrCat("cannot loop over a ", iterable.TypeName())));
   }

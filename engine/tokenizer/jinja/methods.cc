@@ -159,17 +159,8 @@ absl::StatusOr<Value> DictSort(const Value& object, const CallArgs& args) {
   const size_t index = by && by->str() == "value" ? 1 : 0;
   std::vector<Value> pairs;
   for (const auto& [k, v] : object.object().entries()) pairs.push_back(Value::Array({Value::String(k), v}));
-  absl::Status error;
-  std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& a, const Value& b) {
-    if (!error.ok()) return false;
-    auto c = CompareValues(a.items()[index], b.items()[index], case_sensitive);
-    if (!c.ok()) {
-      error = c.status();
-      return false;
-    }
-    return reverse ? *c > 0 : *c < 0;
-  });
-  RETURN_IF_ERROR(error);
+  RETURN_IF_ERROR(SortValues(
+      &pairs, [index](const Value& pair) { return pair.items()[index]; }, case_sensitive, reverse));
   return Value::Array(std::move(pairs));
 }
 
@@ -210,6 +201,16 @@ Value At(const std::vector<Value>& items, double i) {
 
 }  // namespace
 
+std::vector<Value> Characters(const std::string& s) {
+  std::vector<Value> out;
+  for (char32_t cp : DecodeUtf8(s)) {
+    std::string c;
+    AppendUtf8(c, cp);
+    out.push_back(Value::String(std::move(c)));
+  }
+  return out;
+}
+
 absl::StatusOr<Value> GetMember(const Value& object, const Value& property) {
   if (object.is_object() || object.is_namespace()) {
     if (!property.is_string()) return absl::InvalidArgumentError(absl::StrCat("a dict key must be a string, not a ", property.TypeName()));
@@ -219,13 +220,7 @@ absl::StatusOr<Value> GetMember(const Value& object, const Value& property) {
   if (object.is_array() || object.is_string()) {
     if (property.is_int()) {
       if (object.is_array()) return At(object.items(), property.number());
-      std::vector<Value> chars;
-      for (char32_t cp : DecodeUtf8(object.str())) {
-        std::string c;
-        AppendUtf8(c, cp);
-        chars.push_back(Value::String(std::move(c)));
-      }
-      return At(chars, property.number());
+      return At(Characters(object.str()), property.number());
     }
     if (!property.is_string()) return absl::InvalidArgumentError(absl::StrCat("cannot index a ", object.TypeName(), " with a ", property.TypeName()));
     if (object.is_string()) return StringMethod(object, property.str());
@@ -242,13 +237,7 @@ absl::StatusOr<Value> SliceValue(const Value& object, const Value& start_v, cons
     if (!v->is_int() && !v->is_undefined()) return absl::InvalidArgumentError("slice bounds must be integers");
   }
   std::vector<Value> chars;
-  if (object.is_string()) {
-    for (char32_t cp : DecodeUtf8(object.str())) {
-      std::string c;
-      AppendUtf8(c, cp);
-      chars.push_back(Value::String(std::move(c)));
-    }
-  }
+  if (object.is_string()) chars = Characters(object.str());
   const std::vector<Value>& items = object.is_array() ? object.items() : chars;
   const double n = static_cast<double>(items.size());
   const double step = step_v.is_undefined() ? 1 : step_v.number();

@@ -287,36 +287,48 @@ class Parser {
   }
 
   using Level = absl::StatusOr<NodePtr> (Parser::*)();
+  // Consumes the operator of a binary level if the next token is one and returns its text, else "".
+  using OperatorMatch = std::string (Parser::*)();
 
-  absl::StatusOr<NodePtr> Binary(NodePtr left, std::string op, NodePtr right, int line) {
-    auto n = MakeNode(NodeKind::kBinary, line);
-    n->text = std::move(op);
-    n->a = std::move(left);
-    n->b = std::move(right);
-    return n;
-  }
-
-  absl::StatusOr<NodePtr> Or() {
-    ASSIGN_OR_RETURN(NodePtr left, And());
-    while (IsName("or")) {
+  // One left-associative binary level: operands parsed by `next`, joined by what `match` accepts.
+  absl::StatusOr<NodePtr> LeftAssociative(Level next, OperatorMatch match) {
+    ASSIGN_OR_RETURN(NodePtr left, (this->*next)());
+    while (true) {
       const int line = Line();
-      ++pos_;
-      ASSIGN_OR_RETURN(NodePtr right, And());
-      ASSIGN_OR_RETURN(left, Binary(std::move(left), "or", std::move(right), line));
+      std::string op = (this->*match)();
+      if (op.empty()) break;
+      auto n = MakeNode(NodeKind::kBinary, line);
+      n->text = std::move(op);
+      n->a = std::move(left);
+      ASSIGN_OR_RETURN(n->b, (this->*next)());
+      left = std::move(n);
     }
     return left;
   }
 
-  absl::StatusOr<NodePtr> And() {
-    ASSIGN_OR_RETURN(NodePtr left, Not());
-    while (IsName("and")) {
-      const int line = Line();
-      ++pos_;
-      ASSIGN_OR_RETURN(NodePtr right, Not());
-      ASSIGN_OR_RETURN(left, Binary(std::move(left), "and", std::move(right), line));
-    }
-    return left;
+  std::string TakeName(std::string_view name) {
+    if (!IsName(name)) return "";
+    ++pos_;
+    return std::string(name);
   }
+  std::string TakeType(TokenType type) { return Is(type) ? t_[pos_++].value : ""; }
+  std::string OrOp() { return TakeName("or"); }
+  std::string AndOp() { return TakeName("and"); }
+  std::string AdditiveOp() { return TakeType(TokenType::kAdditive); }
+  std::string MultiplicativeOp() { return TakeType(TokenType::kMultiplicative); }
+  std::string PowerOp() { return TakeType(TokenType::kPower); }
+  // Membership has the precedence of comparisons, as in the reference.
+  std::string ComparisonOp() {
+    if (IsName("not") && IsName("in", 1)) {
+      pos_ += 2;
+      return "not in";
+    }
+    if (IsName("in")) return TakeName("in");
+    return TakeType(TokenType::kComparison);
+  }
+
+  absl::StatusOr<NodePtr> Or() { return LeftAssociative(&Parser::And, &Parser::OrOp); }
+  absl::StatusOr<NodePtr> And() { return LeftAssociative(&Parser::Not, &Parser::AndOp); }
 
   absl::StatusOr<NodePtr> Not() {
     if (!IsName("not")) return Comparison();
@@ -329,60 +341,11 @@ class Parser {
     return n;
   }
 
-  absl::StatusOr<NodePtr> Comparison() {
-    ASSIGN_OR_RETURN(NodePtr left, Additive());
-    while (true) {
-      const int line = Line();
-      std::string op;
-      if (IsName("not") && IsName("in", 1)) {
-        op = "not in";
-        pos_ += 2;
-      } else if (IsName("in")) {
-        op = "in";
-        ++pos_;
-      } else if (Is(TokenType::kComparison)) {
-        op = t_[pos_++].value;
-      } else {
-        break;
-      }
-      ASSIGN_OR_RETURN(NodePtr right, Additive());
-      ASSIGN_OR_RETURN(left, Binary(std::move(left), std::move(op), std::move(right), line));
-    }
-    return left;
-  }
-
-  absl::StatusOr<NodePtr> Additive() {
-    ASSIGN_OR_RETURN(NodePtr left, Multiplicative());
-    while (Is(TokenType::kAdditive)) {
-      const int line = Line();
-      std::string op = t_[pos_++].value;
-      ASSIGN_OR_RETURN(NodePtr right, Multiplicative());
-      ASSIGN_OR_RETURN(left, Binary(std::move(left), std::move(op), std::move(right), line));
-    }
-    return left;
-  }
-
-  absl::StatusOr<NodePtr> Multiplicative() {
-    ASSIGN_OR_RETURN(NodePtr left, Power());
-    while (Is(TokenType::kMultiplicative)) {
-      const int line = Line();
-      std::string op = t_[pos_++].value;
-      ASSIGN_OR_RETURN(NodePtr right, Power());
-      ASSIGN_OR_RETURN(left, Binary(std::move(left), std::move(op), std::move(right), line));
-    }
-    return left;
-  }
-
-  absl::StatusOr<NodePtr> Power() {
-    ASSIGN_OR_RETURN(NodePtr left, Test());
-    while (Is(TokenType::kPower)) {
-      const int line = Line();
-      ++pos_;
-      ASSIGN_OR_RETURN(NodePtr right, Test());
-      ASSIGN_OR_RETURN(left, Binary(std::move(left), "**", std::move(right), line));
-    }
-    return left;
-  }
+  absl::StatusOr<NodePtr> Comparison() { return LeftAssociative(&Parser::Additive, &Parser::ComparisonOp); }
+  absl::StatusOr<NodePtr> Additive() { return LeftAssociative(&Parser::Multiplicative, &Parser::AdditiveOp); }
+  absl::StatusOr<NodePtr> Multiplicative() { return LeftAssociative(&Parser::Power, &Parser::MultiplicativeOp); }
+  // Unlike Python, Jinja's ** is left-associative: 2 ** 3 ** 2 is 64.
+  absl::StatusOr<NodePtr> Power() { return LeftAssociative(&Parser::Test, &Parser::PowerOp); }
 
   absl::StatusOr<NodePtr> Test() {
     ASSIGN_OR_RETURN(NodePtr operand, Filter());

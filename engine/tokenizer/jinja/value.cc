@@ -56,9 +56,8 @@ Value Value::Bool(bool b) {
 }
 
 Value Value::Int(double d) {
-  Value v;
+  Value v = Float(d);
   v.kind_ = Kind::kInt;
-  v.number_ = d;
   return v;
 }
 

@@ -13,13 +13,13 @@ using ::tandem::jinja::testing::Fails;
 using ::tandem::jinja::testing::R;
 using Json = nlohmann::ordered_json;
 
-TEST(Filters, StringCase) {
+TEST(JinjaFilters, StringCase) {
   EXPECT_EQ(R("{{ '  a b  ' | trim }}|{{ 'abc' | upper }}|{{ 'ABC' | lower }}|{{ 'hello wORLD foo_bar' | title }}|{{ 'hELLO' | capitalize }}"),
             "a b|ABC|abc|Hello WORLD Foo_bar|HELLO");
   EXPECT_EQ(R("{{ 'ÉCOLE' | lower }}"), "école");
 }
 
-TEST(Filters, LengthFirstLastJoin) {
+TEST(JinjaFilters, LengthFirstLastJoin) {
   const Json ctx = {{"xs", {3, 1, 2}}, {"d", {{"a", 1}}}};
   EXPECT_EQ(R("{{ xs | length }} {{ 'héllo' | length }} {{ d | length }} {{ xs | first }} {{ xs | last }} {{ xs | count }}", ctx),
             "3 5 1 3 2 3");
@@ -27,11 +27,11 @@ TEST(Filters, LengthFirstLastJoin) {
   EXPECT_EQ(R("{{ '😀' | length }}"), "2");  // UTF-16 code units, as JavaScript counts
 }
 
-TEST(Filters, Replace) {
+TEST(JinjaFilters, Replace) {
   EXPECT_EQ(R("{{ 'a-b-a' | replace('a', 'x') }}|{{ 'aaa' | replace('a', 'b', 2) }}|{{ 'ab' | replace('', '.') }}"), "x-b-x|bba|.a.b.");
 }
 
-TEST(Filters, ToJsonFormatsLikeTheReference) {
+TEST(JinjaFilters, ToJsonFormatsLikeTheReference) {
   EXPECT_EQ(R("{{ {'b': 1, 'a': [1, 2.5, 'é\"\\n']} | tojson }}"), "{\"b\": 1, \"a\": [1, 2.5, \"é\\\"\\n\"]}");
   EXPECT_EQ(R("{{ {'b': 1, 'a': [1, {}], 'c': []} | tojson(indent=2) }}"), "{\n  \"b\": 1,\n  \"a\": [\n    1,\n    {}\n  ],\n  \"c\": []\n}");
   EXPECT_EQ(R("{{ {'b': 'é', 'a': 1} | tojson(ensure_ascii=true, sort_keys=true) }}|{{ [1,2] | tojson(separators=[',', ':']) }}"),
@@ -41,7 +41,7 @@ TEST(Filters, ToJsonFormatsLikeTheReference) {
   EXPECT_TRUE(Fails("{{ 1 | tojson(indent='x') }}"));
 }
 
-TEST(Filters, Conversions) {
+TEST(JinjaFilters, Conversions) {
   EXPECT_EQ(R("{{ 3 | string }}{{ 2.0 | string }}{{ [1] | string }}{{ true | string }}"), "32.0[1]true");
   EXPECT_EQ(R("{{ '42abc' | int }} {{ 'x' | int }} {{ 'x' | int(7) }} {{ 3.9 | int }} {{ -3.9 | int }} {{ '2.5e1x' | float }} {{ 2 | float }} {{ true | int }}"),
             "42 0 7 3 -3 25.0 2.0 1");
@@ -49,18 +49,18 @@ TEST(Filters, Conversions) {
             "3 2.5 <b> &lt;b&gt; 2.57 3.0");
 }
 
-TEST(Filters, Default) {
+TEST(JinjaFilters, Default) {
   EXPECT_EQ(R("{{ x | default('d') }}|{{ '' | default('d') }}|{{ '' | default('d', true) }}|{{ none | default('d') }}|{{ y | d('z') }}"), "d||d||z");
 }
 
-TEST(Filters, DictFilters) {
+TEST(JinjaFilters, DictFilters) {
   const Json ctx = {{"d", {{"b", 2}, {"a", 1}, {"C", 3}}}};
   EXPECT_EQ(R("{% for k, v in d | items %}{{ k }}{{ v }}{% endfor %}|{{ d | dictsort }}|{{ d | dictsort(reverse=true) }}", ctx),
             "b2a1C3|[[\"a\", 1], [\"b\", 2], [\"C\", 3]]|[[\"C\", 3], [\"b\", 2], [\"a\", 1]]");
   EXPECT_EQ(R("{{ d | list }}", ctx), "[\"b\", \"a\", \"C\"]");
 }
 
-TEST(Filters, SelectMapAndFriends) {
+TEST(JinjaFilters, SelectMapAndFriends) {
   const Json ctx = {{"xs", {{{"n", 1}}, {{"n", 2}}, {{"n", 0}}, {{"m", 5}}}}};
   EXPECT_EQ(R("{{ xs | map(attribute='n') | list }}", ctx), "[1, 2, 0, undefined]");
   EXPECT_EQ(R("{{ xs | selectattr('n') | map(attribute='n') | join(',') }}|{{ xs | rejectattr('n') | length }}", ctx), "1,2|2");
@@ -73,20 +73,20 @@ TEST(Filters, SelectMapAndFriends) {
   EXPECT_TRUE(Fails("{{ [1, 'a'] | sort }}"));
 }
 
-TEST(Filters, IndentWordcountSplit) {
+TEST(JinjaFilters, IndentWordcountSplit) {
   EXPECT_EQ(R("{{ 'a\\nb\\n\\nc' | indent }}|{{ 'a\\nb' | indent(2, true) }}|{{ 'a\\n\\nb' | indent('> ', blank=true) }}"),
             "a\n    b\n\n    c|  a\n  b|a\n> \n> b");
   EXPECT_EQ(R("{{ 'one two  three' | wordcount }} {{ 'a,b' | split(',') }}"), "3 [\"a\", \"b\"]");
 }
 
-TEST(Filters, UnknownFilterFailsAtParse) {
+TEST(JinjaFilters, UnknownFilterFailsAtParse) {
   auto t = Template::Parse("line one\n{{ x | frobnicate }}");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("line 2"), absl::string_view::npos) << t.status();
   EXPECT_NE(t.status().message().find("frobnicate"), absl::string_view::npos) << t.status();
 }
 
-TEST(Tests, TypeAndValueTests) {
+TEST(JinjaTests, TypeAndValueTests) {
   EXPECT_EQ(R("{{ x is defined }} {{ y is undefined }} {{ none is none }} {{ 'a' is string }} {{ 1 is number }} {{ 1.5 is integer }} "
               "{{ 2 is integer }} {{ {} is mapping }} {{ [] is iterable }} {{ 'a' is iterable }} {{ {} is iterable }} {{ [] is sequence }} "
               "{{ true is boolean }} {{ true is true }} {{ 0 is false }} {{ 3 is odd }} {{ 3 is even }} {{ 'ab' is lower }} "
@@ -99,7 +99,7 @@ TEST(Tests, TypeAndValueTests) {
   EXPECT_TRUE(Fails("{{ 1 is frobnicated }}"));
 }
 
-TEST(Compare, OrdersNumbersAndStrings) {
+TEST(JinjaCompare, OrdersNumbersAndStrings) {
   EXPECT_LT(*CompareValues(Value::Int(1), Value::Float(1.5), false), 0);
   EXPECT_EQ(*CompareValues(Value::String("abc"), Value::String("ABC"), false), 0);
   EXPECT_GT(*CompareValues(Value::String("abc"), Value::String("ABC"), true), 0);

@@ -7,26 +7,26 @@
 namespace tandem::jinja {
 namespace {
 
-TEST(JsString, TrimUsesJavaScriptWhitespace) {
+TEST(JinjaJsString, TrimUsesJavaScriptWhitespace) {
   EXPECT_EQ(JsTrim("\xC2\xA0 \t\n a b \xE3\x80\x80\xEF\xBB\xBF"), "a b");
   EXPECT_EQ(JsTrimStart("  a  "), "a  ");
   EXPECT_EQ(JsTrimEnd("  a \xE2\x80\xA8"), "  a");
   EXPECT_EQ(JsTrim("\xE2\x80\x8B"), "\xE2\x80\x8B");  // U+200B is not whitespace to JavaScript
 }
 
-TEST(JsString, LengthCountsUtf16Units) {
+TEST(JinjaJsString, LengthCountsUtf16Units) {
   EXPECT_EQ(JsLength("abc"), 3u);
   EXPECT_EQ(JsLength("h\xC3\xA9"), 2u);
   EXPECT_EQ(JsLength("\xF0\x9F\x98\x80"), 2u);
 }
 
-TEST(JsString, CaseMapping) {
+TEST(JinjaJsString, CaseMapping) {
   EXPECT_EQ(JsToUpper("abc \xC3\xA9"), "ABC \xC3\x89");
   EXPECT_EQ(JsTitle("hello wORLD 9am _x"), "Hello WORLD 9am _x");
   EXPECT_EQ(JsCapitalize("\xC3\xA9t\xC3\xA9 X"), "\xC3\x89t\xC3\xA9 X");
 }
 
-TEST(JsString, NumberParsing) {
+TEST(JinjaJsString, NumberParsing) {
   EXPECT_EQ(*JsParseInt("  42abc"), 42);
   EXPECT_EQ(*JsParseInt("-7"), -7);
   EXPECT_FALSE(JsParseInt("abc").has_value());
@@ -39,7 +39,7 @@ TEST(JsString, NumberParsing) {
   EXPECT_TRUE(std::isnan(JsStringToNumber("1a")));
 }
 
-TEST(JsString, JsonStrings) {
+TEST(JinjaJsString, JsonStrings) {
   std::string out;
   AppendJsonString(out, "a\"\\\n\x01\x7f\xC3\xA9\xF0\x9F\x98\x80", false);
   EXPECT_EQ(out, "\"a\\\"\\\\\\n\\u0001\x7f\xC3\xA9\xF0\x9F\x98\x80\"");

@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-TEST(Json, FromJsonLikeJavaScript) {
+TEST(JinjaJson, FromJsonLikeJavaScript) {
   auto v = FromJson(Json::parse(R"({"b": 1, "2": true, "a": [2.0, 2.5, null], "1": "x"})"));
   ASSERT_TRUE(v.ok());
   const auto& e = v->object().entries();
@@ -22,7 +22,7 @@ TEST(Json, FromJsonLikeJavaScript) {
   EXPECT_TRUE(e[3].second.items()[2].is_none());
 }
 
-TEST(Json, ToJsonFormats) {
+TEST(JinjaJson, ToJsonFormats) {
   auto v = FromJson(Json::parse(R"({"k": [1, {"é": "\u00e9\n"}], "e": {}})"));
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*ToJson(*v, {}), "{\"k\": [1, {\"é\": \"é\\n\"}], \"e\": {}}");
@@ -36,7 +36,7 @@ TEST(Json, ToJsonFormats) {
   EXPECT_EQ(*ToJson(Value::Float(INFINITY), {}), "null");
 }
 
-TEST(Json, RefusesFunctionsAndCycles) {
+TEST(JinjaJson, RefusesFunctionsAndCycles) {
   EXPECT_FALSE(ToJson(Value::MakeFunction([](const CallArgs&) -> absl::StatusOr<Value> { return Value(); }), {}).ok());
   auto ns = std::make_shared<Object>();
   ns->Set("me", Value::Namespace(ns));
@@ -45,7 +45,7 @@ TEST(Json, RefusesFunctionsAndCycles) {
   ns->Clear();  // break the cycle
 }
 
-TEST(Json, DeepInputIsRefused) {
+TEST(JinjaJson, DeepInputIsRefused) {
   std::string deep(kMaxJsonDepth + 10, '[');
   deep += std::string(kMaxJsonDepth + 10, ']');
   EXPECT_FALSE(FromJson(Json::parse(deep)).ok());

@@ -15,7 +15,7 @@ std::vector<TokenType> Types(const std::vector<Token>& tokens) {
   return out;
 }
 
-TEST(Lexer, TokensOfATag) {
+TEST(JinjaLexer, TokensOfATag) {
   auto t = Tokenize("a{{ x.y[0] | f(1, 'q') }}");
   ASSERT_TRUE(t.ok()) << t.status();
   using T = TokenType;
@@ -24,7 +24,7 @@ TEST(Lexer, TokensOfATag) {
                                        T::kString, T::kCloseParen, T::kCloseExpression}));
 }
 
-TEST(Lexer, SignsAreUnaryAfterOperators) {
+TEST(JinjaLexer, SignsAreUnaryAfterOperators) {
   auto t = Tokenize("{{ a - 1 }}{{ (-1) }}{{ [-x] }}");
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)[2].type, TokenType::kAdditive);
@@ -33,7 +33,7 @@ TEST(Lexer, SignsAreUnaryAfterOperators) {
   EXPECT_EQ((*t)[12].type, TokenType::kUnary);
 }
 
-TEST(Lexer, StringEscapes) {
+TEST(JinjaLexer, StringEscapes) {
   auto t = Tokenize(R"({{ 'a\n\t\'\\\x41\u00e9' }})");
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)[1].value, "a\n\t'\\A\xC3\xA9");
@@ -41,7 +41,7 @@ TEST(Lexer, StringEscapes) {
   EXPECT_FALSE(Tokenize("{{ 'open }}").ok());
 }
 
-TEST(Lexer, WhitespaceControlAsTransformersSetsIt) {
+TEST(JinjaLexer, WhitespaceControlAsTransformersSetsIt) {
   // trim_blocks: the newline after a block tag goes; lstrip_blocks: blanks before a block tag at
   // the start of a line go; {{ }} keep their surroundings; a single trailing newline goes.
   EXPECT_EQ(R("  {% if true %}\n  x\n  {% endif %}\n  {{ 'y' }}\n"), "  x\n  y");
@@ -51,7 +51,7 @@ TEST(Lexer, WhitespaceControlAsTransformersSetsIt) {
   EXPECT_EQ(R("x{% generation %}y{% endgeneration %}z"), "xyz");
 }
 
-TEST(Lexer, LinesSurvivePreprocessing) {
+TEST(JinjaLexer, LinesSurvivePreprocessing) {
   auto t = Tokenize("{% if a %}\n{% if b %}\n{{ c }}");
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->back().line, 3);

@@ -12,19 +12,19 @@ namespace {
 using ::tandem::jinja::testing::Fails;
 using ::tandem::jinja::testing::R;
 
-TEST(Methods, StringStripIgnoresItsArgumentAsTheReferenceDoes) {
+TEST(JinjaMethods, StringStripIgnoresItsArgumentAsTheReferenceDoes) {
   // Qwen3's template calls .strip('\n') and .lstrip('\n'); the reference strips all whitespace.
   EXPECT_EQ(R("{{ '  a b  '.strip() }}|{{ '\\n\\nx \\n'.strip('\\n') }}|{{ 'xxay'.lstrip('x') }}|{{ ' a '.rstrip() }}"), "a b|x|xxay| a");
   EXPECT_EQ(R("{{ '\\u00a0a\\u3000'.strip() }}"), "a");
 }
 
-TEST(Methods, StringCaseAndAffixes) {
+TEST(JinjaMethods, StringCaseAndAffixes) {
   EXPECT_EQ(R("{{ 'ab'.upper() }}|{{ 'AB'.lower() }}|{{ 'a b'.title() }}|{{ 'hello'.startswith('he') }}|{{ 'hello'.endswith(('x', 'lo')) }}"),
             "AB|ab|A B|true|true");
   EXPECT_TRUE(Fails("{{ 'a'.startswith(1) }}"));
 }
 
-TEST(Methods, SplitAndReplace) {
+TEST(JinjaMethods, SplitAndReplace) {
   EXPECT_EQ(R("{{ 'a,b,,c'.split(',') }} {{ '  a  b '.split() }} {{ 'a b c'.split(' ', 1) }} {{ 'a b c'.split(none, 1) }}"),
             "[\"a\", \"b\", \"\", \"c\"] [\"a\", \"b\"] [\"a\", \"b c\"] [\"a\", \"b c\"]");
   EXPECT_EQ(R("{{ 'x</think>y</think>z'.split('</think>')[-1] }}"), "z");
@@ -32,7 +32,7 @@ TEST(Methods, SplitAndReplace) {
   EXPECT_TRUE(Fails("{{ 'abc'.split('') }}"));
 }
 
-TEST(Methods, DictMethods) {
+TEST(JinjaMethods, DictMethods) {
   const nlohmann::ordered_json ctx = {{"d", {{"a", 1}, {"b", 2}}}, {"xs", {1, 2}}};
   EXPECT_EQ(R("{{ d.get('a') }} {{ d.get('z', 9) }} [{{ d.get('z') }}] {{ d.keys() }} {{ d.values() }} {{ d.items() }} {{ 'abc'.length }} {{ xs.length }}", ctx),
             "1 9 [] [\"a\", \"b\"] [1, 2] [[\"a\", 1], [\"b\", 2]] 3 2");
@@ -40,12 +40,12 @@ TEST(Methods, DictMethods) {
   EXPECT_EQ(R("{{ d.items }}", {{"d", {{"items", "mine"}}}}), "mine");
 }
 
-TEST(Methods, MissingAttributesAreUndefined) {
+TEST(JinjaMethods, MissingAttributesAreUndefined) {
   EXPECT_EQ(R("[{{ d.nope }}][{{ xs[5] }}][{{ 'ab'.nope }}][{{ 3.x }}]", {{"d", nlohmann::ordered_json::object()}, {"xs", {1}}}), "[][][][]");
   EXPECT_TRUE(Fails("{{ d[1] }}", {{"d", nlohmann::ordered_json::object()}}));
 }
 
-TEST(Slice, PythonSemantics) {
+TEST(JinjaSlice, PythonSemantics) {
   const Value xs = Value::Array({Value::Int(1), Value::Int(2), Value::Int(3), Value::Int(4)});
   auto s = SliceValue(xs, Value::Int(-3), Value(), Value::Int(2));
   ASSERT_TRUE(s.ok());

@@ -22,7 +22,7 @@ std::string ErrorOf(const std::string& text) {
   return p.ok() ? "ok" : std::string(p.status().message());
 }
 
-TEST(Parser, BuildsStatements) {
+TEST(JinjaParser, BuildsStatements) {
   auto p = ParseText("a{% for x in xs if x %}{{ x }}{% else %}e{% endfor %}");
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->size(), 2u);
@@ -34,14 +34,14 @@ TEST(Parser, BuildsStatements) {
   EXPECT_EQ(f.list2.size(), 1u);
 }
 
-TEST(Parser, PrecedenceOfTheReference) {
+TEST(JinjaParser, PrecedenceOfTheReference) {
   // `not` takes the whole comparison; filters bind tighter than arithmetic; tests than `*`.
   EXPECT_EQ(R("{{ not 1 == 2 }} {{ [1, 2] | length - 1 }} {{ 2 ** 3 ** 2 }} {{ 1 + 2 * 3 }}"), "true 1 64 7");
   EXPECT_TRUE(::tandem::jinja::testing::Fails("{{ 2 * 3 is odd }}"));  // 2 * (3 is odd): a number times a boolean
   EXPECT_EQ(R("{{ 'a' if false else 'b' if true else 'c' }}"), "b");
 }
 
-TEST(Parser, ErrorsNameTheConstructAndLine) {
+TEST(JinjaParser, ErrorsNameTheConstructAndLine) {
   EXPECT_NE(ErrorOf("x\n{% include 'other' %}").find("line 2: unsupported statement {% include %}"), std::string::npos)
       << ErrorOf("x\n{% include 'other' %}");
   EXPECT_NE(ErrorOf("{% if x %}\nno end").find("missing {% endif %} for the if on line 1"), std::string::npos)
@@ -55,7 +55,7 @@ TEST(Parser, ErrorsNameTheConstructAndLine) {
   EXPECT_NE(ErrorOf("{{ x[] }}").find("empty subscript"), std::string::npos);
 }
 
-TEST(Parser, NestingIsBounded) {
+TEST(JinjaParser, NestingIsBounded) {
   std::string deep(200, '(');
   deep = "{{ " + deep + "1" + std::string(200, ')') + " }}";
   EXPECT_NE(ErrorOf(deep).find("nested too deep"), std::string::npos);

@@ -38,9 +38,9 @@ std::string Fnv1a64(const std::string& text) {
 
 Json Reference() { return Json::parse(ReadText(std::string(JINJA_TEST_DIR) + "/testdata/reference.json")); }
 
-class ReferenceTest : public ::testing::TestWithParam<std::string> {};
+class JinjaReferenceTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ReferenceTest, RendersLikeHuggingFaceJinja) {
+TEST_P(JinjaReferenceTest, RendersLikeHuggingFaceJinja) {
   const std::string name = GetParam();
   const Json ref = Reference();
   const Json& expected = ref["templates"][name];
@@ -75,12 +75,12 @@ TEST_P(ReferenceTest, RendersLikeHuggingFaceJinja) {
   EXPECT_GE(rendered, 20);
 }
 
-INSTANTIATE_TEST_SUITE_P(Templates, ReferenceTest, ::testing::Values("qwen3", "llama3_1", "gemma3", "deepseek_v3"));
+INSTANTIATE_TEST_SUITE_P(Templates, JinjaReferenceTest, ::testing::Values("qwen3", "llama3_1", "gemma3", "deepseek_v3"));
 
 // The reference file itself covers what the issue asks of it for every template: at least 20
 // rendered conversations with system, user, assistant and tool turns, tool calls, tools
 // present and absent, thinking off, and no generation prompt.
-TEST(ReferenceData, CoversTheConversationKinds) {
+TEST(JinjaReferenceData, CoversTheConversationKinds) {
   const Json ref = Reference();
   bool tools = false, no_tools = false, no_think = false, no_gen = false, tool_calls = false, tool_turn = false;
   for (const auto& c : ref["conversations"]) {

@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-TEST(Template, ParseOnceRenderMany) {
+TEST(JinjaTemplate, ParseOnceRenderMany) {
   auto t = Template::Parse("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}");
   ASSERT_TRUE(t.ok()) << t.status();
   const Json msgs = Json::array({{{"role", "user"}, {"content", "hi"}}});
@@ -18,13 +18,13 @@ TEST(Template, ParseOnceRenderMany) {
   EXPECT_EQ(*copy.Render(Json{{"messages", Json::array()}}), "");
 }
 
-TEST(Template, ContextMustBeAnObject) {
+TEST(JinjaTemplate, ContextMustBeAnObject) {
   auto t = Template::Parse("x");
   ASSERT_TRUE(t.ok());
   EXPECT_FALSE(t->Render(Json::array()).ok());
 }
 
-TEST(Template, OptionsTurnOffTrimming) {
+TEST(JinjaTemplate, OptionsTurnOffTrimming) {
   TemplateOptions raw;
   raw.trim_blocks = false;
   raw.lstrip_blocks = false;
@@ -33,7 +33,7 @@ TEST(Template, OptionsTurnOffTrimming) {
   EXPECT_EQ(*t->Render(Json::object()), "  \nx");
 }
 
-TEST(Template, ErrorsNameTheLine) {
+TEST(JinjaTemplate, ErrorsNameTheLine) {
   auto t = Template::Parse("{% if x %}\n{{ x.y( }}\n{% endif %}");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("line 2"), absl::string_view::npos) << t.status();

@@ -7,7 +7,7 @@
 namespace tandem::jinja {
 namespace {
 
-TEST(Value, NumbersPrintAsJavaScriptDoes) {
+TEST(JinjaValue, NumbersPrintAsJavaScriptDoes) {
   EXPECT_EQ(JsNumberToString(0), "0");
   EXPECT_EQ(JsNumberToString(-0.0), "0");
   EXPECT_EQ(JsNumberToString(12345678.9), "12345678.9");
@@ -21,7 +21,7 @@ TEST(Value, NumbersPrintAsJavaScriptDoes) {
   EXPECT_EQ(JsNumberToString(NAN), "NaN");
 }
 
-TEST(Value, OutputStrings) {
+TEST(JinjaValue, OutputStrings) {
   EXPECT_EQ(ToOutputString(Value::Float(2)), "2.0");
   EXPECT_EQ(ToOutputString(Value::Float(-0.0)), "-0.0");
   EXPECT_EQ(ToOutputString(Value::Float(2.5)), "2.5");
@@ -33,7 +33,7 @@ TEST(Value, OutputStrings) {
   EXPECT_EQ(ToRawString(Value::MakeObject(Object())), "[object Map]");
 }
 
-TEST(Value, Truthiness) {
+TEST(JinjaValue, Truthiness) {
   EXPECT_FALSE(Value().Truthy());
   EXPECT_FALSE(Value::None().Truthy());
   EXPECT_FALSE(Value::Int(0).Truthy());
@@ -45,7 +45,7 @@ TEST(Value, Truthiness) {
   EXPECT_TRUE(Value::String("0").Truthy());
 }
 
-TEST(Value, LooseAndStrictEquality) {
+TEST(JinjaValue, LooseAndStrictEquality) {
   EXPECT_TRUE(LooseEquals(Value(), Value::None()));
   EXPECT_TRUE(LooseEquals(Value::String("1"), Value::Int(1)));
   EXPECT_TRUE(LooseEquals(Value::Bool(true), Value::Int(1)));
@@ -58,7 +58,7 @@ TEST(Value, LooseAndStrictEquality) {
   EXPECT_TRUE(StrictEquals(Value::Int(1), Value::Float(1)));
 }
 
-TEST(Object, KeepsInsertionOrder) {
+TEST(JinjaObject, KeepsInsertionOrder) {
   Object o;
   o.Set("b", Value::Int(1));
   o.Set("a", Value::Int(2));
