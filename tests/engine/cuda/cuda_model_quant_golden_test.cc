@@ -20,7 +20,6 @@
 #include <gtest/gtest.h>
 
 #include "common/status.h"
-#include "engine/comm/rank_threads.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/model.h"
 #include "engine/step_driver.h"
@@ -68,10 +67,10 @@ TEST_P(cuda_model_quant_golden, LogitsAndGreedyMatchTransformers) {
   ASSERT_TRUE(golden.ok()) << golden.status();
   ModelLoadOptions opt;
   opt.backend = "cuda";
+  opt.kv_cache_dtype = kv_dtype;
   auto model = Model::Load(ModelDir(name), opt);
   ASSERT_TRUE(model.ok()) << model.status();
   cuda::SetUseGraphs(**model, graphs);
-  ASSERT_TRUE(cuda::SetKvDtype(**model, kv_dtype).ok());
   StepDriver driver(model->get(), nullptr);
   const std::string tag = "cuda " + name + " kv=" + kv_dtype + " graphs=" + std::to_string(graphs);
   absl::Status st = CheckByPath(driver, *golden, tag, kv_dtype == "bf16");
@@ -95,21 +94,18 @@ TEST_P(cuda_model_quant_golden_tp2, LogitsAndGreedyMatchTransformers) {
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  absl::Status st = RunRanksAsThreads(2, [&](Comm& comm) -> absl::Status {
-    if (cudaSetDevice(0) != cudaSuccess) return absl::InternalError("cudaSetDevice(0)");
-    ModelLoadOptions opt;
-    opt.backend = "cuda";
-    opt.rank = comm.rank();
-    opt.world = comm.world_size();
-    opt.comm = &comm;
-    ASSIGN_OR_RETURN(auto model, Model::Load(ModelDir(name), opt));
-    RETURN_IF_ERROR(cuda::SetKvDtype(*model, kv_dtype));  // every rank's pool alike
-    if (comm.rank() != 0) return RunWorkerLoop(*model, comm);
-    StepDriver driver(model.get(), &comm);
-    absl::Status check = CheckByPath(driver, *golden, "cuda " + name + " tp=2 kv=" + kv_dtype, kv_dtype == "bf16");
-    absl::Status stop = driver.Stop();
-    return check.ok() ? stop : check;
-  });
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  opt.kv_cache_dtype = kv_dtype;  // every rank's pool alike
+  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
+    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
+  };
+  absl::Status st = testing::RunOnRanks(
+      2, opt, on_device0,
+      [&](StepDriver& driver) {
+        return CheckByPath(driver, *golden, "cuda " + name + " tp=2 kv=" + kv_dtype, kv_dtype == "bf16");
+      },
+      ModelDir(name));
   ASSERT_TRUE(st.ok()) << st;
 }
 
