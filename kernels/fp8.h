@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/quant_weight.h"
 
@@ -45,15 +46,20 @@ inline uint8_t FloatToE4m3(float x) {
   return sign | static_cast<uint8_t>(code);
 }
 
-// e4m3 -> float32 through a table built once (E4m3ToFloat per element is too slow for attention).
-inline float E4m3Decode(uint8_t bits) {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int i = 0; i < 256; ++i) t[i] = E4m3ToFloat(static_cast<uint8_t>(i));
-    return t;
-  }();
-  return table[bits];
-}
+// e4m3 -> float32 by a table computed at compile time (E4m3ToFloat's ldexp per element is too slow
+// for attention's inner loops): (8 + mant) * 2^(exp - 10), subnormals mant * 2^-9, 0x7f / 0xff NaN.
+inline constexpr std::array<float, 256> kE4m3Table = [] {
+  std::array<float, 256> t{};
+  for (int b = 0; b < 256; ++b) {
+    const int exp = (b >> 3) & 0xf, mant = b & 0x7;
+    float f = static_cast<float>(exp == 0 ? mant : 8 + mant);
+    for (int e = exp == 0 ? -9 : exp - 10; e != 0; e += e < 0 ? 1 : -1) f = e < 0 ? f * 0.5f : f * 2.0f;
+    if (exp == 0xf && mant == 0x7) f = std::numeric_limits<float>::quiet_NaN();
+    t[b] = (b & 0x80) != 0 ? -f : f;
+  }
+  return t;
+}();
+inline float E4m3Decode(uint8_t bits) { return kE4m3Table[bits]; }
 
 // One KV layer's scales: stored = x / k (or / v), read = stored * k (or * v).
 struct KvScale {
