@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/quant_moe.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -41,7 +43,7 @@ struct Nvfp4Stack {
   QuantMatrix host, device;
 
   Nvfp4Stack(int64_t count, int64_t rows, int64_t cols)
-      : data(Bytes(count * rows * cols / 2, 0xff)),
+      : data(Bytes(count * rows * cols / 2)),
         scales(GroupScales(count * rows * cols / kNvfp4GroupSize)),
         scale2(Scale2(count * rows)),
         d_data(data),
@@ -54,9 +56,13 @@ struct Nvfp4Stack {
     device.data = d_data.get(), device.group_scales = d_scales.get(), device.row_scale2 = d_scale2.get();
   }
 
-  static std::vector<uint8_t> Bytes(int64_t n, uint32_t max) {
+  static std::vector<uint8_t> Bytes(int64_t n) {  // 8 bytes a draw: the expert stacks hold 10^8
     std::vector<uint8_t> v(n);
-    for (auto& b : v) b = static_cast<uint8_t>(Rng()() % (max + 1));
+    uint64_t r = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i % 8 == 0) r = Rng()();
+      v[i] = static_cast<uint8_t>(r >> (8 * (i % 8)));
+    }
     return v;
   }
   // Positive e4m3 bytes: most in [0.5, 3.75] (exponent fields 6..8) so every group weighs in the
@@ -82,6 +88,36 @@ void ExpectAllCodes(const std::vector<uint8_t>& data) {
   for (uint8_t b : data) lo |= 1u << (b & 0xf), hi |= 1u << (b >> 4);
   EXPECT_EQ(lo, 0xffffu);
   EXPECT_EQ(hi, 0xffffu);
+}
+
+// K distinct experts per token of T, like the router gives.
+std::vector<int32_t> RandomExpertIds(int64_t T, int64_t E, int64_t K) {
+  std::vector<int32_t> ids(T * K);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> perm(E);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), Rng());
+    std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
+  }
+  return ids;
+}
+
+// Microseconds per call of f(i) over `reps` calls (i = 0, 1, ...), after one warm-up round.
+template <typename F>
+double MicrosPerCall(int reps, F&& f) {
+  for (int i = 0; i < reps; ++i) f(i);
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < reps; ++i) f(i);
+  CUDA_CHECK(cudaEventRecord(stop));
+  CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  return 1000.0 * ms / reps;
 }
 
 TEST(quant_nvfp4_cuda, Matmul) {
@@ -141,14 +177,8 @@ TEST(quant_nvfp4_cuda, MoeExperts) {
                                                                  {4, 128, 9, 4096, 32}}) {
     Nvfp4Stack gate_up(E, 2 * I, H), down(E, H, I);
     auto x = RandomFloats(T * H);
-    std::vector<int32_t> ids(T * K);
+    const std::vector<int32_t> ids = RandomExpertIds(T, E, K);
     std::vector<float> weights = RandomFloats(T * K);
-    for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token, like the router gives
-      std::vector<int32_t> perm(E);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), Rng());
-      std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
-    }
     DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * I), d_out(T * H);
     DeviceBuffer<int32_t> d_ids(ids);
     d_act.Poison();
@@ -169,6 +199,81 @@ TEST(quant_nvfp4_cuda, MoeExperts) {
     moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, true);
     ExpectClose("moe_down_nvfp4 after moe_gate_up " + tag, d_out.Download(), out, kBound);
   }
+}
+
+// Batch-1 decode times against the bf16 kernels on the same shapes (printed for the lead's GPU runs;
+// the check is the NVFP4 result). Every call reads other weights (copies, or other experts), more
+// than the L2 holds, so the times are memory-bound like a decode step's. Target: about 0.28 of the
+// bf16 time (4.5 bits a weight against 16).
+TEST(quant_nvfp4_cuda, DecodeTimesVsBf16) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t kCopies = 16;  // 16 x 16 MB of bf16 weights per shape: past any L2
+  for (auto [rows, cols] : std::vector<std::array<int64_t, 2>>{{4096, 2048}, {2048, 4096}, {5120, 2048}}) {
+    Nvfp4Stack W(kCopies, rows, cols);
+    DeviceBuffer<bf16_bits> d_bf16(kCopies * rows * cols);  // the values do not matter to the time
+    d_bf16.Poison();
+    auto x = RandomFloats(cols);
+    DeviceBuffer<float> d_x(x), d_y(rows);
+    const auto matrix = [&](int i) {
+      QuantMatrix m = W.device;
+      const int64_t e = i % kCopies;
+      m.count = 1;
+      m.data = static_cast<const uint8_t*>(W.device.data) + e * m.data_bytes();
+      m.group_scales += e * m.group_scale_stride();
+      m.row_scale2 += e * m.row_scale2_stride();
+      return m;
+    };
+    const int reps = 4 * kCopies;
+    const double q = MicrosPerCall(reps, [&](int i) { matmul_quant(d_y.get(), d_x.get(), matrix(i), 1, nullptr); });
+    const double b = MicrosPerCall(reps, [&](int i) {
+      matvec_bf16(d_y.get(), d_x.get(), d_bf16.get() + (i % kCopies) * rows * cols, 1, cols, rows, nullptr);
+    });
+    const double gb = static_cast<double>(W.device.matrix_bytes()) / (q * 1e3);  // one matrix, with its scales
+    std::printf("matmul %-14s T=1: nvfp4 %.2f us (%.0f GB/s), bf16 %.2f us (%.0f GB/s): %.2fx the bf16 time\n",
+                Shape({rows, cols}).c_str(), q, gb, b, rows * cols * 2 / (b * 1e3), q / b);
+    d_y.Poison();
+    matmul_quant(d_y.get(), d_x.get(), matrix(3), 1, nullptr);
+    QuantMatrix host = W.host;
+    host.count = 1;
+    host.data = W.data.data() + 3 * host.data_bytes();
+    host.group_scales += 3 * host.group_scale_stride();
+    host.row_scale2 += 3 * host.row_scale2_stride();
+    std::vector<float> want(rows);
+    ref::matmul_quant(want.data(), x.data(), host, 1);
+    ExpectClose("matmul_nvfp4 copy 3 " + Shape({rows, cols}), d_y.Download(), want, kBound);
+  }
+  // Qwen3-30B-A3B's experts at batch 1: each call routes to other experts (64 id sets).
+  const int64_t E = 128, K = 8, H = 2048, I = 768, kSets = 64;
+  Nvfp4Stack gate_up(E, 2 * I, H), down(E, H, I);
+  DeviceBuffer<bf16_bits> d_gu(E * 2 * I * H), d_down(E * H * I);
+  d_gu.Poison(), d_down.Poison();
+  const std::vector<int32_t> ids = RandomExpertIds(kSets, E, K);
+  const auto x = RandomFloats(H), weights = RandomFloats(K);
+  DeviceBuffer<int32_t> d_ids(ids);
+  DeviceBuffer<float> d_x(x), d_w(weights), d_act(K * I), d_out(H);
+  const double q = MicrosPerCall(kSets, [&](int i) {
+    moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get() + i * K, gate_up.device, 1, K, nullptr);
+    moe_down_quant(d_out.get(), d_act.get(), d_ids.get() + i * K, d_w.get(), down.device, 1, K, nullptr, true);
+  });
+  const double b = MicrosPerCall(kSets, [&](int i) {
+    moe_gate_up(d_act.get(), d_x.get(), d_ids.get() + i * K, d_gu.get(), 1, K, H, I, nullptr);
+    moe_down(d_out.get(), d_act.get(), d_ids.get() + i * K, d_w.get(), d_down.get(), 1, K, H, I, nullptr, true);
+  });
+  std::printf("moe_gate_up + moe_down (E %lld, K %lld, H %lld, I %lld) T=1: nvfp4 %.2f us, bf16 %.2f us: %.2fx\n",
+              static_cast<long long>(E), static_cast<long long>(K), static_cast<long long>(H),
+              static_cast<long long>(I), q, b, q / b);
+  // The check routes to experts 0..7 only, so the references dequantize those 8 (count = 8).
+  const std::vector<int32_t> ids8 = RandomExpertIds(1, K, K);
+  DeviceBuffer<int32_t> d_ids8(ids8);
+  d_out.Poison();
+  moe_gate_up_quant(d_act.get(), d_x.get(), d_ids8.get(), gate_up.device, 1, K, nullptr);
+  moe_down_quant(d_out.get(), d_act.get(), d_ids8.get(), d_w.get(), down.device, 1, K, nullptr, true);
+  QuantMatrix gu8 = gate_up.host, down8 = down.host;
+  gu8.count = down8.count = K;
+  std::vector<float> act(K * I), out(H);
+  ref::moe_gate_up_quant(act.data(), x.data(), ids8.data(), gu8, 1, K);
+  ref::moe_down_quant(out.data(), act.data(), ids8.data(), weights.data(), down8, 1, K);
+  ExpectClose("moe nvfp4 experts (1,128,8,2048,768)", d_out.Download(), out, kBound);
 }
 
 }  // namespace
