@@ -182,8 +182,8 @@ std::string JsNumberToString(double v) {
 
 std::string ToOutputString(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return "undefined";
-    case Value::Kind::kNone: return "null";
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone: return "undefined";  // see TypeOf: the reference's none holds undefined
     case Value::Kind::kBool: return v.boolean() ? "true" : "false";
     case Value::Kind::kInt: return JsNumberToString(v.number());
     case Value::Kind::kFloat: {
@@ -229,12 +229,14 @@ std::string ToRawString(const Value& v) {
 
 namespace {
 
-enum class JsType { kUndefined, kNull, kBoolean, kNumber, kString, kReference };
+enum class JsType { kUndefined, kBoolean, kNumber, kString, kReference };
 
 JsType TypeOf(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return JsType::kUndefined;
-    case Value::Kind::kNone: return JsType::kNull;
+    // The reference makes its none value without a value, so it holds JavaScript's undefined
+    // too: none and undefined are equal even to ===.
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone: return JsType::kUndefined;
     case Value::Kind::kBool: return JsType::kBoolean;
     case Value::Kind::kInt:
     case Value::Kind::kFloat: return JsType::kNumber;
@@ -259,8 +261,7 @@ bool StrictEquals(const Value& a, const Value& b) {
   const JsType ta = TypeOf(a), tb = TypeOf(b);
   if (ta != tb) return false;
   switch (ta) {
-    case JsType::kUndefined:
-    case JsType::kNull: return true;
+    case JsType::kUndefined: return true;
     case JsType::kBoolean: return a.boolean() == b.boolean();
     case JsType::kNumber: return a.number() == b.number();
     case JsType::kString: return a.str() == b.str();
@@ -272,9 +273,7 @@ bool StrictEquals(const Value& a, const Value& b) {
 bool LooseEquals(const Value& a, const Value& b) {
   const JsType ta = TypeOf(a), tb = TypeOf(b);
   if (ta == tb) return StrictEquals(a, b);
-  const bool a_nullish = ta == JsType::kUndefined || ta == JsType::kNull;
-  const bool b_nullish = tb == JsType::kUndefined || tb == JsType::kNull;
-  if (a_nullish || b_nullish) return a_nullish && b_nullish;
+  if (ta == JsType::kUndefined || tb == JsType::kUndefined) return false;  // the types differ
   if (ta == JsType::kBoolean) return LooseEqualsNumbers(a.boolean() ? 1.0 : 0.0, b);
   if (ta == JsType::kNumber) return LooseEqualsNumbers(a.number(), b);
   if (tb == JsType::kBoolean || tb == JsType::kNumber) return LooseEquals(b, a);

@@ -115,7 +115,8 @@ struct CallArgs {
 // JavaScript's Number.prototype.toString: shortest round-trip digits, "1e+21" past 1e21.
 std::string JsNumberToString(double v);
 // What printing the value gives ({{ v }}): floats keep ".0" when whole, lists and dicts print as
-// their JSON, none and undefined print as "null"/"undefined" (callers skip those two).
+// their JSON, none and undefined print as "undefined" (callers skip those two; it shows inside
+// a list joined into a string).
 std::string ToOutputString(const Value& v);
 // What JavaScript's String(v.value) gives: used by `~`, `+` with a string, and join.
 std::string ToRawString(const Value& v);

@@ -56,6 +56,10 @@ TEST(JinjaValue, LooseAndStrictEquality) {
   EXPECT_TRUE(LooseEquals(xs, xs));
   EXPECT_FALSE(StrictEquals(Value::String("1"), Value::Int(1)));
   EXPECT_TRUE(StrictEquals(Value::Int(1), Value::Float(1)));
+  // The reference's none holds JavaScript's undefined: equal to undefined even strictly, and
+  // "undefined" inside a list made into a string.
+  EXPECT_TRUE(StrictEquals(Value::None(), Value()));
+  EXPECT_EQ(ToRawString(Value::Array({Value::Int(1), Value::None()})), "1,undefined");
 }
 
 TEST(JinjaObject, KeepsInsertionOrder) {
