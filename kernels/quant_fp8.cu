@@ -79,50 +79,39 @@ __device__ __forceinline__ void LoadFp8Chunk(uint4 (&buf)[NL], const uint8_t* ro
   }
 }
 
-// d[t] += dot(w[0..4), x + t*cols + c) for t < nt.
-template <int TT>
-__device__ __forceinline__ void AddDot4(float (&d)[TT], const float w[4], const float* x, int cols, int c, int nt) {
-#pragma unroll
-  for (int t = 0; t < TT; ++t) {
-    if (t < nt) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(x + t * cols + c));
-      d[t] += w[0] * v.x + w[1] * v.y + w[2] * v.z + w[3] * v.w;
-    }
-  }
-}
-
-// acc[t] += dot(the chunk in buf, x + t*cols) for t < nt (x float32, 16-byte aligned rows). The
-// weights are widened four at a time (few live registers); a shared scale multiplies the load's
-// partial dot once, per-element scales each weight.
-template <int NL, int TT, bool kShared>
-__device__ __forceinline__ void UseFp8Chunk(float (&acc)[TT], const uint4 (&buf)[NL], const float* srow,
+// acc[r][t] += dot(the chunk of row r in buf[r], x + t*cols) for r < R, t < nt (x float32, 16-byte
+// aligned rows). The weights are widened four at a time and scaled as they are (the reference's
+// own product e4m3 * scale, one multiply per weight); each float4 of x is loaded once for the R
+// rows, so a token tile of TT reads x TT / R times per weight instead of TT times.
+template <int R, int NL, int TT, bool kShared>
+__device__ __forceinline__ void UseFp8Chunk(float (&acc)[R][TT], const uint4 (&buf)[R][NL], const Fp8Row (&rows)[R],
                                             const float* x, int base, const Fp8Geometry& g, int nt, int lane) {
 #pragma unroll
   for (int k = 0; k < NL; ++k) {
     const int c = base + k * 512 + lane * 16;
     if (c >= g.cols) continue;
-    const uint32_t words[4] = {buf[k].x, buf[k].y, buf[k].z, buf[k].w};
-    if constexpr (kShared) {
-      float d[TT];
+    float s[R];
 #pragma unroll
-      for (int t = 0; t < TT; ++t) d[t] = 0.0f;
+    for (int r = 0; r < R; ++r) s[r] = kShared ? SharedScale(rows[r].scales, c, g) : 1.0f;
+    // Not unrolled: unrolled, the compiler hoists the x loads of all four quarters (TT * 16 floats
+    // a row chunk load) and the tile kernels needed 184 registers instead of 113 (ptxas -v, sm_90).
+#pragma unroll 1
+    for (int q = 0; q < 4; ++q) {
+      float w[R][4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        float w[4];
-        Fp8x4ToFloat(words[q], w);
-        AddDot4<TT>(d, w, x, g.cols, c + 4 * q, nt);
+      for (int r = 0; r < R; ++r) {
+        const uint4& raw = buf[r][k];
+        Fp8x4ToFloat(q == 0 ? raw.x : q == 1 ? raw.y : q == 2 ? raw.z : raw.w, w[r]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[r][j] *= kShared ? s[r] : ScaleAt(rows[r].scales, c + 4 * q + j, g);
       }
-      const float s = SharedScale(srow, c, g);
 #pragma unroll
-      for (int t = 0; t < TT; ++t) acc[t] += s * d[t];
-    } else {
+      for (int t = 0; t < TT; ++t) {
+        if (t < nt) {
+          const float4 v = __ldg(reinterpret_cast<const float4*>(x + t * g.cols + c + 4 * q));
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        float w[4];
-        Fp8x4ToFloat(words[q], w);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) w[j] *= ScaleAt(srow, c + 4 * q + j, g);
-        AddDot4<TT>(acc, w, x, g.cols, c + 4 * q, nt);
+          for (int r = 0; r < R; ++r) acc[r][t] += w[r][0] * v.x + w[r][1] * v.y + w[r][2] * v.z + w[r][3] * v.w;
+        }
       }
     }
   }
@@ -141,8 +130,7 @@ __device__ __forceinline__ void Fp8RowsDot(float (&acc)[R][TT], uint4 (&buf)[R][
     for (int t = 0; t < TT; ++t) acc[r][t] = 0.0f;
   }
   for (int base = 0;;) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) UseFp8Chunk<NL, TT, kShared>(acc[r], buf[r], rows[r].scales, x, base, g, nt, lane);
+    UseFp8Chunk<R, NL, TT, kShared>(acc, buf, rows, x, base, g, nt, lane);
     base += 512 * NL;
     if (base >= g.cols) break;
 #pragma unroll
@@ -158,68 +146,76 @@ __device__ __forceinline__ void Fp8RowsDot(float (&acc)[R][TT], uint4 (&buf)[R][
 // ---- dense product --------------------------------------------------------------------------
 
 constexpr int kWarps = 8;
+// Rows a warp computes together with a token tile (T > 1): each x load then serves kTileRows rows,
+// which keeps the tile's x traffic from L1 (TT floats per weight) near the weight bytes' rate. One
+// load per lane per row chunk: kTileRows * 512 bytes a warp in flight, as one 2048-wide row at batch 1.
+constexpr int kTileRows = 4;
 
-// Grid (ceil(rows / kWarps), ceil(T / TT)): warp w of block b computes row b*kWarps + w for the TT
-// tokens of tile blockIdx.y. The row's first chunk (NL loads a lane) is issued before waiting on
-// the previous kernel: weights and scales never change during a step.
-template <int NL, int TT, bool kShared>
+// Grid (ceil(rows / (kWarps * R)), ceil(T / TT)): warp w of block b computes rows
+// (b*kWarps + w)*R .. +R for the TT tokens of tile blockIdx.y. The rows' first chunk (NL loads a
+// lane each) is issued before waiting on the previous kernel: weights and scales never change
+// during a step.
+template <int R, int NL, int TT, bool kShared>
 __global__ void __launch_bounds__(kWarps * 32) MatmulFp8Kernel(float* y, const float* x, const uint8_t* w,
                                                                const float* scales, Fp8Geometry g, int64_t T,
                                                                int64_t out) {
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32;
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (o >= out) {
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * R;
+  if (o0 >= out) {
     GridDepWait();  // keeps the stream's order transitive even for the idle warps
     return;
   }
-  const Fp8Row rows[1] = {RowOf(w, scales, o, g)};
-  uint4 buf[1][NL];
-  LoadFp8Chunk<NL>(buf[0], rows[0].data, 0, g.cols, lane);
+  Fp8Row rows[R];
+  uint4 buf[R][NL];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    rows[r] = RowOf(w, scales, o0 + r < out ? o0 + r : o0, g);  // rows past `out` are dropped
+    LoadFp8Chunk<NL>(buf[r], rows[r].data, 0, g.cols, lane);
+  }
   GridDepWait();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
   const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
-  float acc[1][TT];
-  Fp8RowsDot<1, NL, TT, kShared>(acc, buf, rows, x + t0 * g.cols, g, nt, lane);
+  float acc[R][TT];
+  Fp8RowsDot<R, NL, TT, kShared>(acc, buf, rows, x + t0 * g.cols, g, nt, lane);
   if (lane == 0) {
 #pragma unroll
-    for (int t = 0; t < TT; ++t) {
-      if (t < nt) y[(t0 + t) * out + o] = acc[0][t];
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
+      }
     }
   }
 }
 
-// Loads a lane keeps in flight per row chunk. A whole row when it takes at most 4 (2048 columns:
-// the q/k/v and expert-sized products, 2 KB a warp) or 8 (4096: o_proj, 4 KB); longer rows in
-// chunks of 16 loads at batch 1 (8 KB a warp, the bf16 kernel's 4096-wide chunk) and of 8 with a
-// token tile (whose x loads and accumulators need the registers).
-int Fp8Loads(int64_t cols, int tt) {
+// Loads a lane keeps in flight per row chunk at batch 1 (one row a warp): the whole row when it
+// takes at most 4 (2048 columns: q/k/v-sized products, 2 KB a warp) or 8 (4096: o_proj, 4 KB),
+// longer rows in chunks of 16 (8 KB a warp, the bf16 kernel's 4096-wide chunk).
+int Fp8Loads(int64_t cols) {
   const int64_t need = (cols + 511) / 512;
   if (need <= 4) return static_cast<int>(need < 1 ? 1 : need);
-  if (need <= 8 || tt > 1) return 8;
-  return 16;
+  return need <= 8 ? 8 : 16;
 }
 
-template <int NL, int TT, bool kShared = true>
+template <int R, int NL, int TT, bool kShared = true>
 void LaunchMatmul(float* y, const float* x, const QuantMatrix& W, const Fp8Geometry& g, int64_t T,
                   cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((W.rows + kWarps - 1) / kWarps), static_cast<unsigned>((T + TT - 1) / TT));
-  Launch(MatmulFp8Kernel<NL, TT, kShared>, grid, dim3(kWarps * 32), 0, stream, y, x, static_cast<const uint8_t*>(W.data),
-         W.scales, g, T, W.rows);
+  const int64_t rows_per_block = kWarps * R;
+  const dim3 grid(static_cast<unsigned>((W.rows + rows_per_block - 1) / rows_per_block),
+                  static_cast<unsigned>((T + TT - 1) / TT));
+  Launch(MatmulFp8Kernel<R, NL, TT, kShared>, grid, dim3(kWarps * 32), 0, stream, y, x,
+         static_cast<const uint8_t*>(W.data), W.scales, g, T, W.rows);
 }
 
-template <int TT>
-void LaunchMatmulTile(float* y, const float* x, const QuantMatrix& W, const Fp8Geometry& g, int64_t T,
-                      cudaStream_t stream) {
-  switch (Fp8Loads(W.cols, TT)) {
-    case 1: LaunchMatmul<1, TT>(y, x, W, g, T, stream); return;
-    case 2: LaunchMatmul<2, TT>(y, x, W, g, T, stream); return;
-    case 3: LaunchMatmul<3, TT>(y, x, W, g, T, stream); return;
-    case 4: LaunchMatmul<4, TT>(y, x, W, g, T, stream); return;
-    case 8: LaunchMatmul<8, TT>(y, x, W, g, T, stream); return;
-    default:
-      if constexpr (TT == 1) LaunchMatmul<16, 1>(y, x, W, g, T, stream);
-      return;
+void LaunchMatmulBatch1(float* y, const float* x, const QuantMatrix& W, const Fp8Geometry& g, cudaStream_t stream) {
+  switch (Fp8Loads(W.cols)) {
+    case 1: LaunchMatmul<1, 1, 1>(y, x, W, g, 1, stream); return;
+    case 2: LaunchMatmul<1, 2, 1>(y, x, W, g, 1, stream); return;
+    case 3: LaunchMatmul<1, 3, 1>(y, x, W, g, 1, stream); return;
+    case 4: LaunchMatmul<1, 4, 1>(y, x, W, g, 1, stream); return;
+    case 8: LaunchMatmul<1, 8, 1>(y, x, W, g, 1, stream); return;
+    default: LaunchMatmul<1, 16, 1>(y, x, W, g, 1, stream); return;
   }
 }
 
@@ -275,13 +271,18 @@ constexpr int kDownRows = 4;   // output rows per block in moe_down
 // One load per lane per row chunk, as the bf16 expert kernels measured best (moe.cu): more
 // resident blocks beat more loads per warp. At FP8 a 2048-wide gate/up row is 4 such rounds.
 constexpr int kMoeLoads = 1;
+// Resident blocks an SM must hold so that a batch-1 layer of Qwen3-30B-A3B runs in one wave on the
+// H200's 132 SMs, as the bf16 kernels do: gate_up has 8 * 768 / 4 = 1536 blocks (12 an SM: 40
+// registers, unbounded it took 48), down 2048 / 4 = 512 (4 an SM: 64 registers, unbounded 73).
+constexpr int kGateUpBlocksPerSm = 12;
+constexpr int kDownBlocksPerSm = 4;
 
 // Grid (ceil(I / kGateUpWarps), T*K): the warp computes row i of gate and of up (rows i and I + i
 // of expert ids[p]) for pair blockIdx.y, both rows' chunks in flight together. The expert id comes
 // from the router kernel, so nothing is loaded before GridDepWait, and moe_down may launch only
 // after that wait (it then reads the ids early, see MoeDownFp8Kernel).
 template <bool kShared>
-__global__ void __launch_bounds__(kGateUpWarps * 32)
+__global__ void __launch_bounds__(kGateUpWarps * 32, kGateUpBlocksPerSm)
     MoeGateUpFp8Kernel(float* act, const float* x, const int32_t* ids, const uint8_t* w, const float* scales,
                        Fp8Geometry g, int64_t I, int64_t data_stride, int64_t scale_stride, int64_t K) {
   const int lane = threadIdx.x % 32;
@@ -308,7 +309,7 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
 // after its own wait, so the router's ids are complete when it starts) each warp issues the first
 // chunk of its first slot's rows before waiting for the activations, overlapping moe_gate_up.
 template <bool kShared>
-__global__ void __launch_bounds__(kDownWarps * 32)
+__global__ void __launch_bounds__(kDownWarps * 32, kDownBlocksPerSm)
     MoeDownFp8Kernel(float* out, const float* act, const int32_t* ids, const float* weights, const uint8_t* w,
                      const float* scales, Fp8Geometry g, int64_t H, int64_t data_stride, int64_t scale_stride,
                      int64_t K, bool early) {
@@ -357,16 +358,16 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
   const Fp8Geometry g = GeometryOf(W);
   KERNEL_REQUIRE(W.count == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || W.rows == 0) return;
-  if (g.shift < 0) {  // per-element scales (no real checkpoint): one token and one load at a time
+  if (g.shift < 0) {  // per-element scales (no real checkpoint): one token and one row at a time
     KERNEL_REQUIRE(T <= 65535);
-    LaunchMatmul<1, 1, false>(y, x, W, g, T, stream);
+    LaunchMatmul<1, 1, 1, false>(y, x, W, g, T, stream);
   } else if (T == 1) {
-    LaunchMatmulTile<1>(y, x, W, g, T, stream);
+    LaunchMatmulBatch1(y, x, W, g, stream);
   } else if (T <= 4) {
-    LaunchMatmulTile<4>(y, x, W, g, T, stream);
+    LaunchMatmul<kTileRows, 1, 4>(y, x, W, g, T, stream);
   } else {
     KERNEL_REQUIRE((T + 7) / 8 <= 65535);
-    LaunchMatmulTile<8>(y, x, W, g, T, stream);
+    LaunchMatmul<kTileRows, 1, 8>(y, x, W, g, T, stream);
   }
   KERNEL_CHECK();
 }
