@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/model/safetensors.h"
+#include "tests/common/test_util.h"
+
 namespace tandem::engine {
 namespace {
 
@@ -195,6 +198,27 @@ TEST(KvCache, LayersAndKeysAndValuesAreSeparateZeroedPools) {
   }
   // Position 0 is block 2, slot 0: the pool's slot 4, elements [16, 20) of 24.
   EXPECT_EQ(kv.key(0, table, 0) - kv.keys(0), 16);
+}
+
+// The same through a real safetensors file: scalar scales (shape [], as vLLM's exports store
+// them, and [1]) in bf16 and float32.
+TEST(KvCache, ScalesFromASafetensorsFile) {
+  tandem::testing::TempDir dir;
+  ASSERT_TRUE(WriteSafetensors(dir / "model.safetensors",
+                               {{"model.layers.0.self_attn.k_scale", DType::kF32, {}, {0.125f}, {}, {}},
+                                {"model.layers.0.self_attn.v_scale", DType::kBF16, {1}, {3.0f}, {}, {}}})
+                  .ok());
+  auto ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ModelConfig cfg;
+  cfg.num_hidden_layers = 2;
+  auto s = ReadKvScales(**ckpt, WeightNames{"model."}, cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_EQ((*s)[0].k, 0.125f);
+  EXPECT_EQ((*s)[0].v, 3.0f);
+  EXPECT_EQ((*s)[1].k, 1.0f);
+  EXPECT_EQ((*s)[1].v, 1.0f);
 }
 
 }  // namespace
