@@ -7,9 +7,10 @@
 //
 // Scales: the 16 weights of one load (columns c .. c+15, c % 16 == 0) share one scale when
 // block_in is a power of two >= 16 and col_phase % 16 == 0 (every real checkpoint: 128 x 128
-// blocks, shards starting on 16-column boundaries): one cached 4-byte lookup per 16 weights, applied
-// once to their partial dot. Any other layout multiplies each weight by its own scale (correct,
-// slower; a shard would have to start off a 16-column boundary to need it).
+// blocks, shards starting on 16-column boundaries): one cached 4-byte lookup per 16 weights. Any
+// other layout looks up each weight's own scale (correct, slower; a shard would have to start off
+// a 16-column boundary to need it). Either way a weight is e4m3 * scale in float32, as the
+// reference dequantizes it.
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
@@ -391,9 +392,9 @@ void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const Quant
   if (T == 0 || K == 0) return;
   const int64_t I = gate_up.rows / 2;
   const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
-  Launch(g.shift >= 0 ? MoeGateUpFp8Kernel<true> : MoeGateUpFp8Kernel<false>, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids,
-         static_cast<const uint8_t*>(gate_up.data), gate_up.scales, g, I, gate_up.data_bytes(),
-         gate_up.scale_stride(), K);
+  Launch(g.shift >= 0 ? MoeGateUpFp8Kernel<true> : MoeGateUpFp8Kernel<false>, grid, dim3(kGateUpWarps * 32), 0,
+         stream, act, x, ids, static_cast<const uint8_t*>(gate_up.data), gate_up.scales, g, I,
+         gate_up.data_bytes(), gate_up.scale_stride(), K);
   KERNEL_CHECK();
 }
 
@@ -406,9 +407,9 @@ void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float*
   static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
   const bool early = allowed && follows_gate_up;
   const dim3 grid(static_cast<unsigned>((down.rows + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
-  Launch(g.shift >= 0 ? MoeDownFp8Kernel<true> : MoeDownFp8Kernel<false>, grid, dim3(kDownWarps * 32), 0, stream, out, act, ids, weights,
-         static_cast<const uint8_t*>(down.data), down.scales, g, down.rows, down.data_bytes(), down.scale_stride(),
-         K, early);
+  Launch(g.shift >= 0 ? MoeDownFp8Kernel<true> : MoeDownFp8Kernel<false>, grid, dim3(kDownWarps * 32), 0, stream,
+         out, act, ids, weights, static_cast<const uint8_t*>(down.data), down.scales, g, down.rows,
+         down.data_bytes(), down.scale_stride(), K, early);
   KERNEL_CHECK();
 }
 
