@@ -11,6 +11,13 @@ namespace {
 
 // Decodes one code point at s[pos]; sets *len to the bytes used (1 for an invalid byte).
 char32_t DecodeAt(std::string_view s, size_t pos, size_t* len) {
+  // A lone UTF-16 surrogate (what indexing into an emoji yields, as in JavaScript) is kept as its
+  // 3-byte generalized UTF-8 form, which utf8proc refuses.
+  if (pos + 2 < s.size() && static_cast<unsigned char>(s[pos]) == 0xED && (static_cast<unsigned char>(s[pos + 1]) & 0xE0) == 0xA0 &&
+      (static_cast<unsigned char>(s[pos + 2]) & 0xC0) == 0x80) {
+    *len = 3;
+    return 0xD000 | ((static_cast<unsigned char>(s[pos + 1]) & 0x3F) << 6) | (static_cast<unsigned char>(s[pos + 2]) & 0x3F);
+  }
   utf8proc_int32_t cp = 0;
   const utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + pos),
                                               static_cast<utf8proc_ssize_t>(s.size() - pos), &cp);
@@ -24,24 +31,6 @@ char32_t DecodeAt(std::string_view s, size_t pos, size_t* len) {
 
 bool IsAsciiWord(char32_t c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-// Maps every code point with `fn`, copying invalid bytes through unchanged.
-template <typename Fn>
-std::string MapCodePoints(std::string_view s, Fn fn) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t pos = 0; pos < s.size();) {
-    size_t len = 0;
-    const char32_t cp = DecodeAt(s, pos, &len);
-    if (cp == 0xFFFD && len == 1 && static_cast<unsigned char>(s[pos]) >= 0x80) {
-      out.push_back(s[pos]);
-    } else {
-      AppendUtf8(out, fn(cp));
-    }
-    pos += len;
-  }
-  return out;
 }
 
 // Length of the JavaScript whitespace character that ends at s[end - 1], 0 if none.
@@ -130,13 +119,67 @@ size_t JsLength(std::string_view s) {
   return n;
 }
 
-std::string JsToUpper(std::string_view s) {
-  return MapCodePoints(s, [](char32_t c) { return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))); });
+namespace {
+
+// The unconditional one-to-many upper-case mappings of Unicode's SpecialCasing.txt that
+// JavaScript's toUpperCase applies and utf8proc's one-to-one mapping lacks (the ones text in a
+// chat plausibly has: German ß, Latin ligatures, Armenian և, a few accented letters).
+const char* SpecialUpper(char32_t c) {
+  switch (c) {
+    case 0x00DF: return "SS";
+    case 0xFB00: return "FF";
+    case 0xFB01: return "FI";
+    case 0xFB02: return "FL";
+    case 0xFB03: return "FFI";
+    case 0xFB04: return "FFL";
+    case 0xFB05:
+    case 0xFB06: return "ST";
+    case 0x0149: return "\xCA\xBCN";
+    case 0x01F0: return "J\xCC\x8C";
+    case 0x0390: return "\xCE\x99\xCC\x88\xCC\x81";
+    case 0x03B0: return "\xCE\xA5\xCC\x88\xCC\x81";
+    case 0x0587: return "\xD4\xB5\xD5\x92";
+    default: return nullptr;
+  }
 }
 
-std::string JsToLower(std::string_view s) {
-  return MapCodePoints(s, [](char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); });
+bool IsLetter(char32_t c) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
 }
+
+}  // namespace
+
+std::string JsToUpper(std::string_view s) {
+  std::string out;
+  for (char32_t c : DecodeUtf8(s)) {
+    if (const char* special = SpecialUpper(c)) {
+      out += special;
+    } else {
+      AppendUtf8(out, static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))));
+    }
+  }
+  return out;
+}
+
+// With JavaScript's two special cases: İ becomes i + combining dot, and a capital sigma that ends
+// a word (a letter before it, none after) becomes the final form ς.
+std::string JsToLower(std::string_view s) {
+  const std::vector<char32_t> cps = DecodeUtf8(s);
+  std::string out;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const char32_t c = cps[i];
+    if (c == 0x0130) {
+      out += "i\xCC\x87";
+    } else if (c == 0x03A3 && i > 0 && IsLetter(cps[i - 1]) && (i + 1 == cps.size() || !IsLetter(cps[i + 1]))) {
+      AppendUtf8(out, 0x03C2);
+    } else {
+      AppendUtf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+    }
+  }
+  return out;
+}
+
 
 std::string JsTitle(std::string_view s) {
   std::string out(s);
@@ -243,7 +286,7 @@ void AppendJsonString(std::string& out, std::string_view s, bool ensure_ascii) {
     }
     size_t len = 0;
     const char32_t cp = DecodeAt(s, pos, &len);
-    if (!ensure_ascii) {
+    if (!ensure_ascii && !(cp >= 0xD800 && cp <= 0xDFFF)) {  // JSON.stringify escapes lone surrogates
       out.append(s.substr(pos, len));
     } else if (cp >= 0x10000) {
       const char32_t v = cp - 0x10000;

@@ -191,6 +191,26 @@ Value DictMethod(const Value& object, const std::string& name) {
   return Value();
 }
 
+// A string's UTF-16 code units, each as a string: String.prototype.at indexes these, so an
+// emoji is two items (its surrogate halves, kept as such) where slicing sees one.
+std::vector<Value> Utf16Units(const std::string& s) {
+  std::vector<Value> out;
+  for (char32_t cp : DecodeUtf8(s)) {
+    std::vector<char32_t> units;
+    if (cp >= 0x10000) {
+      units = {0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF)};
+    } else {
+      units = {cp};
+    }
+    for (char32_t u : units) {
+      std::string c;
+      AppendUtf8(c, u);
+      out.push_back(Value::String(std::move(c)));
+    }
+  }
+  return out;
+}
+
 // JavaScript's Array.prototype.at / String.prototype.at: negative counts from the end.
 Value At(const std::vector<Value>& items, double i) {
   const double n = static_cast<double>(items.size());
@@ -220,7 +240,7 @@ absl::StatusOr<Value> GetMember(const Value& object, const Value& property) {
   if (object.is_array() || object.is_string()) {
     if (property.is_int()) {
       if (object.is_array()) return At(object.items(), property.number());
-      return At(Characters(object.str()), property.number());
+      return At(Utf16Units(object.str()), property.number());
     }
     if (!property.is_string()) return absl::InvalidArgumentError(absl::StrCat("cannot index a ", object.TypeName(), " with a ", property.TypeName()));
     if (object.is_string()) return StringMethod(object, property.str());

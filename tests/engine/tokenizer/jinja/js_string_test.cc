@@ -24,6 +24,11 @@ TEST(JinjaJsString, CaseMapping) {
   EXPECT_EQ(JsToUpper("abc \xC3\xA9"), "ABC \xC3\x89");
   EXPECT_EQ(JsTitle("hello wORLD 9am _x"), "Hello WORLD 9am _x");
   EXPECT_EQ(JsCapitalize("\xC3\xA9t\xC3\xA9 X"), "\xC3\x89t\xC3\xA9 X");
+  // JavaScript's full mappings: ß and ligatures grow, İ gains a combining dot, a word-final
+  // capital sigma lowers to ς.
+  EXPECT_EQ(JsToUpper("stra\xC3\x9F""e \xEF\xAC\x81"), "STRASSE FI");
+  EXPECT_EQ(JsToLower("\xC4\xB0"), "i\xCC\x87");
+  EXPECT_EQ(JsToLower("\xCE\xA3\xCE\x91\xCE\xA3 \xCE\xA3"), "\xCF\x83\xCE\xB1\xCF\x82 \xCF\x83");
 }
 
 TEST(JinjaJsString, NumberParsing) {

@@ -40,6 +40,13 @@ TEST(JinjaMethods, DictMethods) {
   EXPECT_EQ(R("{{ d.items }}", {{"d", {{"items", "mine"}}}}), "mine");
 }
 
+TEST(JinjaMethods, StringIndexCountsUtf16Units) {
+  // As String.prototype.at: an emoji is two units (its surrogate halves), where slices see one.
+  EXPECT_EQ(R("{{ 'x\U0001F600y'[1] | length }} {{ 'x\u00e9y'[1] }} {{ 'ab'[-1] }}"), "1 \u00e9 b");
+  EXPECT_EQ(R("{{ 'x\U0001F600y'[1] }}"), "\xED\xA0\xBD");  // the high surrogate U+D83D alone
+  EXPECT_EQ(R("{{ 'x\U0001F600y'[2] | tojson }}"), "\"\\ude00\"");
+}
+
 TEST(JinjaMethods, MissingAttributesAreUndefined) {
   EXPECT_EQ(R("[{{ d.nope }}][{{ xs[5] }}][{{ 'ab'.nope }}][{{ 3.x }}]", {{"d", nlohmann::ordered_json::object()}, {"xs", {1}}}), "[][][][]");
   EXPECT_TRUE(Fails("{{ d[1] }}", {{"d", nlohmann::ordered_json::object()}}));
