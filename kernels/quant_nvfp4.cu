@@ -7,9 +7,9 @@
 // contiguous weight bytes. When cols % 32 == 16 a row is 8-byte aligned only, so those shapes take
 // 8-byte loads of one group each (G = 1); everything else is the same code.
 //
-// Decoding: there is no e2m1 convert instruction on sm_90 or sm_121, and a shared-memory lookup per
-// byte would cost as many issue slots as the bit operations without being exact by construction. A
-// code c placed as half-precision bits ((c & 7) << 9) | ((c & 8) << 12) is e2m1(c) * 2^-14 exactly:
+// Decoding: there is no e2m1 convert instruction to rely on for sm_90 and sm_121. A shared-memory
+// table would take an address computation and a load per byte, with bank conflicts on random
+// codes; bit placement needs no memory and is exact by construction. A code c placed as half-precision bits ((c & 7) << 9) | ((c & 8) << 12) is e2m1(c) * 2^-14 exactly:
 // the 3 magnitude bits land on the two low exponent bits and the top mantissa bit, and the
 // subnormal code (0.5) becomes a half subnormal of the same scale. Four masks and shifts of one
 // 32-bit word give four half2 of eight codes (columns 0/4, 1/5, 2/6, 3/7 of the word's 8), widened
@@ -19,7 +19,8 @@
 // exactly (the NaN code 0x7f is not special-cased in the products; the dequantization keeps it NaN).
 //
 // Rows share x: a warp computes R rows over the same columns, so every x element it reads (from L1)
-// serves R rows (4 bytes of x per weight at R = 1 would exceed what L1 delivers at NVFP4's rate).
+// serves R rows. At R = 1 a lane would read 4 bytes of x per weight (8 per weight byte), which at
+// NVFP4's weight rate comes near what L1 delivers per SM (an estimate; not measured here).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -98,7 +99,8 @@ struct Rows {
   float scale2[R];
 };
 
-// Row r of matrix e of W (row_scale2 is weight data: read before any wait).
+// Row r of a matrix whose arrays start at data, gs, rs2 (row_scale2 is weight data: read before
+// any wait).
 __device__ __forceinline__ void SetRow(const uint8_t* data, const uint8_t* gs, const float* rs2, int64_t cols,
                                        int64_t r, const uint8_t*& d, const uint8_t*& g, float& s) {
   d = data + r * (cols / 2);
