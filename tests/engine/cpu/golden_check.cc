@@ -1,5 +1,7 @@
 #include "tests/engine/cpu/golden_check.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <gtest/gtest.h>
@@ -56,6 +58,45 @@ absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenProm
     EXPECT_EQ(r.token_ids, g.greedy) << tag << " prompt" << i;
     std::printf("%s prompt%zu greedy: %zu tokens, %s\n", tag.c_str(), i, r.token_ids.size(),
                 r.token_ids == g.greedy ? "identical to golden" : "DIFFERENT from golden");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGoldenPromptsRounded(StepDriver& driver, const std::vector<GoldenPrompt>& golden,
+                                       const std::string& tag, double bound) {
+  for (size_t i = 0; i < golden.size(); ++i) {
+    const GoldenPrompt& g = golden[i];
+    ASSIGN_OR_RETURN(Logits logits, PromptLogits(driver, g.ids));
+    const double rel = RelativeError(logits.data, g.logits);
+    double spread = 0;  // this path's error on the prompt, in logit units
+    for (size_t j = 0; j < g.logits.size() && j < logits.data.size(); ++j) {
+      spread = std::max(spread, std::abs(static_cast<double>(logits.data[j]) - g.logits[j]));
+    }
+    std::printf("%s prompt%zu (%zu tokens): max abs diff / max abs logit = %.3g (bound %.0e), max abs diff %.4g\n",
+                tag.c_str(), i, g.ids.size(), rel, bound, spread);
+    EXPECT_LT(rel, bound) << tag << " prompt" << i;
+
+    GenerateOptions gen;
+    gen.max_tokens = static_cast<int>(g.greedy.size());
+    ASSIGN_OR_RETURN(GenerateResult r, Generate(driver, g.ids, gen));
+    size_t k = 0;
+    while (k < r.token_ids.size() && k < g.greedy.size() && r.token_ids[k] == g.greedy[k]) ++k;
+    if (k == g.greedy.size() && r.token_ids.size() == g.greedy.size()) {
+      std::printf("%s prompt%zu greedy: %zu tokens, identical to golden\n", tag.c_str(), i, k);
+      continue;
+    }
+    EXPECT_LT(k, r.token_ids.size()) << tag << " prompt" << i << ": fewer tokens than the golden";
+    if (k >= r.token_ids.size()) continue;
+    // This run's logits where it parts from the golden (the same tokens up to there).
+    std::vector<int32_t> ids = g.ids;
+    ids.insert(ids.end(), g.greedy.begin(), g.greedy.begin() + static_cast<std::ptrdiff_t>(k));
+    ASSIGN_OR_RETURN(Logits at, PromptLogits(driver, ids));
+    const float* row = at.row(at.rows() - 1);
+    const double gap = static_cast<double>(row[r.token_ids[k]]) - row[g.greedy[k]];
+    std::printf("%s prompt%zu greedy parts from the golden at step %zu: token %d vs golden %d, this run's logit gap "
+                "%.4g against the path's max abs diff %.4g on the prompt\n",
+                tag.c_str(), i, k, r.token_ids[k], g.greedy[k], gap, spread);
+    EXPECT_LT(gap, spread) << tag << " prompt" << i << ": greedy parts at step " << k << " without a near tie";
   }
   return absl::OkStatus();
 }

@@ -27,6 +27,14 @@ absl::Status RunOnRanks(int tp, ModelLoadOptions opt, const std::function<absl::
 absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenPrompt>& golden, const std::string& tag,
                                 double bound);
 
+// As CheckGoldenPrompts, for a path that rounds activations to bf16 (a bf16 KV cache, the bf16
+// prefill GEMMs): logits within `bound`, and the greedy continuation identical or, where it parts
+// from the golden, a near tie in this run: its token's logit above the golden token's by less than
+// the largest |logit - golden| this path showed on the prompt (the golden's own logits along the
+// continuation are not stored, so the check is one-sided). Prints the gap.
+absl::Status CheckGoldenPromptsRounded(StepDriver& driver, const std::vector<GoldenPrompt>& golden,
+                                       const std::string& tag, double bound);
+
 // The whole golden test of one testdata model: LoadGolden(<testdata>/`name`), then on `tp` ranks
 // (RunOnRanks with `opt` and `on_rank`) CheckGoldenPrompts tagged "<name> tp=<tp>" within `bound`.
 absl::Status CheckTestdataModelGolden(const std::string& name, int tp, const ModelLoadOptions& opt,
