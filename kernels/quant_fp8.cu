@@ -274,9 +274,15 @@ constexpr int kDownRows = 4;   // output rows per block in moe_down
 constexpr int kMoeLoads = 1;
 // Resident blocks an SM must hold so that a batch-1 layer of Qwen3-30B-A3B runs in one wave on the
 // H200's 132 SMs, as the bf16 kernels do: gate_up has 8 * 768 / 4 = 1536 blocks (12 an SM: 40
-// registers, unbounded it took 48), down 2048 / 4 = 512 (4 an SM: 64 registers, unbounded 73).
+// registers, unbounded it took 48), down 2048 / 4 = 512 (4 an SM: 64 registers, unbounded 73, a
+// 12-byte spill on sm_90). sm_12x (GB10: 48 SMs, several waves anyway) spilled 84 bytes at 64
+// registers in moe_down, so it keeps 3 blocks there (the bound only reaches the device pass).
 constexpr int kGateUpBlocksPerSm = 12;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kDownBlocksPerSm = 3;
+#else
 constexpr int kDownBlocksPerSm = 4;
+#endif
 
 // Grid (ceil(I / kGateUpWarps), T*K): the warp computes row i of gate and of up (rows i and I + i
 // of expert ids[p]) for pair blockIdx.y, both rows' chunks in flight together. The expert id comes
