@@ -284,17 +284,20 @@ constexpr int kDownBlocksPerSm = 3;
 constexpr int kDownBlocksPerSm = 4;
 #endif
 
-// Grid (ceil(I / kGateUpWarps), T*K): the warp computes row i of gate and of up (rows i and I + i
-// of expert ids[p]) for pair blockIdx.y, both rows' chunks in flight together. The expert id comes
+// Grid (ceil(I / kGateUpWarps), pairs of this launch, at most 65535): the warp computes row i of
+// gate and of up (rows i and I + i of expert ids[p]) for pair p = p0 + blockIdx.y, both rows'
+// chunks in flight together. (One pair per block row and a launch per 65535 pairs: a loop over
+// pairs in the kernel cost registers and spilled.) The expert id comes
 // from the router kernel, so nothing is loaded before GridDepWait, and moe_down may launch only
 // after that wait (it then reads the ids early, see MoeDownFp8Kernel).
 template <bool kShared>
 __global__ void __launch_bounds__(kGateUpWarps * 32, kGateUpBlocksPerSm)
     MoeGateUpFp8Kernel(float* act, const float* x, const int32_t* ids, const uint8_t* w, const float* scales,
-                       Fp8Geometry g, int64_t I, int64_t data_stride, int64_t scale_stride, int64_t K) {
+                       Fp8Geometry g, int64_t I, int64_t data_stride, int64_t scale_stride, int64_t K,
+                       int64_t p0) {
   const int lane = threadIdx.x % 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32;
-  const int64_t p = blockIdx.y;
+  const int64_t p = p0 + blockIdx.y;
   GridDepWait();
   GridDepLaunchDependents();
   if (i >= I) return;
@@ -394,13 +397,16 @@ void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stre
 void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T, int64_t K,
                      cudaStream_t stream) {
   const Fp8Geometry g = GeometryOf(gate_up);
-  KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && T * K <= 65535);
-  if (T == 0 || K == 0) return;
+  KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t I = gate_up.rows / 2;
-  const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
-  Launch(g.shift >= 0 ? MoeGateUpFp8Kernel<true> : MoeGateUpFp8Kernel<false>, grid, dim3(kGateUpWarps * 32), 0,
-         stream, act, x, ids, static_cast<const uint8_t*>(gate_up.data), gate_up.scales, g, I,
-         gate_up.data_bytes(), gate_up.scale_stride(), K);
+  const auto kernel = g.shift >= 0 ? MoeGateUpFp8Kernel<true> : MoeGateUpFp8Kernel<false>;
+  for (int64_t p0 = 0; p0 < T * K; p0 += 65535) {
+    const int64_t pairs = T * K - p0 < 65535 ? T * K - p0 : 65535;
+    const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(pairs));
+    Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, static_cast<const uint8_t*>(gate_up.data),
+           gate_up.scales, g, I, gate_up.data_bytes(), gate_up.scale_stride(), K, p0);
+  }
   KERNEL_CHECK();
 }
 

@@ -8,10 +8,11 @@
 // The detail:: launchers are called directly so this test needs no other format's kernels.
 //
 // Bound: ||out - ref|| / ||ref|| < 1e-5. The reference dequantizes exactly (float32 products of an
-// e4m3 value and its scale) and accumulates in double; the kernels accumulate in float32, each lane
-// over cols/32 terms and then a 5-level shuffle tree, and apply a shared scale to a 16-term partial
-// sum instead of to each weight: the expected relative error is ~eps * sqrt(cols / 32) (~1e-6 for
-// 8192 columns, eps = 6e-8), so 1e-5 has margin and still fails on any wrong weight, scale or row.
+// e4m3 value and its scale, which the kernels form the same way) and accumulates in double; the
+// kernels accumulate in float32, each lane over cols/32 terms and then a 5-level shuffle tree: the
+// expected relative error is ~eps * sqrt(cols / 32) (~1e-6 for 8192 columns, eps = 6e-8; a CPU
+// emulation of these kernels measured 0.6-2e-7 on such shapes), so 1e-5 has margin and still fails
+// on any wrong weight, scale or row.
 // Dequantization to bf16 must equal the reference bit for bit (same float32 product, same
 // round-to-nearest-even).
 // The e4m3 decoding helper (kernels/quant_fp8.cuh) is checked on the host too, without a GPU.
@@ -188,6 +189,8 @@ TEST(quant_fp8_cuda, MoeExperts) {
       {3, 16, 9, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true, 16}},
       // Per-element scales in both products.
       {2, 33, 9, 128, 48, {1, 0, 0, 32, 48, true}, {1, 0, 0, 32, 32, false, 8}},
+      // More pairs (65600) than a grid has rows: moe_gate_up launches once per 65535.
+      {8200, 16, 8, 32, 16, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32}},
   };
   for (Case c : cases) {
     c.gate_up.count = c.down.count = c.E;
