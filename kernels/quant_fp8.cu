@@ -69,14 +69,27 @@ __device__ __forceinline__ float SharedScale(const float* srow, int c, const Fp8
   return __ldg(srow + ((c + g.col_phase) >> g.shift));
 }
 
+// One row's chunk as a lane holds it: NL 16-byte loads and, on the shared-scale path, their NL
+// scales, loaded together so that the scales' latency overlaps the weights' (and, for the first
+// chunk, precedes the kernel's wait: scales never change during a step either).
+template <int NL>
+struct Fp8Chunk {
+  uint4 w[NL];
+  float s[NL];
+};
+
 // Lane l of the chunk at column `base` (a multiple of 512 * NL) owns columns base + k*512 + l*16
 // .. +16 for k < NL; loads past the row's end are skipped (their registers stay unused).
-template <int NL>
-__device__ __forceinline__ void LoadFp8Chunk(uint4 (&buf)[NL], const uint8_t* row, int base, int cols, int lane) {
+template <int NL, bool kShared>
+__device__ __forceinline__ void LoadFp8Chunk(Fp8Chunk<NL>& ch, const Fp8Row& row, int base, const Fp8Geometry& g,
+                                             int lane) {
 #pragma unroll
   for (int k = 0; k < NL; ++k) {
     const int c = base + k * 512 + lane * 16;
-    if (c < cols) buf[k] = __ldcs(reinterpret_cast<const uint4*>(row + c));
+    if (c < g.cols) {
+      ch.w[k] = __ldcs(reinterpret_cast<const uint4*>(row.data + c));
+      if constexpr (kShared) ch.s[k] = SharedScale(row.scales, c, g);
+    }
   }
 }
 
@@ -85,15 +98,12 @@ __device__ __forceinline__ void LoadFp8Chunk(uint4 (&buf)[NL], const uint8_t* ro
 // own product e4m3 * scale, one multiply per weight); each float4 of x is loaded once for the R
 // rows, so a token tile of TT reads x TT / R times per weight instead of TT times.
 template <int R, int NL, int TT, bool kShared>
-__device__ __forceinline__ void UseFp8Chunk(float (&acc)[R][TT], const uint4 (&buf)[R][NL], const Fp8Row (&rows)[R],
+__device__ __forceinline__ void UseFp8Chunk(float (&acc)[R][TT], const Fp8Chunk<NL> (&buf)[R], const Fp8Row (&rows)[R],
                                             const float* x, int base, const Fp8Geometry& g, int nt, int lane) {
 #pragma unroll
   for (int k = 0; k < NL; ++k) {
     const int c = base + k * 512 + lane * 16;
     if (c >= g.cols) continue;
-    float s[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) s[r] = kShared ? SharedScale(rows[r].scales, c, g) : 1.0f;
     // Not unrolled: unrolled, the compiler hoists the x loads of all four quarters (TT * 16 floats
     // a row chunk load) and the tile kernels needed 184 registers instead of 113 (ptxas -v, sm_90).
 #pragma unroll 1
@@ -101,10 +111,10 @@ __device__ __forceinline__ void UseFp8Chunk(float (&acc)[R][TT], const uint4 (&b
       float w[R][4];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const uint4& raw = buf[r][k];
+        const uint4& raw = buf[r].w[k];
         Fp8x4ToFloat(q == 0 ? raw.x : q == 1 ? raw.y : q == 2 ? raw.z : raw.w, w[r]);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) w[r][j] *= kShared ? s[r] : ScaleAt(rows[r].scales, c + 4 * q + j, g);
+        for (int j = 0; j < 4; ++j) w[r][j] *= kShared ? buf[r].s[k] : ScaleAt(rows[r].scales, c + 4 * q + j, g);
       }
 #pragma unroll
       for (int t = 0; t < TT; ++t) {
@@ -123,7 +133,7 @@ __device__ __forceinline__ void UseFp8Chunk(float (&acc)[R][TT], const uint4 (&b
 // kShared: the geometry has g.shift >= 0 (one scale per 16-byte load); the kernels take it as a
 // template argument so the per-element path's code (and registers) stay out of the hot kernels.
 template <int R, int NL, int TT, bool kShared>
-__device__ __forceinline__ void Fp8RowsDot(float (&acc)[R][TT], uint4 (&buf)[R][NL], const Fp8Row (&rows)[R],
+__device__ __forceinline__ void Fp8RowsDot(float (&acc)[R][TT], Fp8Chunk<NL> (&buf)[R], const Fp8Row (&rows)[R],
                                            const float* x, const Fp8Geometry& g, int nt, int lane) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -135,7 +145,7 @@ __device__ __forceinline__ void Fp8RowsDot(float (&acc)[R][TT], uint4 (&buf)[R][
     base += 512 * NL;
     if (base >= g.cols) break;
 #pragma unroll
-    for (int r = 0; r < R; ++r) LoadFp8Chunk<NL>(buf[r], rows[r].data, base, g.cols, lane);
+    for (int r = 0; r < R; ++r) LoadFp8Chunk<NL, kShared>(buf[r], rows[r], base, g, lane);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -152,12 +162,22 @@ constexpr int kWarps = 8;
 // load per lane per row chunk: kTileRows * 512 bytes a warp in flight, as one 2048-wide row at batch 1.
 constexpr int kTileRows = 4;
 
+// Resident blocks an SM is asked to hold: at batch 1 with rows of up to 2048 columns (one row a
+// warp, whole row in flight) 5, so Qwen3-30B-A3B's q/k/v product (5120 rows) runs in one wave on
+// the H200's 132 SMs (48 registers, no spill; unbounded 58); else whatever the registers allow.
+// sm_12x (GB10) spilled under that bound and takes several waves anyway: no bound there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int MatmulBlocksPerSm(int, int, int) { return 1; }
+#else
+constexpr int MatmulBlocksPerSm(int r, int nl, int tt) { return r == 1 && tt == 1 && nl <= 4 ? 5 : 1; }
+#endif
+
 // Grid (ceil(rows / (kWarps * R)), ceil(T / TT)): warp w of block b computes rows
 // (b*kWarps + w)*R .. +R for the TT tokens of tile blockIdx.y. The rows' first chunk (NL loads a
 // lane each) is issued before waiting on the previous kernel: weights and scales never change
 // during a step.
 template <int R, int NL, int TT, bool kShared>
-__global__ void __launch_bounds__(kWarps * 32) MatmulFp8Kernel(float* y, const float* x, const uint8_t* w,
+__global__ void __launch_bounds__(kWarps * 32, MatmulBlocksPerSm(R, NL, TT)) MatmulFp8Kernel(float* y, const float* x, const uint8_t* w,
                                                                const float* scales, Fp8Geometry g, int64_t T,
                                                                int64_t out) {
   GridDepLaunchDependents();
@@ -168,11 +188,11 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulFp8Kernel(float* y, const f
     return;
   }
   Fp8Row rows[R];
-  uint4 buf[R][NL];
+  Fp8Chunk<NL> buf[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     rows[r] = RowOf(w, scales, o0 + r < out ? o0 + r : o0, g);  // rows past `out` are dropped
-    LoadFp8Chunk<NL>(buf[r], rows[r].data, 0, g.cols, lane);
+    LoadFp8Chunk<NL, kShared>(buf[r], rows[r], 0, g, lane);
   }
   GridDepWait();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
@@ -305,9 +325,9 @@ __global__ void __launch_bounds__(kGateUpWarps * 32, kGateUpBlocksPerSm)
   const uint8_t* we = w + e * data_stride;
   const float* se = scales + e * scale_stride;
   const Fp8Row rows[2] = {RowOf(we, se, i, g), RowOf(we, se, I + i, g)};  // gate row i, up row i
-  uint4 buf[2][kMoeLoads];
+  Fp8Chunk<kMoeLoads> buf[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) LoadFp8Chunk<kMoeLoads>(buf[r], rows[r].data, 0, g.cols, lane);
+  for (int r = 0; r < 2; ++r) LoadFp8Chunk<kMoeLoads, kShared>(buf[r], rows[r], 0, g, lane);
   float gu[2][1];
   Fp8RowsDot<2, kMoeLoads, 1, kShared>(gu, buf, rows, x + (p / K) * g.cols, g, 1, lane);
   if (lane == 0) act[p * I + i] = SiluF(gu[0][0]) * gu[1][0];
@@ -328,13 +348,13 @@ __global__ void __launch_bounds__(kDownWarps * 32, kDownBlocksPerSm)
   const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
   __shared__ float partial[kDownWarps][kDownRows];
   Fp8Row rows[kDownRows];
-  uint4 buf[kDownRows][kMoeLoads];
+  Fp8Chunk<kMoeLoads> buf[kDownRows];
   const auto load_slot = [&](int64_t k) {  // rows past H recompute row h0 and are dropped
     const int64_t e = __ldcg(ids + t * K + k);
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) {
       rows[r] = RowOf(w + e * data_stride, scales + e * scale_stride, h0 + r < H ? h0 + r : h0, g);
-      LoadFp8Chunk<kMoeLoads>(buf[r], rows[r].data, 0, g.cols, lane);
+      LoadFp8Chunk<kMoeLoads, kShared>(buf[r], rows[r], 0, g, lane);
     }
   };
   if (early && warp < K) load_slot(warp);
