@@ -79,4 +79,23 @@ __device__ __forceinline__ void KvStore(__nv_fp8_e4m3* p, float v) {
 
 __device__ __forceinline__ float SiluF(float x) { return x / (1.0f + __expf(-x)); }
 
+// The end of a moe_down block (bf16, FP8 and NVFP4 alike): each warp's weighted sums of rows
+// h0 .. h0 + kRows (on its lane 0) go through shared memory and are added in warp order, so the
+// sum over a token's expert slots is deterministic; rows past H are dropped. Synchronises the block.
+template <int kWarps, int kRows>
+__device__ __forceinline__ void StoreSlotSums(float* out_row, float (&partial)[kWarps][kRows], const float (&sum)[kRows],
+                                              int64_t h0, int64_t H, int warp, int lane) {
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) partial[warp][r] = sum[r];
+  }
+  __syncthreads();
+  if (threadIdx.x < kRows && h0 + threadIdx.x < H) {
+    float s = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += partial[w][threadIdx.x];
+    out_row[h0 + threadIdx.x] = s;
+  }
+}
+
 }  // namespace tandem::kernels

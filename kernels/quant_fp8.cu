@@ -369,17 +369,7 @@ __global__ void __launch_bounds__(kDownWarps * 32, kDownBlocksPerSm)
 #pragma unroll
     for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r][0];
   }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < kDownRows; ++r) partial[warp][r] = sum[r];
-  }
-  __syncthreads();
-  if (threadIdx.x < kDownRows && h0 + threadIdx.x < H) {
-    float s = 0;
-#pragma unroll
-    for (int v = 0; v < kDownWarps; ++v) s += partial[v][threadIdx.x];
-    out[t * H + h0 + threadIdx.x] = s;
-  }
+  StoreSlotSums<kDownWarps, kDownRows>(out + t * H, partial, sum, h0, H, warp, lane);
 }
 
 }  // namespace

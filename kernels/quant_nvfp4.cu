@@ -364,17 +364,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
 #pragma unroll
       for (int r = 0; r < kDownRows; ++r) sum[r] += wk * d[r][0];
     }
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < kDownRows; ++r) partial[warp][r] = sum[r];
-    }
-    __syncthreads();
-    if (threadIdx.x < kDownRows && h0 + threadIdx.x < H) {
-      float s = 0;
-#pragma unroll
-      for (int w = 0; w < kDownWarps; ++w) s += partial[w][threadIdx.x];
-      out[t * H + h0 + threadIdx.x] = s;
-    }
+    StoreSlotSums<kDownWarps, kDownRows>(out + t * H, partial, sum, h0, H, warp, lane);
     __syncthreads();  // partial is rewritten for the next token
   }
 }
