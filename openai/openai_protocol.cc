@@ -1,6 +1,8 @@
 #include "openai/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -173,6 +175,110 @@ std::optional<ApiError> ParseCommon(const Json& body, bool chat, CommonRequest* 
     if (auto e = ReadNumber(body, name, -2.0, 2.0, &penalty)) return e;
     if (penalty != 0.0f) return InvalidRequest("'" + std::string(name) + "' is not supported", name);
   }
+  // Sampling extensions (as vLLM) that are not implemented yet: only their neutral values pass.
+  float neutral = 0.0f;
+  if (auto e = ReadNumber(body, "min_p", 0.0, 1.0, &neutral)) return e;
+  if (neutral != 0.0f) return InvalidRequest("'min_p' is not supported", "min_p");
+  neutral = 1.0f;
+  if (auto e = ReadNumber(body, "repetition_penalty", 0.0, 1e9, &neutral)) return e;
+  if (neutral != 1.0f) return InvalidRequest("'repetition_penalty' is not supported", "repetition_penalty");
+  v.reset();
+  if (auto e = ReadInt(body, "min_tokens", 0, kIntMax, &v)) return e;
+  if (v && *v != 0) return InvalidRequest("'min_tokens' is not supported", "min_tokens");
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return WrongType("logit_bias", "an object", *it);
+    if (!it->empty()) return InvalidRequest("'logit_bias' is not supported", "logit_bias");
+  }
+  return std::nullopt;
+}
+
+// Fields a client may send whose only effect is outside generation (bookkeeping, a default we
+// already follow) pass when harmless; anything that would change the output without us doing
+// it is refused. Which is which is tabled in docs/api.md.
+std::optional<ApiError> ParseHarmless(const Json& body, bool chat) {
+  // An end-user id for the provider's abuse monitoring: nothing to do with the output.
+  if (auto it = body.find("user"); it != body.end() && !it->is_null() && !it->is_string()) {
+    return WrongType("user", "a string", *it);
+  }
+  if (!chat) {
+    if (auto it = body.find("suffix"); it != body.end() && !it->is_null() &&
+                                       !(it->is_string() && it->get<std::string>().empty())) {
+      return InvalidRequest("'suffix' is not supported", "suffix");
+    }
+    return std::nullopt;
+  }
+  // Tags for stored completions; we store nothing, so they only need to be well-formed.
+  if (auto it = body.find("metadata"); it != body.end() && !it->is_null() && !it->is_object()) {
+    return WrongType("metadata", "an object", *it);
+  }
+  bool store = false;
+  if (auto e = ReadBool(body, "store", &store)) return e;
+  if (store) return InvalidRequest("'store: true' is not supported: completions are not stored", "store");
+  if (auto it = body.find("service_tier"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return WrongType("service_tier", "a string", *it);
+    const std::string tier = it->get<std::string>();
+    if (tier != "auto" && tier != "default") {
+      return InvalidRequest("'service_tier' must be 'auto' or 'default' (one tier is served), got '" + tier + "'",
+                            "service_tier");
+    }
+  }
+  // The model decides whether to call a tool ("auto", the default with tools); forcing or
+  // forbidding a call, or limiting calls to one, is not enforced, so it is refused.
+  if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null() &&
+                                          !(it->is_string() && it->get<std::string>() == "auto")) {
+    return InvalidRequest("only tool_choice 'auto' is supported, got " + it->dump(), "tool_choice");
+  }
+  bool parallel = true;
+  if (auto e = ReadBool(body, "parallel_tool_calls", &parallel)) return e;
+  if (!parallel) return InvalidRequest("'parallel_tool_calls: false' is not supported", "parallel_tool_calls");
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return WrongType("response_format", "an object", *it);
+    auto type = it->find("type");
+    if (type == it->end() || !type->is_string() || type->get<std::string>() != "text") {
+      return InvalidRequest("only response_format {\"type\": \"text\"} is supported", "response_format");
+    }
+  }
+  if (auto it = body.find("top_logprobs"); it != body.end() && !it->is_null() &&
+                                           !(it->is_number_integer() && it->get<int64_t>() == 0)) {
+    return InvalidRequest("'top_logprobs' is not supported", "top_logprobs");
+  }
+  if (auto it = body.find("modalities"); it != body.end() && !it->is_null() &&
+                                         *it != Json::array({"text"})) {
+    return InvalidRequest("only modalities [\"text\"] is supported", "modalities");
+  }
+  return std::nullopt;
+}
+
+// Every field either endpoint reads or decides on above; anything else is refused rather than
+// dropped, so a client never believes a parameter took effect when it did not. A null field
+// counts as absent (some clients send every field, null when unset).
+std::optional<ApiError> RefuseUnknownFields(const Json& body, bool chat) {
+  static constexpr std::string_view kCommon[] = {
+      "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k", "seed",
+      "ignore_eos", "return_token_ids", "stop", "stop_token_ids", "n", "logprobs", "presence_penalty",
+      "frequency_penalty", "min_p", "repetition_penalty", "min_tokens", "logit_bias", "user"};
+  static constexpr std::string_view kCompletion[] = {"prompt", "best_of", "echo", "suffix"};
+  static constexpr std::string_view kChat[] = {
+      "messages", "max_completion_tokens", "chat_template_kwargs", "tools", "tool_choice",
+      "parallel_tool_calls", "response_format", "top_logprobs", "store", "metadata", "service_tier",
+      "modalities"};
+  auto known = [&](const std::string& key) {
+    auto in = [&](const auto& names) { return std::find(std::begin(names), std::end(names), key) != std::end(names); };
+    return in(kCommon) || (chat ? in(kChat) : in(kCompletion));
+  };
+  for (const auto& [key, value] : body.items()) {
+    if (!value.is_null() && !known(key)) {
+      return InvalidRequest("Unrecognized request argument supplied: " + key, key);
+    }
+  }
+  if (auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      if (!value.is_null() && key != "include_usage") {
+        return InvalidRequest("Unrecognized request argument supplied: stream_options." + key,
+                              "stream_options." + key);
+      }
+    }
+  }
   return std::nullopt;
 }
 
@@ -181,6 +287,8 @@ std::optional<ApiError> ParseBody(std::string_view body, bool chat, Json* j, Com
   *j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j->is_discarded()) return InvalidRequest("the request body is not valid JSON", "", "invalid_json");
   if (!j->is_object()) return InvalidRequest("the request body must be a JSON object, got " + TypeName(*j));
+  if (auto e = RefuseUnknownFields(*j, chat)) return e;
+  if (auto e = ParseHarmless(*j, chat)) return e;
   return ParseCommon(*j, chat, common);
 }
 

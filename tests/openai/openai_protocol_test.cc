@@ -118,6 +118,81 @@ TEST(HttpProtocol, RejectsBadParametersNamingThem) {
   EXPECT_EQ(r.common.max_tokens, 16);
 }
 
+// Nothing is silently dropped: an unknown field, or a known one asking for what we do not do,
+// is a 400 whose param is the field.
+TEST(HttpProtocol, RefusesUnknownAndUnimplementedFieldsNamingThem) {
+  struct Case {
+    const char* extra;  // appended to a valid body
+    const char* param;
+  };
+  const Case common[] = {
+      {R"("frobnicate":1)", "frobnicate"},
+      {R"("stream_options":{"include_usage":true,"continuous_usage_stats":true})",
+       "stream_options.continuous_usage_stats"},
+      {R"("min_p":0.1)", "min_p"},
+      {R"("min_p":1.5)", "min_p"},
+      {R"("repetition_penalty":1.2)", "repetition_penalty"},
+      {R"("min_tokens":3)", "min_tokens"},
+      {R"("min_tokens":-1)", "min_tokens"},
+      {R"("logit_bias":{"5":10})", "logit_bias"},
+      {R"("logit_bias":[1])", "logit_bias"},
+      {R"("frequency_penalty":0.5)", "frequency_penalty"},
+      {R"("user":7)", "user"},
+  };
+  for (const Case& c : common) {
+    const std::string completion = std::string(R"({"prompt":"x",)") + c.extra + "}";
+    EXPECT_EQ(CompletionError(completion).param, c.param) << completion;
+    const std::string chat = std::string(R"({"messages":[{"role":"user","content":"x"}],)") + c.extra + "}";
+    EXPECT_EQ(ChatError(chat).param, c.param) << chat;
+  }
+  const Case chat_only[] = {
+      {R"("response_format":{"type":"json_object"})", "response_format"},
+      {R"("response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{}}})", "response_format"},
+      {R"("tool_choice":"required")", "tool_choice"},
+      {R"("tool_choice":"none")", "tool_choice"},
+      {R"("tool_choice":{"type":"function","function":{"name":"f"}})", "tool_choice"},
+      {R"("parallel_tool_calls":false)", "parallel_tool_calls"},
+      {R"("top_logprobs":2)", "top_logprobs"},
+      {R"("store":true)", "store"},
+      {R"("service_tier":"flex")", "service_tier"},
+      {R"("metadata":"x")", "metadata"},
+      {R"("modalities":["text","audio"])", "modalities"},
+      {R"("reasoning_effort":"low")", "reasoning_effort"},
+      {R"("functions":[{"name":"f"}])", "functions"},
+      {R"("prediction":{"type":"content","content":"x"})", "prediction"},
+      {R"("suffix":"x")", "suffix"},  // a completions field
+      {R"("echo":true)", "echo"},     // a completions field
+  };
+  for (const Case& c : chat_only) {
+    const std::string chat = std::string(R"({"messages":[{"role":"user","content":"x"}],)") + c.extra + "}";
+    ApiError e = ChatError(chat);
+    EXPECT_EQ(e.http_status, 400) << chat;
+    EXPECT_EQ(e.param, c.param) << chat << " -> " << e.message;
+  }
+  // Chat-only fields are unknown to completions; suffix is refused there when it asks for text.
+  EXPECT_EQ(CompletionError(R"({"prompt":"x","response_format":{"type":"text"}})").param, "response_format");
+  EXPECT_EQ(CompletionError(R"({"prompt":"x","messages":[]})").param, "messages");
+  EXPECT_EQ(CompletionError(R"({"prompt":"x","suffix":"tail"})").param, "suffix");
+  EXPECT_EQ(CompletionError(R"({"prompt":"x","frobnicate":1})").message,
+            "Unrecognized request argument supplied: frobnicate");
+}
+
+// What the official SDK and common clients send that has no effect on the output passes.
+TEST(HttpProtocol, AcceptsHarmlessClientFields) {
+  ChatRequest r;
+  auto e = ParseChatRequest(
+      R"({"messages":[{"role":"user","content":"x"}],"user":"u1","metadata":{"k":"v"},"store":false,
+          "service_tier":"auto","parallel_tool_calls":true,"tool_choice":"auto","n":1,
+          "response_format":{"type":"text"},"logprobs":false,"top_logprobs":0,"modalities":["text"],
+          "stream_options":{"include_usage":false},"reasoning_effort":null,"functions":null,
+          "min_p":0,"repetition_penalty":1,"min_tokens":0,"logit_bias":{},"frequency_penalty":0})",
+      &r);
+  EXPECT_FALSE(e) << e->message;
+  CompletionRequest c;
+  auto ce = ParseCompletionRequest(R"({"prompt":"x","user":"u","suffix":null,"logit_bias":null,"echo":false})", &c);
+  EXPECT_FALSE(ce) << ce->message;
+}
+
 TEST(HttpProtocol, BadJsonAndNonObjectBodies) {
   ApiError e = CompletionError("{not json");
   EXPECT_EQ(e.http_status, 400);
