@@ -39,6 +39,7 @@ struct EngineHost::Loaded {
   std::unique_ptr<engine::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when the folder has none (or it did not load)
   std::string tokenizer_error;                      // why it did not load ("" = none in the folder)
+  std::string folder;                               // the resolved model folder (its chat template)
 };
 
 struct EngineHost::Group {

@@ -50,6 +50,7 @@ absl::Status EngineHost::StartHead(Group& g, const v1::JoinGroupRequest& req) {
       SplitHostPort(req.api_listen().empty() ? "127.0.0.1:8000" : req.api_listen(), &so.server.host, &so.server.port));
   so.server.served_model_name = name;
   so.server.api_key = req.api_key();
+  so.chat_template_dir = ld.folder;
   if (req.api_max_body_bytes() > 0) so.server.max_body_bytes = static_cast<size_t>(req.api_max_body_bytes());
   // /health and new requests: only while the cluster is serving (the controller opens it after
   // the first probe passes).

@@ -94,6 +94,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     ASSIGN_OR_RETURN(const std::string device, PrepareRankDevice(lo.backend));
     if (!device.empty()) TLOG(INFO) << "rank " << req.rank() << " of " << world << " on " << device;
     ASSIGN_OR_RETURN(loaded->model, engine::Model::Load(folder, lo));
+    loaded->folder = folder;
     if (req.rank() == 0 && std::filesystem::exists(std::filesystem::path(folder) / "tokenizer.json")) {
       auto tok = tokenizer::Tokenizer::LoadFromDir(folder);
       if (tok.ok()) {

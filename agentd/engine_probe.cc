@@ -9,7 +9,7 @@
 
 #include "agentd/engine_group.h"
 #include "common/status.h"
-#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/chat_prompt.h"
 #include "proto/rank_state.h"
 
 namespace tandem::agentd {
@@ -54,7 +54,7 @@ absl::StatusOr<v1::GenerateResponse> EngineHost::Generate(const v1::GenerateRequ
     if (req.chat()) {
       tokenizer::ChatTemplateOptions co;
       co.enable_thinking = false;  // a probe wants the answer, not a reasoning trace
-      text = tokenizer::ApplyChatTemplate({tokenizer::ChatMessage{"user", req.prompt(), std::nullopt, {}}}, co);
+      ASSIGN_OR_RETURN(text, g->stack->chat_prompt().Render({tokenizer::ChatMessage{"user", req.prompt(), std::nullopt, {}}}, co));
     }
     r.prompt_ids = tok->Encode(text);
   } else {

@@ -21,7 +21,7 @@
 #include "engine/model/safetensors.h"
 #include "infer/rank_processes.h"
 #include "engine/step_driver.h"
-#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 
 #ifdef TANDEM_HAVE_CUDA
@@ -223,7 +223,9 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const InferOptions& o, const Toke
   if (!o.chat) return tok->Encode(o.text);
   tokenizer::ChatTemplateOptions chat;
   chat.enable_thinking = o.enable_thinking;
-  return tok->Encode(tokenizer::ApplyChatTemplate({{"user", o.text, std::nullopt, {}}}, chat));
+  ASSIGN_OR_RETURN(auto prompt, tokenizer::ChatPrompt::Load(o.model_dir));  // the model's own template
+  ASSIGN_OR_RETURN(std::string text, prompt->Render({{"user", o.text, std::nullopt, {}}}, chat));
+  return tok->Encode(text);
 }
 
 absl::StatusOr<std::string> Generate(const InferOptions& o) {

@@ -88,6 +88,7 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
   so.engine.backend = o.backend;
   so.engine.max_waiting = o.max_waiting;
   so.max_in_flight = o.max_in_flight;
+  so.chat_template_dir = o.model_dir;
   so.server.host = o.host;
   so.server.port = o.port;
   so.server.served_model_name = name;

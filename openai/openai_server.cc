@@ -130,13 +130,19 @@ ApiError HttpError(int status, const std::string& message) {
 // engine answers a Cancel at its next step; a wedged engine must not hold the worker forever).
 constexpr std::chrono::seconds kCancelGrace{5};
 
+// No chat prompt given: the built-in ChatML.
+OpenAIServerOptions WithChatPrompt(OpenAIServerOptions o) {
+  if (!o.chat_prompt) o.chat_prompt = tokenizer::ChatPrompt::ChatML();
+  return o;
+}
+
 }  // namespace
 
 class OpenAIServer::Handlers {
  public:
   Handlers(engine::LLMEngine* engine, const tokenizer::Tokenizer* tokenizer, ServeMetrics* metrics,
            const OpenAIServerOptions& options)
-      : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), options_(options) {}
+      : engine_(engine), tokenizer_(tokenizer), metrics_(metrics), options_(WithChatPrompt(options)) {}
 
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};
@@ -238,7 +244,10 @@ class OpenAIServer::Handlers {
     topts.add_generation_prompt = true;
     topts.enable_thinking = r.enable_thinking;
     topts.tools = r.tools;
-    std::optional<std::vector<int32_t>> ids = EncodeWithinContext(tokenizer::ApplyChatTemplate(r.messages, topts));
+    absl::StatusOr<std::string> prompt = options_.chat_prompt->Render(r.messages, topts);
+    // The template refused the conversation (raise_exception, e.g. roles out of order).
+    if (!prompt.ok()) return Reply(ex, InvalidRequest(std::string(prompt.status().message()), "messages"));
+    std::optional<std::vector<int32_t>> ids = EncodeWithinContext(*prompt);
     if (!ids) return Reply(ex, PromptTooLong("messages"));
     // The end of an assistant turn ends generation even when config.json names another eos.
     if (auto im_end = tokenizer_->TokenId("<|im_end|>")) r.common.params.stop_token_ids.push_back(*im_end);

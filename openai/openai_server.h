@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "engine/batching/llm_engine.h"
+#include "engine/tokenizer/chat_prompt.h"
 #include "openai/serve_metrics.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -50,6 +51,9 @@ struct OpenAIServerOptions {
   // Extra readiness gate for /health and new requests (the orchestrator's cluster state);
   // null = ready whenever the engine is healthy.
   std::function<bool()> ready;
+  // How chat messages become the prompt: the model's own template (ServingStack loads it from
+  // the model folder); null = the built-in Qwen3 ChatML.
+  std::shared_ptr<const tokenizer::ChatPrompt> chat_prompt;
 };
 
 class OpenAIServer {

@@ -10,6 +10,13 @@ absl::StatusOr<std::unique_ptr<ServingStack>> ServingStack::Start(engine::StepDr
                                                                   const tokenizer::Tokenizer* tokenizer,
                                                                   ServeMetrics* metrics, ServingStackOptions o) {
   std::unique_ptr<ServingStack> s(new ServingStack());
+  // Before anything starts: a template we cannot interpret is a configuration error.
+  if (tokenizer != nullptr && !o.chat_template_dir.empty()) {
+    ASSIGN_OR_RETURN(s->chat_prompt_, tokenizer::ChatPrompt::Load(o.chat_template_dir));
+  } else {
+    s->chat_prompt_ = tokenizer::ChatPrompt::ChatML();
+  }
+  o.server.chat_prompt = s->chat_prompt_;
   const engine::ModelConfig& cfg = driver->model().config();
   if (o.engine.max_model_len <= 0) {
     o.engine.max_model_len = static_cast<int32_t>(

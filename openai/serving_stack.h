@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/batching/llm_engine.h"
 #include "engine/step_driver.h"
+#include "engine/tokenizer/chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "openai/openai_server.h"
 #include "openai/serve_metrics.h"
@@ -27,6 +28,11 @@ struct ServingStackOptions {
   // Requests in flight at the HTTP layer; 0 = max_num_seqs + max_waiting + 8, so that the
   // engine's own admission (429 with its reason) decides before the event loop's cap does.
   int max_in_flight = 0;
+  // The model folder whose chat template (tokenizer_config.json / chat_template.jinja) renders
+  // chat prompts; parsed in Start, which fails naming the construct when the interpreter cannot
+  // handle it. A folder without a template, or "": the built-in Qwen3 ChatML. Unused without
+  // a tokenizer.
+  std::string chat_template_dir;
 };
 
 class ServingStack {
@@ -46,6 +52,8 @@ class ServingStack {
   engine::LLMEngine& engine() { return *engine_; }
   const engine::LLMEngine& engine() const { return *engine_; }
   OpenAIServer& server() { return *server_; }
+  // What the server renders chat prompts with (the agent's probe uses it too).
+  const tokenizer::ChatPrompt& chat_prompt() const { return *chat_prompt_; }
   int32_t max_model_len() const { return max_model_len_; }
 
   // Shutdown, in the order that frees what a later stack needs first. StopListening: the port
@@ -63,6 +71,7 @@ class ServingStack {
 
   std::unique_ptr<engine::LLMEngine> engine_;
   std::unique_ptr<OpenAIServer> server_;
+  std::shared_ptr<const tokenizer::ChatPrompt> chat_prompt_;
   int32_t max_model_len_ = 0;
   bool stopped_ = false;
   bool handlers_left_ = false;  // the server's Stop did not end every handler

@@ -3,6 +3,8 @@
 // system/user/assistant/tool messages, assistant reasoning (<think>) and tool calls:
 //   <|im_start|>ROLE\nCONTENT<|im_end|>\n ... [<|im_start|>assistant\n[<think>\n\n</think>\n\n]]
 // The result is text; Tokenizer::Encode turns the special tokens in it into their ids.
+// Serving renders the model's own template (chat_prompt.h); this is its fallback for model
+// folders that have none.
 #pragma once
 
 #include <optional>

@@ -65,7 +65,8 @@ class Tokenizer {
   std::optional<int32_t> eos_token_id() const { return TokenId(eos_token_); }
   std::optional<int32_t> pad_token_id() const { return TokenId(pad_token_); }
   std::optional<int32_t> bos_token_id() const { return TokenId(bos_token_); }
-  // The Jinja source, kept for reference; ApplyChatTemplate implements the Qwen3 ChatML one.
+  // The Jinja source of tokenizer_config.json, kept for reference; prompts are rendered by
+  // ChatPrompt (chat_prompt.h), which loads the template itself (chat_template.jinja first).
   const std::string& chat_template() const { return chat_template_; }
 
  private:

@@ -4,10 +4,13 @@
 // it does nothing more).
 #include "openai/serving_stack.h"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "engine/model.h"
 #include "httplib.h"
+#include "tests/common/test_util.h"
 #include "tests/engine/cpu/golden.h"
 
 namespace tandem::openai {
@@ -71,6 +74,20 @@ TEST_F(ServingStackTest, ATakenPortFailsStartAndLeavesTheDriverToItsCaller) {
   EXPECT_FALSE(stack.ok());
   std::printf("taken port: %s\n", stack.status().ToString().c_str());
   EXPECT_TRUE(driver.Stop().ok()) << "the driver was not stopped by the failed stack";
+}
+
+TEST_F(ServingStackTest, AChatTemplateThatDoesNotParseFailsStart) {
+  auto tok = tokenizer::Tokenizer::LoadFromDir(::tandem::testing::TestdataDir() + "/qwen3-tokenizer");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  ::tandem::testing::TempDir dir;
+  std::ofstream(dir / "chat_template.jinja") << "{% for m in messages %}{{ m.content }}{% endfor %}{% include 'x' %}";
+  ServingStackOptions o = Small();
+  o.chat_template_dir = dir.path();
+  auto stack = ServingStack::Start(driver_.get(), tok->get(), &metrics_, o);
+  ASSERT_FALSE(stack.ok());
+  EXPECT_NE(stack.status().message().find("unsupported statement {% include %}"), std::string::npos) << stack.status();
+  EXPECT_NE(stack.status().message().find("chat_template.jinja"), std::string::npos) << stack.status();
+  EXPECT_TRUE(driver_->Stop().ok());
 }
 
 }  // namespace

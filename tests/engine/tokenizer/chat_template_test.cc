@@ -1,49 +1,22 @@
 // The C++ chat template against renderings of the real Jinja template by jinja2
 // (testdata/chat_template_refs.json, made by make_chat_refs.py): reasoning in history, tool
 // calls, tool responses, tool definitions, a system message in the middle.
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/chat_template.h"
+#include "tests/engine/tokenizer/chat_refs.h"
 
 namespace tandem::tokenizer {
 namespace {
 
-std::vector<ChatMessage> ToMessages(const nlohmann::ordered_json& messages) {
-  std::vector<ChatMessage> out;
-  for (const auto& m : messages) {
-    ChatMessage msg;
-    msg.role = m["role"].get<std::string>();
-    msg.content = m["content"].get<std::string>();
-    if (m.contains("reasoning_content")) msg.reasoning_content = m["reasoning_content"].get<std::string>();
-    if (m.contains("tool_calls")) {
-      for (const auto& c : m["tool_calls"]) {
-        msg.tool_calls.push_back({c["function"]["name"].get<std::string>(),
-                                  c["function"]["arguments"].get<std::string>()});
-      }
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
 TEST(ChatTemplateTest, MatchesJinjaRenderings) {
-  std::ifstream in(std::string(TOKENIZER_TEST_DIR) + "/testdata/chat_template_refs.json");
-  ASSERT_TRUE(in) << "missing chat_template_refs.json";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  // ordered_json: tool definitions must keep the key order of the reference.
-  const auto refs = nlohmann::ordered_json::parse(ss.str());
+  const auto refs = testing::LoadChatRefs();
   size_t compared = 0;
   for (const auto& c : refs["cases"]) {
-    const auto messages = ToMessages(c["messages"]);
+    const auto messages = testing::ChatRefMessages(c["messages"]);
     ChatTemplateOptions options;
-    for (const auto& tool : c["tools"]) {
-      options.tools.push_back(tool.dump());  // tools arrive as JSON text
-    }
+    options.tools = testing::ChatRefTools(c["tools"]);
     const std::string name = c["name"].get<std::string>();
     EXPECT_EQ(ApplyChatTemplate(messages, options), c["text"].get<std::string>()) << name;
     options.enable_thinking = false;
