@@ -66,12 +66,13 @@ std::string WeightFormatName(kernels::WeightFormat f) {
 
 std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
-         "             [--prefill 512,2048] [--runs N] [--steps N] [--kv-dtype bf16|f32] [--weights bf16|fp8|nvfp4]\n"
+         "             [--prefill 512,2048] [--runs N] [--steps N] [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4]\n"
          "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
          "  --tp N: N ranks as threads, rank r on GPU r (NCCL); bytes and GB/s are one GPU's shard\n"
+         "  --kv-dtype T: the KV cache's element type: bf16 (default), f32 or fp8 (e4m3, scale 1)\n"
          "  --weights F: random weights of the linears a quantized checkpoint quantizes (attention, DeltaNet\n"
          "    in_proj qkv/z and out_proj, experts, shared expert, dense MLP) in format F: bf16 (default),\n"
          "    fp8 (e4m3, a float32 scale per 128 x 128 block) or nvfp4 (e2m1, an e4m3 scale per 16 columns\n"

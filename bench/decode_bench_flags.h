@@ -19,7 +19,7 @@ struct DecodeBenchOptions {
   int runs = 5;       // timed runs per point (median and spread reported)
   int steps = 32;     // decode steps per run
   int block_size = 16;
-  std::string kv_dtype = "bf16";  // --kv-dtype bf16|f32
+  std::string kv_dtype = "bf16";  // --kv-dtype bf16|f32|fp8
   uint64_t seed = 1;
   // --weights bf16|fp8|nvfp4, or a list (bf16,fp8,nvfp4): the format of the linears a quantized
   // checkpoint quantizes (bench/decode_bytes.h lists them). With several, the same shapes run once
@@ -36,7 +36,7 @@ struct DecodeBenchOptions {
 };
 
 // Parses bench flags (--synthetic NAME --batches 1,8 --contexts 1024 --prefill 512 --runs N
-// --steps N --kv-dtype bf16|f32 --weights bf16,fp8,nvfp4 --tp N --no-kernel-table --help);
+// --steps N --kv-dtype bf16|f32|fp8 --weights bf16,fp8,nvfp4 --tp N --no-kernel-table --help);
 // InvalidArgument naming a bad flag or value, NotFound listing the known names for an unknown
 // --synthetic.
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args);
