@@ -98,8 +98,39 @@ std::optional<ApiError> ReadIds(const Json& arr, const std::string& param, std::
   return std::nullopt;
 }
 
+// logit_bias as OpenAI sends it: {"<token id>": bias in [-100, 100]}. The ids are checked
+// against the vocabulary with the prompt (ValidatePrompt).
+std::optional<ApiError> ReadLogitBias(const Json& body, std::vector<std::pair<int32_t, float>>* out) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return WrongType("logit_bias", "an object of token id -> bias", *it);
+  for (const auto& [key, value] : it->items()) {
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<int32_t>::max()) {
+      return InvalidRequest("'logit_bias' keys must be token ids, got '" + key + "'", "logit_bias", "invalid_token_id");
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100.0 ||
+        value.get<double>() > 100.0) {
+      return InvalidRequest("'logit_bias' values must be numbers in [-100, 100], got " + value.dump() +
+                                " for token " + key,
+                            "logit_bias");
+    }
+    out->emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  std::sort(out->begin(), out->end());  // by id (JSON keys sort as text: "17" before "5")
+  for (size_t i = 1; i < out->size(); ++i) {
+    if ((*out)[i].first == (*out)[i - 1].first) {  // "5" and "05"
+      return InvalidRequest("'logit_bias' names token " + std::to_string((*out)[i].first) + " twice", "logit_bias");
+    }
+  }
+  return std::nullopt;
+}
+
 // Everything the two endpoints share: model, stream, sampling, stop, and the refusals of
-// features we do not implement (n > 1, echo, logprobs, best_of, penalties).
+// features we do not implement (n > 1, echo, logprobs, best_of).
 std::optional<ApiError> ParseCommon(const Json& body, bool chat, CommonRequest* out) {
   if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) return WrongType("model", "a string", *it);
@@ -170,25 +201,16 @@ std::optional<ApiError> ParseCommon(const Json& body, bool chat, CommonRequest* 
                                        !(it->is_boolean() && !it->get<bool>())) {
     return InvalidRequest("'logprobs' is not supported", "logprobs");
   }
-  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
-    float penalty = 0.0f;
-    if (auto e = ReadNumber(body, name, -2.0, 2.0, &penalty)) return e;
-    if (penalty != 0.0f) return InvalidRequest("'" + std::string(name) + "' is not supported", name);
-  }
-  // Sampling extensions (as vLLM) that are not implemented yet: only their neutral values pass.
-  float neutral = 0.0f;
-  if (auto e = ReadNumber(body, "min_p", 0.0, 1.0, &neutral)) return e;
-  if (neutral != 0.0f) return InvalidRequest("'min_p' is not supported", "min_p");
-  neutral = 1.0f;
-  if (auto e = ReadNumber(body, "repetition_penalty", 0.0, 1e9, &neutral)) return e;
-  if (neutral != 1.0f) return InvalidRequest("'repetition_penalty' is not supported", "repetition_penalty");
+  if (auto e = ReadNumber(body, "presence_penalty", -2.0, 2.0, &p.presence_penalty)) return e;
+  if (auto e = ReadNumber(body, "frequency_penalty", -2.0, 2.0, &p.frequency_penalty)) return e;
+  if (auto e = ReadNumber(body, "min_p", 0.0, 1.0, &p.min_p)) return e;
+  // Hugging Face takes any positive penalty; beyond 10 it only flips a sign's worth of logit.
+  if (auto e = ReadNumber(body, "repetition_penalty", 0.0, 10.0, &p.repetition_penalty)) return e;
+  if (p.repetition_penalty <= 0.0f) return InvalidRequest("'repetition_penalty' must be > 0", "repetition_penalty");
   v.reset();
   if (auto e = ReadInt(body, "min_tokens", 0, kIntMax, &v)) return e;
-  if (v && *v != 0) return InvalidRequest("'min_tokens' is not supported", "min_tokens");
-  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) return WrongType("logit_bias", "an object", *it);
-    if (!it->empty()) return InvalidRequest("'logit_bias' is not supported", "logit_bias");
-  }
+  if (v) p.min_tokens = static_cast<int32_t>(*v);
+  if (auto e = ReadLogitBias(body, &p.logit_bias)) return e;
   return std::nullopt;
 }
 
@@ -361,6 +383,14 @@ std::string Dump(const OrderedJson& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// min_tokens cannot ask for more than max_tokens allows (as vLLM refuses it).
+std::optional<ApiError> CheckMinTokens(const CommonRequest& request) {
+  if (request.params.min_tokens <= request.params.max_tokens) return std::nullopt;
+  return InvalidRequest("'min_tokens' (" + std::to_string(request.params.min_tokens) + ") is more than max_tokens (" +
+                            std::to_string(request.params.max_tokens) + ")",
+                        "min_tokens");
+}
+
 }  // namespace
 
 ApiError InvalidRequest(std::string message, std::string param, std::string code) {
@@ -479,6 +509,13 @@ std::optional<ApiError> ValidatePrompt(const std::vector<int32_t>& prompt_ids, i
                             "prompt", "invalid_token_id");
     }
   }
+  for (const auto& [id, bias] : request->params.logit_bias) {
+    if (id >= vocab_size) {
+      return InvalidRequest("token id " + std::to_string(id) + " in 'logit_bias' is outside the vocabulary [0, " +
+                                std::to_string(vocab_size) + ")",
+                            "logit_bias", "invalid_token_id");
+    }
+  }
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   const int64_t left = static_cast<int64_t>(max_model_len) - prompt_len;
   if (request->max_tokens) {
@@ -491,7 +528,7 @@ std::optional<ApiError> ValidatePrompt(const std::vector<int32_t>& prompt_ids, i
                             "max_tokens", "context_length_exceeded");
     }
     request->params.max_tokens = *request->max_tokens;
-    return std::nullopt;
+    return CheckMinTokens(*request);
   }
   if (left < 1) {
     return InvalidRequest("this model's maximum context length is " + std::to_string(max_model_len) +
@@ -501,7 +538,7 @@ std::optional<ApiError> ValidatePrompt(const std::vector<int32_t>& prompt_ids, i
   request->params.max_tokens =
       default_max_tokens > 0 ? static_cast<int32_t>(std::min<int64_t>(default_max_tokens, left))
                              : static_cast<int32_t>(left);
-  return std::nullopt;
+  return CheckMinTokens(*request);
 }
 
 std::string CompletionResponseJson(const ResponseHeader& header, const std::string& text,

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/batching/kv_sizing.h"
+#include "engine/batching/logits_processors.h"
 #include "engine/batching/sampler.h"
 #include "engine/batching/scheduler.h"
 #include "engine/batching/stop_strings.h"
@@ -154,6 +155,9 @@ class LLMEngineImpl final : public LLMEngine {
     GenerationCallback callback;
     int64_t seq_id = 0;
     SamplerSettings sampler;
+    LogitAdjustments adjust;
+    TokenHistory history;                  // kept only when a penalty needs it
+    std::vector<int32_t> min_tokens_mask;  // eos and stop token ids while under min_tokens
     std::mt19937_64 rng;
     std::unique_ptr<tokenizer::StreamDecoder> decoder;  // null without a tokenizer
     std::unique_ptr<StopStringMatcher> stops;
@@ -197,6 +201,7 @@ class LLMEngineImpl final : public LLMEngine {
   std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;  // by seq id
   std::unordered_map<std::string, int64_t> seq_of_request_;
   int64_t next_seq_id_ = 1;
+  std::vector<float> adjusted_row_;  // a row of logits after logit_bias / penalties / masks
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
@@ -230,9 +235,33 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
   }
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return absl::InvalidArgumentError("top_p must be in (0, 1]");
   if (p.top_k < 0) return absl::InvalidArgumentError("top_k must be >= 0 (0 = off)");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return absl::InvalidArgumentError("min_p must be in [0, 1]");
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
+      !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError("presence_penalty and frequency_penalty must be in [-2, 2]");
+  }
+  if (!(p.repetition_penalty > 0.0f) || std::isinf(p.repetition_penalty)) {
+    return absl::InvalidArgumentError("repetition_penalty must be a finite number > 0");
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= vocab_ || !(bias >= -100.0f && bias <= 100.0f)) {
+      return absl::InvalidArgumentError("logit_bias: token " + std::to_string(id) +
+                                        " must be in the vocabulary [0, " + std::to_string(vocab_) +
+                                        ") and its bias in [-100, 100]");
+    }
+  }
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
+    return absl::InvalidArgumentError("min_tokens must be in [0, max_tokens], got " + std::to_string(p.min_tokens));
+  }
 
   auto r = std::make_unique<Request>();
-  r->sampler = SamplerSettings{p.temperature, p.top_k, p.top_p};
+  r->sampler = SamplerSettings{p.temperature, p.top_k, p.top_p, p.min_p};
+  r->adjust = LogitAdjustments{p.logit_bias, p.repetition_penalty, p.frequency_penalty, p.presence_penalty};
+  if (p.repetition_penalty != 1.0f) r->history.prompt.insert(request.prompt_ids.begin(), request.prompt_ids.end());
+  if (p.min_tokens > 0) {
+    for (int64_t id : eos_ids_) r->min_tokens_mask.push_back(static_cast<int32_t>(id));
+    r->min_tokens_mask.insert(r->min_tokens_mask.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
+  }
   if (!p.stop.empty()) r->stops = std::make_unique<StopStringMatcher>(p.stop);
   if (tokenizer_ != nullptr) r->decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, true);
   r->callback = std::move(callback);
@@ -390,7 +419,17 @@ bool LLMEngineImpl::RunStep() {
     auto it = requests_.find(seq_id);
     if (it == requests_.end()) continue;
     Request& r = *it->second;
-    const int32_t token = SampleNextToken(logits->row(row), logits->vocab, r.sampler, r.rng);
+    const float* row_logits = logits->row(row);
+    const bool mask = r.generated < r.req.params.min_tokens && !r.min_tokens_mask.empty();
+    if (r.adjust.any() || mask) {
+      // The step's logits stay as the model gave them; each sequence adjusts its own copy.
+      adjusted_row_.assign(row_logits, row_logits + logits->vocab);
+      AdjustLogits(adjusted_row_.data(), logits->vocab, r.adjust, r.history);
+      if (mask) MaskTokens(adjusted_row_.data(), logits->vocab, r.min_tokens_mask);
+      row_logits = adjusted_row_.data();
+    }
+    const int32_t token = SampleNextToken(row_logits, logits->vocab, r.sampler, r.rng);
+    if (r.adjust.penalties()) ++r.history.output_counts[token];
     sched_.AppendToken(seq_id, token);
     HandleToken(r, token);
   }

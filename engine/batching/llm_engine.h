@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,7 +32,18 @@ struct SamplingParams {
   int32_t max_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // in addition to the model's eos ids (unless ignore_eos)
   std::vector<std::string> stop;        // stop strings (not included in the output text)
-  bool ignore_eos = false;
+  bool ignore_eos = false;              // eos does not end the sequence (it is output as a token)
+  float min_p = 0.0f;                   // [0, 1]; 0 = off (engine/batching/sampler.h)
+  // Before the draw (engine/batching/logits_processors.h): bias by token id in [-100, 100],
+  // OpenAI's penalties in [-2, 2] over generated tokens, Hugging Face's repetition penalty (> 0)
+  // over prompt and generated tokens.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  // eos and stop_token_ids cannot be drawn before this many tokens (as vLLM: stop strings still
+  // end the sequence). At most max_tokens.
+  int32_t min_tokens = 0;
 };
 
 struct GenerationRequest {

@@ -38,23 +38,29 @@ std::vector<std::pair<int32_t, double>> SamplingDistribution(const float* logits
   // truncation id order is as good as any (and saves a sort of the whole vocabulary).
   std::vector<int32_t> ids(vocab);
   std::iota(ids.begin(), ids.end(), 0);
-  const bool use_top_k = s.top_k > 0 && s.top_k < vocab;
-  const bool use_top_p = s.top_p < 1.0f;
   const float mx = *std::max_element(logits, logits + vocab);
   const double inv_t = 1.0 / static_cast<double>(s.temperature);
+  // Unnormalised: the argmax weighs 1, so weight(id) is also p(id) / p_max, the ratio min_p cuts on.
   auto weight = [&](int32_t id) { return std::exp((static_cast<double>(logits[id]) - mx) * inv_t); };
-  double total = 0;  // the softmax denominator over what survives top-k
+  if (s.min_p > 0.0f) {
+    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](int32_t id) { return weight(id) < s.min_p; }),
+              ids.end());
+  }
+  const int64_t n = static_cast<int64_t>(ids.size());  // at least the argmax
+  const bool use_top_k = s.top_k > 0 && s.top_k < n;
+  const bool use_top_p = s.top_p < 1.0f;
+  double total = 0;  // the softmax denominator over what survives min_p and top-k
   if (use_top_k) {
     std::partial_sort(ids.begin(), ids.begin() + s.top_k, ids.end(), MoreLikely{logits});
     ids.resize(s.top_k);
     for (int32_t id : ids) total += weight(id);
   } else {
-    for (int64_t i = 0; i < vocab; ++i) total += weight(static_cast<int32_t>(i));
+    for (int32_t id : ids) total += weight(id);
     if (use_top_p) {
       // The nucleus is usually a few hundred tokens of a 150k vocabulary: sort a head first and
       // the whole vocabulary only when the head's mass falls short of top_p (same result: the
       // order is total, so a sorted head is the head of the full sort).
-      const int64_t head = std::min<int64_t>(vocab, 1024);
+      const int64_t head = std::min<int64_t>(n, 1024);
       std::partial_sort(ids.begin(), ids.begin() + head, ids.end(), MoreLikely{logits});
       double head_mass = 0;
       // Summed exactly as the nucleus loop below sums, so both agree on where the cut falls.
@@ -98,7 +104,12 @@ int32_t SampleNextToken(const float* logits, int64_t vocab, const SamplerSetting
     acc += p;
     if (u < acc) return id;
   }
-  return dist.back().first;  // rounding left u just above the total
+  // Rounding left u just above the total: the last token that can be drawn (a masked token,
+  // probability 0, must never come out).
+  for (auto it = dist.rbegin(); it != dist.rend(); ++it) {
+    if (it->second > 0) return it->first;
+  }
+  return dist.front().first;
 }
 
 }  // namespace tandem::engine

@@ -102,7 +102,7 @@ TEST(HttpProtocol, RejectsBadParametersNamingThem) {
       {R"({"prompt":"x","max_tokens":"9"})", "max_tokens"},
       {R"({"prompt":"x","stream":"yes"})", "stream"},
       {R"({"prompt":"x","model":5})", "model"},
-      {R"({"prompt":"x","presence_penalty":1})", "presence_penalty"},
+      {R"({"prompt":"x","presence_penalty":2.5})", "presence_penalty"},
       {R"({"prompt":"x","stream_options":{"include_usage":1}})", "stream_options.include_usage"},
   };
   for (const Case& c : cases) {
@@ -118,8 +118,8 @@ TEST(HttpProtocol, RejectsBadParametersNamingThem) {
   EXPECT_EQ(r.common.max_tokens, 16);
 }
 
-// Nothing is silently dropped: an unknown field, or a known one asking for what we do not do,
-// is a 400 whose param is the field.
+// Nothing is silently dropped: an unknown field, a known one asking for what we do not do, or
+// an implemented one out of its range is a 400 whose param is the field.
 TEST(HttpProtocol, RefusesUnknownAndUnimplementedFieldsNamingThem) {
   struct Case {
     const char* extra;  // appended to a valid body
@@ -129,14 +129,18 @@ TEST(HttpProtocol, RefusesUnknownAndUnimplementedFieldsNamingThem) {
       {R"("frobnicate":1)", "frobnicate"},
       {R"("stream_options":{"include_usage":true,"continuous_usage_stats":true})",
        "stream_options.continuous_usage_stats"},
-      {R"("min_p":0.1)", "min_p"},
       {R"("min_p":1.5)", "min_p"},
-      {R"("repetition_penalty":1.2)", "repetition_penalty"},
-      {R"("min_tokens":3)", "min_tokens"},
+      {R"("repetition_penalty":0)", "repetition_penalty"},
+      {R"("repetition_penalty":11)", "repetition_penalty"},
       {R"("min_tokens":-1)", "min_tokens"},
-      {R"("logit_bias":{"5":10})", "logit_bias"},
       {R"("logit_bias":[1])", "logit_bias"},
-      {R"("frequency_penalty":0.5)", "frequency_penalty"},
+      {R"("logit_bias":{"x":1})", "logit_bias"},
+      {R"("logit_bias":{"-1":1})", "logit_bias"},
+      {R"("logit_bias":{"99999999999":1})", "logit_bias"},
+      {R"("logit_bias":{"5":101})", "logit_bias"},
+      {R"("logit_bias":{"5":"1"})", "logit_bias"},
+      {R"("logit_bias":{"5":1,"05":2})", "logit_bias"},
+      {R"("frequency_penalty":-2.5)", "frequency_penalty"},
       {R"("user":7)", "user"},
   };
   for (const Case& c : common) {
@@ -191,6 +195,43 @@ TEST(HttpProtocol, AcceptsHarmlessClientFields) {
   CompletionRequest c;
   auto ce = ParseCompletionRequest(R"({"prompt":"x","user":"u","suffix":null,"logit_bias":null,"echo":false})", &c);
   EXPECT_FALSE(ce) << ce->message;
+}
+
+TEST(HttpProtocol, SamplingExtensionsReachTheEngine) {
+  ChatRequest r;
+  auto e = ParseChatRequest(
+      R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":-100,"17":2.5},"min_p":0.05,
+          "presence_penalty":0.5,"frequency_penalty":-1,"repetition_penalty":1.3,"min_tokens":4})",
+      &r);
+  ASSERT_FALSE(e) << e->message;
+  const engine::SamplingParams& p = r.common.params;
+  EXPECT_EQ(p.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {17, 2.5f}}));
+  EXPECT_FLOAT_EQ(p.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.3f);
+  EXPECT_EQ(p.min_tokens, 4);
+
+  // logit_bias ids are checked against the vocabulary with the prompt; min_tokens against the
+  // max_tokens the request resolves to (explicit, or the endpoint's default).
+  CompletionRequest c;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"logit_bias":{"100":1}})", &c));
+  auto v = ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->param, "logit_bias");
+  EXPECT_EQ(v->code, "invalid_token_id");
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"logit_bias":{"99":1}})", &c));
+  EXPECT_FALSE(ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common));
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"min_tokens":17})", &c));
+  v = ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->param, "min_tokens");
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"min_tokens":5,"max_tokens":4})", &c));
+  v = ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->param, "min_tokens");
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"min_tokens":16})", &c));
+  EXPECT_FALSE(ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common));
 }
 
 TEST(HttpProtocol, BadJsonAndNonObjectBodies) {

@@ -142,6 +142,72 @@ TEST(EngineFakeModelTest, EosFromConfigAndStopTokenIds) {
   EXPECT_EQ(stop_ids.Get().finish_reason, "stop");
 }
 
+// The fake model's logits are 1 at Next(last) and 0 elsewhere, so each setting's effect on the
+// greedy path is worked out by hand below.
+TEST(EngineFakeModelTest, MinTokensLogitBiasAndPenalties) {
+  FakeModel model(kVocab);
+  model.SetEos({10});
+  StepDriver driver(&model, nullptr);
+  auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto run = [&](GenerationRequest req) {
+    Sink sink;
+    EXPECT_TRUE((*engine)->Submit(std::move(req), sink.Callback()).ok());
+    EXPECT_TRUE(sink.Wait());
+    return sink.Get();
+  };
+  // From 7: 8, 9, then eos 10. Under min_tokens 4 the eos is masked at the third token, every
+  // other logit is 0 and the lowest id wins: 0, then 1, 2, 3.
+  auto req = Greedy("min4", {7}, 6);
+  req.params.min_tokens = 4;
+  auto got = run(req);
+  EXPECT_EQ(got.tokens, (std::vector<int32_t>{8, 9, 0, 1, 2, 3}));
+  EXPECT_EQ(got.finish_reason, "length");
+  req = Greedy("min2", {7}, 6);
+  req.params.min_tokens = 2;  // the eos comes as the third token: allowed
+  got = run(req);
+  EXPECT_EQ(got.tokens, (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(got.finish_reason, "stop");
+  // A stop token id is masked the same way: 9 would stop at the second token.
+  req = Greedy("min_stop", {7}, 3);
+  req.params.stop_token_ids = {9};
+  req.params.min_tokens = 2;
+  req.params.ignore_eos = true;
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{8, 0, 1}));
+
+  // logit_bias: 8 drops to -1, 20 rises to 0.5 and wins; then the model's own 21, 22.
+  req = Greedy("bias", {7}, 3);
+  req.params.logit_bias = {{8, -2.0f}, {20, 0.5f}};
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{20, 21, 22}));
+
+  // repetition_penalty 2 over the prompt {8, 7}: the model's 8 falls to 0.5 under 30's bias of
+  // 0.75; then 31 (1) beats the repeated 30 (0.75 / 2). Without the penalty the model's 8 (1)
+  // wins, then 9, then eos.
+  req = Greedy("rep", {8, 7}, 3);
+  req.params.logit_bias = {{30, 0.75f}};
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{8, 9}));
+  req.params.repetition_penalty = 2.0f;
+  req.request_id = "rep2";
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{30, 31, 32}));
+
+  // Token 5 biased to 2 beats the model's 1 forever without penalties. frequency_penalty 0.6:
+  // 2, then 2 - 0.6 = 1.4 (5 again), then 2 - 1.2 = 0.8 < 1: the model's 6, 7, 8.
+  req = Greedy("freq", {7}, 5);
+  req.params.logit_bias = {{5, 2.0f}};
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{5, 5, 5, 5, 5}));
+  req.request_id = "freq2";
+  req.params.frequency_penalty = 0.6f;
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{5, 5, 6, 7, 8}));
+  // presence_penalty 0.6 alone: 1.4 every time; 1.5: 0.5 after the first, so 6, 7, 8, 9.
+  req.request_id = "pres";
+  req.params.frequency_penalty = 0.0f;
+  req.params.presence_penalty = 0.6f;
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{5, 5, 5, 5, 5}));
+  req.request_id = "pres2";
+  req.params.presence_penalty = 1.5f;
+  EXPECT_EQ(run(req).tokens, (std::vector<int32_t>{5, 6, 7, 8, 9}));
+}
+
 TEST(EngineFakeModelTest, ValidationErrors) {
   FakeModel model(kVocab);
   StepDriver driver(&model, nullptr);
@@ -163,6 +229,23 @@ TEST(EngineFakeModelTest, ValidationErrors) {
   auto bad = Greedy("top_p", {1}, 4);
   bad.params.top_p = 0.0f;
   expect(bad, absl::StatusCode::kInvalidArgument, "top_p 0");
+  bad = Greedy("min_tokens", {1}, 4);
+  bad.params.min_tokens = 5;
+  expect(bad, absl::StatusCode::kInvalidArgument, "min_tokens 5 > max_tokens 4");
+  bad = Greedy("bias", {1}, 4);
+  bad.params.logit_bias = {{64, 1.0f}};
+  expect(bad, absl::StatusCode::kInvalidArgument, "logit_bias token = vocab");
+  bad.params.logit_bias = {{3, 101.0f}};
+  expect(bad, absl::StatusCode::kInvalidArgument, "logit_bias 101");
+  bad = Greedy("min_p", {1}, 4);
+  bad.params.min_p = 1.5f;
+  expect(bad, absl::StatusCode::kInvalidArgument, "min_p 1.5");
+  bad = Greedy("rep", {1}, 4);
+  bad.params.repetition_penalty = 0.0f;
+  expect(bad, absl::StatusCode::kInvalidArgument, "repetition_penalty 0");
+  bad = Greedy("freq", {1}, 4);
+  bad.params.frequency_penalty = 2.5f;
+  expect(bad, absl::StatusCode::kInvalidArgument, "frequency_penalty 2.5");
   // Exactly max_model_len is fine.
   Sink ok;
   ASSERT_TRUE(e.Submit(Greedy("fits", std::vector<int32_t>(100, 1), 28), ok.Callback()).ok());

@@ -1,9 +1,10 @@
-// The sampler against hand-computed distributions: greedy ties, temperature, top-k, top-p, and
+// The sampler against hand-computed distributions: greedy ties, temperature, min-p, top-k, top-p, and
 // 20000 seeded draws compared with the expected frequencies (chi-square bound).
 #include "engine/batching/sampler.h"
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -78,6 +79,44 @@ TEST(SamplerTest, DistributionsMatchHandComputed) {
                      "top_p=0.8");
   ExpectDistribution(SamplingDistribution(l.data(), 4, {1.0f, 3, 0.6f}), {{0, 0.5 / 0.75}, {1, 0.25 / 0.75}},
                      "top_k=3 then top_p=0.6");
+}
+
+// min_p keeps tokens with p >= min_p * p_max, judged after temperature; with top_k it keeps
+// the intersection (both are most-likely prefixes), and top_p then cuts the renormalised rest.
+TEST(SamplerTest, MinPMatchesHandComputed) {
+  const auto l = FourTokens();  // p = 0.5, 0.25, 0.125, 0.125: ratios to the max 1, 0.5, 0.25, 0.25
+  ExpectDistribution(SamplingDistribution(l.data(), 4, {1.0f, 0, 1.0f, 0.3f}), {{0, 2.0 / 3}, {1, 1.0 / 3}},
+                     "min_p=0.3");
+  // (0.25 itself sits on the float-rounded ratio of the last two, so the cut is tested beside it.)
+  ExpectDistribution(SamplingDistribution(l.data(), 4, {1.0f, 0, 1.0f, 0.24f}),
+                     {{0, 0.5}, {1, 0.25}, {2, 0.125}, {3, 0.125}}, "min_p=0.24 keeps all");
+  ExpectDistribution(SamplingDistribution(l.data(), 4, {1.0f, 0, 1.0f, 0.6f}), {{0, 1.0}}, "min_p=0.6");
+  ExpectDistribution(SamplingDistribution(l.data(), 4, {1.0f, 0, 1.0f, 1.0f}), {{0, 1.0}}, "min_p=1");
+  // T = 2: ratios become sqrt(0.5) = 0.707, 0.5, 0.5: min_p 0.6 keeps tokens 0 and 1.
+  const double a = std::sqrt(0.5), b = 0.5;
+  ExpectDistribution(SamplingDistribution(l.data(), 4, {2.0f, 0, 1.0f, 0.6f}), {{0, a / (a + b)}, {1, b / (a + b)}},
+                     "T=2 min_p=0.6");
+  ExpectDistribution(SamplingDistribution(l.data(), 4, {1.0f, 3, 1.0f, 0.3f}), {{0, 2.0 / 3}, {1, 1.0 / 3}},
+                     "top_k=3 and min_p=0.3");
+  ExpectDistribution(SamplingDistribution(l.data(), 4, {1.0f, 0, 0.6f, 0.2f}), {{0, 0.5 / 0.75}, {1, 0.25 / 0.75}},
+                     "min_p=0.2 then top_p=0.6");
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = SampleNextToken(l.data(), 4, {1.0f, 0, 1.0f, 0.3f}, rng);
+    EXPECT_TRUE(t == 0 || t == 1) << t;
+  }
+}
+
+// A masked token (logit -inf, probability 0) never comes out, even where rounding leaves the
+// draw past the last cumulative sum.
+TEST(SamplerTest, MinusInfinityIsNeverDrawn) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> l = {0.0f, 0.0f, -inf};
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2000; ++i) EXPECT_NE(SampleNextToken(l.data(), 3, {1.0f, 0, 1.0f}, rng), 2);
+  const std::vector<float> only = {-inf, 3.0f, -inf};
+  EXPECT_EQ(SampleNextToken(only.data(), 3, {1.0f, 0, 1.0f}, rng), 1);
+  EXPECT_EQ(GreedyToken(only.data(), 3), 1);
 }
 
 TEST(SamplerTest, DrawFrequenciesMatch) {
