@@ -68,6 +68,11 @@ absl::StatusOr<Json> Context(const std::vector<ChatMessage>& messages, const Cha
     }
     ctx["tools"] = std::move(tools);
   }
+  if (!options.documents.empty()) {
+    std::optional<Json> documents = ParseOrdered(options.documents);
+    if (!documents) return absl::InvalidArgumentError("documents are not JSON or have an object with too many members");
+    ctx["documents"] = std::move(*documents);
+  }
   return ctx;
 }
 

@@ -7,8 +7,8 @@
 // The render context follows vLLM: messages as OpenAI sends them with content always a string
 // ("" for a null content: Qwen3's template fails on a null content next to tool calls), tool-call
 // arguments parsed from their JSON text into an object (what transformers' templates expect;
-// a text that is not a JSON object stays a string), `tools` only when there are some,
-// add_generation_prompt, enable_thinking, bos_token and eos_token.
+// a text that is not a JSON object stays a string), `tools` and `documents` only when there are
+// some, add_generation_prompt, enable_thinking, bos_token and eos_token.
 #pragma once
 
 #include <memory>

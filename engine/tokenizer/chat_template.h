@@ -35,6 +35,9 @@ struct ChatTemplateOptions {
   // Jinja `tojson` filter of transformers renders them (", " and ": " separators, key order
   // kept, non-ASCII unescaped); a text that is not valid JSON is written verbatim.
   std::vector<std::string> tools;
+  // The request's "documents" (retrieval-augmented templates such as Command-R's) as JSON text;
+  // "" = none. Only model templates see them; the ChatML, like Qwen3's own template, has no use.
+  std::string documents;
 };
 
 std::string ApplyChatTemplate(const std::vector<ChatMessage>& messages,

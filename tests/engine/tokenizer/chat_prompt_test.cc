@@ -1,8 +1,9 @@
 // ChatPrompt: the real Qwen3 template of the fixture (tests/data/qwen3-tokenizer) rendered from
 // the server's ChatMessage list equals the jinja2 references byte for byte (tools present and
 // absent, thinking on and off), a plain user message renders as the built-in ChatML did, a
-// folder without a template falls back to that ChatML, a template that does not parse fails at
-// load naming the construct, one that raises fails the render with its message.
+// folder without a template falls back to that ChatML, documents reach a template that reads
+// them, a template that does not parse fails at load naming the construct, one that raises
+// fails the render with its message.
 #include "engine/tokenizer/chat_prompt.h"
 
 #include <fstream>
@@ -86,6 +87,20 @@ TEST(ChatPromptTest, HugeToolObjectIsRefused) {
   o.tools = {tool};
   auto r = prompt->Render({{"user", "q", std::nullopt, {}}}, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+}
+
+TEST(ChatPromptTest, DocumentsReachTheTemplate) {
+  TempDir dir;
+  Write(dir / "chat_template.jinja",
+        "{% if documents %}{% for d in documents %}[{{ d.title }}: {{ d.text }}]{% endfor %}{% else %}none{% endif %}");
+  auto p = ChatPrompt::Load(dir.path());
+  ASSERT_TRUE(p.ok()) << p.status();
+  ChatTemplateOptions o;
+  EXPECT_EQ(*(*p)->Render({{"user", "u", std::nullopt, {}}}, o), "none");
+  o.documents = R"([{"title": "a", "text": "x"}, {"title": "b", "text": "y"}])";
+  EXPECT_EQ(*(*p)->Render({{"user", "u", std::nullopt, {}}}, o), "[a: x][b: y]");
+  o.documents = "[not json";
+  EXPECT_EQ((*p)->Render({{"user", "u", std::nullopt, {}}}, o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ChatPromptTest, FolderWithoutTemplateUsesChatML) {
