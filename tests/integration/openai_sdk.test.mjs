@@ -104,3 +104,49 @@ test('errors map to the SDK error classes', async () => {
   const wrongKey = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(wrongKey.models.list(), (err) => err instanceof OpenAI.AuthenticationError);
 });
+
+test('no parameter is silently ignored: unimplemented ones are refused naming them', async () => {
+  const chat = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
+  for (const [extra, param] of [
+    [{ response_format: { type: 'json_object' } }, 'response_format'],
+    [{ tool_choice: 'required' }, 'tool_choice'],
+    [{ top_logprobs: 3 }, 'top_logprobs'],
+    [{ store: true }, 'store'],
+    [{ reasoning_effort: 'low' }, 'reasoning_effort'],
+    [{ frobnicate: 1 }, 'frobnicate'],
+  ]) {
+    await assert.rejects(client().chat.completions.create({ ...chat, ...extra }),
+      (err) => err instanceof OpenAI.BadRequestError && err.param === param,
+      `expected a 400 naming ${param}`);
+  }
+  // What the SDK's users commonly send that changes nothing passes.
+  const res = await client().chat.completions.create({
+    ...chat, user: 'u-1', metadata: { run: 'sdk-test' }, store: false, service_tier: 'auto', n: 1,
+    parallel_tool_calls: true, response_format: { type: 'text' },
+  });
+  assert.equal(res.object, 'chat.completion');
+});
+
+test('logit_bias, penalties and min_tokens reach the sampler', async () => {
+  // +100 on one token outweighs any random-weight logit: greedy takes it every step, with or
+  // without penalties (at most 2 * 6 subtracted).
+  const res = await client().completions.create({
+    model: MODEL, prompt: 'Once upon a time', max_tokens: 6, temperature: 0, logit_bias: { 42: 100 },
+    presence_penalty: 2, frequency_penalty: 2, repetition_penalty: 1.5, min_p: 0.1, min_tokens: 6,
+    return_token_ids: true,
+  });
+  assert.deepEqual(res.choices[0].token_ids, [42, 42, 42, 42, 42, 42]);
+  // -100 on the token greedy picked first moves greedy off it.
+  const plain = await client().completions.create({
+    model: MODEL, prompt: 'Once upon a time', max_tokens: 1, temperature: 0, ignore_eos: true, return_token_ids: true,
+  });
+  const first = plain.choices[0].token_ids[0];
+  const banned = await client().completions.create({
+    model: MODEL, prompt: 'Once upon a time', max_tokens: 1, temperature: 0, ignore_eos: true, return_token_ids: true,
+    logit_bias: { [first]: -100 },
+  });
+  assert.notEqual(banned.choices[0].token_ids[0], first);
+  await assert.rejects(
+    client().completions.create({ model: MODEL, prompt: 'x', max_tokens: 2, min_tokens: 3 }),
+    (err) => err instanceof OpenAI.BadRequestError && err.param === 'min_tokens');
+});
