@@ -20,12 +20,26 @@ void CheckAccepted(tandem::openai::CommonRequest& c, const std::vector<int32_t>&
     __builtin_trap();
   }
   if (c.max_tokens && *c.max_tokens < 1) __builtin_trap();
+  // The sampling extensions in the ranges LLMEngine::Submit accepts.
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f) || !(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f) ||
+      !(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
+      !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f) || p.min_tokens < 0) {
+    __builtin_trap();
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || !(bias >= -100.0f && bias <= 100.0f)) __builtin_trap();
+  }
   // Validation against a small model: either an error or a max_tokens that fits.
   auto e = tandem::openai::ValidatePrompt(ids, 4096, 512, 16, &c);
   if (e) {
     CheckError(*e);
-  } else if (c.params.max_tokens < 1 || static_cast<int64_t>(ids.size()) + c.params.max_tokens > 512) {
+  } else if (c.params.max_tokens < 1 || static_cast<int64_t>(ids.size()) + c.params.max_tokens > 512 ||
+             c.params.min_tokens > c.params.max_tokens) {
     __builtin_trap();
+  } else {
+    for (const auto& [id, bias] : c.params.logit_bias) {
+      if (id >= 4096) __builtin_trap();
+    }
   }
 }
 
