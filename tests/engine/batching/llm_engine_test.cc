@@ -3,6 +3,7 @@
 // step error that must fail every request at once.
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -109,12 +110,22 @@ TEST(EngineFakeModelTest, KvPoolFromMemoryIsCapped) {
   EXPECT_EQ(driver.kv_block_size(), 4);
 }
 
+// The fake model with eos 10, its driver, and an engine of SmallOptions over them.
+struct EosTenEngine {
+  FakeModel model{kVocab};
+  StepDriver driver{&model, nullptr};
+  absl::StatusOr<std::unique_ptr<LLMEngine>> engine;
+  EosTenEngine() : engine(Create(model, driver)) {}
+  static absl::StatusOr<std::unique_ptr<LLMEngine>> Create(FakeModel& m, StepDriver& d) {
+    m.SetEos({10});  // read by the engine when it is created
+    return LLMEngine::Create(&d, nullptr, SmallOptions());
+  }
+};
+
 TEST(EngineFakeModelTest, EosFromConfigAndStopTokenIds) {
   // From 7 the fake model goes 8, 9, 10, 11, 12, ...: eos 10 stops after two tokens.
-  FakeModel model(kVocab);
-  model.SetEos({10});
-  StepDriver driver(&model, nullptr);
-  auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
+  EosTenEngine f;
+  auto& engine = f.engine;
   ASSERT_TRUE(engine.ok()) << engine.status();
   const auto seq = Expected(7, 8);
   std::printf("fake continuation of 7:");
@@ -145,10 +156,8 @@ TEST(EngineFakeModelTest, EosFromConfigAndStopTokenIds) {
 // The fake model's logits are 1 at Next(last) and 0 elsewhere, so each setting's effect on the
 // greedy path is worked out by hand below.
 TEST(EngineFakeModelTest, MinTokensLogitBiasAndPenalties) {
-  FakeModel model(kVocab);
-  model.SetEos({10});
-  StepDriver driver(&model, nullptr);
-  auto engine = LLMEngine::Create(&driver, nullptr, SmallOptions());
+  EosTenEngine f;
+  auto& engine = f.engine;
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto run = [&](GenerationRequest req) {
     Sink sink;
@@ -226,26 +235,21 @@ TEST(EngineFakeModelTest, ValidationErrors) {
   expect(Greedy("long", std::vector<int32_t>(100, 1), 29), absl::StatusCode::kInvalidArgument,
          "100 + 29 > max_model_len 128");
   expect(Greedy("zero", {1}, 0), absl::StatusCode::kInvalidArgument, "max_tokens 0");
-  auto bad = Greedy("top_p", {1}, 4);
-  bad.params.top_p = 0.0f;
-  expect(bad, absl::StatusCode::kInvalidArgument, "top_p 0");
-  bad = Greedy("min_tokens", {1}, 4);
-  bad.params.min_tokens = 5;
-  expect(bad, absl::StatusCode::kInvalidArgument, "min_tokens 5 > max_tokens 4");
-  bad = Greedy("bias", {1}, 4);
-  bad.params.logit_bias = {{64, 1.0f}};
-  expect(bad, absl::StatusCode::kInvalidArgument, "logit_bias token = vocab");
-  bad.params.logit_bias = {{3, 101.0f}};
-  expect(bad, absl::StatusCode::kInvalidArgument, "logit_bias 101");
-  bad = Greedy("min_p", {1}, 4);
-  bad.params.min_p = 1.5f;
-  expect(bad, absl::StatusCode::kInvalidArgument, "min_p 1.5");
-  bad = Greedy("rep", {1}, 4);
-  bad.params.repetition_penalty = 0.0f;
-  expect(bad, absl::StatusCode::kInvalidArgument, "repetition_penalty 0");
-  bad = Greedy("freq", {1}, 4);
-  bad.params.frequency_penalty = 2.5f;
-  expect(bad, absl::StatusCode::kInvalidArgument, "frequency_penalty 2.5");
+  // Each sampling setting outside what the engine takes (max_tokens is 4).
+  const std::pair<const char*, std::function<void(SamplingParams&)>> out_of_range[] = {
+      {"top_p 0", [](SamplingParams& p) { p.top_p = 0.0f; }},
+      {"min_tokens 5 > max_tokens 4", [](SamplingParams& p) { p.min_tokens = 5; }},
+      {"logit_bias token = vocab", [](SamplingParams& p) { p.logit_bias = {{64, 1.0f}}; }},
+      {"logit_bias 101", [](SamplingParams& p) { p.logit_bias = {{3, 101.0f}}; }},
+      {"min_p 1.5", [](SamplingParams& p) { p.min_p = 1.5f; }},
+      {"repetition_penalty 0", [](SamplingParams& p) { p.repetition_penalty = 0.0f; }},
+      {"frequency_penalty 2.5", [](SamplingParams& p) { p.frequency_penalty = 2.5f; }},
+  };
+  for (const auto& [what, set] : out_of_range) {
+    auto bad = Greedy(what, {1}, 4);
+    set(bad.params);
+    expect(bad, absl::StatusCode::kInvalidArgument, what);
+  }
   // Exactly max_model_len is fine.
   Sink ok;
   ASSERT_TRUE(e.Submit(Greedy("fits", std::vector<int32_t>(100, 1), 28), ok.Callback()).ok());
