@@ -75,7 +75,7 @@ std::optional<ToolCall> ParseJsonBody(std::string_view body) {
 
 // Qwen3.5 / Qwen3-Coder: <function=f>\n<parameter=p>\nVALUE\n</parameter>\n...</function>.
 // The template writes one newline on each side of a value; those are not part of it.
-std::optional<ToolCall> ParseXmlBody(std::string_view body) {
+std::optional<ToolCall> ParseXmlBody(std::string_view body, const ToolCallOptions& options) {
   constexpr std::string_view kFunction = "<function=";
   constexpr std::string_view kFunctionEnd = "</function>";
   constexpr std::string_view kParam = "<parameter=";
@@ -106,16 +106,17 @@ std::optional<ToolCall> ParseXmlBody(std::string_view body) {
     rest.remove_prefix(end + kParamEnd.size());
     if (value.starts_with('\n')) value.remove_prefix(1);
     if (value.ends_with('\n')) value.remove_suffix(1);
-    std::optional<Json> parsed = ParseJson(value);
+    std::optional<Json> parsed;
+    if (!options.string_params.contains({call.name, pname})) parsed = ParseJson(value);
     args[pname] = parsed ? std::move(*parsed) : Json(std::string(value));
   }
   call.arguments = Dump(args);
   return call;
 }
 
-std::optional<ToolCall> ParseBody(std::string_view body) {
+std::optional<ToolCall> ParseBody(std::string_view body, const ToolCallOptions& options) {
   body = Trim(body);
-  if (body.starts_with("<function=")) return ParseXmlBody(body);
+  if (body.starts_with("<function=")) return ParseXmlBody(body, options);
   return ParseJsonBody(body);
 }
 
@@ -140,7 +141,38 @@ std::string ToolCallJson(const ToolCall& call, bool streaming) {
   return Dump(j);
 }
 
-ParsedToolCalls ParseToolCalls(std::string_view text) {
+ToolCallOptions ToolCallOptionsFromTools(std::string_view tools_json) {
+  ToolCallOptions options;
+  std::optional<Json> tools = ParseJson(tools_json);
+  if (!tools || !tools->is_array()) return options;
+  auto is_string_type = [](const Json& type) {
+    if (type.is_string()) return type.get_ref<const std::string&>() == "string";
+    if (!type.is_array()) return false;
+    for (const Json& t : type) {
+      if (t.is_string() && t.get_ref<const std::string&>() == "string") return true;
+    }
+    return false;
+  };
+  for (const Json& tool : *tools) {
+    const Json* function = tool.is_object() && tool.contains("function") ? &tool["function"] : nullptr;
+    if (!function || !function->is_object() || !function->contains("name") ||
+        !(*function)["name"].is_string() || !function->contains("parameters")) {
+      continue;
+    }
+    const Json& params = (*function)["parameters"];
+    if (!params.is_object() || !params.contains("properties") || !params["properties"].is_object()) {
+      continue;
+    }
+    for (const auto& [pname, schema] : params["properties"].items()) {
+      if (schema.is_object() && schema.contains("type") && is_string_type(schema["type"])) {
+        options.string_params.emplace((*function)["name"].get<std::string>(), pname);
+      }
+    }
+  }
+  return options;
+}
+
+ParsedToolCalls ParseToolCalls(std::string_view text, const ToolCallOptions& options) {
   ParsedToolCalls out;
   int next_index = 0;
   bool after_call = false;
@@ -161,7 +193,7 @@ ParsedToolCalls ParseToolCalls(std::string_view text) {
       return out;
     }
     std::optional<ToolCall> call =
-        ParseBody(text.substr(open + kOpen.size(), close - open - kOpen.size()));
+        ParseBody(text.substr(open + kOpen.size(), close - open - kOpen.size()), options);
     if (call) {
       out.content += before.substr(0, before.size() - TrailingSpace(before));
       AddCall(std::move(*call), next_index, out);
@@ -190,7 +222,7 @@ void ToolCallStreamParser::Process(ParsedToolCalls& out) {
         scanned_ = pending_.size();
         return;
       }
-      std::optional<ToolCall> call = ParseBody(std::string_view(pending_).substr(0, close));
+      std::optional<ToolCall> call = ParseBody(std::string_view(pending_).substr(0, close), options_);
       if (call) {
         AddCall(std::move(*call), next_index_, out);
       } else {

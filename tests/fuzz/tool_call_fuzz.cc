@@ -14,14 +14,18 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem::openai;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  const ParsedToolCalls whole = ParseToolCalls(text);
+  // One string-typed parameter, so the schema path runs too (seed coder_xml.txt uses it).
+  static const ToolCallOptions* const kOptions = new ToolCallOptions(ToolCallOptionsFromTools(
+      R"([{"type": "function", "function": {"name": "search", "parameters": {"type": "object",
+          "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}}}}])"));
+  const ParsedToolCalls whole = ParseToolCalls(text, *kOptions);
   for (const ToolCall& call : whole.tool_calls) {
     auto args = nlohmann::json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
     if (!args.is_object() || call.name.empty()) std::abort();
     (void)ToolCallJson(call, /*streaming=*/true);
   }
 
-  ToolCallStreamParser parser;
+  ToolCallStreamParser parser(*kOptions);
   ParsedToolCalls streamed;
   auto take = [&streamed](ParsedToolCalls part) {
     streamed.content += part.content;

@@ -126,6 +126,32 @@ TEST(ToolCalls, WellFormedCallsWholeAndStreamed) {
   EXPECT_EQ(ParseToolCalls(cases[0].text).tool_calls[0].arguments, R"({"city":"Zürich","days":2})");
 }
 
+TEST(ToolCalls, StringTypedXmlParametersKeepTheirText) {
+  // write_file.content is a string by its schema: a JSON file's text must not become an object.
+  const ToolCallOptions options = ToolCallOptionsFromTools(R"([
+    {"type": "function", "function": {"name": "write_file", "parameters": {"type": "object",
+      "properties": {"path": {"type": "string"}, "content": {"type": ["string", "null"]},
+                     "mode": {"type": "integer"}}}}},
+    {"type": "function", "function": {"name": "other"}},
+    "not a tool"])");
+  EXPECT_EQ(options.string_params,
+            (std::set<std::pair<std::string, std::string>>{{"write_file", "path"},
+                                                           {"write_file", "content"}}));
+  const std::string text =
+      "<tool_call>\n<function=write_file>\n<parameter=path>\n123\n</parameter>\n"
+      "<parameter=content>\n{\"a\": 1}\n</parameter>\n<parameter=mode>\n420\n</parameter>\n"
+      "</function>\n</tool_call>";
+  ExpectCalls(ParseToolCalls(text, options),
+              {{"write_file", R"({"path": "123", "content": "{\"a\": 1}", "mode": 420})"}});
+  ExpectCalls(ParseToolCalls(text),  // without the schemas: JSON when it parses
+              {{"write_file", R"({"path": 123, "content": {"a": 1}, "mode": 420})"}});
+  ToolCallStreamParser parser(options);
+  ParsedToolCalls streamed = parser.Feed(text);
+  ExpectCalls(streamed, {{"write_file", R"({"path": "123", "content": "{\"a\": 1}", "mode": 420})"}});
+  EXPECT_TRUE(ToolCallOptionsFromTools("{not json").string_params.empty());
+  EXPECT_TRUE(ToolCallOptionsFromTools(R"({"tools": []})").string_params.empty());
+}
+
 TEST(ToolCalls, MalformedBlocksStayContent) {
   const std::vector<std::string> bad = {
       "<tool_call>\n{\"name\": \"a\", \"arguments\": {}\n</tool_call>",  // bad JSON
