@@ -24,18 +24,13 @@ int64_t Elems(const WeightSpec& w) { return w.shape.empty() ? 0 : w.numel(); }
 // gives the phase of the scale columns.
 absl::StatusOr<QuantMatrix> QuantLayout(const WeightSpec& w, WeightFormat format) {
   const size_t n = w.shape.size();
-  QuantMatrix q;
-  q.format = format;
-  q.count = n == 3 ? w.shape[0] : 1;
-  q.rows = w.shape.at(n - 2);
-  q.cols = w.shape.at(n - 1);
+  QuantMatrix q =
+      QuantMatrix::Layout(format, n == 3 ? w.shape[0] : 1, w.shape.at(n - 2), w.shape.at(n - 1), kFp8Block, kFp8Block);
   if (format == WeightFormat::kNvfp4 && q.cols % kernels::kNvfp4GroupSize != 0) {
     return absl::InvalidArgumentError("bench: nvfp4 needs a multiple of 16 columns per rank; " +
                                       w.slices.at(0).name + " has " + std::to_string(q.cols) + " here");
   }
   if (format != WeightFormat::kFp8Block) return q;
-  q.block_in = kFp8Block;
-  q.row_block = kFp8Block;
   int64_t packed = 0;  // rows of the stack before this slice
   for (const WeightSlice& s : w.slices) {
     const int row_dim = s.index >= 0 ? 1 : 0;

@@ -65,16 +65,7 @@ int64_t Aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 // A stack of `count` (rows x cols) matrices in a quantized format (FP8 in 128 x 128 blocks), no
 // arrays yet.
 QuantMatrix Layout(WeightFormat format, int64_t count, int64_t rows, int64_t cols) {
-  QuantMatrix q;
-  q.format = format;
-  q.rows = rows;
-  q.cols = cols;
-  q.count = count;
-  if (format == WeightFormat::kFp8Block) {
-    q.block_in = kFp8Block;
-    q.row_block = kFp8Block;
-  }
-  return q;
+  return QuantMatrix::Layout(format, count, rows, cols, kFp8Block, kFp8Block);
 }
 
 // `copies` copies of a stack of Layout(format, count, rows, cols), each array 256-byte aligned:

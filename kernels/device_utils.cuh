@@ -79,6 +79,21 @@ __device__ __forceinline__ void KvStore(__nv_fp8_e4m3* p, float v) {
 
 __device__ __forceinline__ float SiluF(float x) { return x / (1.0f + __expf(-x)); }
 
+// The end of a dense product's warp (bf16, FP8 and NVFP4 alike): lane 0 stores its R rows' sums
+// for the tile's nt tokens, y[(t0 + t) * out + o0 + r]; rows past `out` are dropped.
+template <int R, int TT>
+__device__ __forceinline__ void StoreRowsTile(float* y, const float (&acc)[R][TT], int64_t out, int64_t o0, int64_t t0,
+                                              int nt, int lane) {
+  if (lane != 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
+    }
+  }
+}
+
 // The end of a moe_down block (bf16, FP8 and NVFP4 alike): each warp's weighted sums of rows
 // h0 .. h0 + kRows (on its lane 0) go through shared memory and are added in warp order, so the
 // sum over a token's expert slots is deterministic; rows past H are dropped. Synchronises the block.

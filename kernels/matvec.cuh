@@ -110,15 +110,7 @@ __device__ __forceinline__ void RowsProduct(float* y, const float* x, uint4 (&bu
                                             int64_t t0, int nt, int lane) {
   float acc[R][TT];
   RowsDotLoaded<R, NL, TT, kGlobalX>(acc, buf, rows, x, in, nt, lane);
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int t = 0; t < TT; ++t) {
-        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
-      }
-    }
-  }
+  StoreRowsTile<R, TT>(y, acc, out, o0, t0, nt, lane);
 }
 
 // The block shape of a dense product (8 warps; R rows per warp, NL loads per lane per row chunk):

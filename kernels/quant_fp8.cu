@@ -199,15 +199,7 @@ __global__ void __launch_bounds__(kWarps * 32, MatmulBlocksPerSm(R, NL, TT)) Mat
   const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
   float acc[R][TT];
   Fp8RowsDot<R, NL, TT, kShared>(acc, buf, rows, x + t0 * g.cols, g, nt, lane);
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int t = 0; t < TT; ++t) {
-        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
-      }
-    }
-  }
+  StoreRowsTile<R, TT>(y, acc, out, o0, t0, nt, lane);
 }
 
 // Loads a lane keeps in flight per row chunk at batch 1 (one row a warp): the whole row when it

@@ -218,15 +218,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
   float acc[R][TT];
   RowsDotLoaded<R, NL, TT, G>(acc, buf, rows, x + t0 * cols, cols, nt, lane);
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int t = 0; t < TT; ++t) {
-        if (t < nt && o0 + r < out) y[(t0 + t) * out + o0 + r] = acc[r][t];
-      }
-    }
-  }
+  StoreRowsTile<R, TT>(y, acc, out, o0, t0, nt, lane);
 }
 
 int SmCount() {

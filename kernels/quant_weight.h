@@ -46,6 +46,22 @@ struct QuantMatrix {
   const uint8_t* group_scales = nullptr;  // e4m3fn, rows * cols / 16 per matrix
   const float* row_scale2 = nullptr;      // rows per matrix
 
+  // A stack of `count` (rows x cols) matrices in `format`, its arrays not set yet; FP8 takes its
+  // block size (block_in columns, row_block rows; col_phase 0: the shard starts on a block).
+  static QuantMatrix Layout(WeightFormat format, int64_t count, int64_t rows, int64_t cols, int64_t block_in = 0,
+                            int64_t row_block = 1) {
+    QuantMatrix q;
+    q.format = format;
+    q.count = count;
+    q.rows = rows;
+    q.cols = cols;
+    if (format == WeightFormat::kFp8Block) {
+      q.block_in = block_in;
+      q.row_block = row_block;
+    }
+    return q;
+  }
+
   int64_t scale_cols() const { return block_in > 0 ? (col_phase + cols + block_in - 1) / block_in : 0; }
   int64_t scale_rows() const { return row_block > 0 ? (rows + row_block - 1) / row_block : 0; }
   // Per-matrix strides of each array, in its own elements.

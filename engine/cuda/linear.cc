@@ -36,16 +36,10 @@ absl::Status LinearWeight::AllocateQuant(WeightFormat format, int64_t count, int
                                     std::to_string(cols) + ")");
   }
   bf16_.Free();
-  kernels::QuantMatrix q;
-  q.format = format;
-  q.count = count;
-  q.rows = rows;
-  q.cols = cols;
-  if (format == WeightFormat::kFp8Block) {
-    q.block_in = block_in;
-    q.row_block = row_block;
-    if (block_in <= 0 || row_block <= 0) return absl::InternalError("FP8 weight without its block size");
+  if (format == WeightFormat::kFp8Block && (block_in <= 0 || row_block <= 0)) {
+    return absl::InternalError("FP8 weight without its block size");
   }
+  kernels::QuantMatrix q = kernels::QuantMatrix::Layout(format, count, rows, cols, block_in, row_block);
   RETURN_IF_ERROR(data_.Allocate(count * q.data_bytes()));
   RETURN_IF_ERROR(scales_.Allocate(count * q.scale_stride()));
   RETURN_IF_ERROR(group_scales_.Allocate(count * q.group_scale_stride()));

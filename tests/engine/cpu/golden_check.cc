@@ -38,19 +38,39 @@ absl::Status CheckTestdataModelGolden(const std::string& name, int tp, const Mod
       tp, opt, on_rank, [&](StepDriver& driver) { return CheckGoldenPrompts(driver, golden, tag, bound); }, dir);
 }
 
+namespace {
+
+// Prompt i's logits at every position against the golden, printed and held to `bound`; returns
+// them with the largest |logit - golden| (the path's error in logit units).
+struct PromptCheck {
+  Logits logits;
+  double spread = 0;
+};
+absl::StatusOr<PromptCheck> CheckPromptLogits(StepDriver& driver, const GoldenPrompt& g, const std::string& tag,
+                                              size_t i, double bound) {
+  PromptCheck c;
+  ASSIGN_OR_RETURN(c.logits, PromptLogits(driver, g.ids));
+  const double rel = RelativeError(c.logits.data, g.logits);
+  for (size_t j = 0; j < g.logits.size() && j < c.logits.data.size(); ++j) {
+    c.spread = std::max(c.spread, std::abs(static_cast<double>(c.logits.data[j]) - g.logits[j]));
+  }
+  std::printf("%s prompt%zu (%zu tokens): max abs diff / max abs logit = %.3g (bound %.0e), max abs diff %.4g; "
+              "logits[0][0..2] = %.5f %.5f %.5f vs golden %.5f %.5f %.5f\n",
+              tag.c_str(), i, g.ids.size(), rel, bound, c.spread, c.logits.data[0], c.logits.data[1],
+              c.logits.data[2], g.logits[0], g.logits[1], g.logits[2]);
+  EXPECT_LT(rel, bound) << tag << " prompt" << i;
+  return c;
+}
+
+}  // namespace
+
 absl::Status CheckGoldenPrompts(StepDriver& driver, const std::vector<GoldenPrompt>& golden, const std::string& tag,
                                 double bound) {
   for (size_t i = 0; i < golden.size(); ++i) {
     const GoldenPrompt& g = golden[i];
-    ASSIGN_OR_RETURN(Logits logits, PromptLogits(driver, g.ids));
-    EXPECT_EQ(logits.rows(), static_cast<int64_t>(g.ids.size()));
-    EXPECT_EQ(logits.vocab, static_cast<int64_t>(g.logits.size() / g.ids.size()));
-    const double rel = RelativeError(logits.data, g.logits);
-    std::printf("%s prompt%zu (%zu tokens): max abs diff / max abs logit = %.3g (bound %.0e); logits[0][0..2] = "
-                "%.5f %.5f %.5f vs golden %.5f %.5f %.5f\n",
-                tag.c_str(), i, g.ids.size(), rel, bound, logits.data[0], logits.data[1], logits.data[2],
-                g.logits[0], g.logits[1], g.logits[2]);
-    EXPECT_LT(rel, bound) << tag << " prompt" << i;
+    ASSIGN_OR_RETURN(PromptCheck c, CheckPromptLogits(driver, g, tag, i, bound));
+    EXPECT_EQ(c.logits.rows(), static_cast<int64_t>(g.ids.size()));
+    EXPECT_EQ(c.logits.vocab, static_cast<int64_t>(g.logits.size() / g.ids.size()));
 
     GenerateOptions gen;
     gen.max_tokens = static_cast<int>(g.greedy.size());
@@ -66,15 +86,7 @@ absl::Status CheckGoldenPromptsRounded(StepDriver& driver, const std::vector<Gol
                                        const std::string& tag, double bound) {
   for (size_t i = 0; i < golden.size(); ++i) {
     const GoldenPrompt& g = golden[i];
-    ASSIGN_OR_RETURN(Logits logits, PromptLogits(driver, g.ids));
-    const double rel = RelativeError(logits.data, g.logits);
-    double spread = 0;  // this path's error on the prompt, in logit units
-    for (size_t j = 0; j < g.logits.size() && j < logits.data.size(); ++j) {
-      spread = std::max(spread, std::abs(static_cast<double>(logits.data[j]) - g.logits[j]));
-    }
-    std::printf("%s prompt%zu (%zu tokens): max abs diff / max abs logit = %.3g (bound %.0e), max abs diff %.4g\n",
-                tag.c_str(), i, g.ids.size(), rel, bound, spread);
-    EXPECT_LT(rel, bound) << tag << " prompt" << i;
+    ASSIGN_OR_RETURN(PromptCheck c, CheckPromptLogits(driver, g, tag, i, bound));
 
     GenerateOptions gen;
     gen.max_tokens = static_cast<int>(g.greedy.size());
@@ -95,8 +107,8 @@ absl::Status CheckGoldenPromptsRounded(StepDriver& driver, const std::vector<Gol
     const double gap = static_cast<double>(row[r.token_ids[k]]) - row[g.greedy[k]];
     std::printf("%s prompt%zu greedy parts from the golden at step %zu: token %d vs golden %d, this run's logit gap "
                 "%.4g against the path's max abs diff %.4g on the prompt\n",
-                tag.c_str(), i, k, r.token_ids[k], g.greedy[k], gap, spread);
-    EXPECT_LT(gap, spread) << tag << " prompt" << i << ": greedy parts at step " << k << " without a near tie";
+                tag.c_str(), i, k, r.token_ids[k], g.greedy[k], gap, c.spread);
+    EXPECT_LT(gap, c.spread) << tag << " prompt" << i << ": greedy parts at step " << k << " without a near tie";
   }
   return absl::OkStatus();
 }
