@@ -38,22 +38,36 @@ std::optional<Json> ParseOrdered(const std::string& text) {
   return j;
 }
 
+// Tool-call arguments as vLLM hands them to templates (chat_utils' _postprocess_messages):
+// empty means {}, JSON text becomes its value (an object for any real call, which is what
+// Qwen's templates iterate or print with tojson). Where vLLM fails the request on text that is
+// not JSON, it is kept as the string here: templates that test `is string` print it verbatim.
+Json ToolCallArguments(const std::string& text) {
+  if (text.empty()) return Json::object();
+  std::optional<Json> args = ParseOrdered(text);
+  return args ? *args : Json(text);
+}
+
 absl::StatusOr<Json> Context(const std::vector<ChatMessage>& messages, const ChatTemplateOptions& options) {
   Json msgs = Json::array();
   for (const ChatMessage& m : messages) {
+    // The keys in the order vLLM's parse_chat_messages writes them, for templates that iterate
+    // a message or print it with tojson.
     Json msg = {{"role", m.role}, {"content", m.content}};
-    if (m.reasoning_content) msg["reasoning_content"] = *m.reasoning_content;
     if (!m.tool_calls.empty()) {
       Json calls = Json::array();
       for (const ChatToolCall& c : m.tool_calls) {
-        // vLLM does the same: templates expect arguments as an object; a text that is not one
-        // (or is empty) is kept as sent and printed verbatim by templates that test `is string`.
-        std::optional<Json> args = ParseOrdered(c.arguments);
-        Json fn = {{"name", c.name}, {"arguments", args && args->is_object() ? *args : Json(c.arguments)}};
-        calls.push_back({{"type", "function"}, {"function", std::move(fn)}});
+        Json call = Json::object();
+        if (!c.id.empty()) call["id"] = c.id;
+        call["type"] = "function";
+        call["function"] = {{"name", c.name}, {"arguments", ToolCallArguments(c.arguments)}};
+        calls.push_back(std::move(call));
       }
       msg["tool_calls"] = std::move(calls);
     }
+    if (m.reasoning_content) msg["reasoning_content"] = *m.reasoning_content;
+    if (!m.tool_call_id.empty()) msg["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty()) msg["name"] = m.name;
     msgs.push_back(std::move(msg));
   }
   Json ctx = {{"messages", std::move(msgs)},

@@ -4,11 +4,13 @@
 // (ApplyChatTemplate). Loaded and parsed once when a server starts, so that a template we cannot
 // interpret stops the start with the construct named instead of failing every request.
 //
-// The render context follows vLLM: messages as OpenAI sends them with content always a string
-// ("" for a null content: Qwen3's template fails on a null content next to tool calls), tool-call
-// arguments parsed from their JSON text into an object (what transformers' templates expect;
-// a text that is not a JSON object stays a string), `tools` and `documents` only when there are
-// some, add_generation_prompt, enable_thinking, bos_token and eos_token.
+// The render context follows vLLM: messages as OpenAI sends them (role, content, tool_calls with
+// id / type / function, reasoning_content, tool_call_id, name; absent fields left out) with
+// content always a string ("" for a null content: Qwen3's template fails on a null content next
+// to tool calls), tool-call arguments parsed from their JSON text (what transformers' templates
+// expect; "" becomes {}, a text that is not JSON stays a string), `tools` and `documents` only
+// when there are some, both with the request's key order, add_generation_prompt,
+// enable_thinking, bos_token and eos_token.
 #pragma once
 
 #include <memory>

@@ -13,10 +13,15 @@
 
 namespace tandem::tokenizer {
 
+// One entry of an assistant message's "tool_calls", as the request sent it.
 struct ChatToolCall {
   std::string name;
-  // Written verbatim after "arguments": (OpenAI sends arguments as a JSON-encoded string).
+  // The JSON text the request sent (OpenAI sends arguments as a JSON-encoded string). The ChatML
+  // writes it verbatim; model templates get it parsed (chat_prompt.h).
   std::string arguments;
+  // "call_..."; "" when the request had none (then templates see no id). The `{}` initializers
+  // here and below let callers keep writing the older fields positionally without a warning.
+  std::string id{};
 };
 
 struct ChatMessage {
@@ -26,6 +31,10 @@ struct ChatMessage {
   // inside content is taken apart as the template does.
   std::optional<std::string> reasoning_content;
   std::vector<ChatToolCall> tool_calls;  // assistant only
+  // OpenAI's optional participant name; "" = absent. Model templates see it as message.name.
+  std::string name{};
+  // Role "tool": the id of the call this message answers; "" = absent.
+  std::string tool_call_id{};
 };
 
 struct ChatTemplateOptions {

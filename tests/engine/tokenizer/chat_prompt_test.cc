@@ -77,6 +77,27 @@ TEST(ChatPromptTest, ToolCallArgumentsAreObjectsUnlessNotJson) {
   EXPECT_NE(text.find("{\"name\": \"g\", \"arguments\": not json}"), std::string::npos) << text;
 }
 
+// Every field a template can read reaches it as vLLM passes it: ids, name and tool_call_id only
+// when given, arguments parsed with their key order ("" as {}), reasoning_content kept.
+TEST(ChatPromptTest, MessagesReachTheTemplateAsVllmPassesThem) {
+  TempDir dir;
+  Write(dir / "chat_template.jinja", "{{ messages | tojson }}");
+  auto p = ChatPrompt::Load(dir.path());
+  ASSERT_TRUE(p.ok()) << p.status();
+  ChatMessage call{"assistant", "", "why", {{"f", R"({"z":1,"a":{"y":2,"b":3}})", "call_1"}, {"g", "", ""}}};
+  ChatMessage result{"tool", "r", std::nullopt, {}};
+  result.tool_call_id = "call_1";
+  result.name = "f";
+  ChatMessage user{"user", "u", std::nullopt, {}};
+  user.name = "ann";
+  EXPECT_EQ(*(*p)->Render({user, call, result}, {}),
+            R"([{"role": "user", "content": "u", "name": "ann"}, )"
+            R"({"role": "assistant", "content": "", "tool_calls": [)"
+            R"({"id": "call_1", "type": "function", "function": {"name": "f", "arguments": {"z": 1, "a": {"y": 2, "b": 3}}}}, )"
+            R"({"type": "function", "function": {"name": "g", "arguments": {}}}], "reasoning_content": "why"}, )"
+            R"({"role": "tool", "content": "r", "tool_call_id": "call_1", "name": "f"}])");
+}
+
 TEST(ChatPromptTest, HugeToolObjectIsRefused) {
   auto prompt = Qwen3();
   ASSERT_NE(prompt, nullptr);
