@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config ccache git curl ca-certificates
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libyaml-cpp-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libgloo-dev libcli11-dev
+  libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libgloo-dev libcli11-dev libsystemd-dev
   systemd iproute2 prometheus clang libclang-rt-14-dev python3
 )
 # Node.js + npm run the real OpenAI SDK and tokenizer clients in tests, and fetch the Qwen3
