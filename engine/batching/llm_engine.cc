@@ -253,6 +253,17 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
   if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
     return absl::InvalidArgumentError("min_tokens must be in [0, max_tokens], got " + std::to_string(p.min_tokens));
   }
+  if (p.logprobs < -1 || p.logprobs > kMaxLogprobs || p.prompt_logprobs < -1 || p.prompt_logprobs > kMaxLogprobs) {
+    return absl::InvalidArgumentError("logprobs and prompt_logprobs must be in [-1, " + std::to_string(kMaxLogprobs) +
+                                      "] (-1 = off)");
+  }
+  if (request.n < 1 || request.n > kMaxChoices) {
+    return absl::InvalidArgumentError("n must be in [1, " + std::to_string(kMaxChoices) + "], got " +
+                                      std::to_string(request.n));
+  }
+  if (request.n > 1 || p.logprobs >= 0 || p.prompt_logprobs >= 0) {
+    return absl::UnimplementedError("n > 1, logprobs and prompt_logprobs are not implemented yet");
+  }
 
   auto r = std::make_unique<Request>();
   r->sampler = SamplerSettings{p.temperature, p.top_k, p.top_p, p.min_p};
@@ -493,6 +504,7 @@ void LLMEngineImpl::Finish(int64_t seq_id, const std::string& reason, const absl
   }
   PublishStats();
   GenerationEvent ev;
+  ev.choice_finished = true;
   ev.finished = true;
   ev.finish_reason = reason;
   ev.error = error;

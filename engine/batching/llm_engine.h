@@ -44,29 +44,71 @@ struct SamplingParams {
   // eos and stop_token_ids cannot be drawn before this many tokens (as vLLM: stop strings still
   // end the sequence). At most max_tokens.
   int32_t min_tokens = 0;
+  // Log-probabilities of each generated token (GenerationEvent::logprobs): -1 = off; 0..20
+  // (kMaxLogprobs) = the sampled token's logprob plus that many most likely alternatives. They
+  // are the model's own distribution, log_softmax of the raw logits, before logit_bias, penalties,
+  // masks, temperature and truncation: vLLM's default logprobs_mode "raw_logprobs", and what
+  // OpenAI reports. Greedy and sampled requests get the same numbers. Nothing is computed when off.
+  int32_t logprobs = -1;
+  // The same for the prompt's tokens (GenerationEvent::prompt_logprobs, for completions' echo):
+  // -1 = off; 0..20 alternatives. The prefill then returns a row of logits per prompt token, in
+  // chunks of at most 256 tokens.
+  int32_t prompt_logprobs = -1;
 };
+
+inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr int32_t kMaxChoices = 128;
 
 struct GenerationRequest {
   std::string request_id;
   std::vector<int32_t> prompt_ids;
   SamplingParams params;
   bool priority = false;  // probes: scheduled ahead of waiting requests
+  // Completions of the one prompt (OpenAI's `n`), 1..kMaxChoices. The prompt is prefilled once;
+  // each choice's first token is drawn from that prefill's logits, then the choices run as
+  // sequences that share the prompt's full KV blocks (each recomputes the prompt's last partial
+  // block into a block of its own). Choice i draws with seed + i (a request without a seed gets a
+  // random one), so choice 0 is what n = 1 gives and every choice is reproducible. Models with
+  // per-sequence state (the hybrids) cannot share it yet: their choices 1.. prefill the prompt
+  // again, each in its own state slot.
+  int32_t n = 1;
 };
 
-// One event per new token (text_delta may be empty while a UTF-8 sequence or a possible stop
-// string is held back), then a final event with `finished` set. The final event carries no
-// tokens and no text: text held back until the end (an incomplete UTF-8 tail, a partial stop
-// string that did not complete) comes in one more non-final event, possibly without tokens.
-// Stop tokens (eos, stop_token_ids) are not in token_ids nor in the text, but count in
-// completion_tokens (they were generated).
+// One token's log-probability and the most likely alternatives at its position.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  // (token id, logprob), most likely first, ties by lower id; SamplingParams::logprobs (or
+  // prompt_logprobs) entries. The token itself is listed here too when it is among them.
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+// Events of one request, each for one choice (`choice`, 0..n-1; always 0 when n = 1). Per choice:
+// one event per new token (text_delta may be empty while a UTF-8 sequence or a possible stop
+// string is held back), then its final event with `choice_finished` and finish_reason set. The
+// final event carries no tokens and no text: text held back until the end (an incomplete UTF-8
+// tail, a partial stop string that did not complete) comes in one more non-final event, possibly
+// without tokens. Stop tokens (eos, stop_token_ids) are not in token_ids nor in the text, but
+// count in completion_tokens (they were generated). The events of different choices interleave.
+// The request's last event is the last choice's final event, the only one with `finished` set:
+// it carries the usage of the whole request. With n = 1 the one final event has both flags.
+// With SamplingParams::prompt_logprobs >= 0 the request's first event (choice 0, no tokens)
+// carries prompt_logprobs.
 struct GenerationEvent {
+  int32_t choice = 0;
   std::vector<int32_t> token_ids;  // new tokens in this event
+  // With SamplingParams::logprobs >= 0: one entry per token_ids entry, in the same order.
+  std::vector<TokenLogprob> logprobs;
+  // With SamplingParams::prompt_logprobs >= 0, once: entries for prompt tokens 1..P-1 (the first
+  // prompt token has no logprob: nothing precedes it).
+  std::vector<TokenLogprob> prompt_logprobs;
   std::string text_delta;
-  bool finished = false;
-  std::string finish_reason;       // "stop" | "length" | "abort" | "error"
+  bool choice_finished = false;    // this choice's final event
+  bool finished = false;           // the request's last event (every choice has finished)
+  std::string finish_reason;       // on choice_finished: "stop" | "length" | "abort" | "error"
   absl::Status error;              // set when finish_reason == "error"
-  int64_t prompt_tokens = 0;       // usage, filled on the final event
-  int64_t completion_tokens = 0;
+  int64_t prompt_tokens = 0;       // usage, filled on the `finished` event: the prompt once,
+  int64_t completion_tokens = 0;   // and the tokens of every choice together
 };
 
 using GenerationCallback = std::function<void(const GenerationEvent&)>;
@@ -124,11 +166,12 @@ class LLMEngine {
   static absl::StatusOr<std::unique_ptr<LLMEngine>> Create(StepDriver* driver, const Tokenizer* tokenizer,
                                                            const EngineOptions& options);
   // Validates (InvalidArgument: empty prompt, token id outside the vocabulary, prompt + max_tokens
-  // > max_model_len; ResourceExhausted: queue full) and enqueues. The callback runs on the engine
+  // > max_model_len, n, logprobs or prompt_logprobs out of range; ResourceExhausted: queue full)
+  // and enqueues. The callback runs on the engine
   // thread; it must not block.
   virtual absl::Status Submit(GenerationRequest request, GenerationCallback callback) = 0;
-  // Cancels a queued or running request (client disconnected); frees its KV blocks; its callback
-  // gets a final "abort" event. Unknown ids are ignored.
+  // Cancels a queued or running request (client disconnected), every choice of it; frees its KV
+  // blocks; each unfinished choice gets a final "abort" event. Unknown ids are ignored.
   virtual void Cancel(const std::string& request_id) = 0;
   virtual EngineStats Stats() const = 0;
   // False after a fatal step error (comm deadline, lost rank): every request then fails with it.
