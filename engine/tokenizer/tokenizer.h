@@ -28,7 +28,8 @@ namespace tandem::tokenizer {
 
 class Tokenizer {
  public:
-  // Reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json.
+  // Reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json, and the eos ids of
+  // DIR/generation_config.json or DIR/config.json (eos_token_ids()).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromDir(const std::string& dir);
   // `tokenizer_config_json` may be empty (then no eos/pad/bos names and no chat template).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromJson(
@@ -65,6 +66,10 @@ class Tokenizer {
   std::optional<int32_t> eos_token_id() const { return TokenId(eos_token_); }
   std::optional<int32_t> pad_token_id() const { return TokenId(pad_token_); }
   std::optional<int32_t> bos_token_id() const { return TokenId(bos_token_); }
+  // Every id that ends a generated turn (eos_token_ids.h): eos_token's id first, then the
+  // generation config's eos_token_id entries (LoadFromDir only), without repeats. For Qwen3
+  // instruct folders: <|im_end|>, <|endoftext|>.
+  const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
   // The Jinja source of tokenizer_config.json, kept for reference; prompts are rendered by
   // ChatPrompt (chat_prompt.h), which loads the template itself (chat_template.jinja first).
   const std::string& chat_template() const { return chat_template_; }
@@ -86,6 +91,7 @@ class Tokenizer {
   absl::flat_hash_map<int32_t, size_t> added_by_id_;  // id -> index in added_tokens_
   int64_t vocab_size_ = 0;
   std::string eos_token_, pad_token_, bos_token_, chat_template_;
+  std::vector<int32_t> eos_token_ids_;
 };
 
 // Turns ids into text one at a time, emitting only complete UTF-8: bytes of a character split

@@ -1,11 +1,13 @@
 // Reads tokenizer.json and tokenizer_config.json into a Tokenizer. nlohmann::json throws; every
 // exception is caught here and becomes an InvalidArgument status that names the key.
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "engine/tokenizer/byte_level.h"
+#include "engine/tokenizer/eos_token_ids.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/tokenizer_json_reader.h"
 
@@ -279,6 +281,7 @@ absl::Status TokenizerLoader::LoadConfigJson(const json& root, Tokenizer* t) {
                                         "\" is not in tokenizer.json");
     }
   }
+  if (auto eos = t->eos_token_id()) t->eos_token_ids_.push_back(*eos);
   return absl::OkStatus();
 }
 
@@ -330,6 +333,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromDir(const std::str
   if (!config.ok() && !missing) return config.status();
   auto t = LoadFromJson(tok_json, config.ok() ? *config : std::string());
   if (!t.ok()) return absl::Status(t.status().code(), dir + ": " + StatusText(t.status()));
+  ASSIGN_OR_RETURN(const std::vector<int32_t> generation_eos, ReadGenerationEosTokenIds(dir));
+  std::vector<int32_t>& eos = (*t)->eos_token_ids_;
+  for (int32_t id : generation_eos) {
+    if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  }
   return t;
 }
 
