@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/batching/logprobs.h"  // TokenLogprob
 #include "engine/step_driver.h"
 
 namespace tandem::tokenizer {
@@ -72,15 +73,6 @@ struct GenerationRequest {
   // per-sequence state (the hybrids) cannot share it yet: their choices 1.. prefill the prompt
   // again, each in its own state slot.
   int32_t n = 1;
-};
-
-// One token's log-probability and the most likely alternatives at its position.
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0;
-  // (token id, logprob), most likely first, ties by lower id; SamplingParams::logprobs (or
-  // prompt_logprobs) entries. The token itself is listed here too when it is among them.
-  std::vector<std::pair<int32_t, float>> top;
 };
 
 // Events of one request, each for one choice (`choice`, 0..n-1; always 0 when n = 1). Per choice:
