@@ -7,6 +7,9 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <string>
+
+#include <sys/stat.h>
 
 namespace tandem {
 namespace {
@@ -34,6 +37,33 @@ std::string& Tag() {
   return tag;
 }
 
+// JOURNAL_STREAM is "DEVICE:INODE" of the stream systemd connected stdout/stderr to.
+bool StderrIsJournalStream() {
+  const char* v = std::getenv("JOURNAL_STREAM");
+  if (v == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (std::sscanf(v, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  if (fstat(2, &st) != 0) return false;
+  return static_cast<unsigned long long>(st.st_dev) == dev && static_cast<unsigned long long>(st.st_ino) == ino;
+}
+
+std::atomic<bool>& JournalStore() {
+  static std::atomic<bool> journal{StderrIsJournalStream()};
+  return journal;
+}
+
+// The syslog priority journald reads from a line's "<N>" prefix.
+const char* JournalPrefix(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug: return "<7>";
+    case LogLevel::kInfo: return "<6>";
+    case LogLevel::kWarn: return "<4>";
+    case LogLevel::kError: return "<3>";
+  }
+  return "<6>";
+}
+
 const char* LevelName(LogLevel l) {
   switch (l) {
     case LogLevel::kDebug: return "D";
@@ -45,6 +75,9 @@ const char* LevelName(LogLevel l) {
 }
 
 }  // namespace
+
+bool LogsToJournal() { return JournalStore().load(); }
+void DetectJournalStderr() { JournalStore().store(StderrIsJournalStream()); }
 
 LogLevel MinLogLevel() { return static_cast<LogLevel>(MinLevelStore().load()); }
 void SetMinLogLevel(LogLevel level) { MinLevelStore().store(static_cast<int>(level)); }
@@ -80,6 +113,17 @@ LogLine::~LogLine() {
   if (!enabled_) return;
   stream_ << "\n";
   std::string s = stream_.str();
+  if (LogsToJournal()) {
+    // journald makes one entry per line: every line of a multi-line message carries the level,
+    // or its continuation lines would land as info.
+    const std::string prefix = JournalPrefix(level_);
+    std::string out = prefix;
+    for (size_t i = 0; i < s.size(); ++i) {
+      out += s[i];
+      if (s[i] == '\n' && i + 1 < s.size()) out += prefix;
+    }
+    s = std::move(out);
+  }
   std::fwrite(s.data(), 1, s.size(), stderr);
   std::fflush(stderr);
 }

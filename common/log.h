@@ -1,4 +1,7 @@
 // The one logging facility: TLOG(INFO) << "text"; lines go to stderr with time and level.
+// Under systemd, stderr is a stream to journald: each line then starts with the syslog priority
+// journald reads ("<6>" info, "<4>" warn, ...; sd-daemon(3)), so `journalctl -p warning` and the
+// journal's colours work; on a terminal or a file the same lines come without it.
 #pragma once
 
 #include <sstream>
@@ -13,6 +16,12 @@ LogLevel MinLogLevel();
 void SetMinLogLevel(LogLevel level);
 // A prefix for every line, e.g. the node name or "rank 1".
 void SetLogTag(const std::string& tag);
+
+// True when stderr is the journal stream systemd named in JOURNAL_STREAM (its device and inode
+// match stderr's, systemd.exec(5)): lines get the priority prefix. Decided at the first line;
+// DetectJournalStderr() decides again (a test that redirected stderr).
+bool LogsToJournal();
+void DetectJournalStderr();
 
 class LogLine {
  public:

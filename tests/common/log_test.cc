@@ -1,10 +1,13 @@
 // The log line's shape (level letter, UTC time to the millisecond, tag, file:line), the level
 // filter, and the start level taken from TANDEM_LOG_LEVEL (read once per process, so that case
-// runs in a fresh copy of this binary through a "threadsafe" death test).
+// runs in a fresh copy of this binary through a "threadsafe" death test), and the journald
+// priority prefixes when stderr is the stream JOURNAL_STREAM names.
 #include "common/log.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <string>
@@ -70,6 +73,48 @@ TEST(LogTest, StartLevelComesFromTheEnvironment) {
   }
   unsetenv("TANDEM_LOG_LEVEL");
   EXPECT_EXIT(std::exit(MinLogLevel() == LogLevel::kInfo ? 0 : 1), ::testing::ExitedWithCode(0), "") << "unset";
+}
+
+// Runs `body` with stderr captured and JOURNAL_STREAM naming the capture file (as systemd names
+// the journal's socket) or, with `other_stream`, some other stream; returns what was written.
+template <typename F>
+std::string StderrWithJournalStream(bool other_stream, F body) {
+  return Stderr([&] {
+    struct stat st {};
+    ASSERT_EQ(fstat(2, &st), 0);
+    const unsigned long long ino = static_cast<unsigned long long>(st.st_ino) + (other_stream ? 1 : 0);
+    const std::string stream = std::to_string(static_cast<unsigned long long>(st.st_dev)) + ":" + std::to_string(ino);
+    setenv("JOURNAL_STREAM", stream.c_str(), 1);
+    DetectJournalStderr();
+    body();
+    unsetenv("JOURNAL_STREAM");
+    DetectJournalStderr();
+  });
+}
+
+TEST(LogTest, JournalStderrGetsPriorityPrefixesOnEveryLine) {
+  const std::string out = StderrWithJournalStream(false, [] {
+    EXPECT_TRUE(LogsToJournal());
+    SetMinLogLevel(LogLevel::kDebug);
+    TLOG(DEBUG) << "d";
+    TLOG(INFO) << "i";
+    TLOG(WARN) << "w";
+    TLOG(ERROR) << "table:\nrow 1\nrow 2";
+  });
+  std::printf("%s", out.c_str());
+  EXPECT_TRUE(std::regex_match(out, std::regex(R"(<7>D [^\n]*\] d\n<6>I [^\n]*\] i\n<4>W [^\n]*\] w\n)"
+                                               R"(<3>E [^\n]*\] table:\n<3>row 1\n<3>row 2\n)")))
+      << "'" << out << "'";
+  EXPECT_FALSE(LogsToJournal());
+}
+
+TEST(LogTest, AnotherJournalStreamLeavesTheLinesPlain) {
+  // stderr redirected to a file by hand while systemd's JOURNAL_STREAM still names the socket.
+  const std::string out = StderrWithJournalStream(true, [] {
+    EXPECT_FALSE(LogsToJournal());
+    TLOG(WARN) << "w";
+  });
+  EXPECT_TRUE(std::regex_match(out, std::regex(R"(W \d\d:\d\d:\d\d\.\d\d\d log_test\.cc:\d+\] w\n)"))) << "'" << out << "'";
 }
 
 }  // namespace
