@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<kernels::KvScale>> ReadKvScales(const Checkpoint& ckp
   return scales;
 }
 
-BlockAllocator::BlockAllocator(int32_t num_blocks) : num_blocks_(num_blocks), in_use_(num_blocks, false) {
+BlockAllocator::BlockAllocator(int32_t num_blocks) : num_blocks_(num_blocks), refs_(num_blocks, 0) {
   free_.reserve(num_blocks);
   // Pushed in reverse so that block 0 is handed out first.
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
@@ -86,14 +86,17 @@ absl::StatusOr<int32_t> BlockAllocator::Allocate() {
   }
   int32_t b = free_.back();
   free_.pop_back();
-  in_use_[b] = true;
+  refs_[b] = 1;
   return b;
 }
 
+void BlockAllocator::Share(int32_t block) {
+  if (block >= 0 && block < num_blocks_ && refs_[block] > 0) ++refs_[block];
+}
+
 void BlockAllocator::Free(int32_t block) {
-  if (block < 0 || block >= num_blocks_ || !in_use_[block]) return;  // double free is harmless
-  in_use_[block] = false;
-  free_.push_back(block);
+  if (block < 0 || block >= num_blocks_ || refs_[block] == 0) return;  // double free is harmless
+  if (--refs_[block] == 0) free_.push_back(block);
 }
 
 void BlockAllocator::Free(const std::vector<int32_t>& blocks) {

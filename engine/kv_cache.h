@@ -52,22 +52,28 @@ struct KvCacheSpec {
   }
 };
 
-// A free list of block ids [0, num_blocks).
+// A free list of block ids [0, num_blocks), with a reference count per block: sequences that
+// share a prefix (the choices of one request) hold the same blocks, and a block is free again
+// when its last holder frees it.
 class BlockAllocator {
  public:
   explicit BlockAllocator(int32_t num_blocks);
-  // One free block; ResourceExhausted when the pool is full.
+  // One free block, held once; ResourceExhausted when the pool is full.
   absl::StatusOr<int32_t> Allocate();
+  // One more holder of a block in use (ignored for a free or unknown block).
+  void Share(int32_t block);
+  // One holder fewer; the block is free when none is left (freeing a free block is harmless).
   void Free(int32_t block);
   void Free(const std::vector<int32_t>& blocks);
   int32_t num_free() const { return static_cast<int32_t>(free_.size()); }
   int32_t num_used() const { return num_blocks_ - num_free(); }
   int32_t num_total() const { return num_blocks_; }
+  int32_t holders(int32_t block) const { return block >= 0 && block < num_blocks_ ? refs_[block] : 0; }
 
  private:
   int32_t num_blocks_;
   std::vector<int32_t> free_;     // a stack: the last freed block is reused first
-  std::vector<bool> in_use_;
+  std::vector<int32_t> refs_;     // holders per block; 0 = free
 };
 
 // Grows `block_table` (with blocks from `alloc`) until it covers `num_tokens` positions.

@@ -60,6 +60,26 @@ TEST(KvCache, BlockAllocator) {
   EXPECT_EQ(spec.bytes_per_token(), 2 * 48 * 2 * 128 * 2);
 }
 
+// A shared block (two choices of one request holding the prompt's blocks) is free only after
+// its last holder frees it; sharing a free block does not make it used.
+TEST(KvCache, SharedBlocksAreFreedByTheirLastHolder) {
+  BlockAllocator alloc(2);
+  const int32_t b = *alloc.Allocate();
+  alloc.Share(b);
+  alloc.Share(b);
+  EXPECT_EQ(alloc.holders(b), 3);
+  EXPECT_EQ(alloc.num_used(), 1);
+  alloc.Free(b);
+  alloc.Free(b);
+  EXPECT_EQ(alloc.num_free(), 1);
+  alloc.Free(b);
+  EXPECT_EQ(alloc.num_free(), 2);
+  alloc.Free(b);  // one free too many is ignored
+  alloc.Share(b);  // and a free block cannot be shared
+  EXPECT_EQ(alloc.holders(b), 0);
+  EXPECT_EQ(alloc.num_free(), 2);
+}
+
 TEST(KvCache, DtypeNamesAndSizes) {
   EXPECT_EQ(*ParseKvDtype("auto", KvDtype::kBf16), KvDtype::kBf16);  // the backend's own default
   EXPECT_EQ(*ParseKvDtype("", KvDtype::kF32), KvDtype::kF32);
