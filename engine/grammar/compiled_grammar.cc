@@ -1,0 +1,243 @@
+#include "engine/grammar/compiled_grammar.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+
+namespace tandem::grammar {
+
+namespace {
+
+constexpr int64_t kNever = int64_t{1} << 50;  // a rule that cannot complete
+
+int64_t AddLen(int64_t a, int64_t b) { return std::min(a + b, kNever); }
+
+}  // namespace
+
+CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab)
+    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
+  const auto& el = grammar_.elements;
+  rule_min_.assign(grammar_.rules.size(), kNever);
+  min_rest_.assign(el.size(), kNever);
+  // Shortest lengths by fixed point: each pass recomputes every alternative from the end.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < grammar_.rules.size(); ++r) {
+      for (int32_t start : grammar_.rules[r].alternatives) {
+        int32_t end = start;
+        while (el[end].kind != Element::Kind::kEnd) ++end;
+        min_rest_[end] = 0;
+        for (int32_t p = end - 1; p >= start; --p) {
+          const Element& e = el[p];
+          const int64_t once = e.kind == Element::Kind::kBytes ? 1 : rule_min_[e.arg];
+          min_rest_[p] = e.repeat == Repetition::kOne ? AddLen(once, min_rest_[p + 1]) : min_rest_[p + 1];
+        }
+        if (min_rest_[start] < rule_min_[r]) {
+          rule_min_[r] = min_rest_[start];
+          changed = true;
+        }
+      }
+    }
+  }
+  masks_.resize(el.size());
+}
+
+absl::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
+    Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab) {
+  if (vocab == nullptr) return absl::InvalidArgumentError("grammar: no vocabulary");
+  if (grammar.root < 0 || grammar.root >= static_cast<RuleId>(grammar.rules.size())) {
+    return absl::InvalidArgumentError("grammar: no root rule");
+  }
+  auto g = std::shared_ptr<CompiledGrammar>(new CompiledGrammar(std::move(grammar), std::move(vocab)));
+  if (g->rule_min_[g->grammar_.root] >= kNever) {
+    return absl::InvalidArgumentError("grammar: the root rule " + g->grammar_.rules[g->grammar_.root].name +
+                                      " matches no finite text");
+  }
+  return std::shared_ptr<const CompiledGrammar>(std::move(g));
+}
+
+void CompiledGrammar::Expand(int32_t node, std::vector<StackNode>* pool, MatchState* out,
+                             std::vector<StackNode>* seen) const {
+  const StackNode n = (*pool)[node];
+  for (const StackNode& s : *seen) {
+    if (s.pos == n.pos && s.parent == n.parent) return;
+  }
+  seen->push_back(n);
+  const Element& e = grammar_.elements[n.pos];
+  auto push = [pool](int32_t pos, int32_t parent) {
+    pool->push_back(StackNode{pos, parent});
+    return static_cast<int32_t>(pool->size() - 1);
+  };
+  switch (e.kind) {
+    case Element::Kind::kBytes:
+      out->tops.push_back(node);
+      break;
+    case Element::Kind::kRule: {
+      int32_t ret;
+      if (e.repeat == Repetition::kStar) {
+        ret = node;  // after each match, back here: again or on
+      } else if (grammar_.elements[n.pos + 1].kind == Element::Kind::kEnd) {
+        ret = n.parent;  // tail call
+      } else {
+        ret = push(n.pos + 1, n.parent);
+      }
+      for (int32_t alt : grammar_.rules[e.arg].alternatives) Expand(push(alt, ret), pool, out, seen);
+      break;
+    }
+    case Element::Kind::kEnd:
+      if (n.parent == kRootParent) {
+        out->can_end = true;
+      } else if (n.parent == kBoundaryParent) {
+        out->crossed = true;
+      } else {
+        Expand(n.parent, pool, out, seen);
+      }
+      return;
+  }
+  if (e.repeat != Repetition::kOne) Expand(push(n.pos + 1, n.parent), pool, out, seen);
+}
+
+MatchState CompiledGrammar::Start(std::vector<StackNode>* pool) const {
+  MatchState s;
+  std::vector<StackNode> seen;
+  for (int32_t alt : grammar_.rules[grammar_.root].alternatives) {
+    pool->push_back(StackNode{alt, kRootParent});
+    Expand(static_cast<int32_t>(pool->size() - 1), pool, &s, &seen);
+  }
+  return s;
+}
+
+void CompiledGrammar::Advance(const MatchState& from, uint8_t byte, std::vector<StackNode>* pool,
+                              MatchState* to) const {
+  thread_local std::vector<StackNode> seen;
+  seen.clear();
+  to->tops.clear();
+  to->can_end = to->crossed = to->matched = false;
+  for (int32_t id : from.tops) {
+    const StackNode n = (*pool)[id];
+    const Element& e = grammar_.elements[n.pos];
+    if (!grammar_.byte_sets[e.arg].Has(byte)) continue;
+    to->matched = true;
+    if (e.repeat == Repetition::kStar) {
+      Expand(id, pool, to, &seen);
+    } else {
+      pool->push_back(StackNode{n.pos + 1, n.parent});
+      Expand(static_cast<int32_t>(pool->size() - 1), pool, to, &seen);
+    }
+  }
+}
+
+int64_t CompiledGrammar::MinBytesToEnd(const MatchState& s, const std::vector<StackNode>& pool,
+                                       int* first_byte) const {
+  *first_byte = -1;
+  if (s.can_end) return 0;
+  int64_t best = kNever;
+  for (int32_t id : s.tops) {
+    int64_t total = 0;
+    for (int32_t n = id; n >= 0; n = pool[n].parent) total = AddLen(total, min_rest_[pool[n].pos]);
+    const Element& e = grammar_.elements[pool[id].pos];
+    // A top that may be skipped is never the one that starts a shortest completion: the
+    // closure also holds what follows it, at the same total.
+    if (e.repeat != Repetition::kOne || total >= best) continue;
+    best = total;
+    const ByteSet& set = grammar_.byte_sets[e.arg];
+    for (int b = 0; b < 256; ++b) {
+      if (set.Has(static_cast<uint8_t>(b))) {
+        *first_byte = b;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+void CompiledGrammar::WalkTokens(const MatchState& start, std::vector<StackNode>* pool,
+                                 const std::vector<int32_t>* ranks,
+                                 absl::FunctionRef<void(int32_t, TokenResult)> visit) const {
+  const TokenVocabulary& v = *vocab_;
+  const size_t count = ranks != nullptr ? ranks->size() : v.sorted().size();
+  // states[d]: the state after the first d bytes of the current token; crossed[d]: whether a
+  // boundary was reached after any of them; pool_size[d]: the pool before states[d + 1].
+  thread_local std::vector<MatchState> states;
+  thread_local std::vector<char> crossed;
+  thread_local std::vector<size_t> pool_size;
+  if (states.empty()) states.resize(1);
+  states[0] = start;
+  crossed.assign(1, 0);
+  pool_size.assign(1, pool->size());
+  size_t valid = 0;  // states[0..valid] hold for the previous token's prefix
+  const std::string* prev = nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t rank = ranks != nullptr ? (*ranks)[i] : static_cast<int32_t>(i);
+    const std::string& b = v.bytes(v.sorted()[rank]);
+    size_t common = 0;
+    if (ranks == nullptr) {
+      common = static_cast<size_t>(v.lcp()[rank]);
+    } else if (prev != nullptr) {
+      while (common < prev->size() && common < b.size() && (*prev)[common] == b[common]) ++common;
+    }
+    prev = &b;
+    size_t d = std::min(common, valid);
+    pool->resize(pool_size[d]);
+    // Extend while some path is still inside; the token's last byte is decided by `matched`.
+    while (d < b.size() && !states[d].tops.empty()) {
+      if (states.size() < d + 2) states.resize(d + 2);
+      if (crossed.size() < d + 2) crossed.resize(d + 2), pool_size.resize(d + 2);
+      Advance(states[d], static_cast<uint8_t>(b[d]), pool, &states[d + 1]);
+      crossed[d + 1] = crossed[d] || states[d + 1].crossed;
+      pool_size[d + 1] = pool->size();
+      ++d;
+      if (!states[d].matched) break;
+    }
+    valid = d;
+    TokenResult r;
+    if (d == b.size() && states[d].matched) {
+      r = TokenResult::kAccepted;
+    } else {
+      // The bytes up to the failing one: a boundary reached before the last byte means the
+      // rest of the stack may still take the token.
+      const size_t last = std::min(d, b.size() - 1);
+      r = crossed[last] ? TokenResult::kUncertain : TokenResult::kRejected;
+    }
+    visit(rank, r);
+  }
+  pool->resize(pool_size[0]);
+}
+
+PositionMask CompiledGrammar::ComputeMask(int32_t pos) const {
+  PositionMask m;
+  m.accepted.assign(static_cast<size_t>(vocab_->mask_words()), 0);
+  std::vector<StackNode> pool{StackNode{pos, kBoundaryParent}};
+  MatchState start;
+  start.tops = {0};
+  WalkTokens(start, &pool, nullptr, [&](int32_t rank, TokenResult r) {
+    if (r == TokenResult::kAccepted) {
+      const int32_t id = vocab_->sorted()[rank];
+      m.accepted[id >> 6] |= uint64_t{1} << (id & 63);
+    } else if (r == TokenResult::kUncertain) {
+      m.uncertain.push_back(rank);
+    }
+  });
+  return m;
+}
+
+const PositionMask& CompiledGrammar::MaskAt(int32_t pos) const {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (masks_[pos] != nullptr) return *masks_[pos];
+  }
+  // Computed outside the lock (it takes milliseconds); a second thread may compute the same
+  // entry, and the first one stored wins.
+  auto m = std::make_unique<PositionMask>(ComputeMask(pos));
+  std::lock_guard<std::mutex> l(mu_);
+  if (masks_[pos] == nullptr) masks_[pos] = std::move(m);
+  return *masks_[pos];
+}
+
+void CompiledGrammar::PrecomputeMasks() const {
+  for (size_t p = 0; p < grammar_.elements.size(); ++p) {
+    if (grammar_.elements[p].kind == Element::Kind::kBytes) MaskAt(static_cast<int32_t>(p));
+  }
+}
+
+}  // namespace tandem::grammar

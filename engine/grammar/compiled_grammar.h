@@ -1,0 +1,98 @@
+// A Grammar (grammar.h) ready to constrain decoding over one vocabulary (vocabulary.h): the
+// pushdown automaton the matcher runs, and a cache of token masks per grammar position.
+//
+// The automaton: a matcher state is a set of stacks; a stack is a chain of nodes (position,
+// parent), the top node at a byte-set element and the nodes below it at the positions to return
+// to. Stacks share their tails in a node pool. A rule reference in the last place of an
+// alternative is a tail call (the caller's frame is dropped), so right recursion such as a
+// string's characters keeps a constant stack.
+//
+// The mask cache (the idea of XGrammar's adaptive token mask cache): for a top position p, walk
+// every token from a stack of p alone, whose bottom is a boundary. A token whose bytes all match
+// without reaching the boundary is accepted from p whatever lies below; one that fails without
+// reaching it is rejected whatever lies below; only tokens that reach the boundary (the rule of p
+// ends inside the token) depend on the rest of the stack and are checked at run time. Computed on
+// first use and kept; a few thousand tokens at most are left to check per step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/vocabulary.h"
+
+namespace tandem::grammar {
+
+// One frame of a stack.
+struct StackNode {
+  int32_t pos;     // index into Grammar::elements
+  int32_t parent;  // node below, or kRootParent / kBoundaryParent
+};
+constexpr int32_t kRootParent = -1;      // popping it ends the grammar
+constexpr int32_t kBoundaryParent = -2;  // the mask cache's unknown rest of the stack
+
+// The top nodes of a matcher state (each at a byte-set element) and what it may do next.
+struct MatchState {
+  std::vector<int32_t> tops;  // node ids, distinct (position, parent)
+  bool can_end = false;       // a stack popped its last frame: the grammar may end here
+  bool crossed = false;       // a stack popped a kBoundaryParent (mask cache walks only)
+  bool matched = false;       // Advance: some top took the byte (tops may still be empty)
+};
+
+// What a token does from a state.
+enum class TokenResult : uint8_t { kAccepted, kRejected, kUncertain };
+
+// What one grammar position accepts, from the mask cache.
+struct PositionMask {
+  std::vector<uint64_t> accepted;     // bit per token id: accepted whatever the stack below
+  std::vector<int32_t> uncertain;     // ranks (TokenVocabulary::rank), ascending: need the stack
+};
+
+class CompiledGrammar {
+ public:
+  static absl::StatusOr<std::shared_ptr<const CompiledGrammar>> Compile(Grammar grammar,
+                                                                        std::shared_ptr<const TokenVocabulary> vocab);
+
+  const Grammar& grammar() const { return grammar_; }
+  const TokenVocabulary& vocab() const { return *vocab_; }
+
+  // The state at the start: the closure of the root rule's alternatives.
+  MatchState Start(std::vector<StackNode>* pool) const;
+  // The state after `byte` from `from` (tops empty: the byte is not allowed). New nodes are
+  // appended to `pool`.
+  void Advance(const MatchState& from, uint8_t byte, std::vector<StackNode>* pool, MatchState* to) const;
+  // The fewest bytes that complete the grammar from a state (0 when it can end now), and one
+  // byte that starts such a shortest completion (-1 when it can end now or never).
+  int64_t MinBytesToEnd(const MatchState& s, const std::vector<StackNode>& pool, int* first_byte) const;
+
+  // Walks tokens from `start` in the vocabulary's sorted order, sharing the states of common
+  // prefixes, and calls visit(rank, result) for each: `ranks` ascending (nullptr: every
+  // generable token). kUncertain: no path consumed the token, but one reached a
+  // kBoundaryParent before its last byte.
+  void WalkTokens(const MatchState& start, std::vector<StackNode>* pool, const std::vector<int32_t>* ranks,
+                  absl::FunctionRef<void(int32_t rank, TokenResult result)> visit) const;
+
+  // The mask cache entry of byte-set position `pos`, computed on first use (thread-safe).
+  const PositionMask& MaskAt(int32_t pos) const;
+  // Fills every position's entry now (the bench measures with and without).
+  void PrecomputeMasks() const;
+
+ private:
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
+  // Adds the tops reachable from `node` without consuming a byte to `out`.
+  void Expand(int32_t node, std::vector<StackNode>* pool, MatchState* out, std::vector<StackNode>* seen) const;
+  PositionMask ComputeMask(int32_t pos) const;
+
+  Grammar grammar_;
+  std::shared_ptr<const TokenVocabulary> vocab_;
+  std::vector<int64_t> min_rest_;  // per position: fewest bytes to the end of its alternative
+  std::vector<int64_t> rule_min_;  // per rule: fewest bytes it matches
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<PositionMask>> masks_;  // per position, null until computed
+};
+
+}  // namespace tandem::grammar

@@ -1,0 +1,135 @@
+#include "engine/grammar/matcher.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace tandem::grammar {
+
+namespace {
+
+// Above this many nodes the pool is compacted to the live stacks after a token (dead branches
+// of every byte tried accumulate otherwise).
+constexpr size_t kCompactAbove = size_t{1} << 16;
+
+}  // namespace
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
+  state_ = grammar_->Start(&pool_);
+}
+
+bool GrammarMatcher::Run(std::string_view bytes, MatchState* out) {
+  MatchState cur = state_, next;
+  for (char c : bytes) {
+    grammar_->Advance(cur, static_cast<uint8_t>(c), &pool_, &next);
+    if (!next.matched) return false;
+    std::swap(cur, next);
+  }
+  *out = std::move(cur);
+  return true;
+}
+
+bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
+  if (terminated_) return bytes.empty();
+  const size_t before = pool_.size();
+  MatchState next;
+  if (!Run(bytes, &next)) {
+    pool_.resize(before);
+    return false;
+  }
+  state_ = std::move(next);
+  if (pool_.size() > kCompactAbove) {
+    // Copy the nodes the state still reaches into a fresh pool, parents before children.
+    std::unordered_map<int32_t, int32_t> moved;
+    std::vector<StackNode> fresh;
+    auto copy = [&](auto&& self, int32_t id) -> int32_t {
+      if (id < 0) return id;
+      if (auto it = moved.find(id); it != moved.end()) return it->second;
+      const int32_t parent = self(self, pool_[id].parent);
+      fresh.push_back(StackNode{pool_[id].pos, parent});
+      return moved[id] = static_cast<int32_t>(fresh.size() - 1);
+    };
+    for (int32_t& top : state_.tops) top = copy(copy, top);
+    pool_ = std::move(fresh);
+  }
+  return true;
+}
+
+bool GrammarMatcher::AcceptToken(int32_t id) {
+  const TokenVocabulary& v = grammar_->vocab();
+  if (id < 0 || id >= v.size() || terminated_) return false;
+  if (v.is_eos(id)) {
+    if (!state_.can_end) return false;
+    terminated_ = true;
+    return true;
+  }
+  if (v.rank(id) < 0) return false;  // special, or no bytes
+  return AcceptBytes(v.bytes(id));
+}
+
+void GrammarMatcher::FillMask(std::vector<uint64_t>* mask) {
+  const TokenVocabulary& v = grammar_->vocab();
+  mask->assign(static_cast<size_t>(v.mask_words()), 0);
+  auto set = [mask](int32_t id) { (*mask)[id >> 6] |= uint64_t{1} << (id & 63); };
+  if (terminated_) return;
+  if (state_.can_end) {
+    for (int32_t id : v.eos_ids()) set(id);
+  }
+  // Cached entries of the distinct top positions: their accepted tokens, and the uncertain
+  // ones not already accepted, checked against the whole state below.
+  uncertain_.clear();
+  std::vector<int32_t> positions;
+  for (int32_t top : state_.tops) positions.push_back(pool_[top].pos);
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  for (int32_t pos : positions) {
+    const PositionMask& m = grammar_->MaskAt(pos);
+    for (size_t w = 0; w < m.accepted.size(); ++w) (*mask)[w] |= m.accepted[w];
+    uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
+  }
+  if (positions.size() > 1) {
+    std::sort(uncertain_.begin(), uncertain_.end());
+    uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
+  }
+  uncertain_.erase(std::remove_if(uncertain_.begin(), uncertain_.end(),
+                                  [&](int32_t rank) {
+                                    const int32_t id = v.sorted()[rank];
+                                    return ((*mask)[id >> 6] >> (id & 63)) & 1;
+                                  }),
+                   uncertain_.end());
+  if (uncertain_.empty()) return;
+  grammar_->WalkTokens(state_, &pool_, &uncertain_, [&](int32_t rank, TokenResult r) {
+    if (r == TokenResult::kAccepted) set(v.sorted()[rank]);
+  });
+}
+
+int64_t GrammarMatcher::MinBytesToEnd() const {
+  if (terminated_) return 0;
+  int first = -1;
+  return grammar_->MinBytesToEnd(state_, pool_, &first);
+}
+
+bool GrammarMatcher::FitsBudget(int32_t id, int64_t tokens_after) {
+  const TokenVocabulary& v = grammar_->vocab();
+  if (terminated_ || v.is_eos(id)) return true;
+  if (id < 0 || id >= v.size() || v.rank(id) < 0) return false;
+  const size_t before = pool_.size();
+  MatchState next;
+  bool fits = false;
+  if (Run(v.bytes(id), &next)) {
+    int first = -1;
+    fits = grammar_->MinBytesToEnd(next, pool_, &first) <= tokens_after;
+  }
+  pool_.resize(before);
+  return fits;
+}
+
+int32_t GrammarMatcher::CompletionToken() const {
+  const TokenVocabulary& v = grammar_->vocab();
+  if (terminated_) return -1;
+  if (state_.can_end) return v.eos_ids().empty() ? -1 : v.eos_ids()[0];
+  int first = -1;
+  grammar_->MinBytesToEnd(state_, pool_, &first);
+  return first < 0 ? -1 : v.byte_token(static_cast<uint8_t>(first));
+}
+
+}  // namespace tandem::grammar
