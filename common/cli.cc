@@ -55,7 +55,13 @@ std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args) {
       std::cout.flush();
       return 0;
     }
-    return UsageError(ChosenCommand(app), e.what());
+    const CLI::App& chosen = ChosenCommand(app);
+    // CLI11 says only "A subcommand is required" when the first word is no command it knows.
+    if (&chosen == &app && app.get_require_subcommand_min() > 0 && !args.empty() && !args[0].empty() &&
+        args[0][0] != '-') {
+      return UsageError(app, "unknown command '" + args[0] + "'");
+    }
+    return UsageError(chosen, e.what());
   }
 }
 
@@ -85,6 +91,13 @@ CLI::Option* AddSeconds(CLI::App* app, const std::string& name, std::chrono::mil
       ->check(CLI::Range(0.001, max_seconds).description(""))
       ->type_name("SECONDS")
       ->default_str(shown.str());
+}
+
+CLI::Option* AddRepeated(CLI::App* app, const std::string& name, std::vector<std::string>* out,
+                         const std::string& help) {
+  // One value per occurrence: a vector option would otherwise swallow the arguments after it.
+  return app->add_option(name, *out, help)->expected(1)->allow_extra_args(false)->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeAll);
 }
 
 CLI::Option* AddJson(CLI::App* app, bool* json) {

@@ -50,6 +50,11 @@ int UsageError(const CLI::App& command, const std::string& message);
 CLI::Option* AddSeconds(CLI::App* app, const std::string& name, std::chrono::milliseconds* out,
                         const std::string& help, double max_seconds = 86400);
 
+// "--name VALUE" that may be given many times ("--model-root /a --model-root /b"), each time one
+// value, kept in order.
+CLI::Option* AddRepeated(CLI::App* app, const std::string& name, std::vector<std::string>* out,
+                         const std::string& help);
+
 // "--json": the command prints one JSON object on stdout instead of text (same exit codes).
 CLI::Option* AddJson(CLI::App* app, bool* json);
 

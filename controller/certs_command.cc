@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/flag_args.h"
+#include "common/cli.h"
 #include "common/status.h"
 #include "controller/cluster_certs.h"
 #include "controller/cluster_spec.h"
@@ -13,34 +13,21 @@
 
 namespace tandem::controller {
 
-const char kCertsUsage[] =
-    "usage: tandemctl certs -f cluster.yaml --out DIR [--days N] [--san NODE=EXTRA,...] [--force]\n"
-    "\n"
-    "Makes a small CA for the cluster (ECDSA P-256) and, signed by it, one certificate per node\n"
-    "(server and client: subjectAltName DNS:<name>, the host of nodes[].agent, localhost,\n"
-    "127.0.0.1, ::1) and a client certificate for tandemctl. Writes into DIR:\n"
+constexpr char kCertsDescription[] =
+    "Makes a small CA for the cluster (ECDSA P-256) and, signed by it, one certificate per node (server and "
+    "client: subjectAltName DNS:<name>, the host of nodes[].agent, localhost, 127.0.0.1, ::1) and a client "
+    "certificate for tandemctl.";
+
+constexpr char kCertsFooter[] =
+    "Writes into DIR:\n"
     "  ca.pem ca.key                 the CA (reused when both exist, unless --force)\n"
     "  <node>.pem <node>.key         for each node's tandem-agentd (--tls-cert/--tls-key)\n"
     "  controller.pem controller.key for tandemctl (cluster.yaml tls.cert/tls.key)\n"
     "Keys are created mode 0600, certificates 0644. Details and rotation: docs/security.md.\n"
-    "\n"
-    "flags:\n"
-    "  -f, --file PATH   cluster file (default: cluster.yaml)\n"
-    "  --out DIR         where to write (created mode 0700 when missing)\n"
-    "  --days N          validity of the node and controller certificates (default 365)\n"
-    "  --san NODE=X,...  extra subjectAltNames for NODE: an IP, a DNS name, or DNS:/IP: prefixed;\n"
-    "                    repeatable, and one value may name several nodes (a=X,Y,b=Z)\n"
-    "  --force           replace existing files, the CA included (every node then needs new files)\n"
-    "\n"
     "exit status: 0 written, 1 nothing or not all written (the message says why),\n"
-    "             2 bad usage or cluster file.\n";
+    "             2 bad usage or cluster file.";
 
 namespace {
-
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "tandemctl certs: %s\n\n%s", message.c_str(), kCertsUsage);
-  return kExitBadConfig;
-}
 
 std::string Date(int64_t unix_seconds) {
   std::time_t t = static_cast<std::time_t>(unix_seconds);
@@ -49,12 +36,6 @@ std::string Date(int64_t unix_seconds) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
   return buf;
-}
-
-bool ParseDays(const std::string& text, int* days) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return false;
-  *days = std::stoi(text);
-  return *days >= 1 && *days <= 36500;
 }
 
 void PrintFile(const std::string& path, const char* mode, const std::string& what) {
@@ -113,37 +94,38 @@ absl::Status ParseSanFlag(const std::string& value, std::map<std::string, std::v
   return absl::OkStatus();
 }
 
-int RunCertsCommand(const std::vector<std::string>& args) {
-  std::string cluster_file = "cluster.yaml";
-  ClusterCertOptions options;
-  FlagArgs flags(args);
-  while (flags.Next()) {
-    const std::string& flag = flags.name();
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kCertsUsage, stdout);
-      return kExitOk;
-    }
-    if (flag == "--force") {
-      options.force = true;
-      continue;
-    }
-    bool file_flag = flag == "-f" || flag == "--file";
-    if (!file_flag && flag != "--out" && flag != "--days" && flag != "--san") return Usage("unknown flag: " + flag);
-    absl::StatusOr<std::string> value = flags.Value();
-    if (!value.ok()) return Usage(StatusText(value.status()));
-    if (file_flag) {
-      cluster_file = *value;
-    } else if (flag == "--out") {
-      options.out_dir = *value;
-    } else if (flag == "--days") {
-      if (!ParseDays(*value, &options.days)) return Usage("--days needs a whole number from 1 to 36500, got " + *value);
-    } else if (absl::Status st = ParseSanFlag(*value, &options.extra_sans); !st.ok()) {
-      return Usage(StatusText(st));
+void AddCertsFlags(CLI::App* command, CertsCommandOptions* o) {
+  command->description(kCertsDescription);
+  command->footer(kCertsFooter);
+  command->add_option("-f,--file", o->cluster_file, "cluster file")->type_name("PATH");
+  command->add_option("--out", o->certs.out_dir, "where to write (created mode 0700 when missing)")
+      ->type_name("DIR")
+      ->required();
+  command->add_option("--days", o->certs.days, "validity of the node and controller certificates")
+      ->check(CLI::Range(1, 36500));
+  // A malformed --san is a usage error at parse time, like any other bad value.
+  cli::AddRepeated(command, "--san", &o->sans,
+                   "extra subjectAltNames for NODE: an IP, a DNS name, or DNS:/IP: prefixed; repeatable, and one "
+                   "value may name several nodes (a=X,Y,b=Z)")
+      ->type_name("NODE=X,...")
+      ->check([](const std::string& value) {
+        std::map<std::string, std::vector<std::string>> ignored;
+        absl::Status st = ParseSanFlag(value, &ignored);
+        return st.ok() ? std::string() : std::string(st.message());
+      });
+  command->add_flag("--force", o->certs.force,
+                    "replace existing files, the CA included (every node then needs new files)");
+}
+
+int RunCerts(const CertsCommandOptions& o) {
+  ClusterCertOptions options = o.certs;
+  for (const std::string& san : o.sans) {
+    if (absl::Status st = ParseSanFlag(san, &options.extra_sans); !st.ok()) {
+      std::fprintf(stderr, "tandemctl certs: %s\n", StatusText(st).c_str());
+      return kExitBadConfig;
     }
   }
-  if (options.out_dir.empty()) return Usage("--out DIR is required");
-
-  absl::StatusOr<ClusterSpec> spec = LoadClusterSpec(cluster_file);
+  absl::StatusOr<ClusterSpec> spec = LoadClusterSpec(o.cluster_file);
   if (!spec.ok()) {
     std::fprintf(stderr, "tandemctl certs: %s\n", StatusText(spec.status()).c_str());
     return kExitBadConfig;

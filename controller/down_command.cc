@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 #include "controller/cluster_ops.h"
 #include "controller/preflight_command.h"
@@ -11,24 +13,31 @@ namespace tandem::controller {
 
 int RunDown(const DownCommandOptions& options) {
   absl::StatusOr<ClusterContext> ctx = LoadClusterContext(options.cluster_file, "");
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "tandemctl: %s\n", StatusText(ctx.status()).c_str());
-    return kExitBadConfig;
-  }
+  if (!ctx.ok()) return ReportBadConfig(ctx.status(), options.json);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<absl::Status> results = TearDown(*ctx, /*unload=*/true, "tandemctl down", /*stop_serving=*/true);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int failed = 0;
+  nlohmann::json nodes = nlohmann::json::array();
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& node = ctx->spec.nodes[i];
-    if (results[i].ok()) {
+    failed += !results[i].ok();
+    if (options.json) {
+      nodes.push_back({{"name", node.name},
+                       {"agent", node.agent},
+                       {"down", results[i].ok()},
+                       {"error", std::string(results[i].message())}});
+    } else if (results[i].ok()) {
       std::printf("%-16s %-22s down\n", node.name.c_str(), node.agent.c_str());
     } else {
-      ++failed;
       std::printf("%-16s %-22s NOT DOWN: %s\n", node.name.c_str(), node.agent.c_str(),
                   std::string(results[i].message()).c_str());
     }
   }
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (options.json) {
+    std::printf("%s\n", nlohmann::json{{"ok", failed == 0}, {"seconds", s}, {"nodes", nodes}}.dump().c_str());
+    return failed ? kExitChecksFailed : kExitOk;
+  }
   if (failed) {
     std::printf("%d of %zu agents could not be stopped (%.2f s)\n", failed, results.size(), s);
     return kExitChecksFailed;

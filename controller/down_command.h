@@ -8,6 +8,7 @@ namespace tandem::controller {
 
 struct DownCommandOptions {
   std::string cluster_file = "cluster.yaml";
+  bool json = false;  // {"ok", "seconds", "nodes": [{"name", "agent", "down", "error"}]} on stdout
 };
 
 int RunDown(const DownCommandOptions& options);

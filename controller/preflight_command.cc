@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "common/status.h"
 #include "controller/agent_client.h"
 #include "controller/agent_credentials.h"
@@ -12,18 +14,19 @@
 
 namespace tandem::controller {
 
+int ReportBadConfig(const absl::Status& status, bool json) {
+  const std::string text = StatusText(status);
+  std::fprintf(stderr, "tandemctl: %s\n", text.c_str());
+  if (json) std::printf("%s\n", nlohmann::json{{"ok", false}, {"error", text}}.dump().c_str());
+  return kExitBadConfig;
+}
+
 int RunPreflight(const PreflightCommandOptions& options) {
   auto start = std::chrono::steady_clock::now();
   absl::StatusOr<ClusterSpec> spec = LoadClusterSpec(options.cluster_file);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "tandemctl: %s\n", StatusText(spec.status()).c_str());
-    return kExitBadConfig;
-  }
+  if (!spec.ok()) return ReportBadConfig(spec.status(), options.json);
   absl::StatusOr<AgentCredentials> credentials = LoadAgentCredentials(*spec);
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "tandemctl: %s\n", StatusText(credentials.status()).c_str());
-    return kExitBadConfig;
-  }
+  if (!credentials.ok()) return ReportBadConfig(credentials.status(), options.json);
   ObserveOptions observe;
   observe.credentials = *credentials;
   observe.rehash = options.rehash || spec->preflight_verify_full;

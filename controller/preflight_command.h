@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace tandem::controller {
 
 struct PreflightCommandOptions {
@@ -21,5 +23,10 @@ inline constexpr int kExitChecksFailed = 1;
 inline constexpr int kExitBadConfig = 2;
 
 int RunPreflight(const PreflightCommandOptions& options);
+
+// A cluster file (or its credentials) that cannot be used: the message on stderr ("tandemctl: ...")
+// and, for a command given --json, {"ok": false, "error": ...} on stdout, so a script that reads
+// stdout always gets one object. Returns kExitBadConfig.
+int ReportBadConfig(const absl::Status& status, bool json);
 
 }  // namespace tandem::controller

@@ -9,6 +9,7 @@ namespace tandem::controller {
 struct ProbeCommandOptions {
   std::string cluster_file = "cluster.yaml";
   std::string state_dir;
+  bool json = false;  // {"ok", "head", "generation", "latency_s", "detail", "error"} on stdout
 };
 
 int RunProbeCommand(const ProbeCommandOptions& options);

@@ -43,6 +43,7 @@ std::string FormatStatusJson(const std::vector<std::string>& agents, const Obser
                              const std::vector<v1::RankStatus>& raw, const std::optional<ProbeRecord>& last_probe,
                              const std::optional<ServeSummary>& serve) {
   nlohmann::json j;
+  j["ok"] = ClassifyCluster(observed) == ClusterState::kServing;  // as the exit code: 0 only when serving
   j["state"] = ClusterStateName(ClassifyCluster(observed));
   j["detail"] = DescribeCluster(observed);
   j["nodes"] = nlohmann::json::array();
@@ -126,10 +127,7 @@ std::string FormatStatusTable(const std::vector<std::string>& agents, const Obse
 
 int RunStatus(const StatusCommandOptions& options) {
   absl::StatusOr<ClusterContext> ctx = LoadClusterContext(options.cluster_file, options.state_dir);
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "tandemctl: %s\n", StatusText(ctx.status()).c_str());
-    return kExitBadConfig;
-  }
+  if (!ctx.ok()) return ReportBadConfig(ctx.status(), options.json);
   std::vector<v1::RankStatus> raw;
   ObservedState observed = ObserveCluster(*ctx, ctx->spec.timeouts.status, &raw);
   std::optional<ProbeRecord> last_probe;

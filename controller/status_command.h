@@ -35,7 +35,7 @@ struct ServeSummary {
 std::optional<ServeSummary> SummarizeServe(const std::optional<ServeRecord>& record, const ServeSpec& budget,
                                            int64_t now_unix_ms);
 
-// {"state": ..., "detail": ..., "nodes": [{"name", "agent", "state", "reason", "rank", "generation",
+// {"ok": serving or not, "state": ..., "detail": ..., "nodes": [{"name", "agent", "state", "reason", "rank", "generation",
 //  "reachable", "kv_tokens", "state_slots", "iterations", "queue_depth", "transport", "api_endpoint",
 //  "last_probe"}],
 //  "serve": null | {"restart_budget", "restart_window_s", "attempts_in_window", "attempts": [{"at_unix_ms",

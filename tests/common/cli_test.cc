@@ -15,6 +15,7 @@ struct Toy {
   int tp = 1;
   bool json = false;
   std::chrono::milliseconds timeout{5000};
+  std::vector<std::string> roots;
 
   Toy() {
     run = AddCommand(app.get(), "run", "run something");
@@ -22,6 +23,7 @@ struct Toy {
     run->add_option("--tp", tp, "ranks")->check(CLI::Range(1, 64));
     AddJson(run, &json);
     AddSeconds(run, "--timeout", &timeout, "deadline");
+    AddRepeated(run, "--root", &roots, "repeatable");
     app->require_subcommand(1);
   }
 };
@@ -50,6 +52,17 @@ TEST(CliTest, BothFlagFormsAndTheLastValueWins) {
   EXPECT_EQ(toy.timeout.count(), 2500);
   EXPECT_TRUE(toy.json);
   EXPECT_TRUE(toy.run->parsed());
+}
+
+TEST(CliTest, ARepeatableFlagKeepsEveryValueInOrder) {
+  Toy toy;
+  Outcome o = ParseCaptured(toy, {"run", "--root", "/a", "--root=/b", "--tp", "3", "--root", "/c"});
+  ASSERT_FALSE(o.code.has_value()) << o.err;
+  EXPECT_EQ(toy.roots, (std::vector<std::string>{"/a", "/b", "/c"}));
+  EXPECT_EQ(toy.tp, 3);
+  Toy extra;
+  o = ParseCaptured(extra, {"run", "--root", "/a", "/b"});
+  EXPECT_EQ(o.code, kExitUsage) << "one value per --root: " << o.err;
 }
 
 TEST(CliTest, HelpOfTheSubcommandOnStdoutExitsZero) {
@@ -85,7 +98,8 @@ TEST(CliTest, UsageErrorsExitTwoNamingTheFlag) {
                         {{"run", "--tp=many"}, "--tp"},
                         {{"run", "--timeout", "0"}, "--timeout"},
                         {{"run", "--file"}, "--file"},
-                        {{}, "subcommand"}};
+                        {{}, "subcommand"},
+                        {{"walk"}, "unknown command 'walk'"}};
   for (const Case& c : cases) {
     Toy toy;
     Outcome o = ParseCaptured(toy, c.args);

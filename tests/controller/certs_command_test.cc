@@ -19,6 +19,15 @@ using tandem::testing::ReadTextFile;
 using tandem::testing::SubjectAltNames;
 using Strings = std::vector<std::string>;
 
+// `tandemctl certs ARGS...` as main runs it: the command's flags, parsed, then the command.
+int RunCertsCommand(const Strings& args) {
+  CertsCommandOptions options;
+  auto app = cli::NewApp("certs", "test", [] { return std::string("test"); });
+  AddCertsFlags(app.get(), &options);
+  if (std::optional<int> rc = cli::Parse(*app, args)) return *rc;
+  return RunCerts(options);
+}
+
 TEST(CertsCommandFlags, ParsesSanFlags) {
   std::map<std::string, std::vector<std::string>> sans;
   ASSERT_TRUE(ParseSanFlag("a=10.0.0.5,a.lan,b=DNS:b.lan", &sans).ok());
@@ -46,6 +55,7 @@ TEST(CertsCommand, ExitCodes) {
   EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--days", "0"}), 2);
   EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--bogus"}), 2);
   EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--force", "--san", "nope=1.2.3.4"}), 2);
+  EXPECT_EQ(RunCertsCommand({"-f", yaml, "--out", out, "--force", "--san", "1.2.3.4"}), 2);  // no NODE=
   EXPECT_EQ(RunCertsCommand({"-f", root + "/missing.yaml", "--out", out}), 2);
   EXPECT_EQ(RunCertsCommand({"--help"}), 0);
   std::filesystem::remove_all(root);
