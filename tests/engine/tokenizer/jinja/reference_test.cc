@@ -4,6 +4,7 @@
 // conversation of testdata/reference.json (made by make_reference.mjs), and fail where it throws.
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -78,23 +79,41 @@ TEST_P(JinjaReferenceTest, RendersLikeHuggingFaceJinja) {
 INSTANTIATE_TEST_SUITE_P(Templates, JinjaReferenceTest, ::testing::Values("qwen3", "llama3_1", "gemma3", "deepseek_v3"));
 
 // The reference file itself covers what the issue asks of it for every template: at least 20
-// rendered conversations with system, user, assistant and tool turns, tool calls, tools
-// present and absent, thinking off, and no generation prompt.
+// rendered conversations (as raw contexts and as requests through ChatPrompt, whose test is
+// chat_prompt_test) with system, user, assistant and tool turns, tool calls (also with reasoning
+// beside them), several rounds of calls and results, names and tool_call_ids, tools present and
+// absent, thinking on and off, documents, and no generation prompt.
 TEST(JinjaReferenceData, CoversTheConversationKinds) {
   const Json ref = Reference();
-  bool tools = false, no_tools = false, no_think = false, no_gen = false, tool_calls = false, tool_turn = false;
+  std::map<std::string, bool> seen;
   for (const auto& c : ref["conversations"]) {
     const Json& ctx = c["context"];
-    (ctx.contains("tools") ? tools : no_tools) = true;
-    if (ctx.value("enable_thinking", true) == false) no_think = true;
-    if (ctx.value("add_generation_prompt", false) == false) no_gen = true;
+    seen[ctx.contains("tools") ? "tools" : "no tools"] = true;
+    if (ctx.contains("documents")) seen["documents"] = true;
+    if (ctx.contains("enable_thinking")) seen[ctx["enable_thinking"].get<bool>() ? "thinking on" : "thinking off"] = true;
+    if (ctx.value("add_generation_prompt", false) == false) seen["no generation prompt"] = true;
+    int call_rounds = 0;
     for (const auto& m : ctx["messages"]) {
-      if (m.contains("tool_calls")) tool_calls = true;
-      if (m["role"] == "tool") tool_turn = true;
+      seen["role " + m["role"].get<std::string>()] = true;
+      if (m.contains("tool_calls")) {
+        seen["tool calls"] = true;
+        ++call_rounds;
+        if (m.contains("reasoning_content")) seen["reasoning with tool calls"] = true;
+      }
+      if (m.contains("name")) seen["name"] = true;
+      if (m.contains("tool_call_id")) seen["tool_call_id"] = true;
     }
+    if (call_rounds >= 2) seen["several tool rounds"] = true;
   }
-  EXPECT_TRUE(tools && no_tools && no_think && no_gen && tool_calls && tool_turn);
-  for (const auto& [name, t] : ref["templates"].items()) EXPECT_GE(t["rendered"].get<int>(), 20) << name;
+  for (const char* kind : {"tools", "no tools", "documents", "thinking on", "thinking off", "no generation prompt", "role system",
+                           "role user", "role assistant", "role tool", "tool calls", "reasoning with tool calls", "name",
+                           "tool_call_id", "several tool rounds"}) {
+    EXPECT_TRUE(seen[kind]) << kind;
+  }
+  for (const auto& [name, t] : ref["templates"].items()) {
+    EXPECT_GE(t["rendered"].get<int>(), 20) << name;
+    EXPECT_GE(t["request_rendered"].get<int>(), 20) << name;
+  }
 }
 
 }  // namespace
