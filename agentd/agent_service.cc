@@ -67,7 +67,7 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
     TLOG(WARN) << "hashing " << request->model_path() << " failed: " << StatusText(manifest.status());
     return rpc::ToGrpcStatus(manifest.status());
   }
-  if (metrics_) metrics_->SetHashThroughput(manifest->hashed_bytes_per_second());
+  if (metrics_) metrics_->RecordHashDone(*manifest);
   TLOG(INFO) << "hashed " << request->model_path() << ": " << manifest->files_size() << " files, "
              << manifest->total_bytes() << " bytes in " << manifest->seconds() << " s";
   v1::HashWeightsEvent ev;

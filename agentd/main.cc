@@ -14,6 +14,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "agentd/agent_readiness.h"
 #include "agentd/agent_service.h"
 #include "agentd/auth.h"
 #include "agentd/control_service.h"
@@ -27,6 +28,7 @@
 #include "common/log.h"
 #include "common/net_address.h"
 #include "common/status.h"
+#include "common/systemd_notify.h"
 #include "common/version.h"
 #include "rpc/tls.h"
 
@@ -298,9 +300,16 @@ int main(int argc, char** argv) {
   std::cout << "tandem-agentd ready node=" << flags.node_name << " grpc=" << HostOf(flags.listen) << ":"
             << grpc_port << " metrics=" << metrics_addr << std::endl;
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
-  TLOG(INFO) << "signal " << sig << ": shutting down";
+  // READY=1 only once the server answers its own GetFacts; then the watchdog pings vouch for it.
+  tandem::agentd::AgentSelfCheck self_check(server.get(), token);
+  const std::string serving_line = "serving gRPC on " + HostOf(flags.listen) + ":" + std::to_string(grpc_port);
+  absl::StatusOr<int> sig = tandem::agentd::AnnounceReadyAndWait(self_check, serving_line, stop_signals);
+  if (!sig.ok()) {
+    TLOG(ERROR) << tandem::StatusText(sig.status());
+    return 1;
+  }
+  TLOG(INFO) << "signal " << *sig << ": shutting down";
+  tandem::systemd::NotifyStopping("signal " + std::to_string(*sig) + ": shutting down");
   // The engine rank first (bounded): the API stops, the comm closes, watchers are released.
   host.Shutdown();
   // In-flight RPCs get 2 s to finish, then they are cancelled (a long hash notices within

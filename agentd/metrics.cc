@@ -108,10 +108,21 @@ AgentMetrics::AgentMetrics(FactsRoots roots, std::string node_name)
       facts_(std::make_shared<NodeFactsCollectable>(std::move(roots), node_name)),
       rank_(std::make_shared<RankStatusCollectable>(node_name)) {
   hash_bytes_done_ = MakeGauge(*registry_, "tandem_hash_bytes_done", "Bytes of the current/last weights hash done.");
-  hash_bytes_total_ = MakeGauge(*registry_, "tandem_hash_bytes_total", "Bytes of the current/last weights hash in all.");
+  hash_size_bytes_ = MakeGauge(*registry_, "tandem_hash_size_bytes", "Bytes of the current/last weights hash in all.");
   hash_files_done_ = MakeGauge(*registry_, "tandem_hash_files_done", "Files of the current/last weights hash done.");
   hash_throughput_ = MakeGauge(*registry_, "tandem_hash_throughput_bytes_per_second",
                                "Hashing throughput of the last weights hash (bytes actually read).");
+  // Counters exist from the start at 0, so rate() and increase() work from the first scrape.
+  hash_bytes_total_ = &prometheus::BuildCounter()
+                           .Name("tandem_hash_bytes_total")
+                           .Help("Bytes of weight files read and hashed since the agent started (cache hits excluded).")
+                           .Register(*registry_)
+                           .Add({});
+  hashes_total_ = &prometheus::BuildCounter()
+                       .Name("tandem_hashes_total")
+                       .Help("Weights hashes finished since the agent started.")
+                       .Register(*registry_)
+                       .Add({});
 }
 
 AgentMetrics::~AgentMetrics() = default;
@@ -134,10 +145,18 @@ absl::Status AgentMetrics::Listen(const std::string& host_port) {
 void AgentMetrics::SetHashProgress(uint64_t files_done, uint64_t bytes_done, uint64_t bytes_total) {
   hash_files_done_->Set(static_cast<double>(files_done));
   hash_bytes_done_->Set(static_cast<double>(bytes_done));
-  hash_bytes_total_->Set(static_cast<double>(bytes_total));
+  hash_size_bytes_->Set(static_cast<double>(bytes_total));
 }
 
-void AgentMetrics::SetHashThroughput(double bytes_per_second) { hash_throughput_->Set(bytes_per_second); }
+void AgentMetrics::RecordHashDone(const v1::WeightsManifest& manifest) {
+  hash_throughput_->Set(manifest.hashed_bytes_per_second());
+  uint64_t read = 0;
+  for (const auto& f : manifest.files()) {
+    if (!f.cached() && f.error().empty()) read += f.size();
+  }
+  hash_bytes_total_->Increment(static_cast<double>(read));
+  hashes_total_->Increment();
+}
 
 std::string AgentMetrics::Render() const {
   std::vector<prometheus::MetricFamily> all = facts_->Collect();

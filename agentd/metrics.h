@@ -13,6 +13,7 @@
 #include "agentd/node_facts.h"
 #include "tandem/v1/agent.pb.h"
 #include "prometheus/collectable.h"
+#include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
@@ -60,8 +61,12 @@ class AgentMetrics {
   absl::Status Listen(const std::string& host_port);
   int port() const { return port_; }
 
+  // Progress of the hash in flight: tandem_hash_files_done, tandem_hash_bytes_done and
+  // tandem_hash_size_bytes (gauges: they start again at every hash).
   void SetHashProgress(uint64_t files_done, uint64_t bytes_done, uint64_t bytes_total);
-  void SetHashThroughput(double bytes_per_second);
+  // A finished hash: its throughput (gauge) and the bytes it really read (files not served from
+  // the cache) added to the counter tandem_hash_bytes_total and tandem_hashes_total.
+  void RecordHashDone(const v1::WeightsManifest& manifest);
   // Where the rank metrics come from (the EngineHost's status); unset: not exported.
   void SetRankStatusSource(std::function<v1::RankStatus()> source) { rank_->SetSource(std::move(source)); }
 
@@ -73,9 +78,11 @@ class AgentMetrics {
   std::shared_ptr<NodeFactsCollectable> facts_;
   std::shared_ptr<RankStatusCollectable> rank_;
   prometheus::Gauge* hash_bytes_done_;
-  prometheus::Gauge* hash_bytes_total_;
+  prometheus::Gauge* hash_size_bytes_;
   prometheus::Gauge* hash_files_done_;
   prometheus::Gauge* hash_throughput_;
+  prometheus::Counter* hash_bytes_total_;
+  prometheus::Counter* hashes_total_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
 };

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -44,6 +45,7 @@ inline std::string SlurpFile(const std::string& path) {
 struct AgentProcess {
   std::string name, dir;
   std::string token;  // sent by stubs made with Context()
+  std::map<std::string, std::string> env;  // more environment for the agent (NOTIFY_SOCKET, ...)
   Subprocess proc;
   int grpc_port = 0, metrics_port = 0;
 
@@ -66,7 +68,8 @@ struct AgentProcess {
     so.argv.insert(so.argv.end(), extra.begin(), extra.end());
     so.stdout_path = dir + "/stdout";
     so.stderr_path = dir + "/stderr";
-    so.env = {{"TANDEM_LOG_LEVEL", "info"}};
+    so.env = env;
+    so.env.emplace("TANDEM_LOG_LEVEL", "info");
     std::string err;
     if (!proc.Start(so, &err)) return err;
     static const std::regex kReady(R"(tandem-agentd ready node=\S+ grpc=\S+:(\d+) metrics=\S+:(\d+))");

@@ -85,6 +85,8 @@ Problems ExpositionProblems(const std::string& text) {
         if (!f.type.empty()) problems.push_back(name + ": TYPE given twice");
         f.type = value;
         if (value == "counter" && !EndsWith(name, "_total")) problems.push_back(name + ": a counter not ending in _total");
+        // promtool's rule the other way round: a scrape's rate() over a "_total" gauge is nonsense.
+        if (value != "counter" && EndsWith(name, "_total")) problems.push_back(name + ": a " + value + " ending in _total");
       }
       continue;
     }

@@ -1,6 +1,6 @@
 // Checks over a Prometheus text exposition (what a /metrics scrape returns), so every exporter's
 // test holds its registry to the same rules without an outside tool: every family has HELP and
-// TYPE before its samples, counters end in _total, values are numbers.
+// TYPE before its samples, counters end in _total and nothing else does, values are numbers.
 #pragma once
 
 #include <optional>

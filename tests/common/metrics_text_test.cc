@@ -44,6 +44,7 @@ TEST(MetricsTextTest, AWellFormedTextPasses) {
 TEST(MetricsTextTest, EachBrokenRuleIsReported) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"# HELP c Count.\n# TYPE c counter\nc 1\n", "c: a counter not ending in _total"},
+      {"# HELP b_total Bytes.\n# TYPE b_total gauge\nb_total 1\n", "b_total: a gauge ending in _total"},
       {"# TYPE g gauge\ng 1\n", "g: no HELP before it"},
       {"# HELP g Gauge.\ng 1\n# TYPE g gauge\n", "g: no TYPE before it"},
       {"# HELP g \n# TYPE g gauge\ng 1\n", "g: empty HELP"},
