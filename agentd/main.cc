@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,7 +24,9 @@
 #include "agentd/rendezvous_store.h"
 #include "agentd/metrics.h"
 #include "agentd/model_roots.h"
+#include "agentd/node_facts.h"
 #include "agentd/weights_manifest.h"
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/net_address.h"
 #include "common/status.h"
@@ -34,32 +36,26 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: tandem-agentd [flags]
-  --listen HOST:PORT          gRPC address (port 0: any free port)       [0.0.0.0:50051, or
-                              127.0.0.1:50051 when no authentication is configured]
-  --node-name NAME            name reported in facts and metrics         [hostname]
-  --model-root DIR            model folders must lie under DIR (repeatable); without one every
-                              model path is refused (PERMISSION_DENIED)  [none]
-  --token-file PATH           cluster token (mode 0600, >= 16 bytes); every RPC then needs
-                              "authorization: Bearer <token>"            [none]
-  --tls-cert PATH             this node's certificate (PEM), with --tls-key and --tls-ca: the gRPC
-  --tls-key PATH              port speaks TLS and requires a client certificate signed by the CA
-  --tls-ca PATH               (mutual TLS; `tandemctl certs` makes them)  [none]
-  --insecure                  allow a non-loopback --listen without --token-file or TLS (anyone
-                              who reaches the port controls the agent; preflight fails it)
-  --sysfs-root DIR            where sysfs is mounted                     [/sys]
-  --procfs-root DIR           where procfs is mounted                    [/proc]
-  --state-dir DIR             hash cache and persistent state            [none: no cache]
-                              (assignment.json: the group this rank was last told to join)
-  --metrics-listen HOST:PORT  Prometheus /metrics (port 0: any free)     [none: off]
-  --hash-once DIR             hash DIR once, print a summary, exit (benchmark)
-  --threads N                 hashing threads for --hash-once            [cores]
-  --version, --help
-Without --token-file and TLS the agent authenticates nobody, so it listens on loopback only:
+constexpr char kDescription[] =
+    "tandem-agentd: the node agent. Reports node facts, hashes model weights, exports metrics and hosts one rank "
+    "of the engine (on the head also the OpenAI API and the rendezvous store).";
+
+constexpr char kFooter[] = R"(Without --token-file and TLS the agent authenticates nobody, so it listens on loopback only:
 a non-loopback --listen is refused unless --insecure is given.
 On start it prints one line to stdout:
   tandem-agentd ready node=NAME grpc=HOST:PORT metrics=HOST:PORT|off
-)";
+Exit status: 0 stopped by SIGTERM/SIGINT, 1 could not start (a port in use, ...), 2 bad usage, token,
+TLS files or model roots, 75 a group stayed stuck (a fresh process gets its memory back).)";
+
+// What preflight's agent-build-parity check compares between nodes (agentd/node_facts.cc): the
+// version, the binary's sha256 and the image digest; so an operator can compare by hand too.
+std::string BuildLine() {
+  const tandem::v1::AgentBuild b = tandem::agentd::ReadAgentBuild();
+  std::string line = "tandem-agentd " + b.version() + " sha256:" + b.binary_sha256();
+  if (!b.image_digest().empty()) line += " image " + b.image_digest();
+  if (!b.error().empty()) line += " (" + b.error() + ")";
+  return line;
+}
 
 struct Flags {
   std::string listen;  // "" = agentd/listen_policy.h decides
@@ -76,66 +72,44 @@ struct Flags {
   unsigned threads = 0;
 };
 
-// Accepts "--flag value" and "--flag=value". Returns false (after printing why) on bad input.
-bool ParseFlags(int argc, char** argv, Flags* f) {
-  std::map<std::string, std::string*> strings = {
-      {"--listen", &f->listen},         {"--node-name", &f->node_name},
-      {"--sysfs-root", &f->sysfs_root}, {"--procfs-root", &f->procfs_root},
-      {"--state-dir", &f->state_dir},   {"--metrics-listen", &f->metrics_listen},
-      {"--hash-once", &f->hash_once},   {"--token-file", &f->token_file},
-      {"--tls-cert", &f->tls.cert},     {"--tls-key", &f->tls.key},
-      {"--tls-ca", &f->tls.ca}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    }
-    if (arg == "--version") {
-      std::cout << "tandem-agentd " << tandem::Version() << "\n";
-      std::exit(0);
-    }
-    if (arg == "--insecure") {
-      if (has_value) {
-        std::cerr << "tandem-agentd: --insecure takes no value\n";
-        return false;
-      }
-      f->insecure = true;
-      continue;
-    }
-    bool known = strings.count(arg) || arg == "--threads" || arg == "--model-root";
-    if (!known) {
-      std::cerr << "tandem-agentd: unknown flag " << arg << "\n" << kUsage;
-      return false;
-    }
-    if (!has_value) {
-      if (i + 1 >= argc) {
-        std::cerr << "tandem-agentd: " << arg << " needs a value\n";
-        return false;
-      }
-      value = argv[++i];
-    }
-    if (arg == "--model-root") {
-      f->model_roots.push_back(value);
-    } else if (arg == "--threads") {
-      char* end = nullptr;
-      long n = std::strtol(value.c_str(), &end, 10);
-      if (*end != '\0' || n < 0 || n > 1024) {
-        std::cerr << "tandem-agentd: --threads wants a number 0..1024, got " << value << "\n";
-        return false;
-      }
-      f->threads = static_cast<unsigned>(n);
-    } else {
-      *strings[arg] = value;
-    }
-  }
-  return true;
+// The flags into `f`. nullopt: start; otherwise the exit code (--help, --version, a usage error).
+std::optional<int> ParseFlags(int argc, char** argv, Flags* f) {
+  auto app = tandem::cli::NewApp("tandem-agentd", kDescription, BuildLine);
+  app->footer(kFooter);
+  app->add_option("--listen", f->listen,
+                  "gRPC address (port 0: any free port) [0.0.0.0:50051, or 127.0.0.1:50051 when no authentication "
+                  "is configured]")
+      ->type_name("HOST:PORT");
+  app->add_option("--node-name", f->node_name, "name reported in facts and metrics [hostname]")->type_name("NAME");
+  tandem::cli::AddRepeated(app.get(), "--model-root", &f->model_roots,
+                           "model folders must lie under DIR (repeatable); without one every model path is refused "
+                           "(PERMISSION_DENIED)")
+      ->type_name("DIR");
+  app->add_option("--token-file", f->token_file,
+                  "cluster token (mode 0600, >= 16 bytes); every RPC then needs \"authorization: Bearer <token>\"")
+      ->type_name("PATH");
+  app->add_option("--tls-cert", f->tls.cert,
+                  "this node's certificate (PEM); with --tls-key and --tls-ca the gRPC port speaks TLS and requires "
+                  "a client certificate signed by the CA (mutual TLS; `tandemctl certs` makes them)")
+      ->type_name("PATH");
+  app->add_option("--tls-key", f->tls.key, "this node's private key (PEM)")->type_name("PATH");
+  app->add_option("--tls-ca", f->tls.ca, "the cluster CA (PEM) that signs the clients' certificates")->type_name("PATH");
+  app->add_flag("--insecure", f->insecure,
+                "allow a non-loopback --listen without --token-file or TLS (anyone who reaches the port controls "
+                "the agent; preflight fails it)");
+  app->add_option("--sysfs-root", f->sysfs_root, "where sysfs is mounted")->type_name("DIR");
+  app->add_option("--procfs-root", f->procfs_root, "where procfs is mounted")->type_name("DIR");
+  app->add_option("--state-dir", f->state_dir,
+                  "hash cache and persistent state (assignment.json: the group this rank was last told to join) "
+                  "[none: no cache]")
+      ->type_name("DIR");
+  app->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics (port 0: any free) [none: off]")
+      ->type_name("HOST:PORT");
+  app->add_option("--hash-once", f->hash_once, "hash DIR once, print a summary, exit (benchmark)")->type_name("DIR");
+  app->add_option("--threads", f->threads, "hashing threads for --hash-once, 0..1024 (0: one per core)")
+      ->check(CLI::Range(0, 1024).description(""))
+      ->type_name("N");
+  return tandem::cli::Parse(*app, std::vector<std::string>(argv + 1, argv + argc));
 }
 
 // "HOST:PORT" -> HOST ("[::]" stays bracketed).
@@ -170,7 +144,7 @@ int HashOnce(const Flags& flags) {
 
 int main(int argc, char** argv) {
   Flags flags;
-  if (!ParseFlags(argc, argv, &flags)) return 2;
+  if (std::optional<int> rc = ParseFlags(argc, argv, &flags)) return *rc;
   if (!flags.hash_once.empty()) return HashOnce(flags);  // a local command: no server, no roots
   if (flags.node_name.empty()) {
     char host[256] = {0};

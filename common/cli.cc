@@ -96,8 +96,11 @@ CLI::Option* AddSeconds(CLI::App* app, const std::string& name, std::chrono::mil
 CLI::Option* AddRepeated(CLI::App* app, const std::string& name, std::vector<std::string>* out,
                          const std::string& help) {
   // One value per occurrence: a vector option would otherwise swallow the arguments after it.
-  return app->add_option(name, *out, help)->expected(1)->allow_extra_args(false)->multi_option_policy(
-      CLI::MultiOptionPolicy::TakeAll);
+  return app->add_option(name, *out, help)
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->default_str("");  // not "[]"
 }
 
 CLI::Option* AddJson(CLI::App* app, bool* json) {

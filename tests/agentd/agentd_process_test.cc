@@ -170,20 +170,5 @@ TEST(AgentdProcessTest, RefusesTheNetworkWithoutAuthenticationUnlessInsecure) {
   ASSERT_TRUE(agent.Wait(std::chrono::milliseconds(10000)).has_value());
 }
 
-TEST(AgentdProcessTest, BadFlagExitsWithUsage) {
-  TempDir tmp;
-  Subprocess agent;
-  SubprocessOptions so;
-  so.argv = {AgentBinary(), "--no-such-flag"};
-  so.stdout_path = tmp / "out";
-  so.stderr_path = tmp / "out";
-  std::string err;
-  ASSERT_TRUE(agent.Start(so, &err)) << err;
-  auto status = agent.Wait(std::chrono::milliseconds(5000));
-  ASSERT_TRUE(status.has_value());
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2);
-  EXPECT_NE(tandem::testing::ReadTextFile(tmp / "out").find("unknown flag"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace tandem::agentd
