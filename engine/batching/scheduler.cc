@@ -16,14 +16,50 @@ void Scheduler::ReleaseSlot(SequenceState& s) {
   s.state_slot = -1;
 }
 
-void Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, bool priority) {
+void Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, bool priority, bool want_prompt_logits) {
   SequenceState s;
   s.seq_id = seq_id;
   s.prompt_len = static_cast<int32_t>(prompt.size());
   s.tokens = std::move(prompt);
   s.priority = priority;
+  s.want_prompt_logits = want_prompt_logits;
   seqs_[seq_id] = std::move(s);
   (priority ? priority_waiting_ : waiting_).push_back(seq_id);
+}
+
+bool Scheduler::Fork(int64_t parent_id, int64_t child_id, int32_t first_token) {
+  auto pit = seqs_.find(parent_id);
+  if (pit == seqs_.end() || seqs_.count(child_id) != 0) return false;
+  const SequenceState& parent = pit->second;
+  if (!parent.running || parent.num_computed < parent.prompt_len) return false;
+  SequenceState c;
+  c.seq_id = child_id;
+  c.prompt_len = parent.prompt_len;
+  c.tokens.assign(parent.tokens.begin(), parent.tokens.begin() + parent.prompt_len);
+  c.tokens.push_back(first_token);
+  c.priority = parent.priority;
+  const bool slots = config_.num_state_slots > 0;
+  const bool run_now = num_running() < config_.max_num_seqs && (!slots || !free_slots_.empty());
+  if (run_now) {
+    if (slots) {
+      // The recurrent state after the prompt lives in the parent's slot only: start over.
+      c.state_slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      // Only full blocks are shared: the partial last one is where the parent writes next.
+      const int32_t full = c.prompt_len / config_.block_size;
+      c.block_table.assign(parent.block_table.begin(), parent.block_table.begin() + full);
+      for (int32_t b : c.block_table) alloc_.Share(b);
+      c.num_computed = full * config_.block_size;
+    }
+    c.running = true;
+    running_.push_back(child_id);
+  } else {
+    // A waiting sequence holds no blocks, so waiting choices can never starve the pool.
+    (c.priority ? priority_waiting_ : waiting_).push_front(child_id);
+  }
+  seqs_[child_id] = std::move(c);
+  return true;
 }
 
 const SequenceState* Scheduler::Find(int64_t seq_id) const {
@@ -49,6 +85,12 @@ bool Scheduler::Remove(int64_t seq_id) {
   return true;
 }
 
+int32_t Scheduler::ChunkLength(const SequenceState& s, int64_t budget) const {
+  int64_t n = std::min<int64_t>(s.num_uncomputed(), budget);
+  if (s.want_prompt_logits) n = std::min<int64_t>(n, config_.max_prompt_logits_tokens);
+  return static_cast<int32_t>(n);
+}
+
 void Scheduler::AddChunk(SequenceState& s, int32_t n, StepPlan& plan) {
   SeqChunk c;
   c.seq_id = s.seq_id;
@@ -57,10 +99,13 @@ void Scheduler::AddChunk(SequenceState& s, int32_t n, StepPlan& plan) {
   c.block_table = s.block_table;
   c.state_slot = s.state_slot;
   c.want_logits = s.num_computed + n == static_cast<int32_t>(s.tokens.size());
+  // Rows up to the prompt's second to last token are prompt logprobs; the last is the sampling row.
+  c.want_all_logits = s.want_prompt_logits && s.num_computed < s.prompt_len - 1;
   // A decode continues a sequence whose prompt (and earlier output) is already computed.
   const bool decode = n == 1 && c.want_logits && s.num_computed >= s.prompt_len;
   (decode ? plan.num_decode_tokens : plan.num_prefill_tokens) += n;
   s.num_computed += n;
+  if (s.num_computed >= s.prompt_len) s.want_prompt_logits = false;  // not again after a preemption
   plan.batch.seqs.push_back(std::move(c));
 }
 
@@ -102,7 +147,7 @@ StepPlan Scheduler::Schedule() {
     if (budget <= 0) break;
     SequenceState& s = seqs_.at(id);
     if (!s.running) continue;  // preempted earlier in this plan
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(s.num_uncomputed(), budget));
+    const int32_t n = ChunkLength(s, budget);
     if (n <= 0) continue;
     bool fits = true;
     while (!EnsureBlocks(alloc_, config_.block_size, s.num_computed + n, s.block_table).ok()) {
@@ -126,7 +171,7 @@ StepPlan Scheduler::Schedule() {
     std::deque<int64_t>& queue = !priority_waiting_.empty() ? priority_waiting_ : waiting_;
     if (queue.empty()) break;
     SequenceState& s = seqs_.at(queue.front());
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(s.num_uncomputed(), budget));
+    const int32_t n = ChunkLength(s, budget);
     const int64_t need = BlocksFor(s.num_computed + n) - static_cast<int64_t>(s.block_table.size());
     if (need > alloc_.num_free()) break;
     if (!EnsureBlocks(alloc_, config_.block_size, s.num_computed + n, s.block_table).ok()) break;

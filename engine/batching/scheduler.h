@@ -12,7 +12,14 @@
 //   3. Waiting sequences (priority ones first, then preempted ones, then by arrival) are admitted
 //      while the budget, max_num_seqs and the free blocks allow; a long prompt is chunked over
 //      several steps. Nothing is admitted in a step that had to preempt (the pool is short).
-// Only the chunk that reaches the end of a sequence's tokens wants logits.
+// Only the chunk that reaches the end of a sequence's tokens wants logits; a sequence that wants
+// its prompt's logits (prompt logprobs) gets every row of its prompt chunks, chunks then cut to
+// max_prompt_logits_tokens.
+//
+// Choices (Fork): the choices of an n > 1 request are sequences forked from the one that ran the
+// prefill. A fork holds the prompt's full blocks with its parent (BlockAllocator counts holders)
+// and recomputes only the prompt's partial last block, into a block of its own, with its first
+// token: no KV is ever copied, and no block is written by two sequences.
 //
 // State slots (models with per-sequence recurrent state, SchedulerConfig::num_state_slots > 0):
 // a sequence takes a free slot when it is admitted and keeps it while it runs; finishing,
@@ -38,6 +45,9 @@ struct SchedulerConfig {
   int32_t block_size = 16;
   int32_t num_blocks = 0;
   int32_t num_state_slots = 0;  // 0: the model keeps no per-sequence state
+  // Longest chunk of a sequence that wants every prompt row of logits: each row is a vocabulary
+  // of floats (256 rows of Qwen3's 151936 are 155 MB on the device and on rank 0's host).
+  int32_t max_prompt_logits_tokens = 256;
 };
 
 // A sequence as the scheduler sees it.
@@ -51,6 +61,7 @@ struct SequenceState {
   bool running = false;
   int32_t state_slot = -1;           // held while running (num_state_slots > 0), else -1
   int32_t num_preemptions = 0;
+  bool want_prompt_logits = false;   // until the prompt is computed: a logits row per prompt token
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }
   int32_t num_uncomputed() const { return static_cast<int32_t>(tokens.size()) - num_computed; }
@@ -70,7 +81,16 @@ class Scheduler {
   explicit Scheduler(const SchedulerConfig& config);
 
   // Queues a new sequence (`prompt` non-empty). Priority sequences go ahead of all others.
-  void Add(int64_t seq_id, std::vector<int32_t> prompt, bool priority = false);
+  // `want_prompt_logits`: its prompt chunks return a row of logits per token (want_all_logits).
+  void Add(int64_t seq_id, std::vector<int32_t> prompt, bool priority = false, bool want_prompt_logits = false);
+  // A new sequence `child` with `parent`'s prompt followed by `first_token` (another choice of the
+  // parent's request, its first token drawn from the parent's prefill logits). The parent must be
+  // running with its prompt computed. Without state slots the child holds the parent's full
+  // prompt blocks, so its first chunk is the prompt's partial last block plus `first_token`; with
+  // state slots (the state after the prompt cannot be shared) it prefills the whole prompt again.
+  // It runs at once when max_num_seqs and the slots allow, else it waits at the front of the
+  // queue holding no blocks. False (nothing done) for an unknown or unfit parent or a used id.
+  bool Fork(int64_t parent_id, int64_t child_id, int32_t first_token);
   // Plans the next step and commits to it: blocks are allocated, num_computed advances past the
   // chunks, preemptions are applied. An empty plan means there is nothing that can run.
   StepPlan Schedule();
@@ -95,6 +115,8 @@ class Scheduler {
  private:
   // Takes the blocks of a running sequence and puts it at the front of its waiting queue.
   void Preempt(int64_t seq_id, StepPlan& plan, int64_t& budget);
+  // How many of `s`'s uncomputed tokens its next chunk takes within `budget`.
+  int32_t ChunkLength(const SequenceState& s, int64_t budget) const;
   // Appends the chunk [num_computed, num_computed + n) of `s` to the plan and advances it.
   void AddChunk(SequenceState& s, int32_t n, StepPlan& plan);
   // Gives a sequence's state slot (if it holds one) back to the free list.

@@ -20,13 +20,13 @@ std::vector<int32_t> Prompt(int n, int32_t first = 1) {
   return p;
 }
 
-// "id:start+len[L]" per chunk (L = wants logits), e.g. "1:0+8 2:3+1L".
+// "id:start+len[L][A]" per chunk (L = wants logits, A = every row of them), e.g. "1:0+8 2:3+1L".
 std::string Describe(const StepPlan& plan) {
   std::string s;
   for (const auto& c : plan.batch.seqs) {
     if (!s.empty()) s += " ";
     s += std::to_string(c.seq_id) + ":" + std::to_string(c.start_pos) + "+" + std::to_string(c.tokens.size()) +
-         (c.want_logits ? "L" : "");
+         (c.want_logits ? "L" : "") + (c.want_all_logits ? "A" : "");
   }
   return s;
 }
@@ -174,6 +174,97 @@ std::string Slots(const StepPlan& plan) {
   return s;
 }
 
+// Two choices forked from a prompt of 10 (blocks of 4): each holds the prompt's two full blocks
+// with the parent and recomputes positions 8, 9 and its own first token in a block of its own.
+TEST(SchedulerTest, ForksShareThePromptsFullBlocksAndRecomputeItsTail) {
+  Scheduler s({8, 64, 4, 16});
+  s.Add(1, Prompt(10));
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:0+10L");
+  Sample(s, p);
+  ASSERT_TRUE(s.Fork(1, 2, 55));
+  ASSERT_TRUE(s.Fork(1, 3, 66));
+  EXPECT_FALSE(s.Fork(1, 3, 66));   // the id is taken
+  EXPECT_FALSE(s.Fork(9, 4, 66));   // no such parent
+  const std::vector<int32_t> parent_blocks = s.Find(1)->block_table;
+  ASSERT_EQ(parent_blocks.size(), 3u);
+  EXPECT_EQ(s.num_blocks_used(), 3);  // nothing new yet
+  p = s.Schedule();
+  std::printf("after the forks: %s\n", Describe(p).c_str());
+  EXPECT_EQ(Describe(p), "1:10+1L 2:8+3L 3:8+3L");
+  EXPECT_EQ(p.batch.seqs[1].tokens, (std::vector<int32_t>{9, 10, 55}));
+  EXPECT_EQ(p.batch.seqs[2].tokens, (std::vector<int32_t>{9, 10, 66}));
+  for (int i : {1, 2}) {
+    const auto& table = p.batch.seqs[i].block_table;
+    ASSERT_EQ(table.size(), 3u);
+    EXPECT_EQ(table[0], parent_blocks[0]);
+    EXPECT_EQ(table[1], parent_blocks[1]);
+    EXPECT_NE(table[2], parent_blocks[2]);  // the tail block is each choice's own
+  }
+  EXPECT_NE(p.batch.seqs[1].block_table[2], p.batch.seqs[2].block_table[2]);
+  EXPECT_EQ(s.num_blocks_used(), 5);
+  // The shared blocks stay until their last holder goes.
+  s.Remove(1);
+  s.Remove(2);
+  EXPECT_EQ(s.num_blocks_used(), 3);
+  s.Remove(3);
+  EXPECT_EQ(s.num_blocks_used(), 0);
+}
+
+TEST(SchedulerTest, AForkOfABlockAlignedPromptIsADecodeAndAForkWithoutRoomWaitsHoldingNothing) {
+  Scheduler s({2, 64, 4, 16});
+  s.Add(1, Prompt(8));
+  StepPlan p = s.Schedule();
+  Sample(s, p);
+  ASSERT_TRUE(s.Fork(1, 2, 55));
+  ASSERT_TRUE(s.Fork(1, 3, 66));  // max_num_seqs 2: waits
+  EXPECT_EQ(s.num_running(), 2);
+  EXPECT_EQ(s.num_waiting(), 1);
+  EXPECT_TRUE(s.Find(3)->block_table.empty());
+  EXPECT_EQ(s.Find(3)->num_computed, 0);
+  p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:8+1L 2:8+1L");
+  EXPECT_EQ(p.num_decode_tokens, 2);
+  Sample(s, p);
+  s.Remove(1);
+  p = s.Schedule();  // 3 prefills its prompt and first token from scratch
+  EXPECT_EQ(Describe(p), "2:9+1L 3:0+9L");
+  EXPECT_EQ(p.batch.seqs[1].tokens.back(), 66);
+}
+
+TEST(SchedulerTest, WithStateSlotsAForkPrefillsAgainInASlotOfItsOwn) {
+  SchedulerConfig config{4, 64, 4, 16};
+  config.num_state_slots = 2;
+  Scheduler s(config);
+  s.Add(1, Prompt(6));
+  StepPlan p = s.Schedule();
+  Sample(s, p);
+  ASSERT_TRUE(s.Fork(1, 2, 55));
+  ASSERT_TRUE(s.Fork(1, 3, 66));  // no slot left: waits
+  p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:6+1L 2:0+7L");
+  EXPECT_EQ(Slots(p), "1@0 2@1");
+  EXPECT_EQ(s.num_waiting(), 1);
+}
+
+// Prompt logits come in chunks of at most max_prompt_logits_tokens, every row of the prompt up to
+// the sampling row, and not again when a preempted sequence recomputes its prompt.
+TEST(SchedulerTest, PromptLogitsChunksAreCutAndNotRepeated) {
+  SchedulerConfig config{4, 64, 4, 16};
+  config.max_prompt_logits_tokens = 4;
+  Scheduler s(config);
+  s.Add(1, Prompt(10), false, /*want_prompt_logits=*/true);
+  std::vector<std::string> steps;
+  for (int i = 0; i < 4; ++i) {
+    StepPlan p = s.Schedule();
+    steps.push_back(Describe(p));
+    Sample(s, p);
+  }
+  EXPECT_EQ(steps, (std::vector<std::string>{"1:0+4A", "1:4+4A", "1:8+2LA", "1:10+1L"}));
+  s.Add(2, Prompt(3), false, true);
+  EXPECT_EQ(Describe(s.Schedule()), "1:11+1L 2:0+3LA");
+}
+
 TEST(SchedulerTest, WithoutStateSlotsChunksCarryNone) {
   Scheduler s({4, 64, 4, 32});
   s.Add(1, Prompt(3));
@@ -267,7 +358,8 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
     std::mt19937_64 rng(seed);
     Scheduler s(cfg);
     std::unordered_map<int64_t, int> max_new;  // tokens each sequence may generate
-    int64_t next_id = 1, finished = 0, cancelled = 0, steps = 0;
+    int64_t next_id = 1, finished = 0, cancelled = 0, steps = 0, forks = 0;
+    const int64_t first_fork_id = 1000;  // choices forked from sequences 1..total
     const int total = 30;
     while ((next_id <= total || s.has_work()) && steps < 5000) {
       if (next_id <= total && rng() % 3 == 0) {
@@ -296,9 +388,12 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
         }
         last_slot[c.seq_id] = c.state_slot;
       }
+      std::vector<int64_t> live;  // every sequence added or forked so far
+      for (int64_t id = 1; id < next_id; ++id) live.push_back(id);
+      for (int64_t id = first_fork_id; id < first_fork_id + forks; ++id) live.push_back(id);
       std::vector<bool> taken(slots, false);
       int32_t holders = 0;
-      for (int64_t id = 1; id < next_id; ++id) {
+      for (int64_t id : live) {
         const SequenceState* st = s.Find(id);
         if (st == nullptr || st->state_slot < 0) continue;
         ASSERT_TRUE(st->running);
@@ -309,8 +404,21 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
       }
       ASSERT_EQ(holders, slots == 0 ? 0 : s.num_running());
       ASSERT_EQ(holders, s.num_state_slots_used());
-      for (int64_t id = 1; id < next_id; ++id) {
-        if (const SequenceState* st = s.Find(id)) blocks += static_cast<int64_t>(st->block_table.size());
+      // Forks share blocks: count each once, and check that no chunk writes a block another
+      // sequence holds (a shared block is a full block of a prompt, read only).
+      std::unordered_map<int32_t, int> holders_of;
+      for (int64_t id : live) {
+        if (const SequenceState* st = s.Find(id)) {
+          for (int32_t b : st->block_table) ++holders_of[b];
+        }
+      }
+      blocks = static_cast<int64_t>(holders_of.size());
+      for (const auto& c : p.batch.seqs) {
+        const int64_t end = c.start_pos + static_cast<int64_t>(c.tokens.size());
+        for (int64_t pos = c.start_pos; pos < end; ++pos) {
+          ASSERT_EQ(holders_of[c.block_table[pos / cfg.block_size]], 1)
+              << "seed " << seed << ": seq " << c.seq_id << " writes a shared block at " << pos;
+        }
       }
       ASSERT_LE(tokens, cfg.max_num_batched_tokens);
       ASSERT_LE(s.num_running(), cfg.max_num_seqs);
@@ -321,6 +429,14 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
       for (const auto& c : p.batch.seqs) {
         if (!c.want_logits) continue;
         s.AppendToken(c.seq_id, 7);
+        // A first token of an original sequence: sometimes choices are forked from it.
+        if (c.seq_id < first_fork_id && s.Find(c.seq_id)->num_generated() == 1) {
+          for (int k = static_cast<int>(rng() % 3); k > 0; --k) {
+            const int64_t child = first_fork_id + forks++;
+            ASSERT_TRUE(s.Fork(c.seq_id, child, 8));
+            max_new[child] = max_new[c.seq_id];
+          }
+        }
         if (s.Find(c.seq_id)->num_generated() >= max_new[c.seq_id]) {
           s.Remove(c.seq_id);
           ++finished;
@@ -331,12 +447,14 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
         if (s.Remove(victim)) ++cancelled;
       }
     }
-    EXPECT_EQ(finished + cancelled, total) << "seed " << seed;
+    // Forks that end at once (max_new 1) are finished when their one-token chunk runs.
+    EXPECT_EQ(finished + cancelled, total + forks) << "seed " << seed;
     EXPECT_EQ(s.num_blocks_used(), 0);
     EXPECT_EQ(s.num_state_slots_used(), 0);
     if (seed <= 3) {
-      std::printf("slots %d seed %llu: %lld steps, %lld finished, %lld cancelled, %lld preemptions\n",
+      std::printf("slots %d seed %llu: %lld steps, %lld forks, %lld finished, %lld cancelled, %lld preemptions\n",
                   slots, static_cast<unsigned long long>(seed), static_cast<long long>(steps),
+                  static_cast<long long>(forks),
                   static_cast<long long>(finished), static_cast<long long>(cancelled),
                   static_cast<long long>(s.num_preemptions()));
     }
