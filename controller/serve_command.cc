@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/systemd_notify.h"
 #include "controller/cluster_ops.h"
 #include "controller/controller_metrics.h"
 #include "controller/preflight_command.h"
@@ -62,12 +63,22 @@ class ServeRecordWriter {
 };
 
 // The preflight, then (only when it passed) a counted attempt: see RecordPreflight/RecordRestart.
+// A restart runs on the reconcile thread and may take minutes (the model loads): each line of its
+// progress feeds the watchdog and becomes the unit's STATUS=.
 ReconcilerMemory Restart(const ClusterContext& ctx, const DesiredSpec& desired, const UpOptions& up,
-                         const std::string& why, ReconcilerMemory memory, ControllerMetrics& metrics) {
+                         const std::string& why, ReconcilerMemory memory, ControllerMetrics& metrics,
+                         systemd::WatchdogKicker& watchdog) {
   TLOG(WARN) << "restarting the whole group: " << why;
+  systemd::NotifyStatus("restarting the whole group: " + why);
   const TimePoint started = ReconcileClock::now();
   UpTrace trace;
-  absl::StatusOr<UpResult> r = BringUp(ctx, up, [](const std::string& l) { TLOG(INFO) << "  up: " << l; }, &trace);
+  absl::StatusOr<UpResult> r = BringUp(ctx, up,
+                                       [&watchdog](const std::string& l) {
+                                         TLOG(INFO) << "  up: " << l;
+                                         systemd::NotifyStatus("restarting: " + l);
+                                         watchdog.Kick();
+                                       },
+                                       &trace);
   const TimePoint done = ReconcileClock::now();
   const std::string error = StatusText(r.status());
   if (!r.ok() && trace.failed_phase == "preflight") {
@@ -144,6 +155,9 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
   }
   ServeRecordWriter writer(*ctx, clocks, loaded);
   std::string last_line;
+  bool announced_ready = false;
+  // Fed by this loop: a reconcile turn stuck in an RPC or a restart stops the keep-alives.
+  systemd::WatchdogKicker watchdog;
   UpOptions up;
   up.hash_weights = options.hash_weights;
   up.accept_serving = false;
@@ -158,7 +172,9 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
     if (line != last_line && !actions.Has(ActionKind::kProbe)) {
       TLOG(INFO) << line;
       last_line = line;
+      if (announced_ready) systemd::NotifyStatus(line);
     }
+    watchdog.Kick();
     for (ActionKind a : actions.actions) {
       if (a == ActionKind::kProbe) {
         uint64_t generation = observed.nodes[0].generation;
@@ -168,7 +184,7 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
         memory = RecordProbe(memory, generation, r.ok(), StatusText(r.status()), ReconcileClock::now());
         if (!r.ok()) TLOG(WARN) << "probe failed: " << r.status().message();
       } else if (a == ActionKind::kRestart) {
-        memory = Restart(*ctx, desired, up, actions.reason, memory, metrics);
+        memory = Restart(*ctx, desired, up, actions.reason, memory, metrics, watchdog);
       } else if (a == ActionKind::kLeave) {
         TearDown(*ctx, true, "desired down", true);
       }
@@ -177,13 +193,21 @@ int RunServe(const ServeCommandOptions& options, const std::atomic<bool>* stop) 
     metrics.SetClusterState(actions.state, memory.operator_needed, observed.nodes[0].generation);
     metrics.SetRecovery(memory.waiting, static_cast<int>(memory.restarts.size()), desired.restart_budget);
     metrics.RecordReconcile(std::chrono::duration<double>(ReconcileClock::now() - t0).count());
+    // Ready once the first turn has observed the cluster and acted: /metrics and the state file
+    // now say something true.
+    if (!announced_ready) {
+      systemd::NotifyReady(line);
+      announced_ready = true;
+    }
     // Sleep in slices so SIGTERM ends the loop within ~100 ms.
     auto wake = t0 + options.loop_interval;
     while (!stop->load() && ReconcileClock::now() < wake) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      watchdog.Kick();
     }
   }
   TLOG(INFO) << "tandemctl serve: stopping (the cluster is left as it is)";
+  systemd::NotifyStopping("stopping (the cluster is left as it is)");
   return kExitOk;
 }
 
