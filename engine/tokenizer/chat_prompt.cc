@@ -92,6 +92,10 @@ absl::StatusOr<Json> Context(const std::vector<ChatMessage>& messages, const Cha
 
 }  // namespace
 
+ChatPrompt::ChatPrompt(std::optional<jinja::ModelChatTemplate> model) : model_(std::move(model)) {
+  if (model_ && model_->text.find("<function=") != std::string::npos) tool_call_syntax_ = ToolCallSyntax::kXml;
+}
+
 absl::StatusOr<std::shared_ptr<const ChatPrompt>> ChatPrompt::Load(const std::string& model_dir) {
   absl::StatusOr<jinja::ModelChatTemplate> t = jinja::LoadModelChatTemplate(model_dir);
   if (absl::IsNotFound(t.status())) {

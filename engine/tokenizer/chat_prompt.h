@@ -24,6 +24,12 @@
 
 namespace tandem::tokenizer {
 
+// How a template writes an assistant's tool calls, i.e. what the model was trained to generate:
+// Qwen3's `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, or the XML body of
+// Qwen3.5 and Qwen3-Coder, `<tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>...`
+// (vLLM's hermes and qwen3_coder tool parsers).
+enum class ToolCallSyntax { kJson, kXml };
+
 class ChatPrompt {
  public:
   // The template of `model_dir`; none there: the ChatML fallback (logged). A template that does
@@ -40,9 +46,14 @@ class ChatPrompt {
   // The file the template came from; "" for the ChatML fallback.
   std::string source() const { return model_ ? model_->source : ""; }
 
+  // kXml when the template writes `<function=` (the XML format), else kJson (Qwen3's template
+  // and the ChatML fallback). Decided once at load.
+  ToolCallSyntax tool_call_syntax() const { return tool_call_syntax_; }
+
  private:
-  explicit ChatPrompt(std::optional<jinja::ModelChatTemplate> model) : model_(std::move(model)) {}
+  explicit ChatPrompt(std::optional<jinja::ModelChatTemplate> model);
   std::optional<jinja::ModelChatTemplate> model_;
+  ToolCallSyntax tool_call_syntax_ = ToolCallSyntax::kJson;
 };
 
 }  // namespace tandem::tokenizer

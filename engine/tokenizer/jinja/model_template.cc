@@ -65,7 +65,8 @@ absl::StatusOr<ModelChatTemplate> LoadModelChatTemplate(const std::string& model
   }
   auto tmpl = Template::Parse(source, options);
   if (!tmpl.ok()) return absl::Status(tmpl.status().code(), absl::StrCat(source_path, ": ", tmpl.status().message()));
-  return ModelChatTemplate{std::move(*tmpl), TokenText(config, "bos_token"), TokenText(config, "eos_token"), source_path};
+  return ModelChatTemplate{std::move(*tmpl), TokenText(config, "bos_token"), TokenText(config, "eos_token"), source_path,
+                           std::move(source)};
 }
 
 }  // namespace tandem::jinja

@@ -16,6 +16,7 @@ struct ModelChatTemplate {
   std::string bos_token;  // "" when tokenizer_config.json has none
   std::string eos_token;
   std::string source;  // the file the template came from, for messages
+  std::string text;    // the template's Jinja source
 };
 
 // NotFound when the folder has no template; InvalidArgument (naming the file, the construct and

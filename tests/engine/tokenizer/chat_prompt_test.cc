@@ -98,6 +98,27 @@ TEST(ChatPromptTest, MessagesReachTheTemplateAsVllmPassesThem) {
             R"({"role": "tool", "content": "r", "tool_call_id": "call_1", "name": "f"}])");
 }
 
+// The tool-call format follows the template: Qwen3's and the ChatML write JSON, a template in
+// the Qwen3.5 / Qwen3-Coder style writes <function=...> XML.
+TEST(ChatPromptTest, ToolCallSyntaxFollowsTheTemplate) {
+  auto qwen3 = Qwen3();
+  ASSERT_NE(qwen3, nullptr);
+  EXPECT_EQ(qwen3->tool_call_syntax(), ToolCallSyntax::kJson);
+  EXPECT_EQ(ChatPrompt::ChatML()->tool_call_syntax(), ToolCallSyntax::kJson);
+  TempDir dir;
+  Write(dir / "chat_template.jinja",
+        "{% for m in messages %}{% for c in m.tool_calls %}<tool_call>\n<function={{ c.function.name }}>\n"
+        "{% for k, v in c.function.arguments | items %}<parameter={{ k }}>\n{{ v }}\n</parameter>\n{% endfor %}"
+        "</function>\n</tool_call>{% endfor %}{% endfor %}");
+  auto xml = ChatPrompt::Load(dir.path());
+  ASSERT_TRUE(xml.ok()) << xml.status();
+  EXPECT_EQ((*xml)->tool_call_syntax(), ToolCallSyntax::kXml);
+  ChatMessage call{"assistant", "", std::nullopt, {{"f", R"({"path": "a.txt", "n": 2})"}}};
+  EXPECT_EQ(*(*xml)->Render({call}, {}),
+            "<tool_call>\n<function=f>\n<parameter=path>\na.txt\n</parameter>\n<parameter=n>\n2\n</parameter>\n"
+            "</function>\n</tool_call>");
+}
+
 TEST(ChatPromptTest, HugeToolObjectIsRefused) {
   auto prompt = Qwen3();
   ASSERT_NE(prompt, nullptr);
