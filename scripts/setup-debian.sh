@@ -10,6 +10,7 @@ PKGS=(
   libyaml-cpp-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libgloo-dev libcli11-dev libsystemd-dev
   systemd iproute2 prometheus clang libclang-rt-14-dev python3
+  lintian  # tests/packaging: the .deb packages' lintian tags (docs/install.md)
 )
 # Node.js + npm run the real OpenAI SDK and tokenizer clients in tests, and fetch the Qwen3
 # tokenizer the test fixtures need (scripts/testdata.sh). Some machines carry a
