@@ -181,17 +181,24 @@ test("the head renders the model's own chat template, tools and tool results inc
     if (m.tool_call_id) out.tool_call_id = m.tool_call_id;
     return out;
   });
-  const prompt = new Template(source).render({ messages, tools: [weather], add_generation_prompt: true, enable_thinking: false, bos_token: '', eos_token: '<|im_end|>' });
+  const render = (msgs, tools) => new Template(source).render({ messages: msgs, tools, add_generation_prompt: true, enable_thinking: false, bos_token: '', eos_token: '<|im_end|>' });
+  const prompt = render(messages, [weather]);
   assert.match(prompt, /"properties": \{"unit": .*"location": /, 'the reference keeps the key order');
   assert.match(prompt, /<tool_call>\n\{"name": "get_weather", "arguments": \{"unit": "celsius", "location": "Zürich"\}\}\n<\/tool_call>/);
 
-  // The same greedy tokens from the chat request and from that text as a plain prompt: the head
-  // tokenized exactly this prompt.
+  // The chat request and that text as a plain prompt give as many prompt tokens and the same
+  // greedy text. The random weights answer much the same whatever the prompt, so the count is
+  // what tells prompts apart: the same conversation with every key sorted (what a sorting JSON
+  // library would pass on) must count differently, or this check would prove nothing.
   const common = { model: MODEL, max_tokens: 6, temperature: 0, ignore_eos: true };
   const chat = await client().chat.completions.create({ ...common, messages: toolRound, tools: [weather], chat_template_kwargs: { enable_thinking: false } });
   const completion = await client().completions.create({ ...common, prompt });
   assert.equal(chat.usage.prompt_tokens, completion.usage.prompt_tokens);
   assert.equal(chat.choices[0].message.content, completion.choices[0].text);
+  const sortKeys = (v) => (Array.isArray(v) ? v.map(sortKeys)
+    : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys(v[k])])) : v);
+  const sorted = await client().completions.create({ ...common, max_tokens: 1, prompt: render(sortKeys(messages), sortKeys([weather])) });
+  assert.notEqual(sorted.usage.prompt_tokens, chat.usage.prompt_tokens, 'key order must change the prompt for this check to mean anything');
   console.log(`prompt ${chat.usage.prompt_tokens} tokens; answer ${JSON.stringify(chat.choices[0].message.content)}`);
 });
 
