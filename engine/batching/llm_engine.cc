@@ -158,6 +158,7 @@ class LLMEngineImpl final : public LLMEngine {
     LogitAdjustments adjust;
     TokenHistory history;                  // kept only when a penalty needs it
     std::vector<int32_t> min_tokens_mask;  // eos and stop token ids while under min_tokens
+    std::unique_ptr<GrammarConstraint> grammar;  // SamplingParams::grammar; null without one
     std::mt19937_64 rng;
     std::unique_ptr<tokenizer::StreamDecoder> decoder;  // null without a tokenizer
     std::unique_ptr<StopStringMatcher> stops;
@@ -274,6 +275,7 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
     r->min_tokens_mask.insert(r->min_tokens_mask.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
   }
   if (!p.stop.empty()) r->stops = std::make_unique<StopStringMatcher>(p.stop);
+  if (p.grammar != nullptr) r->grammar = std::make_unique<GrammarConstraint>(p.grammar);
   if (tokenizer_ != nullptr) r->decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, true);
   r->callback = std::move(callback);
   {
@@ -432,14 +434,18 @@ bool LLMEngineImpl::RunStep() {
     Request& r = *it->second;
     const float* row_logits = logits->row(row);
     const bool mask = r.generated < r.req.params.min_tokens && !r.min_tokens_mask.empty();
-    if (r.adjust.any() || mask) {
+    if (r.adjust.any() || mask || r.grammar != nullptr) {
       // The step's logits stay as the model gave them; each sequence adjusts its own copy.
       adjusted_row_.assign(row_logits, row_logits + logits->vocab);
       AdjustLogits(adjusted_row_.data(), logits->vocab, r.adjust, r.history);
       if (mask) MaskTokens(adjusted_row_.data(), logits->vocab, r.min_tokens_mask);
+      if (r.grammar != nullptr) r.grammar->MaskLogits(adjusted_row_.data(), logits->vocab);
       row_logits = adjusted_row_.data();
     }
-    const int32_t token = SampleNextToken(row_logits, logits->vocab, r.sampler, r.rng);
+    int32_t token = SampleNextToken(row_logits, logits->vocab, r.sampler, r.rng);
+    if (r.grammar != nullptr) {
+      token = r.grammar->Accept(token, row_logits, logits->vocab, r.req.params.max_tokens - r.generated - 1);
+    }
     if (r.adjust.penalties()) ++r.history.output_counts[token];
     sched_.AppendToken(seq_id, token);
     HandleToken(r, token);
@@ -467,7 +473,7 @@ void LLMEngineImpl::HandleToken(Request& r, int32_t token) {
     }
   }
   std::string reason;
-  if (stop_token || stop_string) {
+  if (stop_token || stop_string || (r.grammar != nullptr && r.grammar->terminated())) {
     reason = "stop";
   } else if (r.generated >= p.max_tokens) {
     reason = "length";

@@ -20,6 +20,9 @@
 namespace tandem::tokenizer {
 class Tokenizer;  // engine/tokenizer/tokenizer.h
 }  // namespace tandem::tokenizer
+namespace tandem::grammar {
+class CompiledGrammar;  // engine/grammar/compiled_grammar.h
+}  // namespace tandem::grammar
 
 namespace tandem::engine {
 
@@ -55,6 +58,12 @@ struct SamplingParams {
   // -1 = off; 0..20 alternatives. The prefill then returns a row of logits per prompt token, in
   // chunks of at most 256 tokens.
   int32_t prompt_logprobs = -1;
+  // Constrained decoding (response_format, forced tool calls): only tokens the grammar allows
+  // are drawn, eos only where the text is complete, and the sequence ends ("stop") when the
+  // grammar does; near max_tokens the draw keeps to tokens that still let the text complete
+  // (engine/batching/logits_processors.h GrammarConstraint). Compiled for the model's vocabulary;
+  // null = none.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 inline constexpr int32_t kMaxLogprobs = 20;

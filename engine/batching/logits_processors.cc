@@ -1,5 +1,6 @@
 #include "engine/batching/logits_processors.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace tandem::engine {
@@ -33,6 +34,45 @@ void MaskTokens(float* logits, int64_t vocab, const std::vector<int32_t>& ids) {
   for (int32_t id : ids) {
     if (id >= 0 && id < vocab) logits[id] = -std::numeric_limits<float>::infinity();
   }
+}
+
+void GrammarConstraint::MaskLogits(float* logits, int64_t vocab) {
+  matcher_.FillMask(&mask_);
+  const int64_t covered = std::min<int64_t>(vocab, static_cast<int64_t>(mask_.size()) * 64);
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  for (int64_t w = 0; w * 64 < covered; ++w) {
+    const uint64_t bits = mask_[w];
+    if (bits == ~uint64_t{0}) continue;
+    const int64_t end = std::min<int64_t>(covered, (w + 1) * 64);
+    for (int64_t id = w * 64; id < end; ++id) {
+      if (((bits >> (id & 63)) & 1) == 0) logits[id] = kMasked;
+    }
+  }
+  for (int64_t id = covered; id < vocab; ++id) logits[id] = kMasked;
+}
+
+int32_t GrammarConstraint::Accept(int32_t drawn, const float* masked_logits, int64_t vocab, int64_t tokens_after) {
+  int32_t token = drawn;
+  if (!matcher_.FitsBudget(token, tokens_after)) {
+    // The best few allowed tokens by logit, then the shortest completion's next token (which
+    // always fits while the budget held before this step).
+    std::vector<int32_t> order;
+    for (int64_t id = 0; id < vocab; ++id) {
+      if (masked_logits[id] != -std::numeric_limits<float>::infinity()) order.push_back(static_cast<int32_t>(id));
+    }
+    const size_t k = std::min<size_t>(order.size(), kBudgetCandidates);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      return masked_logits[a] != masked_logits[b] ? masked_logits[a] > masked_logits[b] : a < b;
+    });
+    token = -1;
+    for (size_t i = 0; i < k && token < 0; ++i) {
+      if (matcher_.FitsBudget(order[i], tokens_after)) token = order[i];
+    }
+    if (token < 0) token = matcher_.CompletionToken();
+    if (token < 0) token = drawn;  // a vocabulary without single-byte tokens: max_tokens cuts it
+  }
+  matcher_.AcceptToken(token);
+  return token;
 }
 
 }  // namespace tandem::engine

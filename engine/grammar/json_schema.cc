@@ -18,7 +18,7 @@ using Json = nlohmann::ordered_json;
 // grammar small; JSON parsers lose precision on longer numbers anyway.
 constexpr int32_t kMaxIntegerDigits = 15;
 constexpr int32_t kMaxFractionDigits = 15;
-constexpr int32_t kMaxExponentDigits = 3;
+constexpr int32_t kMaxExponentDigits = 2;  // 1e99 at most: finite for every JSON parser
 
 // Keywords that describe rather than constrain.
 const std::set<std::string>& Annotations() {
