@@ -130,6 +130,8 @@ class LLMEngineImpl final : public LLMEngine {
     stats_.kv_blocks_total = num_blocks;
     stats_.kv_tokens_total = static_cast<int64_t>(num_blocks) * options_.block_size;
     stats_.state_slots_total = num_state_slots;
+    stats_.block_size = options_.block_size;
+    stats_.kv_cache_dtype = KvDtypeName(driver->model().kv_spec().dtype);
   }
   ~LLMEngineImpl() override { Shutdown(); }
 
@@ -163,6 +165,7 @@ class LLMEngineImpl final : public LLMEngine {
     std::unique_ptr<tokenizer::StreamDecoder> decoder;  // null without a tokenizer
     std::unique_ptr<StopStringMatcher> stops;
     int32_t generated = 0;  // sampled tokens, stop tokens included
+    RequestTimes times{Clock::now()};  // made in Submit: that is when it was submitted
   };
 
   void Loop();
@@ -345,6 +348,7 @@ void LLMEngineImpl::Admit(std::unique_ptr<Request> r) {
 
 void LLMEngineImpl::Loop() {
   for (;;) {
+    if (options_.on_turn) options_.on_turn();
     std::deque<std::unique_ptr<Request>> incoming;
     std::vector<std::string> cancels;
     {
@@ -394,6 +398,9 @@ bool LLMEngineImpl::RunStep() {
   }
   PublishStats();  // the step in flight is what `running` and the KV usage show
   const auto t0 = Clock::now();
+  for (const auto& c : plan.batch.seqs) {
+    if (auto it = requests_.find(c.seq_id); it != requests_.end()) it->second->times.Scheduled(t0);
+  }
   absl::StatusOr<Logits> logits = driver_->Forward(plan.batch);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (!logits.ok()) {
@@ -455,6 +462,7 @@ bool LLMEngineImpl::RunStep() {
 
 void LLMEngineImpl::HandleToken(Request& r, int32_t token) {
   ++r.generated;
+  r.times.Token(Clock::now());
   {
     std::lock_guard<std::mutex> l(stats_mu_);
     ++stats_.generation_tokens_total;
@@ -516,6 +524,9 @@ void LLMEngineImpl::Finish(int64_t seq_id, const std::string& reason, const absl
   ev.error = error;
   ev.prompt_tokens = static_cast<int64_t>(r->req.prompt_ids.size());
   ev.completion_tokens = r->generated;
+  if (options_.on_finish) {
+    options_.on_finish(MeasureRequest(r->times, Clock::now(), reason, ev.prompt_tokens, r->generated));
+  }
   if (r->callback) r->callback(ev);
 }
 

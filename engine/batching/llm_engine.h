@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/batching/logprobs.h"  // TokenLogprob
+#include "engine/batching/request_metrics.h"
 #include "engine/step_driver.h"
 
 namespace tandem::tokenizer {
@@ -141,6 +142,13 @@ struct EngineOptions {
   // Runs on the engine thread after every step, before its tokens reach the callbacks; must not
   // block. Empty = none.
   std::function<void(const StepMetrics&)> on_step;
+  // Runs on the engine thread as each request (each choice of one) finishes, before its final
+  // event: the phases of engine/batching/request_metrics.h. Must not block.
+  std::function<void(const RequestMetrics&)> on_finish;
+  // Runs on the engine thread at every turn of its loop: after each step and at least once a
+  // second while idle (the worker heartbeat). A sign of life of that thread itself, for the
+  // systemd watchdog; must not block.
+  std::function<void()> on_turn;
 };
 
 struct EngineStats {
@@ -152,6 +160,8 @@ struct EngineStats {
   int64_t kv_tokens_total = 0;
   int32_t state_slots_total = 0;  // per-sequence state slots (hybrid models); 0 = the model keeps none
   int32_t state_slots_used = 0;   // held by running sequences
+  int32_t block_size = 0;         // tokens per KV block
+  std::string kv_cache_dtype;     // the KV elements' type ("f32", "bf16", "fp8")
   int64_t preemptions = 0;
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;

@@ -15,6 +15,9 @@ using RequestClock = std::chrono::steady_clock;
 
 // Stamped on the engine thread.
 struct RequestTimes {
+  RequestTimes() = default;
+  explicit RequestTimes(RequestClock::time_point submitted_at) : submitted(submitted_at) {}
+
   RequestClock::time_point submitted;                  // Submit accepted it
   std::optional<RequestClock::time_point> scheduled;   // first step that ran any of it
   std::optional<RequestClock::time_point> first_token;
