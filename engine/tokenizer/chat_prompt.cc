@@ -87,6 +87,16 @@ absl::StatusOr<Json> Context(const std::vector<ChatMessage>& messages, const Cha
     if (!documents) return absl::InvalidArgumentError("documents are not JSON or have an object with too many members");
     ctx["documents"] = std::move(*documents);
   }
+  if (!options.template_kwargs.empty()) {
+    std::optional<Json> kwargs = ParseOrdered(options.template_kwargs);
+    if (!kwargs || !kwargs->is_object()) return absl::InvalidArgumentError("chat_template_kwargs must be a JSON object");
+    for (auto& [key, value] : kwargs->items()) {
+      if (key == "messages" || key == "tools" || key == "documents" || key == "bos_token" || key == "eos_token") {
+        return absl::InvalidArgumentError(absl::StrCat("chat_template_kwargs cannot set '", key, "'"));
+      }
+      ctx[key] = std::move(value);
+    }
+  }
   return ctx;
 }
 

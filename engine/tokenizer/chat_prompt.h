@@ -10,7 +10,7 @@
 // to tool calls), tool-call arguments parsed from their JSON text (what transformers' templates
 // expect; "" becomes {}, a text that is not JSON stays a string), `tools` and `documents` only
 // when there are some, both with the request's key order, add_generation_prompt,
-// enable_thinking, bos_token and eos_token.
+// enable_thinking, the request's chat_template_kwargs (set last), bos_token and eos_token.
 #pragma once
 
 #include <memory>

@@ -47,6 +47,11 @@ struct ChatTemplateOptions {
   // The request's "documents" (retrieval-augmented templates such as Command-R's) as JSON text;
   // "" = none. Only model templates see them; the ChatML, like Qwen3's own template, has no use.
   std::string documents;
+  // The request's chat_template_kwargs as a JSON object text ("" = none): more variables for the
+  // model's template, set last as vLLM does (so {"enable_thinking": false} there wins). messages,
+  // tools, documents, bos_token and eos_token have their own source and are refused here. The
+  // ChatML reads only add_generation_prompt and enable_thinking, from the fields above.
+  std::string template_kwargs;
 };
 
 std::string ApplyChatTemplate(const std::vector<ChatMessage>& messages,

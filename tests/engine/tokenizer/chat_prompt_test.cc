@@ -119,6 +119,27 @@ TEST(ChatPromptTest, ToolCallSyntaxFollowsTheTemplate) {
             "</function>\n</tool_call>");
 }
 
+// chat_template_kwargs reach the template as variables of their own and win over the flags;
+// the variables that have their own source cannot be set through them.
+TEST(ChatPromptTest, TemplateKwargsAreVariables) {
+  TempDir dir;
+  Write(dir / "chat_template.jinja", "{{ enable_thinking }}|{{ add_generation_prompt }}|{{ style | tojson }}|{{ messages | length }}");
+  auto p = ChatPrompt::Load(dir.path());
+  ASSERT_TRUE(p.ok()) << p.status();
+  const std::vector<ChatMessage> m = {{"user", "u", std::nullopt, {}}};
+  ChatTemplateOptions o;
+  EXPECT_EQ(*(*p)->Render(m, o), "true|true|null|1");  // undefined | tojson
+  o.template_kwargs = R"({"style": {"b": 1, "a": [true]}, "enable_thinking": false})";
+  EXPECT_EQ(*(*p)->Render(m, o), R"(false|true|{"b": 1, "a": [true]}|1)");
+  for (const char* bad : {R"({"messages": []})", R"({"bos_token": "x"})", "[1]", "{"}) {
+    o.template_kwargs = bad;
+    absl::StatusOr<std::string> r = (*p)->Render(m, o);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  o.template_kwargs = R"({"tools": []})";
+  EXPECT_NE((*p)->Render(m, o).status().message().find("cannot set 'tools'"), std::string::npos);
+}
+
 TEST(ChatPromptTest, HugeToolObjectIsRefused) {
   auto prompt = Qwen3();
   ASSERT_NE(prompt, nullptr);
