@@ -3,7 +3,8 @@
 // dequantize_fp8_bf16 and the bf16 GEMM. The structure is the bf16 decode kernels' (matmul.cu,
 // matvec.cuh, moe.cu): a lane keeps whole 16-byte loads of a row in flight, so one load instruction
 // of a warp reads 512 contiguous bytes (512 weights, twice the bf16 count), float32 accumulation,
-// warp-shuffle sums in a fixed order, PDL through Launch().
+// warp-shuffle sums in a fixed order, PDL through Launch(). The dense product of one token (batch-1
+// decode) splits each row's columns over a block's warps instead (quant_split_matvec.cuh, Fp8Split).
 //
 // Scales: the 16 weights of one load (columns c .. c+15, c % 16 == 0) share one scale when
 // block_in is a power of two >= 16 and col_phase % 16 == 0 (every real checkpoint: 128 x 128
@@ -16,6 +17,7 @@
 #include "kernels/launch.cuh"
 #include "kernels/quant_detail.h"
 #include "kernels/quant_fp8.cuh"
+#include "kernels/quant_split_matvec.cuh"
 
 namespace tandem::kernels::detail {
 
@@ -162,22 +164,12 @@ constexpr int kWarps = 8;
 // load per lane per row chunk: kTileRows * 512 bytes a warp in flight, as one 2048-wide row at batch 1.
 constexpr int kTileRows = 4;
 
-// Resident blocks an SM is asked to hold: at batch 1 with rows of up to 2048 columns (one row a
-// warp, whole row in flight) 5, so Qwen3-30B-A3B's q/k/v product (5120 rows) runs in one wave on
-// the H200's 132 SMs (48 registers, no spill; unbounded 58); else whatever the registers allow.
-// sm_12x (GB10) spilled under that bound and takes several waves anyway: no bound there.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-constexpr int MatmulBlocksPerSm(int, int, int) { return 1; }
-#else
-constexpr int MatmulBlocksPerSm(int r, int nl, int tt) { return r == 1 && tt == 1 && nl <= 4 ? 5 : 1; }
-#endif
-
 // Grid (ceil(rows / (kWarps * R)), ceil(T / TT)): warp w of block b computes rows
 // (b*kWarps + w)*R .. +R for the TT tokens of tile blockIdx.y. The rows' first chunk (NL loads a
 // lane each) is issued before waiting on the previous kernel: weights and scales never change
 // during a step.
 template <int R, int NL, int TT, bool kShared>
-__global__ void __launch_bounds__(kWarps * 32, MatmulBlocksPerSm(R, NL, TT)) MatmulFp8Kernel(float* y, const float* x, const uint8_t* w,
+__global__ void __launch_bounds__(kWarps * 32) MatmulFp8Kernel(float* y, const float* x, const uint8_t* w,
                                                                const float* scales, Fp8Geometry g, int64_t T,
                                                                int64_t out) {
   GridDepLaunchDependents();
@@ -202,15 +194,6 @@ __global__ void __launch_bounds__(kWarps * 32, MatmulBlocksPerSm(R, NL, TT)) Mat
   StoreRowsTile<R, TT>(y, acc, out, o0, t0, nt, lane);
 }
 
-// Loads a lane keeps in flight per row chunk at batch 1 (one row a warp): the whole row when it
-// takes at most 4 (2048 columns: q/k/v-sized products, 2 KB a warp) or 8 (4096: o_proj, 4 KB),
-// longer rows in chunks of 16 (8 KB a warp, the bf16 kernel's 4096-wide chunk).
-int Fp8Loads(int64_t cols) {
-  const int64_t need = (cols + 511) / 512;
-  if (need <= 4) return static_cast<int>(need < 1 ? 1 : need);
-  return need <= 8 ? 8 : 16;
-}
-
 template <int R, int NL, int TT, bool kShared = true>
 void LaunchMatmul(float* y, const float* x, const QuantMatrix& W, const Fp8Geometry& g, int64_t T,
                   cudaStream_t stream) {
@@ -221,16 +204,46 @@ void LaunchMatmul(float* y, const float* x, const QuantMatrix& W, const Fp8Geome
          static_cast<const uint8_t*>(W.data), W.scales, g, T, W.rows);
 }
 
-void LaunchMatmulBatch1(float* y, const float* x, const QuantMatrix& W, const Fp8Geometry& g, cudaStream_t stream) {
-  switch (Fp8Loads(W.cols)) {
-    case 1: LaunchMatmul<1, 1, 1>(y, x, W, g, 1, stream); return;
-    case 2: LaunchMatmul<1, 2, 1>(y, x, W, g, 1, stream); return;
-    case 3: LaunchMatmul<1, 3, 1>(y, x, W, g, 1, stream); return;
-    case 4: LaunchMatmul<1, 4, 1>(y, x, W, g, 1, stream); return;
-    case 8: LaunchMatmul<1, 8, 1>(y, x, W, g, 1, stream); return;
-    default: LaunchMatmul<1, 16, 1>(y, x, W, g, 1, stream); return;
+// The split batch-1 product's view of an FP8 matrix (quant_split_matvec.cuh), for layouts where
+// the 16 weights of a load share one scale (g.shift >= 0): a load is 16 e4m3 bytes and that scale;
+// the 16 products are summed, then scaled once.
+struct Fp8Split {
+  struct Matrix {
+    const uint8_t* data;
+    const float* scales;
+    Fp8Geometry g;
+  };
+  using Row = Fp8Row;
+  struct Raw {
+    uint4 w;
+    float s;
+  };
+  __device__ static int loads_per_row(const Matrix& m) { return m.g.cols / 16; }
+  __device__ static Row RowOf(const Matrix& m, int64_t r) {
+    return tandem::kernels::detail::RowOf(m.data, m.scales, r, m.g);
   }
-}
+  __device__ static void Fetch(Raw& raw, const Matrix& m, const Row& row, int j) {
+    raw.w = __ldcs(reinterpret_cast<const uint4*>(row.data) + j);
+    raw.s = SharedScale(row.scales, j * 16, m.g);
+  }
+  template <int R>
+  __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&)[R], const float* x,
+                             int j) {
+    float part[R] = {};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x) + 4 * j + q);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float w[4];
+        Fp8x4ToFloat(q == 0 ? raw[r].w.x : q == 1 ? raw[r].w.y : q == 2 ? raw[r].w.z : raw[r].w.w, w);
+        part[r] += w[0] * v.x + w[1] * v.y + w[2] * v.z + w[3] * v.w;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] += part[r] * raw[r].s;
+  }
+};
 
 // ---- dequantization to bf16 (prefill) -------------------------------------------------------
 
@@ -374,7 +387,8 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
     KERNEL_REQUIRE(T <= 65535);
     LaunchMatmul<1, 1, 1, false>(y, x, W, g, T, stream);
   } else if (T == 1) {
-    LaunchMatmulBatch1(y, x, W, g, stream);
+    LaunchSplitMatvec<Fp8Split>(y, x, Fp8Split::Matrix{static_cast<const uint8_t*>(W.data), W.scales, g}, W.cols / 16,
+                                W.rows, stream);
   } else if (T <= 4) {
     LaunchMatmul<kTileRows, 1, 4>(y, x, W, g, T, stream);
   } else {

@@ -1,5 +1,7 @@
 // NVFP4 weights (kernels/quant_weight.h) at decode sizes: the dense product, the two expert kernels and
-// the dequantization to bf16 (prefill's GEMM input). The launchers of kernels/quant_detail.h.
+// the dequantization to bf16 (prefill's GEMM input). The launchers of kernels/quant_detail.h. The
+// dense product of one token and the experts' gate/up of up to 8 tokens split each row's columns
+// over a block's warps (quant_split_matvec.cuh, Nvfp4Split); the kernels below do the rest.
 //
 // Layout of the work: a 16-byte load holds 32 codes of one row = two 16-column groups, so each load
 // comes with two adjacent bytes of group_scales (one 2-byte load). Lane l of a chunk owns loads
@@ -29,6 +31,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/quant_detail.h"
+#include "kernels/quant_split_matvec.cuh"
 
 namespace tandem::kernels::detail {
 
@@ -239,28 +242,16 @@ void LaunchMatmul(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
          W.group_scales, W.row_scale2, T, W.cols, W.rows);
 }
 
-// The shape of a product: NL loads per lane per row cover the row in one round where they can (up to
-// 8 at batch 1, 4 with a token tile: its partial sums take registers), and R rows per warp (more
-// rows share each x read and keep more bytes in flight) as long as the grid still covers every SM:
-// 4 rows for rows of up to 2 loads a lane, else 2 (4 rows x 4 loads took all 255 registers and
-// spilled).
+// The shape of a token-tile product (T > 1; batch 1 takes the split kernel): NL loads per lane per
+// row cover the row in one round where they can (up to 4: the tile's partial sums take registers),
+// and 2 rows per warp (rows share each x read) as long as the grid still covers every SM.
 template <int TT>
 void LaunchMatmulTile(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t s) {
   const int64_t need = (W.cols / 32 + 31) / 32;
-  const int max_nl = TT == 1 ? 8 : 4;
-  const int nl = need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 || max_nl == 4 ? 4 : 8;
-  int r = TT == 1 && nl <= 2 ? 4 : 2;
+  const int nl = need <= 1 ? 1 : need <= 2 ? 2 : 4;
+  int r = 2;
   while (r > 1 && (W.rows + kWarps * r - 1) / (kWarps * r) < SmCount()) r /= 2;
   const int code = r * 10 + nl;
-  if constexpr (TT == 1) {
-    switch (code) {
-      case 41: LaunchMatmul<4, 1, TT, 2>(y, x, W, T, s); return;
-      case 42: LaunchMatmul<4, 2, TT, 2>(y, x, W, T, s); return;
-      case 28: LaunchMatmul<2, 8, TT, 2>(y, x, W, T, s); return;
-      case 18: LaunchMatmul<1, 8, TT, 2>(y, x, W, T, s); return;
-      default: break;
-    }
-  }
   switch (code) {
     case 21: LaunchMatmul<2, 1, TT, 2>(y, x, W, T, s); return;
     case 22: LaunchMatmul<2, 2, TT, 2>(y, x, W, T, s); return;
@@ -270,6 +261,62 @@ void LaunchMatmulTile(float* y, const float* x, const QuantMatrix& W, int64_t T,
     default: LaunchMatmul<1, 4, TT, 2>(y, x, W, T, s); return;
   }
 }
+
+// The split batch-1 product's view of an NVFP4 matrix (quant_split_matvec.cuh), 16-byte loads only
+// (WideLoads): a load is 32 codes (two groups) and their two scale bytes; each group's 16 products
+// are summed, then scaled once by its group scale and the row's second scale.
+struct Nvfp4Split {
+  struct Matrix {
+    const uint8_t* data;
+    const uint8_t* gs;
+    const float* rs2;
+    int32_t cols;
+    int64_t data_stride = 0, gs_stride = 0, rs2_stride = 0;  // between the matrices of a stack (experts)
+  };
+  __device__ static int cols(const Matrix& m) { return m.cols; }
+  __device__ static Matrix Expert(const Matrix& stack, int64_t e) {
+    Matrix m = stack;
+    m.data += e * stack.data_stride;
+    m.gs += e * stack.gs_stride;
+    m.rs2 += e * stack.rs2_stride;
+    return m;
+  }
+  struct Row {
+    const uint8_t* data;
+    const uint8_t* gs;
+    float scale2;
+  };
+  using Raw = Load<2>;
+  __device__ static int loads_per_row(const Matrix& m) { return m.cols / 32; }
+  __device__ static Row RowOf(const Matrix& m, int64_t r) {
+    Row row;
+    SetRow(m.data, m.gs, m.rs2, m.cols, r, row.data, row.gs, row.scale2);
+    return row;
+  }
+  __device__ static void Fetch(Raw& raw, const Matrix&, const Row& row, int j) { LoadOne<2>(raw, row.data, row.gs, j); }
+  template <int R>
+  __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
+                             int j) {
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      float part[R] = {};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4* xp = reinterpret_cast<const float4*>(x + j * 32 + g * 16 + h * 8);
+        const float4 a = __ldg(xp), b = __ldg(xp + 1);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float w[8];
+          DecodeE2m1x8(raw[r].w[2 * g + h], w);
+          part[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
+                     w[7] * b.w;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += part[r] * (E4m3Scaled((raw[r].sc >> (8 * g)) & 0xffu) * rows[r].scale2);
+    }
+  }
+};
 
 // Whether W takes 16-byte loads: rows (and matrices) start on 16 bytes and scale pairs on 2.
 bool WideLoads(const QuantMatrix& W) {
@@ -406,7 +453,10 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
       LaunchMatmul<1, 4, 8, 1>(y, x, W, T, stream);
     }
   } else if (T == 1) {
-    LaunchMatmulTile<1>(y, x, W, T, stream);
+    KERNEL_REQUIRE(W.cols < (int64_t{1} << 30));
+    const Nvfp4Split::Matrix m{static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2,
+                               static_cast<int32_t>(W.cols)};
+    LaunchSplitMatvec<Nvfp4Split>(y, x, m, W.cols / 32, W.rows, stream);
   } else if (T <= 4) {
     LaunchMatmulTile<4>(y, x, W, T, stream);
   } else {
@@ -441,7 +491,15 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
     Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, data, gate_up.group_scales,
            gate_up.row_scale2, gate_up.data_bytes(), gate_up.group_scale_stride(), T * K, K, H, I);
   };
-  if (WideLoads(gate_up)) {
+  // Decode sizes take the split-column kernel (H200, Qwen3-30B-A3B shapes: the decode step at batch
+  // 1 ran in 2.698 ms against 3.126 with one row pair a warp, at batch 8 in 16.19 against 18.98;
+  // docs/bench/quant-decode-h200.md); larger batches keep the warp-per-row kernel, not measured
+  // against it.
+  if (WideLoads(gate_up) && T <= 8 && H < (int64_t{1} << 30)) {
+    const Nvfp4Split::Matrix stack{data, gate_up.group_scales, gate_up.row_scale2, static_cast<int32_t>(H),
+                                   gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
+    LaunchSplitMoeGateUp<Nvfp4Split>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream);
+  } else if (WideLoads(gate_up)) {
     launch(MoeGateUpNvfp4Kernel<2>);
   } else {
     launch(MoeGateUpNvfp4Kernel<1>);

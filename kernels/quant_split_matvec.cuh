@@ -1,0 +1,172 @@
+// The batch-1 product of a quantized dense matrix (one token: y = W x) with each row's columns split
+// across the warps of a block. The per-format kernels (quant_fp8.cu, quant_nvfp4.cu) give a warp whole
+// rows: a 4096-wide row is then one warp's serial work (decode, scale, multiply-add of every weight)
+// after its loads return, and a 2048-row o_proj is only 2048 warps. Here a block owns R rows and its
+// WARPS warps own interleaved slices of their columns, so a row's loads and arithmetic are spread
+// over WARPS * 32 lanes, every x value a lane reads serves the R rows, and the warps' partial sums
+// meet in shared memory, added in a fixed order (the result does not depend on timing).
+//
+// A format is a policy P (defined beside its other kernels):
+//   P::Matrix            what the kernel needs of W (pointers, geometry), passed by value;
+//   P::Row / P::Raw      one row's pointers and scale; one load's codes and scales;
+//   P::loads_per_row(m)  loads that cover a row (an int);
+//   P::RowOf(m, r), P::Fetch(raw, m, row, j): row r; load j of a row (weights and their scales only:
+//                        they never change during a step, so they may be read before GridDepWait);
+//   P::template Dot<R>(acc, raw[R], m, rows[R], x, j): acc[r] += the scaled product of load j of
+//                        row r with the matching x values, for r < R (x read once for the R rows);
+//   P::cols(m), P::Expert(stack, e): columns of a row; matrix e of a stack of experts (only the
+//                        experts' kernel needs these two).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
+
+namespace tandem::kernels::detail {
+
+// Load j of a row belongs to warp (j / 32) % WARPS, lane j % 32 of the block; a lane keeps NL loads
+// of each of the block's R rows in flight, and longer rows take more rounds of NL.
+// SplitLoadRound issues the round starting at load `base`; SplitRowsDot (round 0 already issued)
+// leaves dot(row r, x) for r < R on thread r of the block (other threads: unspecified), summing the
+// warps' parts in shared memory in a fixed order. Every thread of the block must call it.
+template <class P, int R, int WARPS, int NL>
+__device__ __forceinline__ void SplitLoadRound(typename P::Raw (&buf)[NL][R], const typename P::Matrix& m,
+                                               const typename P::Row (&rows)[R], int base, int nj) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int k = 0; k < NL; ++k) {
+    const int j = base + (k * WARPS + warp) * 32 + lane;
+    if (j < nj) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) P::Fetch(buf[k][r], m, rows[r], j);
+    }
+  }
+}
+
+template <class P, int R, int WARPS, int NL>
+__device__ __forceinline__ float SplitRowsDot(typename P::Raw (&buf)[NL][R], const typename P::Matrix& m,
+                                              const typename P::Row (&rows)[R], const float* x, int nj) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float acc[R] = {};
+  for (int base = 0;;) {
+#pragma unroll
+    for (int k = 0; k < NL; ++k) {
+      const int j = base + (k * WARPS + warp) * 32 + lane;
+      if (j < nj) P::template Dot<R>(acc, buf[k], m, rows, x, j);
+    }
+    base += NL * WARPS * 32;
+    if (base >= nj) break;
+    SplitLoadRound<P, R, WARPS, NL>(buf, m, rows, base, nj);
+  }
+  __shared__ float partial[WARPS][R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float s = WarpSum(acc[r]);
+    if (lane == 0) partial[warp][r] = s;
+  }
+  __syncthreads();
+  float s = 0.0f;
+  if (threadIdx.x < R) {
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) s += partial[w][threadIdx.x];
+  }
+  return s;
+}
+
+// The dense product. Grid (ceil(out / R)), WARPS * 32 threads: block b computes rows b*R .. b*R+R-1
+// (rows past `out` recompute the last row and are not stored), every load issued before the wait
+// on the previous kernel.
+template <class P, int R, int WARPS, int NL>
+__global__ void __launch_bounds__(WARPS * 32)
+    SplitMatvecKernel(float* y, const float* x, typename P::Matrix m, int64_t out) {
+  GridDepLaunchDependents();
+  const int64_t o0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int nj = P::loads_per_row(m);
+  typename P::Row rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = P::RowOf(m, o0 + r < out ? o0 + r : out - 1);
+  typename P::Raw buf[NL][R];
+  SplitLoadRound<P, R, WARPS, NL>(buf, m, rows, 0, nj);
+  GridDepWait();
+  const float s = SplitRowsDot<P, R, WARPS, NL>(buf, m, rows, x, nj);
+  if (threadIdx.x < R && o0 + threadIdx.x < out) y[o0 + threadIdx.x] = s;
+}
+
+// The experts' gate and up products with SiLU(gate) * up (moe_gate_up's decode form). Grid
+// (ceil(I / RP), pairs of this launch), WARPS * 32 threads: block (b, q) computes rows i = b*RP ..
+// b*RP+RP-1 of gate (rows i) and up (rows I + i) of expert ids[p], p = p0 + q, over the x of token
+// p / K: 2 * RP rows sharing every x value. The expert comes from the router, so nothing is loaded
+// before the wait; the next kernel may launch only after it (moe_down reads the ids early).
+// P::Expert(stack, e) is matrix e of a stack.
+template <class P, int RP, int WARPS, int NL>
+__global__ void __launch_bounds__(WARPS * 32)
+    SplitMoeGateUpKernel(float* act, const float* x, const int32_t* ids, typename P::Matrix stack, int64_t I,
+                         int64_t K, int64_t p0) {
+  GridDepWait();
+  GridDepLaunchDependents();
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * RP;
+  const int64_t p = p0 + blockIdx.y;
+  const typename P::Matrix m = P::Expert(stack, ids[p]);
+  const int nj = P::loads_per_row(m);
+  typename P::Row rows[2 * RP];
+#pragma unroll
+  for (int r = 0; r < RP; ++r) {
+    const int64_t i = i0 + r < I ? i0 + r : I - 1;
+    rows[r] = P::RowOf(m, i);
+    rows[RP + r] = P::RowOf(m, I + i);
+  }
+  typename P::Raw buf[NL][2 * RP];
+  SplitLoadRound<P, 2 * RP, WARPS, NL>(buf, m, rows, 0, nj);
+  const float s = SplitRowsDot<P, 2 * RP, WARPS, NL>(buf, m, rows, x + (p / K) * P::cols(m), nj);
+  // Thread r < RP holds gate row r, thread RP + r up row r: one shuffle brings them together.
+  const float up = __shfl_down_sync(0xffffffffu, s, RP);
+  if (threadIdx.x < RP && i0 + threadIdx.x < I) act[p * I + i0 + threadIdx.x] = SiluF(s) * up;
+}
+
+// Calls go.operator()<WARPS, NL>() for rows of `loads` loads: WARPS the largest of 8, 4, 2, 1 with
+// WARPS * 32 <= loads (at least 1); NL = 2 when one load per lane and round covers under half a row.
+template <class F>
+void SplitShape(int64_t loads, F&& go) {
+  const int warps = loads >= 256 ? 8 : loads >= 128 ? 4 : loads >= 64 ? 2 : 1;
+  const bool two = loads > 2 * 32 * warps;
+  switch (warps) {
+    case 8: two ? go.template operator()<8, 2>() : go.template operator()<8, 1>(); break;
+    case 4: two ? go.template operator()<4, 2>() : go.template operator()<4, 1>(); break;
+    case 2: two ? go.template operator()<2, 2>() : go.template operator()<2, 1>(); break;
+    default: two ? go.template operator()<1, 2>() : go.template operator()<1, 1>(); break;
+  }
+}
+
+// Launches the split product for a matrix whose rows take `loads` loads each: 8 rows a block, the
+// warps and loads of SplitShape (longer rows loop over rounds). 8 rows a block won the
+// A/B on the H200 (Qwen3-30B-A3B's q/k/v and o_proj in FP8, decode step at batch 1: 2.504 ms with 8,
+// 2.614 with 4, 2.699 with 2, 2.906 with one row a warp; NVFP4: 3.101 with 8, 3.104 with 4, 3.748).
+template <class P>
+void LaunchSplitMatvec(float* y, const float* x, const typename P::Matrix& m, int64_t loads, int64_t out,
+                       cudaStream_t stream) {
+  constexpr int kRows = 8;
+  const dim3 grid(static_cast<unsigned>((out + kRows - 1) / kRows));
+  const auto go = [&]<int W, int NL>() {
+    Launch(SplitMatvecKernel<P, kRows, W, NL>, grid, dim3(W * 32), 0, stream, y, x, m, out);
+  };
+  SplitShape(loads, go);
+}
+
+// Launches the split gate/up product over pairs p0 .. p0 + pairs - 1 (pairs <= 65535) of a stack
+// whose rows take `loads` loads each, 4 row pairs a block, the warps of SplitShape. Used for NVFP4 (it
+// won there); FP8's one-pair-a-warp kernel beat it (batch 1: 2.520 ms against 2.609 a step).
+template <class P>
+void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const typename P::Matrix& stack,
+                          int64_t loads, int64_t I, int64_t K, int64_t p0, int64_t pairs, cudaStream_t stream) {
+  constexpr int kPairs = 4;
+  KERNEL_REQUIRE(pairs <= 65535);
+  const dim3 grid(static_cast<unsigned>((I + kPairs - 1) / kPairs), static_cast<unsigned>(pairs));
+  const auto go = [&]<int W, int NL>() {
+    Launch(SplitMoeGateUpKernel<P, kPairs, W, NL>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K, p0);
+  };
+  SplitShape(loads, go);
+}
+
+}  // namespace tandem::kernels::detail
