@@ -98,6 +98,14 @@ tandemctl checks that the nodes of a tandem cluster can form one engine
 tandemctl-serve.service (user tandem) keeps it serving. It also makes the
 cluster's TLS certificates.")
 
+# A CUDA build links NCCL from wherever CMake found it (a package, or /usr/local/cuda from a
+# runfile): dpkg-shlibdeps must find the library to read it, and declares it only when a package
+# holds it (otherwise it is left to the operator: docs/install.md).
+if(TANDEM_CUDA)
+  get_filename_component(_nccl_dir "${NCCL_LIBRARY}" DIRECTORY)
+  list(APPEND CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${_nccl_dir} ${CUDAToolkit_LIBRARY_DIR})
+endif()
+
 # Debian's name for the target CPU (a cross build: cmake/toolchain-aarch64-linux-gnu.cmake).
 if(CMAKE_CROSSCOMPILING)
   if(CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
@@ -108,7 +116,7 @@ if(CMAKE_CROSSCOMPILING)
   # dpkg-shlibdeps finds the target's libraries in the cross root (scripts/cross-arm64.sh gives
   # it that root's dpkg record); Debian's gloo is in /usr/lib, not the multiarch folder.
   set(_root_lib "${CMAKE_SYSROOT}/usr/lib")
-  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS
-    "${_root_lib}/${CMAKE_LIBRARY_ARCHITECTURE};${CMAKE_SYSROOT}/lib/${CMAKE_LIBRARY_ARCHITECTURE};${_root_lib}")
+  list(APPEND CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS
+    "${_root_lib}/${CMAKE_LIBRARY_ARCHITECTURE}" "${CMAKE_SYSROOT}/lib/${CMAKE_LIBRARY_ARCHITECTURE}" "${_root_lib}")
 endif()
 include(CPack)

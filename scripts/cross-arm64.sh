@@ -23,22 +23,9 @@ while [ $# -gt 0 ]; do
 done
 OUT="$(realpath -m "${ARM64_DIR:-build-arm64}")"
 SYSROOT="$OUT/sysroot"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-
-# Build machine: the cross compiler, mmdebstrap, and the code generators (they run here).
-HOST_PKGS=(crossbuild-essential-arm64 mmdebstrap protobuf-compiler protobuf-compiler-grpc
-  cmake ninja-build pkg-config dpkg-dev file)
-missing=()
-for p in "${HOST_PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "cross-arm64: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+# Build machine: what the native build needs (protoc and grpc_cpp_plugin run here), the cross
+# compiler, mmdebstrap and file.
+scripts/setup-debian.sh crossbuild-essential-arm64 mmdebstrap file
 
 # Target: the arm64 -dev packages of scripts/setup-debian.sh's build list (the tools and test
 # runners aside), with protobuf-compiler-grpc because gRPC's CMake package checks its files.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything tandem needs to build and test on a fresh Debian 12 machine.
 # Idempotent; safe to run again. Needs root (or sudo).
+# Usage: scripts/setup-debian.sh [PACKAGE...]   (more packages: scripts/cross-arm64.sh's)
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -17,6 +18,7 @@ PKGS=(
 # nodejs build that bundles npm (and conflicts with Debian's npm package): install only what is absent.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
+PKGS+=("$@")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
