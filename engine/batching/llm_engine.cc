@@ -151,11 +151,15 @@ class LLMEngineImpl final : public LLMEngine {
   void Shutdown() override;
 
  private:
-  // Engine-thread state of one request.
+  struct Group;
+  // Engine-thread state of one choice of a request: one sequence of the scheduler.
   struct Request {
-    GenerationRequest req;
-    GenerationCallback callback;
-    int64_t seq_id = 0;
+    explicit Request(Group* g, int32_t index) : group(g), req(g->req), choice(index) {}
+    Group* group;                   // owns this choice
+    const GenerationRequest& req;   // the group's
+    const int32_t choice;           // index in the group, 0..n-1
+    int64_t seq_id = 0;             // 0 while not in the scheduler (before its fork)
+    bool finished = false;
     SamplerSettings sampler;
     LogitAdjustments adjust;
     TokenHistory history;                  // kept only when a penalty needs it
@@ -167,13 +171,34 @@ class LLMEngineImpl final : public LLMEngine {
     int32_t generated = 0;  // sampled tokens, stop tokens included
     RequestTimes times{Clock::now()};  // made in Submit: that is when it was submitted
   };
+  // Engine-thread state of one request: its n choices and what they share.
+  struct Group {
+    GenerationRequest req;
+    GenerationCallback callback;
+    std::vector<std::unique_ptr<Request>> choices;  // choice i at [i]; choice 0 runs the prefill
+    int32_t open = 0;                   // choices not finished
+    bool forked = false;                // choices 1.. have their sequences
+    int64_t completion_tokens = 0;      // of the finished choices
+    // Prompt logprobs (SamplingParams::prompt_logprobs): gathered over the prefill's chunks,
+    // entry i for prompt token i + 1, sent once before the first token.
+    std::vector<TokenLogprob> prompt_logprobs;
+    bool prompt_logprobs_sent = false;
+  };
 
   void Loop();
-  void Admit(std::unique_ptr<Request> r);
+  void Admit(std::unique_ptr<Group> g);
   // Returns false after a fatal step error.
   bool RunStep();
-  void HandleToken(Request& r, int32_t token);
-  void Finish(int64_t seq_id, const std::string& reason, const absl::Status& error);
+  // One step's logits row for `r`'s sequence: a prompt row (prompt logprobs) or its next token(s).
+  void HandleRow(Request& r, const Logits& logits, int64_t row);
+  // Draws `r`'s next token from the model's `row` after r's own adjustments, masks and grammar.
+  int32_t Draw(Request& r, const float* row, int64_t vocab);
+  // `lp`: the token's logprob entry when the request asked for logprobs, else null.
+  void HandleToken(Request& r, int32_t token, const TokenLogprob* lp);
+  // Ends one choice (its final event); the last one ends the request (`finished`, usage).
+  void FinishChoice(Request& r, const std::string& reason, const absl::Status& error);
+  // Ends every unfinished choice of a request.
+  void FinishRequest(const std::string& request_id, const std::string& reason, const absl::Status& error);
   void FailEverything(const absl::Status& error, const std::string& reason);
   void PublishStats();
 
@@ -188,7 +213,7 @@ class LLMEngineImpl final : public LLMEngine {
   std::mutex shutdown_mu_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<Request>> pending_;  // submitted, not yet seen by the loop
+  std::deque<std::unique_ptr<Group>> pending_;  // submitted, not yet seen by the loop
   std::vector<std::string> cancels_;
   std::unordered_set<std::string> live_ids_;      // submitted and not yet finished
   bool stop_ = false;
@@ -202,8 +227,8 @@ class LLMEngineImpl final : public LLMEngine {
 
   // Engine thread only.
   Scheduler sched_;
-  std::unordered_map<int64_t, std::unique_ptr<Request>> requests_;  // by seq id
-  std::unordered_map<std::string, int64_t> seq_of_request_;
+  std::unordered_map<std::string, std::unique_ptr<Group>> groups_;  // by request id
+  std::unordered_map<int64_t, Request*> requests_;                  // the choices, by seq id
   int64_t next_seq_id_ = 1;
   std::vector<float> adjusted_row_;  // a row of logits after logit_bias / penalties / masks
 
@@ -265,22 +290,24 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
     return absl::InvalidArgumentError("n must be in [1, " + std::to_string(kMaxChoices) + "], got " +
                                       std::to_string(request.n));
   }
-  if (request.n > 1 || p.logprobs >= 0 || p.prompt_logprobs >= 0) {
-    return absl::UnimplementedError("n > 1, logprobs and prompt_logprobs are not implemented yet");
-  }
 
-  auto r = std::make_unique<Request>();
-  r->sampler = SamplerSettings{p.temperature, p.top_k, p.top_p, p.min_p};
-  r->adjust = LogitAdjustments{p.logit_bias, p.repetition_penalty, p.frequency_penalty, p.presence_penalty};
-  if (p.repetition_penalty != 1.0f) r->history.prompt.insert(request.prompt_ids.begin(), request.prompt_ids.end());
-  if (p.min_tokens > 0) {
-    for (int64_t id : eos_ids_) r->min_tokens_mask.push_back(static_cast<int32_t>(id));
-    r->min_tokens_mask.insert(r->min_tokens_mask.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
+  auto g = std::make_unique<Group>();
+  for (int32_t i = 0; i < request.n; ++i) {
+    g->choices.push_back(std::make_unique<Request>(g.get(), i));
+    Request* r = g->choices.back().get();
+    r->sampler = SamplerSettings{p.temperature, p.top_k, p.top_p, p.min_p};
+    r->adjust = LogitAdjustments{p.logit_bias, p.repetition_penalty, p.frequency_penalty, p.presence_penalty};
+    if (p.repetition_penalty != 1.0f) r->history.prompt.insert(request.prompt_ids.begin(), request.prompt_ids.end());
+    if (p.min_tokens > 0) {
+      for (int64_t id : eos_ids_) r->min_tokens_mask.push_back(static_cast<int32_t>(id));
+      r->min_tokens_mask.insert(r->min_tokens_mask.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
+    }
+    if (!p.stop.empty()) r->stops = std::make_unique<StopStringMatcher>(p.stop);
+    if (p.grammar != nullptr) r->grammar = std::make_unique<GrammarConstraint>(p.grammar);
+    if (tokenizer_ != nullptr) r->decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, true);
   }
-  if (!p.stop.empty()) r->stops = std::make_unique<StopStringMatcher>(p.stop);
-  if (p.grammar != nullptr) r->grammar = std::make_unique<GrammarConstraint>(p.grammar);
-  if (tokenizer_ != nullptr) r->decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, true);
-  r->callback = std::move(callback);
+  g->open = request.n;
+  g->callback = std::move(callback);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!fatal_.ok()) return absl::UnavailableError(std::string(fatal_.message()));
@@ -300,10 +327,12 @@ absl::Status LLMEngineImpl::Submit(GenerationRequest request, GenerationCallback
                                           std::to_string(options_.max_waiting) + ")");
     }
     // Seeds are drawn here (under the lock) so that the engine thread's state stays its own.
-    r->rng.seed(p.seed.has_value() ? *p.seed : seed_source_());
+    // Choice i draws with seed + i: choice 0 is what n = 1 gives, and each is reproducible.
+    const uint64_t seed = p.seed.has_value() ? *p.seed : seed_source_();
+    for (auto& c : g->choices) c->rng.seed(seed + static_cast<uint64_t>(c->choice));
     live_ids_.insert(request.request_id);
-    r->req = std::move(request);
-    pending_.push_back(std::move(r));
+    g->req = std::move(request);
+    pending_.push_back(std::move(g));
   }
   cv_.notify_one();
   return absl::OkStatus();
@@ -338,18 +367,19 @@ void LLMEngineImpl::Shutdown() {
   }
 }
 
-void LLMEngineImpl::Admit(std::unique_ptr<Request> r) {
-  const int64_t id = next_seq_id_++;
-  r->seq_id = id;
-  sched_.Add(id, r->req.prompt_ids, r->req.priority);
-  seq_of_request_[r->req.request_id] = id;
-  requests_[id] = std::move(r);
+void LLMEngineImpl::Admit(std::unique_ptr<Group> g) {
+  // Choice 0 runs the prefill; the others are forked from it at its first token (HandleRow).
+  Request& first = *g->choices[0];
+  first.seq_id = next_seq_id_++;
+  sched_.Add(first.seq_id, g->req.prompt_ids, g->req.priority, g->req.params.prompt_logprobs >= 0);
+  requests_[first.seq_id] = &first;
+  groups_[g->req.request_id] = std::move(g);
 }
 
 void LLMEngineImpl::Loop() {
   for (;;) {
     if (options_.on_turn) options_.on_turn();
-    std::deque<std::unique_ptr<Request>> incoming;
+    std::deque<std::unique_ptr<Group>> incoming;
     std::vector<std::string> cancels;
     {
       std::unique_lock<std::mutex> l(mu_);
@@ -373,12 +403,9 @@ void LLMEngineImpl::Loop() {
       incoming.swap(pending_);
       cancels.swap(cancels_);
     }
-    for (auto& r : incoming) Admit(std::move(r));
+    for (auto& g : incoming) Admit(std::move(g));
     if (!incoming.empty()) PublishStats();  // Submit's admission count sees them again
-    for (const auto& rid : cancels) {
-      auto it = seq_of_request_.find(rid);
-      if (it != seq_of_request_.end()) Finish(it->second, "abort", absl::OkStatus());
-    }
+    for (const auto& rid : cancels) FinishRequest(rid, "abort", absl::OkStatus());
     if (sched_.has_work() && !RunStep()) break;
     PublishStats();
   }
@@ -410,7 +437,9 @@ bool LLMEngineImpl::RunStep() {
     return false;
   }
   int64_t wanted = 0;
-  for (const auto& c : plan.batch.seqs) wanted += c.want_logits ? 1 : 0;
+  for (const auto& c : plan.batch.seqs) {
+    wanted += c.want_all_logits ? static_cast<int64_t>(c.tokens.size()) : (c.want_logits ? 1 : 0);
+  }
   if (logits->rows() != wanted) {
     FailEverything(absl::InternalError("engine step returned " + std::to_string(logits->rows()) +
                                        " rows of logits for " + std::to_string(wanted) + " sequences"),
@@ -435,46 +464,112 @@ bool LLMEngineImpl::RunStep() {
     options_.on_step(m);
   }
   for (int64_t row = 0; row < logits->rows(); ++row) {
-    const int64_t seq_id = logits->seq_ids[row];
-    auto it = requests_.find(seq_id);
-    if (it == requests_.end()) continue;
-    Request& r = *it->second;
-    const float* row_logits = logits->row(row);
-    const bool mask = r.generated < r.req.params.min_tokens && !r.min_tokens_mask.empty();
-    if (r.adjust.any() || mask || r.grammar != nullptr) {
-      // The step's logits stay as the model gave them; each sequence adjusts its own copy.
-      adjusted_row_.assign(row_logits, row_logits + logits->vocab);
-      AdjustLogits(adjusted_row_.data(), logits->vocab, r.adjust, r.history);
-      if (mask) MaskTokens(adjusted_row_.data(), logits->vocab, r.min_tokens_mask);
-      if (r.grammar != nullptr) r.grammar->MaskLogits(adjusted_row_.data(), logits->vocab);
-      row_logits = adjusted_row_.data();
-    }
-    int32_t token = SampleNextToken(row_logits, logits->vocab, r.sampler, r.rng);
-    if (r.grammar != nullptr) {
-      token = r.grammar->Accept(token, row_logits, logits->vocab, r.req.params.max_tokens - r.generated - 1);
-    }
-    if (r.adjust.penalties()) ++r.history.output_counts[token];
-    sched_.AppendToken(seq_id, token);
-    HandleToken(r, token);
+    auto it = requests_.find(logits->seq_ids[row]);
+    if (it != requests_.end()) HandleRow(*it->second, *logits, row);
   }
   return true;
 }
 
-void LLMEngineImpl::HandleToken(Request& r, int32_t token) {
+int32_t LLMEngineImpl::Draw(Request& r, const float* row_logits, int64_t vocab) {
+  const bool mask = r.generated < r.req.params.min_tokens && !r.min_tokens_mask.empty();
+  if (r.adjust.any() || mask || r.grammar != nullptr) {
+    // The step's logits stay as the model gave them; each sequence adjusts its own copy.
+    adjusted_row_.assign(row_logits, row_logits + vocab);
+    AdjustLogits(adjusted_row_.data(), vocab, r.adjust, r.history);
+    if (mask) MaskTokens(adjusted_row_.data(), vocab, r.min_tokens_mask);
+    if (r.grammar != nullptr) r.grammar->MaskLogits(adjusted_row_.data(), vocab);
+    row_logits = adjusted_row_.data();
+  }
+  int32_t token = SampleNextToken(row_logits, vocab, r.sampler, r.rng);
+  if (r.grammar != nullptr) {
+    token = r.grammar->Accept(token, row_logits, vocab, r.req.params.max_tokens - r.generated - 1);
+  }
+  if (r.adjust.penalties()) ++r.history.output_counts[token];
+  return token;
+}
+
+void LLMEngineImpl::HandleRow(Request& r, const Logits& logits, int64_t row) {
+  Group& g = *r.group;
+  const SamplingParams& p = g.req.params;
+  const SequenceState* seq = sched_.Find(r.seq_id);
+  if (seq == nullptr) return;
+  const float* row_logits = logits.row(row);
+  const int32_t pos = logits.positions[row];
+  const int32_t prompt_len = static_cast<int32_t>(g.req.prompt_ids.size());
+  if (pos + 1 < static_cast<int32_t>(seq->tokens.size())) {
+    // A row inside the sequence (want_all_logits): the logprob of the prompt token after it.
+    // Rows come in position order; a prefill recomputed after a preemption repeats some.
+    const int32_t next = pos + 1;
+    if (p.prompt_logprobs >= 0 && next < prompt_len && next == static_cast<int32_t>(g.prompt_logprobs.size()) + 1) {
+      g.prompt_logprobs.push_back(TokenLogprobOf(row_logits, logits.vocab, LogSumExp(row_logits, logits.vocab),
+                                                 g.req.prompt_ids[next], p.prompt_logprobs));
+    }
+    return;
+  }
+  if (p.prompt_logprobs >= 0 && !g.prompt_logprobs_sent) {
+    g.prompt_logprobs_sent = true;
+    if (!g.prompt_logprobs.empty() && g.callback) {
+      GenerationEvent ev;
+      ev.prompt_logprobs = std::move(g.prompt_logprobs);
+      g.callback(ev);
+    }
+    g.prompt_logprobs.clear();
+  }
+  // The choices that draw from this row: r, or at the prompt's end of an n > 1 request, all of
+  // them (choices 1.. are forked here and share the prompt's KV).
+  std::vector<Request*> drawers = {&r};
+  if (g.req.n > 1 && !g.forked) {
+    g.forked = true;
+    for (size_t i = 1; i < g.choices.size(); ++i) drawers.push_back(g.choices[i].get());
+  }
+  std::vector<int32_t> tokens;
+  for (Request* c : drawers) tokens.push_back(Draw(*c, row_logits, logits.vocab));
+  const int64_t parent = r.seq_id;
+  sched_.AppendToken(parent, tokens[0]);
+  for (size_t i = 1; i < drawers.size(); ++i) {
+    Request& c = *drawers[i];
+    c.seq_id = next_seq_id_++;
+    if (!sched_.Fork(parent, c.seq_id, tokens[i])) {
+      // Cannot happen: the parent was just scheduled with its prompt computed.
+      TLOG(ERROR) << "engine: cannot fork choice " << c.choice << " of " << g.req.request_id;
+      c.seq_id = 0;
+      continue;
+    }
+    requests_[c.seq_id] = &c;
+  }
+  // Logprobs: the model's distribution at this row (one log-sum-exp for every drawer).
+  std::vector<TokenLogprob> lps;
+  if (p.logprobs >= 0) {
+    const double lse = LogSumExp(row_logits, logits.vocab);
+    for (int32_t t : tokens) lps.push_back(TokenLogprobOf(row_logits, logits.vocab, lse, t, p.logprobs));
+  }
+  // The last choice to finish ends the request and frees the group: nothing touches `g` below.
+  for (size_t i = 0; i < drawers.size(); ++i) {
+    if (drawers[i]->seq_id != 0) {
+      HandleToken(*drawers[i], tokens[i], lps.empty() ? nullptr : &lps[i]);
+    } else {
+      FinishChoice(*drawers[i], "error", absl::InternalError("the choice could not be forked"));
+    }
+  }
+}
+
+void LLMEngineImpl::HandleToken(Request& r, int32_t token, const TokenLogprob* lp) {
   ++r.generated;
   r.times.Token(Clock::now());
   {
     std::lock_guard<std::mutex> l(stats_mu_);
     ++stats_.generation_tokens_total;
-    if (r.generated == 1) stats_.prompt_tokens_total += static_cast<int64_t>(r.req.prompt_ids.size());
+    if (r.generated == 1 && r.choice == 0) stats_.prompt_tokens_total += static_cast<int64_t>(r.req.prompt_ids.size());
   }
   const SamplingParams& p = r.req.params;
   const bool stop_token = (!p.ignore_eos && Contains(eos_ids_, token)) || Contains(p.stop_token_ids, token);
 
   GenerationEvent ev;
+  ev.choice = r.choice;
   bool stop_string = false;
   if (!stop_token) {
     ev.token_ids.push_back(token);
+    if (lp != nullptr) ev.logprobs.push_back(*lp);
     if (r.decoder != nullptr) {
       const std::string piece = r.decoder->Push(token);
       ev.text_delta = r.stops != nullptr ? r.stops->Push(piece, &stop_string) : piece;
@@ -501,37 +596,57 @@ void LLMEngineImpl::HandleToken(Request& r, int32_t token) {
       ev.text_delta += tail;
     }
   }
-  if ((!ev.token_ids.empty() || !ev.text_delta.empty()) && r.callback) r.callback(ev);
-  if (!reason.empty()) Finish(r.seq_id, reason, absl::OkStatus());
+  if ((!ev.token_ids.empty() || !ev.text_delta.empty()) && r.group->callback) r.group->callback(ev);
+  if (!reason.empty()) FinishChoice(r, reason, absl::OkStatus());
 }
 
-void LLMEngineImpl::Finish(int64_t seq_id, const std::string& reason, const absl::Status& error) {
-  auto it = requests_.find(seq_id);
-  if (it == requests_.end()) return;
-  std::unique_ptr<Request> r = std::move(it->second);
-  requests_.erase(it);
-  seq_of_request_.erase(r->req.request_id);
-  sched_.Remove(seq_id);  // frees its blocks before the client hears that it is done
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    live_ids_.erase(r->req.request_id);
+void LLMEngineImpl::FinishChoice(Request& r, const std::string& reason, const absl::Status& error) {
+  if (r.finished) return;
+  r.finished = true;
+  if (r.seq_id != 0) {
+    requests_.erase(r.seq_id);
+    sched_.Remove(r.seq_id);  // frees its blocks before the client hears that it is done
   }
-  PublishStats();
+  Group& g = *r.group;
+  --g.open;
+  g.completion_tokens += r.generated;
+  if (options_.on_finish) {
+    options_.on_finish(MeasureRequest(r.times, Clock::now(), reason, static_cast<int64_t>(g.req.prompt_ids.size()),
+                                      r.generated));
+  }
   GenerationEvent ev;
+  ev.choice = r.choice;
   ev.choice_finished = true;
-  ev.finished = true;
   ev.finish_reason = reason;
   ev.error = error;
-  ev.prompt_tokens = static_cast<int64_t>(r->req.prompt_ids.size());
-  ev.completion_tokens = r->generated;
-  if (options_.on_finish) {
-    options_.on_finish(MeasureRequest(r->times, Clock::now(), reason, ev.prompt_tokens, r->generated));
+  std::unique_ptr<Group> done;  // the request's last choice: the group goes with this event
+  if (g.open == 0) {
+    ev.finished = true;
+    ev.prompt_tokens = static_cast<int64_t>(g.req.prompt_ids.size());
+    ev.completion_tokens = g.completion_tokens;
+    auto it = groups_.find(g.req.request_id);
+    done = std::move(it->second);
+    groups_.erase(it);
+    std::lock_guard<std::mutex> l(mu_);
+    live_ids_.erase(g.req.request_id);
   }
-  if (r->callback) r->callback(ev);
+  PublishStats();
+  if (g.callback) g.callback(ev);
+}
+
+void LLMEngineImpl::FinishRequest(const std::string& request_id, const std::string& reason, const absl::Status& error) {
+  auto it = groups_.find(request_id);
+  if (it == groups_.end()) return;
+  std::vector<Request*> open;
+  for (auto& c : it->second->choices) {
+    if (!c->finished) open.push_back(c.get());
+  }
+  // In choice order; the last call ends the request (and frees what `open` points into).
+  for (Request* c : open) FinishChoice(*c, reason, error);
 }
 
 void LLMEngineImpl::FailEverything(const absl::Status& error, const std::string& reason) {
-  std::deque<std::unique_ptr<Request>> pending;
+  std::deque<std::unique_ptr<Group>> pending;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!error.ok()) {
@@ -543,11 +658,12 @@ void LLMEngineImpl::FailEverything(const absl::Status& error, const std::string&
     pending.swap(pending_);
     cancels_.clear();
   }
-  for (auto& r : pending) Admit(std::move(r));
-  std::vector<int64_t> ids;
-  for (const auto& [id, r] : requests_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());
-  for (int64_t id : ids) Finish(id, reason, error);
+  for (auto& g : pending) Admit(std::move(g));
+  // In submission order (choice 0's sequence ids grow with it).
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& [rid, g] : groups_) order.emplace_back(g->choices[0]->seq_id, rid);
+  std::sort(order.begin(), order.end());
+  for (const auto& [seq, rid] : order) FinishRequest(rid, reason, error);
 }
 
 void LLMEngineImpl::PublishStats() {

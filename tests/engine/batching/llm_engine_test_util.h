@@ -68,4 +68,84 @@ class Sink {
   Received r_;
 };
 
+// What one request of n choices received, choice by choice, with the checks of the event order
+// (GenerationEvent in engine/batching/llm_engine.h) made as the events come.
+struct ReceivedChoice {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;
+  int finals = 0;  // choice_finished events (must end at 1)
+};
+struct ReceivedChoices {
+  std::vector<ReceivedChoice> choices;
+  std::vector<TokenLogprob> prompt_logprobs;
+  int prompt_logprob_events = 0;
+  bool finished = false;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  std::vector<std::string> protocol_errors;  // events that broke the order; empty when all is well
+};
+
+class ChoicesSink {
+ public:
+  explicit ChoicesSink(int n) { r_.choices.resize(n); }
+  GenerationCallback Callback() {
+    return [this](const GenerationEvent& ev) {
+      std::lock_guard<std::mutex> l(mu_);
+      auto error = [&](const std::string& what) { r_.protocol_errors.push_back(what); };
+      if (r_.finished) error("an event after the request's last");
+      if (ev.choice < 0 || ev.choice >= static_cast<int>(r_.choices.size())) {
+        error("choice " + std::to_string(ev.choice) + " out of range");
+        return;
+      }
+      ReceivedChoice& c = r_.choices[ev.choice];
+      if (!ev.prompt_logprobs.empty()) {
+        ++r_.prompt_logprob_events;
+        if (ev.choice != 0 || !ev.token_ids.empty()) error("prompt logprobs not in an event of their own");
+        for (const auto& ch : r_.choices) {
+          if (!ch.tokens.empty()) error("prompt logprobs after a token");
+        }
+        r_.prompt_logprobs = ev.prompt_logprobs;
+      }
+      if (c.finals > 0) error("an event of choice " + std::to_string(ev.choice) + " after its final one");
+      if (!ev.logprobs.empty() && ev.logprobs.size() != ev.token_ids.size()) error("logprobs do not match the tokens");
+      c.tokens.insert(c.tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
+      c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+      if (ev.choice_finished) {
+        ++c.finals;
+        c.finish_reason = ev.finish_reason;
+      }
+      if (ev.finished) {
+        if (!ev.choice_finished) error("finished without choice_finished");
+        for (const auto& ch : r_.choices) {
+          if (ch.finals != 1) error("the request finished before every choice did");
+        }
+        r_.finished = true;
+        r_.prompt_tokens = ev.prompt_tokens;
+        r_.completion_tokens = ev.completion_tokens;
+      } else if (ev.completion_tokens != 0) {
+        error("usage before the last event");
+      }
+      cv_.notify_all();
+    };
+  }
+  bool Wait(std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return r_.finished; });
+  }
+  // Waits until choice 0 has at least `n` tokens (or the request finished).
+  bool WaitTokens(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return r_.choices[0].tokens.size() >= n || r_.finished; });
+  }
+  ReceivedChoices Get() {
+    std::lock_guard<std::mutex> l(mu_);
+    return r_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  ReceivedChoices r_;
+};
+
 }  // namespace tandem::engine::testing
