@@ -1,6 +1,9 @@
-// The serving metrics (Prometheus, prefix tandem_, names mirroring vLLM's vllm:*): request
-// latencies observed by the HTTP layer, token and request counters, and engine gauges refreshed
-// from LLMEngine::Stats() at each scrape. Text() is what GET /metrics serves.
+// The serving metrics (Prometheus, prefix tandem_, names mirroring vLLM's vllm:*; docs/metrics.md
+// maps them): request latencies observed by the HTTP layer, each finished request's phases and
+// lengths and each step's tokens observed by the engine, token and request counters, and engine
+// gauges refreshed from LLMEngine::Stats() at each scrape. Every series exists from the start
+// (counters and histograms at 0, the finish reasons and refusal codes included), so a dashboard's
+// rate() works from the first scrape. Text() is what GET /metrics serves.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +38,11 @@ class ServeMetrics {
   // HTTP-level refusals by status code (400, 401, 404, 429, 503).
   void CountRejectedRequest(int http_status);
 
-  // Per engine step (the engine's step observer, when there is one).
-  void ObserveStep(double seconds) { step_->Observe(seconds); }
+  // Per engine step (the engine's step observer, when there is one): its time and its tokens.
+  void ObserveStep(const engine::StepMetrics& step);
+  // Per finished request (the engine's on_finish): queue, prefill, decode and inference time,
+  // prompt and generation length.
+  void ObserveFinishedRequest(const engine::RequestMetrics& request);
   void ObserveAllReduce(double seconds) { allreduce_->Observe(seconds); }
 
   // Gauges and engine-side counters from a Stats() snapshot (called before each scrape).
@@ -63,6 +69,15 @@ class ServeMetrics {
   prometheus::Histogram* e2e_;
   prometheus::Histogram* step_;
   prometheus::Histogram* allreduce_;
+  prometheus::Histogram* iteration_tokens_;
+  prometheus::Histogram* queue_time_;
+  prometheus::Histogram* prefill_time_;
+  prometheus::Histogram* decode_time_;
+  prometheus::Histogram* inference_time_;
+  prometheus::Histogram* prompt_len_;
+  prometheus::Histogram* generation_len_;
+  prometheus::Family<prometheus::Gauge>* cache_config_;
+  bool cache_config_set_ = false;  // under stats_mu_
   prometheus::Counter* prompt_tokens_;
   prometheus::Counter* generation_tokens_;
   prometheus::Counter* preemptions_;

@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<ServingStack>> ServingStack::Start(engine::StepDr
     o.engine.max_model_len = static_cast<int32_t>(
         cfg.max_position_embeddings > 0 ? std::min<int64_t>(4096, cfg.max_position_embeddings) : 4096);
   }
-  o.engine.on_step = [metrics](const engine::StepMetrics& m) { metrics->ObserveStep(m.seconds); };
+  o.engine.on_step = [metrics](const engine::StepMetrics& m) { metrics->ObserveStep(m); };
+  o.engine.on_finish = [metrics](const engine::RequestMetrics& m) { metrics->ObserveFinishedRequest(m); };
   ASSIGN_OR_RETURN(s->engine_, engine::LLMEngine::Create(driver, tokenizer, o.engine));
   s->max_model_len_ = o.engine.max_model_len;
 

@@ -1,11 +1,13 @@
-// The serving metrics' exposition: the format rules on a fresh and a used registry, the series a
-// dashboard reads before the first request (at zero), and engine/HTTP totals turned into counter
-// increments that never run backwards.
+// The serving metrics' exposition: the format rules (ours and promtool's) on a fresh and a used
+// registry, the series a dashboard reads before the first request (at zero, finish reasons and
+// refusal codes included), the vLLM-equivalent per-request and per-step histograms, the cache
+// configuration, and engine/HTTP totals turned into counter increments that never run backwards.
 #include "openai/serve_metrics.h"
 
 #include <gtest/gtest.h>
 
 #include "tests/common/metrics_text.h"
+#include "tests/common/promtool.h"
 
 namespace tandem::openai {
 namespace {
@@ -30,12 +32,91 @@ TEST(ServeMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
         "tandem_http_connections",
         "tandem_http_connections_evicted_total", "tandem_http_timeouts_total", "tandem_http_clients_gone_total",
         "tandem_time_to_first_token_seconds_count", "tandem_inter_token_latency_seconds_count",
-        "tandem_e2e_request_latency_seconds_count", "tandem_step_seconds_count", "tandem_allreduce_seconds_count"}) {
+        "tandem_e2e_request_latency_seconds_count", "tandem_step_seconds_count", "tandem_allreduce_seconds_count",
+        "tandem_iteration_tokens_count", "tandem_request_queue_time_seconds_count",
+        "tandem_request_prefill_time_seconds_count", "tandem_request_decode_time_seconds_count",
+        "tandem_request_inference_time_seconds_count", "tandem_request_prompt_tokens_count",
+        "tandem_request_generation_tokens_count"}) {
     zeros.emplace_back(name, 0.0);
   }
   EXPECT_EQ(SeriesMismatches(text, Tiny(zeros)), Problems{});
-  // Requests by finish reason and by refusal appear with their first request.
-  EXPECT_EQ(text.find("tandem_request_success_total{"), std::string::npos);
+  // Requests by finish reason and by refusal exist before the first one (a rate() needs them).
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_request_success_total{finished_reason=\"stop\",model_name=\"tiny\"}", 0},
+                                    {"tandem_request_success_total{finished_reason=\"error\",model_name=\"tiny\"}", 0},
+                                    {"tandem_request_rejected_total{code=\"429\",model_name=\"tiny\"}", 0},
+                                    {"tandem_request_rejected_total{code=\"503\",model_name=\"tiny\"}", 0}}),
+            Problems{});
+  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
+}
+
+TEST(ServeMetricsTest, FinishedRequestsAndStepsFillTheVllmHistograms) {
+  ServeMetrics m("tiny");
+  engine::RequestMetrics done;
+  done.finish_reason = "length";
+  done.prompt_tokens = 30;
+  done.generation_tokens = 7;
+  done.scheduled = true;
+  done.queue_seconds = 0.02;
+  done.prefill_seconds = 0.2;
+  done.decode_seconds = 0.7;
+  done.inference_seconds = 0.9;
+  m.ObserveFinishedRequest(done);
+  engine::RequestMetrics cancelled_in_queue;  // never ran: only its queue time and lengths count
+  cancelled_in_queue.finish_reason = "abort";
+  cancelled_in_queue.prompt_tokens = 3;
+  cancelled_in_queue.queue_seconds = 4.0;
+  m.ObserveFinishedRequest(cancelled_in_queue);
+  engine::StepMetrics step;
+  step.seconds = 0.004;
+  step.batch_tokens = 100;
+  m.ObserveStep(step);
+  const std::string text = m.Text();
+  EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
+  EXPECT_EQ(SeriesMismatches(text, Tiny({{"tandem_request_queue_time_seconds_count", 2},
+                                         {"tandem_request_queue_time_seconds_sum", 4.02},
+                                         {"tandem_request_prefill_time_seconds_count", 1},
+                                         {"tandem_request_prefill_time_seconds_sum", 0.2},
+                                         {"tandem_request_decode_time_seconds_sum", 0.7},
+                                         {"tandem_request_inference_time_seconds_sum", 0.9},
+                                         {"tandem_request_prompt_tokens_count", 2},
+                                         {"tandem_request_prompt_tokens_sum", 33},
+                                         {"tandem_request_generation_tokens_sum", 7},
+                                         {"tandem_iteration_tokens_count", 1},
+                                         {"tandem_iteration_tokens_sum", 100},
+                                         {"tandem_step_seconds_count", 1}})),
+            Problems{});
+  // Cumulative buckets: 30 prompt tokens lie in (20, 50]; a step of 100 tokens in (64, 128].
+  EXPECT_EQ(SeriesMismatches(text, {{"tandem_request_prompt_tokens_bucket{model_name=\"tiny\",le=\"20\"}", 1},
+                                    {"tandem_request_prompt_tokens_bucket{model_name=\"tiny\",le=\"50\"}", 2},
+                                    {"tandem_iteration_tokens_bucket{model_name=\"tiny\",le=\"64\"}", 0},
+                                    {"tandem_iteration_tokens_bucket{model_name=\"tiny\",le=\"128\"}", 1}}),
+            Problems{});
+  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
+}
+
+TEST(ServeMetricsTest, CacheConfigInfoComesWithTheFirstStats) {
+  ServeMetrics m("tiny");
+  EXPECT_EQ(m.Text().find("tandem_cache_config_info{"), std::string::npos) << "no engine yet";
+  engine::EngineStats s;
+  s.kv_blocks_total = 64;
+  s.kv_tokens_total = 1024;
+  s.block_size = 16;
+  s.kv_cache_dtype = "bf16";
+  m.UpdateFromStats(s);
+  s.kv_blocks_used = 5;
+  m.UpdateFromStats(s);  // the next scrape: still one series
+  const std::string text = m.Text();
+  const std::string series =
+      "tandem_cache_config_info{block_size=\"16\",cache_dtype=\"bf16\",kv_tokens=\"1024\",model_name=\"tiny\","
+      "num_blocks=\"64\"}";
+  EXPECT_EQ(SeriesMismatches(text, {{series, 1}}), Problems{}) << text;
+  size_t count = 0;
+  for (size_t at = text.find("tandem_cache_config_info{"); at != std::string::npos;
+       at = text.find("tandem_cache_config_info{", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u);
+  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
 }
 
 TEST(ServeMetricsTest, RequestObservationsLandInTheirSeries) {
@@ -50,7 +131,9 @@ TEST(ServeMetricsTest, RequestObservationsLandInTheirSeries) {
   m.CountFinishedRequest("stop");
   m.CountFinishedRequest("abort");
   m.CountRejectedRequest(429);
-  m.ObserveStep(0.002);
+  engine::StepMetrics step;
+  step.seconds = 0.002;
+  m.ObserveStep(step);
   m.ObserveAllReduce(0.00003);
   const std::string text = m.Text();
   EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;

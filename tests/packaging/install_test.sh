@@ -56,6 +56,18 @@ done
 # The packaged programs run here (native build) and tell their build.
 "$ROOT/usr/bin/tandemctl" --version | grep -q . || fail "tandemctl --version printed nothing"
 
+# The agent unit and the cluster file the tandemctl package installs agree: the port every node's
+# agent is dialed on, the cluster token's file, and authentication on (token and TLS).
+unit="$ROOT/lib/systemd/system/tandem-agentd.service"
+cluster="$ROOT/etc/tandem/cluster.yaml"
+port="$(sed -n 's/.*--listen [^ ]*:\([0-9][0-9]*\).*/\1/p' "$unit")"
+[ -n "$port" ] || fail "tandem-agentd.service has no --listen HOST:PORT"
+dialed="$(sed -n 's/^ *agent: *[^ ]*:\([0-9][0-9]*\).*/\1/p' "$cluster" | sort -u)"
+[ "$dialed" = "$port" ] || fail "cluster.yaml dials agents on '$dialed', the unit listens on $port"
+token="$(sed -n 's/.*--token-file \([^ ]*\).*/\1/p' "$unit")"
+grep -Eq "^ *token_file: *$token( |$)" "$cluster" || fail "cluster.yaml's auth.token_file is not the unit's $token"
+grep -q -- '--tls-cert ' "$unit" && grep -q '^tls:' "$cluster" || fail "TLS is not on in both the unit and cluster.yaml"
+
 # The user both units run as, made as postinst makes it (systemd-sysusers), in the fresh root.
 mkdir -p "$ROOT/etc"
 systemd-sysusers --root="$ROOT" > "$WORK/sysusers.log" 2>&1 || { cat "$WORK/sysusers.log"; fail "sysusers"; }
