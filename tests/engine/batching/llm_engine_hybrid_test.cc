@@ -4,7 +4,7 @@
 // each gives alone (and the golden prompts transformers' tokens), when 4 slots are reused by 16
 // requests, when a small KV pool forces preemption (the victim's slot goes to another sequence,
 // the victim recomputes from position 0 in a new one), and after a cancelled request frees its
-// slot for the next.
+// slot for the next; n = 3 requests, whose choices prefill again each in a slot of its own.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -76,6 +76,35 @@ TEST_P(EngineHybridTest, SixteenConcurrentGiveWhatEachGivesAlone) {
     EXPECT_EQ(e.Stats().state_slots_total, 4);
     const auto got = RunAll(e, cases, "16 on 4 slots");
     for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "4 slots, request " << i;
+    // n = 3 (the state after a prompt is not shared: choices 1 and 2 prefill again in slots of
+    // their own, two requests' choices waiting for slots) gives n = 1's tokens in every choice;
+    // then a cancelled n = 3 request gives every slot and block back.
+    std::vector<std::unique_ptr<testing::ChoicesSink>> sinks;
+    for (size_t i : {0, 1}) {
+      GenerationRequest r = cases[i].request;
+      r.request_id = "n3-" + std::to_string(i);
+      r.n = 3;
+      sinks.push_back(std::make_unique<testing::ChoicesSink>(3));
+      ASSERT_TRUE(e.Submit(r, sinks.back()->Callback()).ok());
+    }
+    for (size_t i : {0, 1}) {
+      ASSERT_TRUE(sinks[i]->Wait());
+      const auto choices = sinks[i]->Get();
+      EXPECT_TRUE(choices.protocol_errors.empty());
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(choices.choices[c].tokens, alone[i]) << "n = 3, request " << i << " choice " << c;
+    }
+    GenerationRequest r = cases[1].request;
+    r.request_id = "n3-cancelled";
+    r.n = 3;
+    r.params.max_tokens = 100;
+    testing::ChoicesSink cancelled(3);
+    ASSERT_TRUE(e.Submit(r, cancelled.Callback()).ok());
+    ASSERT_TRUE(cancelled.WaitTokens(2));
+    e.Cancel("n3-cancelled");
+    ASSERT_TRUE(cancelled.Wait());
+    for (const auto& c : cancelled.Get().choices) EXPECT_EQ(c.finish_reason, "abort");
+    EXPECT_EQ(e.Stats().state_slots_used, 0);
+    EXPECT_EQ(e.Stats().kv_blocks_used, 0);
   });
 
   // 16 slots but 192 KV tokens (the longest request alone needs 170): preemption.
