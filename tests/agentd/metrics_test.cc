@@ -86,7 +86,7 @@ TEST_F(AgentMetricsTest, HashProgressMovesGaugesAndFinishedHashesCountReadBytes)
                                     {"tandem_hashes_total", 2}}),
             Problems{});
   EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
-  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
+  EXPECT_EQ(PromtoolFindingsOrEmpty(text), "") << text;
 }
 
 // tandem_rank_state of node spark-a: 1 for `current`, 0 for every other state.
@@ -112,7 +112,7 @@ TEST_F(AgentMetricsTest, RankSeriesComeFromTheSourceAtScrapeTime) {
   EXPECT_EQ(ExpositionProblems(text), Problems{}) << text;
   // promtool (Debian's prometheus package; skipped where it is not installed) over everything the
   // endpoint serves: facts, hash series and the rank's.
-  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
+  EXPECT_EQ(PromtoolFindingsOrEmpty(text), "") << text;
   EXPECT_EQ(SeriesMismatches(text, RankStates("serving")), Problems{});
   EXPECT_EQ(SeriesMismatches(text, {{"tandem_group_generation{node=\"spark-a\"}", 4},
                                     {"tandem_rank_queue_depth{node=\"spark-a\"}", 3},

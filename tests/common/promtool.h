@@ -12,4 +12,9 @@ namespace tandem::testing {
 // not exit 0); nullopt when /usr/bin/promtool is not installed (scripts/setup-debian.sh installs it).
 std::optional<std::string> PromtoolFindings(const std::string& metrics_text);
 
+// The findings, or "" when promtool passes the text or is not installed: for EXPECT_EQ(..., "").
+inline std::string PromtoolFindingsOrEmpty(const std::string& metrics_text) {
+  return PromtoolFindings(metrics_text).value_or("");
+}
+
 }  // namespace tandem::testing

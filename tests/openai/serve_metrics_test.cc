@@ -46,7 +46,7 @@ TEST(ServeMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
                                     {"tandem_request_rejected_total{code=\"429\",model_name=\"tiny\"}", 0},
                                     {"tandem_request_rejected_total{code=\"503\",model_name=\"tiny\"}", 0}}),
             Problems{});
-  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
+  EXPECT_EQ(PromtoolFindingsOrEmpty(text), "") << text;
 }
 
 TEST(ServeMetricsTest, FinishedRequestsAndStepsFillTheVllmHistograms) {
@@ -91,7 +91,7 @@ TEST(ServeMetricsTest, FinishedRequestsAndStepsFillTheVllmHistograms) {
                                     {"tandem_iteration_tokens_bucket{model_name=\"tiny\",le=\"64\"}", 0},
                                     {"tandem_iteration_tokens_bucket{model_name=\"tiny\",le=\"128\"}", 1}}),
             Problems{});
-  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
+  EXPECT_EQ(PromtoolFindingsOrEmpty(text), "") << text;
 }
 
 TEST(ServeMetricsTest, CacheConfigInfoComesWithTheFirstStats) {
@@ -116,7 +116,7 @@ TEST(ServeMetricsTest, CacheConfigInfoComesWithTheFirstStats) {
     ++count;
   }
   EXPECT_EQ(count, 1u);
-  if (const std::optional<std::string> lint = PromtoolFindings(text)) EXPECT_EQ(*lint, "") << text;
+  EXPECT_EQ(PromtoolFindingsOrEmpty(text), "") << text;
 }
 
 TEST(ServeMetricsTest, RequestObservationsLandInTheirSeries) {
