@@ -1,4 +1,4 @@
-// tandemctl serve's /metrics: the format rules, every series the dashboard and the alerts read
+// tandemctl serve's /metrics: the format rules (ours and promtool's), every series the dashboard and the alerts read
 // present at zero before the first reconcile turn, and each Set/Record call moving its series.
 #include "controller/controller_metrics.h"
 
@@ -9,6 +9,7 @@
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "tests/common/metrics_text.h"
+#include "tests/common/promtool.h"
 
 namespace tandem::controller {
 namespace {
@@ -56,6 +57,7 @@ TEST(ControllerMetricsTest, FreshRegistryFollowsTheRulesAndStartsAtZero) {
                                     {"tandem_controller_reconcile_seconds_count", 0}}),
             Problems{});
   EXPECT_EQ(text.find("reason=\"none\""), std::string::npos) << "not waiting is all reasons at 0, not a series";
+  EXPECT_EQ(PromtoolFindingsOrEmpty(text), "") << text;
 }
 
 TEST(ControllerMetricsTest, StateAndRecoveryAreOneHot) {
