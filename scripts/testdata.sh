@@ -21,6 +21,8 @@ templates_installed() {
   for t in llama3_1 gemma3 deepseek_v3; do
     [ -f "$data/node_modules/@lenml/tokenizer-$t/models/tokenizer_config.json" ] || return 1
   done
+  # The reference renderer, used at run time by tests/integration/openai_sdk_cluster.test.mjs.
+  [ -f "$data/node_modules/@huggingface/jinja/package.json" ]
 }
 
 missing=()
