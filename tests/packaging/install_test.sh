@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The .deb packages of a build, installed into a fresh root: the files the docs promise, library
 # dependencies declared (dpkg-shlibdeps) and none copied in, conffiles, the tandem user from the
-# sysusers file, `systemd-analyze verify` clean and `systemd-analyze security --offline` <= 5.0
-# for both units, and (when lintian is installed) no lintian tag that docs/install.md does not
-# explain. Usage: install_test.sh BUILD_DIR SOURCE_DIR
+# sysusers file, the agent unit agreeing with the packaged cluster.yaml (port, token, TLS),
+# `systemd-analyze verify` clean and `systemd-analyze security --offline` <= 5.0 for both units,
+# and (when lintian is installed) no lintian tag that docs/install.md does not explain.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 BUILD="$1"
 SRC="$2"
