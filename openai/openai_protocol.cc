@@ -6,97 +6,18 @@
 #include <limits>
 #include <utility>
 
-#include "nlohmann/json.hpp"
+#include "openai/request_fields.h"
 
 namespace tandem::openai {
 namespace {
 
-using Json = nlohmann::json;
-using OrderedJson = nlohmann::ordered_json;
+using Json = RequestJson;
 
 // OpenAI allows up to 4 stop sequences; we allow a few more but keep the work per token bounded.
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopTokenIds = 64;
-
-std::string TypeName(const Json& v) {
-  return std::string(v.type_name());
-}
-
-ApiError WrongType(const std::string& param, const char* expected, const Json& got) {
-  return InvalidRequest("'" + param + "' must be " + expected + ", got " + TypeName(got), param);
-}
-
-// A number field in [lo, hi]; null or absent keeps `*out`.
-std::optional<ApiError> ReadNumber(const Json& body, const char* name, double lo, double hi, float* out) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) return WrongType(name, "a number", *it);
-  double v = it->get<double>();
-  if (!std::isfinite(v) || v < lo || v > hi) {
-    return InvalidRequest("'" + std::string(name) + "' must be in [" + Json(lo).dump() + ", " +
-                              Json(hi).dump() + "], got " + it->dump(),
-                          name);
-  }
-  *out = static_cast<float>(v);
-  return std::nullopt;
-}
-
-// An integer field in [lo, hi]; null or absent leaves `*out` unset.
-std::optional<ApiError> ReadInt(const Json& body, const char* name, int64_t lo, int64_t hi,
-                                std::optional<int64_t>* out) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  // JSON has one number type; 16.0 is accepted as 16, 16.5 is not.
-  if (it->is_number_float()) {
-    double d = it->get<double>();
-    if (!std::isfinite(d) || std::floor(d) != d || d < -9.2e18 || d > 9.2e18) {
-      return WrongType(name, "an integer", *it);
-    }
-    *out = static_cast<int64_t>(d);
-  } else if (it->is_number_unsigned()) {
-    uint64_t u = it->get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return InvalidRequest("'" + std::string(name) + "' is too large", name);
-    }
-    *out = static_cast<int64_t>(u);
-  } else if (it->is_number_integer()) {
-    *out = it->get<int64_t>();
-  } else {
-    return WrongType(name, "an integer", *it);
-  }
-  if (**out < lo || **out > hi) {
-    return InvalidRequest("'" + std::string(name) + "' must be in [" + std::to_string(lo) + ", " +
-                              std::to_string(hi) + "], got " + std::to_string(**out),
-                          name);
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> ReadBool(const Json& body, const char* name, bool* out) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) return WrongType(name, "a boolean", *it);
-  *out = it->get<bool>();
-  return std::nullopt;
-}
-
-// Token ids as a JSON array of integers; range checks against the vocabulary come later.
-std::optional<ApiError> ReadIds(const Json& arr, const std::string& param, std::vector<int32_t>* out) {
-  out->clear();
-  out->reserve(arr.size());
-  for (const Json& v : arr) {
-    if (!v.is_number_integer()) return WrongType(param, "an array of token ids (integers)", v);
-    int64_t id = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
-                                              v.get<uint64_t>(), std::numeric_limits<int64_t>::max()))
-                                        : v.get<int64_t>();
-    if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
-      return InvalidRequest("token id " + std::to_string(id) + " in '" + param + "' is outside the vocabulary",
-                            param, "invalid_token_id");
-    }
-    out->push_back(static_cast<int32_t>(id));
-  }
-  return std::nullopt;
-}
+// As vLLM's default max_logprobs; OpenAI allows 20 in chat and 5 in completions.
+constexpr int64_t kMaxTopLogprobs = 20;
 
 // logit_bias as OpenAI sends it: {"<token id>": bias in [-100, 100]}. The ids are checked
 // against the vocabulary with the prompt (ValidatePrompt).
@@ -129,8 +50,29 @@ std::optional<ApiError> ReadLogitBias(const Json& body, std::vector<std::pair<in
   return std::nullopt;
 }
 
-// Everything the two endpoints share: model, stream, sampling, stop, and the refusals of
-// features we do not implement (n > 1, echo, logprobs, best_of).
+// Chat asks for logprobs with a boolean and for alternatives with top_logprobs (which needs
+// logprobs: true, as OpenAI says).
+std::optional<ApiError> ReadChatLogprobs(const Json& body, CommonRequest* out) {
+  bool logprobs = false;
+  if (auto e = ReadBool(body, "logprobs", &logprobs)) return e;
+  std::optional<int64_t> top;
+  if (auto e = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
+  if (top && *top > 0 && !logprobs) return InvalidRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  if (logprobs) out->logprobs = static_cast<int32_t>(top.value_or(0));
+  return std::nullopt;
+}
+
+// Completions ask with the number of alternatives (0: only the chosen token's logprob); false
+// is read as "none", as some clients send it.
+std::optional<ApiError> ReadCompletionLogprobs(const Json& body, CommonRequest* out) {
+  if (auto it = body.find("logprobs"); it != body.end() && it->is_boolean() && !it->get<bool>()) return std::nullopt;
+  std::optional<int64_t> top;
+  if (auto e = ReadInt(body, "logprobs", 0, kMaxTopLogprobs, &top)) return e;
+  if (top) out->logprobs = static_cast<int32_t>(*top);
+  return std::nullopt;
+}
+
+// Everything the two endpoints share: model, stream, sampling, stop, n and logprobs.
 std::optional<ApiError> ParseCommon(const Json& body, bool chat, CommonRequest* out) {
   if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) return WrongType("model", "a string", *it);
@@ -189,18 +131,9 @@ std::optional<ApiError> ParseCommon(const Json& body, bool chat, CommonRequest* 
   }
 
   v.reset();
-  if (auto e = ReadInt(body, "n", 1, kIntMax, &v)) return e;
-  if (v && *v != 1) return InvalidRequest("only n = 1 is supported", "n");
-  v.reset();
-  if (auto e = ReadInt(body, "best_of", 1, kIntMax, &v)) return e;
-  if (v && *v != 1) return InvalidRequest("only best_of = 1 is supported", "best_of");
-  bool echo = false;
-  if (auto e = ReadBool(body, "echo", &echo)) return e;
-  if (echo) return InvalidRequest("'echo' is not supported", "echo");
-  if (auto it = body.find("logprobs"); it != body.end() && !it->is_null() &&
-                                       !(it->is_boolean() && !it->get<bool>())) {
-    return InvalidRequest("'logprobs' is not supported", "logprobs");
-  }
+  if (auto e = ReadInt(body, "n", 1, kMaxChoices, &v)) return e;
+  if (v) out->n = static_cast<int32_t>(*v);
+  if (auto e = chat ? ReadChatLogprobs(body, out) : ReadCompletionLogprobs(body, out)) return e;
   if (auto e = ReadNumber(body, "presence_penalty", -2.0, 2.0, &p.presence_penalty)) return e;
   if (auto e = ReadNumber(body, "frequency_penalty", -2.0, 2.0, &p.frequency_penalty)) return e;
   if (auto e = ReadNumber(body, "min_p", 0.0, 1.0, &p.min_p)) return e;
@@ -211,6 +144,9 @@ std::optional<ApiError> ParseCommon(const Json& body, bool chat, CommonRequest* 
   if (auto e = ReadInt(body, "min_tokens", 0, kIntMax, &v)) return e;
   if (v) p.min_tokens = static_cast<int32_t>(*v);
   if (auto e = ReadLogitBias(body, &p.logit_bias)) return e;
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    if (auto e = ParseResponseFormat(*it, &out->response_format)) return e;
+  }
   return std::nullopt;
 }
 
@@ -243,26 +179,6 @@ std::optional<ApiError> ParseHarmless(const Json& body, bool chat) {
       return InvalidRequest("'service_tier' must be 'auto' or 'default' (one tier is served), got '" + tier + "'",
                             "service_tier");
     }
-  }
-  // The model decides whether to call a tool ("auto", the default with tools); forcing or
-  // forbidding a call, or limiting calls to one, is not enforced, so it is refused.
-  if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null() &&
-                                          !(it->is_string() && it->get<std::string>() == "auto")) {
-    return InvalidRequest("only tool_choice 'auto' is supported, got " + it->dump(), "tool_choice");
-  }
-  bool parallel = true;
-  if (auto e = ReadBool(body, "parallel_tool_calls", &parallel)) return e;
-  if (!parallel) return InvalidRequest("'parallel_tool_calls: false' is not supported", "parallel_tool_calls");
-  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) return WrongType("response_format", "an object", *it);
-    auto type = it->find("type");
-    if (type == it->end() || !type->is_string() || type->get<std::string>() != "text") {
-      return InvalidRequest("only response_format {\"type\": \"text\"} is supported", "response_format");
-    }
-  }
-  if (auto it = body.find("top_logprobs"); it != body.end() && !it->is_null() &&
-                                           !(it->is_number_integer() && it->get<int64_t>() == 0)) {
-    return InvalidRequest("'top_logprobs' is not supported", "top_logprobs");
   }
   if (auto it = body.find("modalities"); it != body.end() && !it->is_null() &&
                                          *it != Json::array({"text"})) {
@@ -304,83 +220,43 @@ std::optional<ApiError> RefuseUnknownFields(const Json& body, bool chat) {
   return std::nullopt;
 }
 
-// The body as a JSON object into `*j`, and the fields both endpoints share into `*common`.
-std::optional<ApiError> ParseBody(std::string_view body, bool chat, Json* j, CommonRequest* common) {
-  *j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j->is_discarded()) return InvalidRequest("the request body is not valid JSON", "", "invalid_json");
-  if (!j->is_object()) return InvalidRequest("the request body must be a JSON object, got " + TypeName(*j));
-  if (auto e = RefuseUnknownFields(*j, chat)) return e;
-  if (auto e = ParseHarmless(*j, chat)) return e;
-  return ParseCommon(*j, chat, common);
-}
-
-// Message content: a string, null, or an array of {"type": "text", "text": ...} parts.
-std::optional<ApiError> ReadContent(const Json& msg, const std::string& param, std::string* out) {
-  auto it = msg.find("content");
-  if (it == msg.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) {
-    *out = it->get<std::string>();
+// One prompt: text or token ids; `param` names it within the batch ("prompt[2]").
+std::optional<ApiError> ReadOnePrompt(const Json& prompt, const std::string& param, CompletionRequest::Prompt* out) {
+  if (prompt.is_string()) {
+    out->text = prompt.get<std::string>();
+    if (out->text->empty()) return InvalidRequest("'" + param + "' must not be empty", param);
     return std::nullopt;
   }
-  if (!it->is_array()) return WrongType(param, "a string or an array of content parts", *it);
-  for (const Json& part : *it) {
-    if (!part.is_object()) return WrongType(param, "an array of content parts (objects)", part);
-    auto type = part.find("type");
-    if (type == part.end() || !type->is_string() || type->get<std::string>() != "text") {
-      return InvalidRequest("only content parts of type 'text' are supported", param);
-    }
-    auto text = part.find("text");
-    if (text == part.end() || !text->is_string()) {
-      return InvalidRequest("a 'text' content part needs a string 'text'", param);
-    }
-    out->append(text->get<std::string>());
-  }
+  if (!prompt.is_array()) return WrongType(param, "a string or an array of token ids", prompt);
+  if (auto e = ReadIds(prompt, param, &out->ids)) return e;
+  if (out->ids.empty()) return InvalidRequest("'" + param + "' must not be empty", param);
   return std::nullopt;
 }
 
-void AddTokenIds(OrderedJson& choice, const std::vector<int32_t>* token_ids) {
-  if (token_ids != nullptr) choice["token_ids"] = *token_ids;
-}
-
-OrderedJson Envelope(const ResponseHeader& h, const char* object) {
-  OrderedJson j;
-  j["id"] = h.id;
-  j["object"] = object;
-  j["created"] = h.created;
-  j["model"] = h.model;
-  return j;
-}
-
-OrderedJson UsageJson(const Usage& u) {
-  OrderedJson j;
-  j["prompt_tokens"] = u.prompt_tokens;
-  j["completion_tokens"] = u.completion_tokens;
-  j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
-  return j;
-}
-
-OrderedJson FinishReasonJson(const std::string& reason) {
-  return reason.empty() ? OrderedJson(nullptr) : OrderedJson(reason);
-}
-
-// The envelope with its one choice, whose payload (`text`, `message` or `delta`) sits between
-// `index` and `logprobs` as in OpenAI's own responses.
-OrderedJson OneChoice(const ResponseHeader& h, const char* object, const char* payload_key, OrderedJson payload,
-                      const std::string& finish_reason, const std::vector<int32_t>* token_ids) {
-  OrderedJson j = Envelope(h, object);
-  OrderedJson choice;
-  choice["index"] = 0;
-  choice[payload_key] = std::move(payload);
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = FinishReasonJson(finish_reason);
-  AddTokenIds(choice, token_ids);
-  j["choices"] = OrderedJson::array({choice});
-  return j;
-}
-
-// Invalid UTF-8 in generated text must not throw out of the serializer: replace it.
-std::string Dump(const OrderedJson& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+// `prompt`: a string, an array of token ids, or a batch (an array) of either.
+std::optional<ApiError> ReadPrompts(const Json& body, CompletionRequest* out) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return InvalidRequest("'prompt' is required", "prompt");
+  const bool batch = it->is_array() && !it->empty() && ((*it)[0].is_string() || (*it)[0].is_array());
+  if (!batch) {
+    out->prompts.emplace_back();
+    return ReadOnePrompt(*it, "prompt", &out->prompts.back());
+  }
+  if (it->size() * static_cast<size_t>(out->common.n) > static_cast<size_t>(kMaxChoices)) {
+    return InvalidRequest("a request may ask for at most " + std::to_string(kMaxChoices) +
+                              " choices (prompts x n), got " + std::to_string(it->size()) + " x " +
+                              std::to_string(out->common.n),
+                          "prompt");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& p = (*it)[i];
+    const std::string param = "prompt[" + std::to_string(i) + "]";
+    // Every element of a batch is a prompt: a number here is a mixed batch, not a token.
+    if (!p.is_string() && !p.is_array()) return WrongType(param, "a string or an array of token ids", p);
+    out->prompts.emplace_back();
+    if (auto e = ReadOnePrompt(p, param, &out->prompts.back())) return e;
+  }
+  return std::nullopt;
 }
 
 // min_tokens cannot ask for more than max_tokens allows (as vLLM refuses it).
@@ -403,14 +279,26 @@ ApiError InvalidRequest(std::string message, std::string param, std::string code
 }
 
 std::string ErrorJson(const ApiError& error) {
-  OrderedJson inner;
+  Json inner;
   inner["message"] = error.message;
   inner["type"] = error.type;
-  inner["param"] = error.param.empty() ? OrderedJson(nullptr) : OrderedJson(error.param);
-  inner["code"] = error.code.empty() ? OrderedJson(nullptr) : OrderedJson(error.code);
-  OrderedJson j;
+  inner["param"] = error.param.empty() ? Json(nullptr) : Json(error.param);
+  inner["code"] = error.code.empty() ? Json(nullptr) : Json(error.code);
+  Json j;
   j["error"] = std::move(inner);
-  return Dump(j);
+  // A message may quote request text that is not valid UTF-8: replace it rather than throw.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::optional<ApiError> ParseBody(std::string_view body, bool chat, RequestJson* j, CommonRequest* common) {
+  *j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j->is_discarded()) return InvalidRequest("the request body is not valid JSON", "", "invalid_json");
+  if (!j->is_object()) {
+    return InvalidRequest("the request body must be a JSON object, got " + std::string(j->type_name()));
+  }
+  if (auto e = RefuseUnknownFields(*j, chat)) return e;
+  if (auto e = ParseHarmless(*j, chat)) return e;
+  return ParseCommon(*j, chat, common);
 }
 
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, CompletionRequest* out) {
@@ -418,84 +306,18 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, Completion
   Json j;
   if (auto e = ParseBody(body, /*chat=*/false, &j, &out->common)) return e;
 
-  auto it = j.find("prompt");
-  if (it == j.end() || it->is_null()) return InvalidRequest("'prompt' is required", "prompt");
-  const Json* prompt = &*it;
-  // A batch of one ([ "text" ] or [[ids]]) is the same as its element; larger batches need n
-  // separate choices, which we do not produce.
-  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
-    prompt = &(*prompt)[0];
+  bool echo = false;
+  if (auto e = ReadBool(j, "echo", &echo)) return e;
+  out->echo = echo;
+  std::optional<int64_t> best_of;
+  if (auto e = ReadInt(j, "best_of", 1, kMaxChoices, &best_of)) return e;
+  // best_of candidates of which the n best are returned: only the case where every candidate
+  // is returned (best_of = n) is the same as not asking.
+  if (best_of && *best_of != out->common.n) {
+    return InvalidRequest("'best_of' must equal n (" + std::to_string(out->common.n) + "): choosing among candidates is not supported",
+                          "best_of");
   }
-  if (prompt->is_string()) {
-    out->prompt_text = prompt->get<std::string>();
-    if (out->prompt_text->empty()) return InvalidRequest("'prompt' must not be empty", "prompt");
-  } else if (prompt->is_array()) {
-    if (!prompt->empty() && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
-      return InvalidRequest("only one prompt per request is supported", "prompt");
-    }
-    if (auto e = ReadIds(*prompt, "prompt", &out->prompt_ids)) return e;
-    if (out->prompt_ids.empty()) return InvalidRequest("'prompt' must not be empty", "prompt");
-  } else {
-    return WrongType("prompt", "a string or an array of token ids", *prompt);
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> ParseChatRequest(std::string_view body, ChatRequest* out) {
-  *out = ChatRequest{};
-  Json j;
-  if (auto e = ParseBody(body, /*chat=*/true, &j, &out->common)) return e;
-
-  auto it = j.find("messages");
-  if (it == j.end() || it->is_null()) return InvalidRequest("'messages' is required", "messages");
-  if (!it->is_array()) return WrongType("messages", "an array", *it);
-  if (it->empty()) return InvalidRequest("'messages' must not be empty", "messages");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const Json& m = (*it)[i];
-    const std::string param = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return WrongType(param, "an object", m);
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return InvalidRequest(param + " needs a string 'role'", param + ".role");
-    tokenizer::ChatMessage msg;
-    msg.role = role->get<std::string>();
-    if (msg.role == "developer") msg.role = "system";  // newer OpenAI name for the system role
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
-      return InvalidRequest("unknown role '" + msg.role + "'", param + ".role");
-    }
-    if (auto e = ReadContent(m, param + ".content", &msg.content)) return e;
-    if (auto rc = m.find("reasoning_content"); rc != m.end() && rc->is_string()) {
-      msg.reasoning_content = rc->get<std::string>();
-    }
-    if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
-      if (!tc->is_array()) return WrongType(param + ".tool_calls", "an array", *tc);
-      for (const Json& call : *tc) {
-        auto fn = call.is_object() ? call.find("function") : call.end();
-        if (!call.is_object() || fn == call.end() || !fn->is_object() || !fn->contains("name") ||
-            !(*fn)["name"].is_string()) {
-          return InvalidRequest("each tool call needs function.name", param + ".tool_calls");
-        }
-        tokenizer::ChatToolCall c;
-        c.name = (*fn)["name"].get<std::string>();
-        auto args = fn->find("arguments");
-        if (args != fn->end()) c.arguments = args->is_string() ? args->get<std::string>() : args->dump();
-        msg.tool_calls.push_back(std::move(c));
-      }
-    }
-    out->messages.push_back(std::move(msg));
-  }
-
-  if (auto kw = j.find("chat_template_kwargs"); kw != j.end() && !kw->is_null()) {
-    if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
-    if (auto e = ReadBool(*kw, "enable_thinking", &out->enable_thinking)) {
-      e->param = "chat_template_kwargs.enable_thinking";
-      return e;
-    }
-  }
-  if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null()) {
-    if (!tools->is_array()) return WrongType("tools", "an array", *tools);
-    for (const Json& t : *tools) out->tools.push_back(t.dump());
-  }
-  return std::nullopt;
+  return ReadPrompts(j, out);
 }
 
 std::optional<ApiError> ValidatePrompt(const std::vector<int32_t>& prompt_ids, int64_t vocab_size,
@@ -539,67 +361,6 @@ std::optional<ApiError> ValidatePrompt(const std::vector<int32_t>& prompt_ids, i
       default_max_tokens > 0 ? static_cast<int32_t>(std::min<int64_t>(default_max_tokens, left))
                              : static_cast<int32_t>(left);
   return CheckMinTokens(*request);
-}
-
-std::string CompletionResponseJson(const ResponseHeader& header, const std::string& text,
-                                   const std::string& finish_reason, const Usage& usage,
-                                   const std::vector<int32_t>* token_ids) {
-  OrderedJson j = OneChoice(header, "text_completion", "text", text, finish_reason, token_ids);
-  j["usage"] = UsageJson(usage);
-  return Dump(j);
-}
-
-std::string ChatResponseJson(const ResponseHeader& header, const std::string& content,
-                             const std::string& finish_reason, const Usage& usage,
-                             const std::vector<int32_t>* token_ids) {
-  OrderedJson message;
-  message["role"] = "assistant";
-  message["content"] = content;
-  OrderedJson j = OneChoice(header, "chat.completion", "message", std::move(message), finish_reason, token_ids);
-  j["usage"] = UsageJson(usage);
-  return Dump(j);
-}
-
-std::string CompletionChunkJson(const ResponseHeader& header, const std::string& text,
-                                const std::string& finish_reason, bool include_usage,
-                                const std::vector<int32_t>* token_ids) {
-  OrderedJson j = OneChoice(header, "text_completion", "text", text, finish_reason, token_ids);
-  if (include_usage) j["usage"] = nullptr;
-  return Dump(j);
-}
-
-std::string ChatChunkJson(const ResponseHeader& header, const std::string& role, bool has_content,
-                          const std::string& content, const std::string& finish_reason,
-                          bool include_usage, const std::vector<int32_t>* token_ids) {
-  OrderedJson delta = OrderedJson::object();
-  if (!role.empty()) delta["role"] = role;
-  if (has_content) delta["content"] = content;
-  OrderedJson j = OneChoice(header, "chat.completion.chunk", "delta", std::move(delta), finish_reason, token_ids);
-  if (include_usage) j["usage"] = nullptr;
-  return Dump(j);
-}
-
-std::string UsageChunkJson(const ResponseHeader& header, bool chat, const Usage& usage) {
-  OrderedJson j = Envelope(header, chat ? "chat.completion.chunk" : "text_completion");
-  j["choices"] = OrderedJson::array();
-  j["usage"] = UsageJson(usage);
-  return Dump(j);
-}
-
-std::string SseEvent(const std::string& json) { return "data: " + json + "\n\n"; }
-std::string SseDone() { return "data: [DONE]\n\n"; }
-
-std::string ModelsJson(const std::string& model, int64_t created, int32_t max_model_len) {
-  OrderedJson m;
-  m["id"] = model;
-  m["object"] = "model";
-  m["created"] = created;
-  m["owned_by"] = "tandem";
-  m["max_model_len"] = max_model_len;
-  OrderedJson j;
-  j["object"] = "list";
-  j["data"] = OrderedJson::array({m});
-  return Dump(j);
 }
 
 }  // namespace tandem::openai

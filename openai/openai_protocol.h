@@ -1,7 +1,7 @@
-// The OpenAI wire format as pure functions: parse and validate request bodies of
-// /v1/completions and /v1/chat/completions into engine terms, and render responses, streaming
-// (Server-Sent Events) chunks and errors. No I/O here, so every shape is unit-tested and the
-// parsers are fuzzed (HTTP bodies are outside input).
+// The OpenAI wire format's requests as pure functions: parse and validate request bodies of
+// /v1/completions and /v1/chat/completions into engine terms, and the error shape. No I/O here,
+// so every field is unit-tested and the parsers are fuzzed (HTTP bodies are outside input).
+// Responses are rendered by response_json.h.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 
 #include "engine/batching/llm_engine.h"
 #include "engine/tokenizer/chat_template.h"
+#include "openai/response_format.h"
 
 namespace tandem::openai {
 
@@ -36,20 +37,51 @@ struct CommonRequest {
   std::optional<int32_t> max_tokens;       // absent: endpoint default (see ResolveMaxTokens)
   engine::SamplingParams params;           // max_tokens filled by ResolveMaxTokens
   bool return_token_ids = false;           // extension (as vLLM): token ids next to the text
+  int32_t n = 1;                           // choices per prompt
+  // -1: no logprobs; else each token's logprob plus this many top alternatives (chat:
+  // logprobs + top_logprobs; completions: the logprobs integer).
+  int32_t logprobs = -1;
+  // response_format: text, or a grammar the server compiles into params.grammar
+  // (openai/response_format.h CompileResponseFormat).
+  ResponseFormat response_format;
 };
+
+// At most this many choices (prompts x n) in one request: each is a sequence in the engine.
+inline constexpr int kMaxChoices = 64;
 
 struct CompletionRequest {
   CommonRequest common;
-  // Exactly one of the two: a text prompt, or a prompt given as token ids.
-  std::optional<std::string> prompt_text;
-  std::vector<int32_t> prompt_ids;
+  // One per prompt of the batch (OpenAI's choices are prompt-major: prompt i, choice j has
+  // index i * n + j). Each is a text or token ids, never both.
+  struct Prompt {
+    std::optional<std::string> text;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Prompt> prompts;
+  bool echo = false;  // the prompt comes first in each choice's text
+};
+
+// tool_choice: the model decides (auto, the default with tools), no tool (none), at least one
+// call (required), or a call of one named function.
+struct ToolChoice {
+  enum class Mode { kAuto, kNone, kRequired, kFunction };
+  Mode mode = Mode::kAuto;
+  std::string function;  // kFunction: the name, one of the request's tools
+};
+
+struct ChatTool {
+  std::string name;        // function.name
+  std::string parameters;  // function.parameters as JSON text; "" when absent (no arguments)
 };
 
 struct ChatRequest {
   CommonRequest common;
   std::vector<tokenizer::ChatMessage> messages;
   bool enable_thinking = true;             // chat_template_kwargs.enable_thinking
-  std::vector<std::string> tools;          // raw JSON of each "tools" entry
+  std::vector<std::string> tools;          // raw JSON of each "tools" entry, key order kept
+  std::vector<ChatTool> tool_functions;    // the same tools, read
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;         // false: at most one call per message
 };
 
 // Parse a request body; on failure the error names the offending parameter.
@@ -63,44 +95,5 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, ChatRequest* out
 std::optional<ApiError> ValidatePrompt(const std::vector<int32_t>& prompt_ids, int64_t vocab_size,
                                        int32_t max_model_len, int32_t default_max_tokens,
                                        CommonRequest* request);
-
-struct Usage {
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-};
-
-// Fields every response object carries.
-struct ResponseHeader {
-  std::string id;       // "cmpl-..." / "chatcmpl-..."
-  int64_t created = 0;  // unix seconds
-  std::string model;
-};
-
-// Non-streaming responses (one choice, index 0).
-std::string CompletionResponseJson(const ResponseHeader& header, const std::string& text,
-                                   const std::string& finish_reason, const Usage& usage,
-                                   const std::vector<int32_t>* token_ids);
-std::string ChatResponseJson(const ResponseHeader& header, const std::string& content,
-                             const std::string& finish_reason, const Usage& usage,
-                             const std::vector<int32_t>* token_ids);
-
-// Streaming chunks (the JSON of one SSE event). `finish_reason` empty = null. With
-// include_usage, every chunk carries "usage": null and a last chunk carries the counts.
-std::string CompletionChunkJson(const ResponseHeader& header, const std::string& text,
-                                const std::string& finish_reason, bool include_usage,
-                                const std::vector<int32_t>* token_ids);
-// `role` non-empty only in the first chunk; `content` absent when `has_content` is false.
-std::string ChatChunkJson(const ResponseHeader& header, const std::string& role, bool has_content,
-                          const std::string& content, const std::string& finish_reason,
-                          bool include_usage, const std::vector<int32_t>* token_ids);
-// The usage chunk sent before [DONE]: "choices": [] and the counts.
-std::string UsageChunkJson(const ResponseHeader& header, bool chat, const Usage& usage);
-
-// "data: <json>\n\n" and the terminator "data: [DONE]\n\n".
-std::string SseEvent(const std::string& json);
-std::string SseDone();
-
-// GET /v1/models.
-std::string ModelsJson(const std::string& model, int64_t created, int32_t max_model_len);
 
 }  // namespace tandem::openai

@@ -20,6 +20,7 @@ void CheckAccepted(tandem::openai::CommonRequest& c, const std::vector<int32_t>&
     __builtin_trap();
   }
   if (c.max_tokens && *c.max_tokens < 1) __builtin_trap();
+  if (c.n < 1 || c.n > tandem::openai::kMaxChoices || c.logprobs < -1 || c.logprobs > 20) __builtin_trap();
   // The sampling extensions in the ranges LLMEngine::Submit accepts.
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f) || !(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f) ||
       !(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
@@ -51,11 +52,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto e = tandem::openai::ParseCompletionRequest(body, &completion)) {
     CheckError(*e);
   } else {
-    if (completion.prompt_text.has_value() == !completion.prompt_ids.empty()) __builtin_trap();
-    // A text prompt stands in as one token per byte (capped) for the length checks.
-    std::vector<int32_t> ids = completion.prompt_ids;
-    if (completion.prompt_text) ids.assign(std::min<size_t>(completion.prompt_text->size(), 600), 1);
-    CheckAccepted(completion.common, ids);
+    const auto& prompts = completion.prompts;
+    if (prompts.empty() || prompts.size() * static_cast<size_t>(completion.common.n) > tandem::openai::kMaxChoices) {
+      __builtin_trap();
+    }
+    for (const auto& p : prompts) {
+      if (p.text.has_value() == !p.ids.empty()) __builtin_trap();
+      // A text prompt stands in as one token per byte (capped) for the length checks.
+      std::vector<int32_t> ids = p.ids;
+      if (p.text) ids.assign(std::min<size_t>(p.text->size(), 600), 1);
+      tandem::openai::CommonRequest common = completion.common;  // resolved per prompt, as the server does
+      CheckAccepted(common, ids);
+    }
   }
   tandem::openai::ChatRequest chat;
   if (auto e = tandem::openai::ParseChatRequest(body, &chat)) {

@@ -99,7 +99,7 @@ test('errors map to the SDK error classes', async () => {
       return true;
     });
   await assert.rejects(
-    client().completions.create({ model: MODEL, prompt: 'x', n: 2 }),
+    client().completions.create({ model: MODEL, prompt: 'x', n: 65 }),
     (err) => err instanceof OpenAI.BadRequestError && err.param === 'n');
   const wrongKey = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(wrongKey.models.list(), (err) => err instanceof OpenAI.AuthenticationError);

@@ -1,9 +1,12 @@
 // A scripted LLMEngine for the HTTP layer's tests: every request generates the same script of
 // (token id, text) pairs, one token per step of its own engine thread, so tests know exactly
 // what text to expect and can make the engine slow, full or unhealthy on demand. It records what
-// was submitted and cancelled.
+// was submitted and cancelled. With n > 1 every choice runs the script (choice c's token ids are
+// the script's + 1000 * c); with logprobs, token k of a choice has logprob -(k + 1) / 8 - c and
+// alternatives id + 1, id + 2, ... each 1 lower; prompt logprobs are -1 per prompt token.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -36,7 +39,9 @@ class FakeEngine final : public engine::LLMEngine {
     if (stopped_) return absl::UnavailableError("shut down");
     submitted_.push_back(request);
     const std::string id = request.request_id;  // (the right side of = is evaluated first)
-    active_[id] = Active{std::move(request), std::move(callback), 0};
+    const size_t n = static_cast<size_t>(std::max(1, request.n));
+    active_[id] = Active{std::move(request), std::move(callback), std::vector<size_t>(n, 0),
+                         std::vector<bool>(n, false)};
     cv_.notify_all();
     return absl::OkStatus();
   }
@@ -52,6 +57,7 @@ class FakeEngine final : public engine::LLMEngine {
       active_.erase(it);
     }
     engine::GenerationEvent e;
+    e.choice_finished = true;
     e.finished = true;
     e.finish_reason = "abort";
     cb(e);
@@ -89,6 +95,7 @@ class FakeEngine final : public engine::LLMEngine {
     }
     for (auto& [id, a] : left) {
       engine::GenerationEvent e;
+      e.choice_finished = true;
       e.finished = true;
       e.finish_reason = "abort";
       a.callback(e);
@@ -121,8 +128,16 @@ class FakeEngine final : public engine::LLMEngine {
   struct Active {
     engine::GenerationRequest request;
     engine::GenerationCallback callback;
-    size_t next = 0;
+    std::vector<size_t> next;  // per choice
+    std::vector<bool> done;    // per choice
+    bool prompt_sent = false;
   };
+
+  static engine::TokenLogprob Logprob(int32_t id, float lp, int32_t top) {
+    engine::TokenLogprob t{id, lp, {}};
+    for (int32_t k = 1; k <= top; ++k) t.top.emplace_back(id + k, lp - static_cast<float>(k));
+    return t;
+  }
 
   // One "step": every live request gets its next token; callbacks run outside the lock, as the
   // real engine's would run on its thread.
@@ -137,22 +152,53 @@ class FakeEngine final : public engine::LLMEngine {
         ++iterations_;
         for (auto it = active_.begin(); it != active_.end();) {
           Active& a = it->second;
-          engine::GenerationEvent e;
-          const Token& t = script_[a.next % script_.size()];
-          e.token_ids = {t.id};
-          e.text_delta = t.text;
-          ++a.next;
-          const bool length = static_cast<int32_t>(a.next) >= a.request.params.max_tokens;
-          const bool end = a.next >= script_.size();
-          if (length || end) {
-            e.finished = true;
-            e.finish_reason = length ? "length" : "stop";
-            e.prompt_tokens = static_cast<int64_t>(a.request.prompt_ids.size());
-            e.completion_tokens = static_cast<int64_t>(a.next);
-            out.emplace_back(std::move(a.callback), std::move(e));
+          const engine::SamplingParams& p = a.request.params;
+          if (p.prompt_logprobs >= 0 && !a.prompt_sent) {
+            engine::GenerationEvent e;
+            for (size_t i = 1; i < a.request.prompt_ids.size(); ++i) {
+              e.prompt_logprobs.push_back(Logprob(a.request.prompt_ids[i], -1.0f, p.prompt_logprobs));
+            }
+            out.emplace_back(a.callback, std::move(e));
+          }
+          a.prompt_sent = true;
+          size_t open = 0;
+          int64_t completion = 0;
+          for (size_t c = 0; c < a.next.size(); ++c) {
+            completion += static_cast<int64_t>(a.next[c]);
+            if (a.done[c]) continue;
+            engine::GenerationEvent e;
+            e.choice = static_cast<int32_t>(c);
+            const Token& t = script_[a.next[c] % script_.size()];
+            const int32_t id = t.id + 1000 * static_cast<int32_t>(c);
+            e.token_ids = {id};
+            e.text_delta = t.text;
+            if (p.logprobs >= 0) {
+              e.logprobs.push_back(Logprob(id, -static_cast<float>(a.next[c] + 1) / 8 - static_cast<float>(c), p.logprobs));
+            }
+            ++a.next[c];
+            ++completion;
+            out.emplace_back(a.callback, std::move(e));
+            const bool length = static_cast<int32_t>(a.next[c]) >= p.max_tokens;
+            if (length || a.next[c] >= script_.size()) {
+              a.done[c] = true;
+              engine::GenerationEvent fin;
+              fin.choice = static_cast<int32_t>(c);
+              fin.choice_finished = true;
+              fin.finish_reason = length ? "length" : "stop";
+              out.emplace_back(a.callback, std::move(fin));
+            } else {
+              ++open;
+            }
+          }
+          if (open == 0) {
+            // The request's last event repeats the last choice's end with the usage of all.
+            engine::GenerationEvent& last = out.back().second;
+            last.finished = true;
+            last.prompt_tokens = static_cast<int64_t>(a.request.prompt_ids.size());
+            last.completion_tokens = completion;
+            out.back().first = std::move(a.callback);
             it = active_.erase(it);
           } else {
-            out.emplace_back(a.callback, std::move(e));
             ++it;
           }
         }

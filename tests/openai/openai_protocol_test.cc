@@ -1,4 +1,5 @@
-// openai_protocol: request parsing and validation, error shapes, response and SSE chunk shapes.
+// openai_protocol: request parsing and validation (the fields both endpoints share, completions
+// prompts and outputs), error shapes. Chat messages and tools: chat_request_test.cc.
 #include "openai/openai_protocol.h"
 
 #include <gtest/gtest.h>
@@ -32,8 +33,8 @@ TEST(HttpProtocol, CompletionWithTextPromptAndSampling) {
       &r);
   ASSERT_FALSE(e) << e->message;
   EXPECT_EQ(r.common.model, "m");
-  ASSERT_TRUE(r.prompt_text);
-  EXPECT_EQ(*r.prompt_text, "hello");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text.value_or(""), "hello");
   EXPECT_EQ(r.common.max_tokens, 5);
   EXPECT_FLOAT_EQ(r.common.params.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.common.params.top_p, 0.9f);
@@ -49,14 +50,31 @@ TEST(HttpProtocol, CompletionWithTextPromptAndSampling) {
 TEST(HttpProtocol, CompletionPromptForms) {
   CompletionRequest r;
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1,2,3]})", &r));
-  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_FALSE(r.prompt_text);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(r.prompts[0].text);
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[[4,5]]})", &r));  // a batch of one
-  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{4, 5}));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{4, 5}));
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":["only"]})", &r));
-  EXPECT_EQ(r.prompt_text.value_or(""), "only");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text.value_or(""), "only");
 
-  EXPECT_EQ(CompletionError(R"({"prompt":["a","b"]})").param, "prompt");
+  // Batches: strings or token arrays, in order; each element is a whole prompt.
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":["a","b c"],"n":2})", &r));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1].text.value_or(""), "b c");
+  EXPECT_EQ(r.common.n, 2);
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[[1],[2,3],"x"]})", &r));
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[1].ids, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(r.prompts[2].text.value_or(""), "x");
+  EXPECT_EQ(CompletionError(R"({"prompt":["a",""]})").param, "prompt[1]");
+  EXPECT_EQ(CompletionError(R"({"prompt":["a",7]})").param, "prompt[1]");
+  EXPECT_EQ(CompletionError(R"({"prompt":[[1],[]]})").param, "prompt[1]");
+  EXPECT_EQ(CompletionError(R"({"prompt":[[1],[2,"x"]]})").param, "prompt[1]");
+  // At most kMaxChoices sequences (prompts x n) per request.
+  EXPECT_EQ(CompletionError(R"({"prompt":["a","b","c"],"n":22})").param, "prompt");
   EXPECT_EQ(CompletionError(R"({"prompt":[]})").param, "prompt");
   EXPECT_EQ(CompletionError(R"({"prompt":""})").param, "prompt");
   EXPECT_EQ(CompletionError(R"({"prompt":[1,-2]})").code, "invalid_token_id");
@@ -88,10 +106,15 @@ TEST(HttpProtocol, RejectsBadParametersNamingThem) {
     const char* param;
   };
   const Case cases[] = {
-      {R"({"prompt":"x","n":2})", "n"},
-      {R"({"prompt":"x","echo":true})", "echo"},
+      {R"({"prompt":"x","n":0})", "n"},
+      {R"({"prompt":"x","n":65})", "n"},
+      {R"({"prompt":"x","n":1.5})", "n"},
+      {R"({"prompt":"x","echo":1})", "echo"},
       {R"({"prompt":"x","best_of":3})", "best_of"},
-      {R"({"prompt":"x","logprobs":2})", "logprobs"},
+      {R"({"prompt":"x","n":2,"best_of":3})", "best_of"},
+      {R"({"prompt":"x","logprobs":21})", "logprobs"},
+      {R"({"prompt":"x","logprobs":-1})", "logprobs"},
+      {R"({"prompt":"x","logprobs":true})", "logprobs"},
       {R"({"prompt":"x","temperature":-1})", "temperature"},
       {R"({"prompt":"x","temperature":"hot"})", "temperature"},
       {R"({"prompt":"x","top_p":0})", "top_p"},
@@ -116,6 +139,37 @@ TEST(HttpProtocol, RejectsBadParametersNamingThem) {
   EXPECT_FALSE(ParseCompletionRequest(
       R"({"prompt":"x","n":1,"echo":false,"logprobs":null,"presence_penalty":0,"max_tokens":16.0})", &r));
   EXPECT_EQ(r.common.max_tokens, 16);
+  EXPECT_EQ(r.common.logprobs, -1);
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","logprobs":false})", &r));
+  EXPECT_EQ(r.common.logprobs, -1);
+}
+
+TEST(HttpProtocol, CompletionOutputs) {
+  CompletionRequest r;
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":"x","n":3,"best_of":3,"echo":true,"logprobs":0})", &r));
+  EXPECT_EQ(r.common.n, 3);
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.common.logprobs, 0);
+  ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":"x","logprobs":20})", &r));
+  EXPECT_EQ(r.common.logprobs, 20);
+  EXPECT_FALSE(r.echo);
+  EXPECT_EQ(r.common.n, 1);
+}
+
+TEST(HttpProtocol, ChatLogprobs) {
+  ChatRequest r;
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  ASSERT_FALSE(ParseChatRequest("{" + msgs + R"(,"logprobs":true})", &r));
+  EXPECT_EQ(r.common.logprobs, 0);
+  ASSERT_FALSE(ParseChatRequest("{" + msgs + R"(,"logprobs":true,"top_logprobs":5,"n":4})", &r));
+  EXPECT_EQ(r.common.logprobs, 5);
+  EXPECT_EQ(r.common.n, 4);
+  ASSERT_FALSE(ParseChatRequest("{" + msgs + R"(,"logprobs":false})", &r));
+  EXPECT_EQ(r.common.logprobs, -1);
+  // top_logprobs needs logprobs (as OpenAI says); chat's logprobs is a boolean.
+  EXPECT_EQ(ChatError("{" + msgs + R"(,"top_logprobs":2})").param, "top_logprobs");
+  EXPECT_EQ(ChatError("{" + msgs + R"(,"logprobs":true,"top_logprobs":21})").param, "top_logprobs");
+  EXPECT_EQ(ChatError("{" + msgs + R"(,"logprobs":3})").param, "logprobs");
 }
 
 // Nothing is silently dropped: an unknown field, a known one asking for what we do not do, or
@@ -150,13 +204,14 @@ TEST(HttpProtocol, RefusesUnknownAndUnimplementedFieldsNamingThem) {
     EXPECT_EQ(ChatError(chat).param, c.param) << chat;
   }
   const Case chat_only[] = {
-      {R"("response_format":{"type":"json_object"})", "response_format"},
-      {R"("response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{}}})", "response_format"},
-      {R"("tool_choice":"required")", "tool_choice"},
-      {R"("tool_choice":"none")", "tool_choice"},
+      {R"("response_format":{"type":"json_object","schema":{}})", "response_format.schema"},
+      {R"("response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"pattern":"a"}}})",
+       "response_format.json_schema.schema"},
+      {R"("tool_choice":"required")", "tool_choice"},  // without tools
       {R"("tool_choice":{"type":"function","function":{"name":"f"}})", "tool_choice"},
-      {R"("parallel_tool_calls":false)", "parallel_tool_calls"},
-      {R"("top_logprobs":2)", "top_logprobs"},
+      {R"("parallel_tool_calls":"no")", "parallel_tool_calls"},
+      {R"("top_logprobs":2)", "top_logprobs"},  // without logprobs
+      {R"("chat_template_kwargs":{"thinking_budget":5})", "chat_template_kwargs.thinking_budget"},
       {R"("store":true)", "store"},
       {R"("service_tier":"flex")", "service_tier"},
       {R"("metadata":"x")", "metadata"},
@@ -216,22 +271,23 @@ TEST(HttpProtocol, SamplingExtensionsReachTheEngine) {
   // max_tokens the request resolves to (explicit, or the endpoint's default).
   CompletionRequest c;
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"logit_bias":{"100":1}})", &c));
-  auto v = ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common);
+  const std::vector<int32_t> prompt = {1};
+  auto v = ValidatePrompt(prompt, 100, 64, 16, &c.common);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->param, "logit_bias");
   EXPECT_EQ(v->code, "invalid_token_id");
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"logit_bias":{"99":1}})", &c));
-  EXPECT_FALSE(ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common));
+  EXPECT_FALSE(ValidatePrompt(prompt, 100, 64, 16, &c.common));
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"min_tokens":17})", &c));
-  v = ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common);
+  v = ValidatePrompt(prompt, 100, 64, 16, &c.common);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->param, "min_tokens");
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"min_tokens":5,"max_tokens":4})", &c));
-  v = ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common);
+  v = ValidatePrompt(prompt, 100, 64, 16, &c.common);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->param, "min_tokens");
   ASSERT_FALSE(ParseCompletionRequest(R"({"prompt":[1],"min_tokens":16})", &c));
-  EXPECT_FALSE(ValidatePrompt(c.prompt_ids, 100, 64, 16, &c.common));
+  EXPECT_FALSE(ValidatePrompt(prompt, 100, 64, 16, &c.common));
 }
 
 TEST(HttpProtocol, BadJsonAndNonObjectBodies) {
@@ -241,37 +297,6 @@ TEST(HttpProtocol, BadJsonAndNonObjectBodies) {
   EXPECT_EQ(CompletionError("[1,2]").http_status, 400);
   EXPECT_EQ(CompletionError("").code, "invalid_json");
   EXPECT_EQ(ChatError("\"text\"").http_status, 400);
-}
-
-TEST(HttpProtocol, ChatMessagesAndTemplateKwargs) {
-  ChatRequest r;
-  auto e = ParseChatRequest(
-      R"({"model":"m","messages":[{"role":"developer","content":"be brief"},
-          {"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]},
-          {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
-          {"role":"tool","content":"42"}],
-          "chat_template_kwargs":{"enable_thinking":false},"max_completion_tokens":7})",
-      &r);
-  ASSERT_FALSE(e) << e->message;
-  ASSERT_EQ(r.messages.size(), 4u);
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[1].content, "hi there");
-  ASSERT_EQ(r.messages[2].tool_calls.size(), 1u);
-  EXPECT_EQ(r.messages[2].tool_calls[0].name, "f");
-  EXPECT_EQ(r.messages[2].tool_calls[0].arguments, "{\"a\":1}");
-  EXPECT_FALSE(r.enable_thinking);
-  EXPECT_EQ(r.common.max_tokens, 7);
-
-  EXPECT_EQ(ChatError(R"({"messages":[]})").param, "messages");
-  EXPECT_EQ(ChatError(R"({})").param, "messages");
-  EXPECT_EQ(ChatError(R"({"messages":{"role":"user"}})").param, "messages");
-  EXPECT_EQ(ChatError(R"({"messages":[{"content":"x"}]})").param, "messages[0].role");
-  EXPECT_EQ(ChatError(R"({"messages":[{"role":"wizard","content":"x"}]})").param, "messages[0].role");
-  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})").param,
-            "messages[0].content");
-  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":"no"}})").param,
-            "chat_template_kwargs.enable_thinking");
-  EXPECT_EQ(ChatError(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})").param, "logprobs");
 }
 
 TEST(HttpProtocol, ValidatePromptVocabularyAndLength) {
@@ -316,60 +341,6 @@ TEST(HttpProtocol, ErrorShape) {
   EXPECT_EQ(j["error"]["param"], "n");
   EXPECT_TRUE(j["error"]["code"].is_null());
   EXPECT_EQ(j["error"].size(), 4u);
-}
-
-TEST(HttpProtocol, ResponseShapes) {
-  ResponseHeader h{"cmpl-1", 1700000000, "tiny"};
-  std::vector<int32_t> ids = {5, 6};
-  Json c = Json::parse(CompletionResponseJson(h, "ab", "length", Usage{3, 2}, &ids));
-  EXPECT_EQ(c["object"], "text_completion");
-  EXPECT_EQ(c["choices"][0]["text"], "ab");
-  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(c["choices"][0]["token_ids"], Json(ids));
-  EXPECT_EQ(c["usage"]["total_tokens"], 5);
-
-  Json chat = Json::parse(ChatResponseJson(h, "hey", "stop", Usage{3, 1}, nullptr));
-  EXPECT_EQ(chat["object"], "chat.completion");
-  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
-  EXPECT_EQ(chat["choices"][0]["message"]["content"], "hey");
-  EXPECT_FALSE(chat["choices"][0].contains("token_ids"));
-
-  // Invalid UTF-8 from a model must not break the JSON.
-  Json bad = Json::parse(CompletionResponseJson(h, std::string("a\xff", 2), "stop", Usage{}, nullptr));
-  EXPECT_EQ(bad["choices"][0]["text"], "a\xEF\xBF\xBD");
-}
-
-TEST(HttpProtocol, SseChunkShapes) {
-  ResponseHeader h{"chatcmpl-1", 1700000000, "tiny"};
-  const std::string first = SseEvent(ChatChunkJson(h, "assistant", true, "", "", true, nullptr));
-  std::cout << first;
-  ASSERT_EQ(first.rfind("data: ", 0), 0u);
-  ASSERT_EQ(first.substr(first.size() - 2), "\n\n");
-  Json j = Json::parse(first.substr(6));
-  EXPECT_EQ(j["object"], "chat.completion.chunk");
-  EXPECT_EQ(j["choices"][0]["delta"]["role"], "assistant");
-  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
-  EXPECT_TRUE(j.contains("usage") && j["usage"].is_null());
-
-  Json last = Json::parse(ChatChunkJson(h, "", false, "", "stop", false, nullptr));
-  EXPECT_TRUE(last["choices"][0]["delta"].is_object());
-  EXPECT_TRUE(last["choices"][0]["delta"].empty());
-  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
-  EXPECT_FALSE(last.contains("usage"));
-
-  Json usage = Json::parse(UsageChunkJson(h, true, Usage{4, 2}));
-  EXPECT_TRUE(usage["choices"].empty());
-  EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
-
-  Json text = Json::parse(CompletionChunkJson(h, "x", "", false, nullptr));
-  EXPECT_EQ(text["object"], "text_completion");
-  EXPECT_EQ(text["choices"][0]["text"], "x");
-  EXPECT_EQ(SseDone(), "data: [DONE]\n\n");
-
-  Json models = Json::parse(ModelsJson("tiny", 1, 4096));
-  EXPECT_EQ(models["object"], "list");
-  EXPECT_EQ(models["data"][0]["id"], "tiny");
-  EXPECT_EQ(models["data"][0]["object"], "model");
 }
 
 }  // namespace

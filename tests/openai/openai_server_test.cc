@@ -13,6 +13,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/openai/fake_llm_engine.h"
+#include "tests/openai/server_fixture.h"
 #include "tests/common/promtool.h"
 #include "tests/common/test_util.h"
 #include "tests/http/raw_client.h"
@@ -20,67 +21,11 @@
 namespace tandem::openai {
 namespace {
 
-using Json = nlohmann::json;
 using testing::FakeEngine;
-
-std::string TestdataDir() { return ::tandem::testing::TestdataDir(); }
-
-std::vector<FakeEngine::Token> Script() {
-  // Multi-byte text on purpose: the SSE path must carry UTF-8 unchanged.
-  return {{11, "Hello"}, {12, ","}, {13, " wörld"}, {14, "!"}, {15, " How"}, {16, " are"}, {17, " you"}, {18, "?"}};
-}
-
-// The data: payloads of an SSE body, in order.
-std::vector<std::string> SsePayloads(const std::string& body) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    size_t end = body.find("\n\n", pos);
-    out.push_back(body.substr(pos + 6, end - pos - 6));
-    pos = end;
-  }
-  return out;
-}
-
-class HttpServerTest : public ::testing::Test {
- protected:
-  void Start(OpenAIServerOptions o = {}, std::chrono::milliseconds step = std::chrono::milliseconds(2)) {
-    engine_ = std::make_unique<FakeEngine>(Script(), step);
-    auto tok = tokenizer::Tokenizer::LoadFromDir(TestdataDir() + "/qwen3-tokenizer");
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer_ = std::move(*tok);
-    metrics_ = std::make_unique<ServeMetrics>("tiny");
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.served_model_name = "tiny";
-    if (o.vocab_size == 0) o.vocab_size = 4096;
-    if (o.max_model_len == OpenAIServerOptions{}.max_model_len) o.max_model_len = 256;
-    o.max_in_flight = 16;
-    server_ = std::make_unique<OpenAIServer>(engine_.get(), tokenizer_.get(), metrics_.get(), o);
-    ASSERT_TRUE(server_->Start().ok());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_read_timeout(10, 0);
-  }
-  void TearDown() override {
-    if (engine_) engine_->Shutdown();
-    if (server_) server_->Stop();
-  }
-  httplib::Result Post(const std::string& path, const std::string& body, const httplib::Headers& h = {}) {
-    return client_->Post(path.c_str(), h, body, "application/json");
-  }
-  static Json ErrorOf(const httplib::Result& r) {
-    Json j = Json::parse(r->body);
-    EXPECT_TRUE(j.contains("error")) << r->body;
-    EXPECT_EQ(j["error"].size(), 4u) << r->body;  // message, type, param, code
-    return j["error"];
-  }
-
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<ServeMetrics> metrics_;
-  std::unique_ptr<OpenAIServer> server_;
-  std::unique_ptr<httplib::Client> client_;
-};
+using testing::HttpServerTest;
+using testing::Json;
+using testing::SsePayloads;
+using testing::TestdataDir;
 
 TEST_F(HttpServerTest, ModelsHealthAndUnknownRoute) {
   Start();
@@ -128,8 +73,9 @@ TEST_F(HttpServerTest, BadRequestsNameTheParameter) {
   };
   const Case cases[] = {
       {"/v1/completions", "{oops", 400, ""},
-      {"/v1/completions", R"({"prompt":[1],"n":3})", 400, "n"},
-      {"/v1/completions", R"({"prompt":[1],"echo":true})", 400, "echo"},
+      {"/v1/completions", R"({"prompt":[1],"n":65})", 400, "n"},
+      {"/v1/completions", R"({"prompt":[1],"echo":1})", 400, "echo"},
+      {"/v1/completions", R"({"prompt":[[1],[2,5000]]})", 400, "prompt[1]"},
       {"/v1/completions", R"({"prompt":[1, 5000]})", 400, "prompt"},
       {"/v1/completions", R"({"prompt":[1],"max_tokens":300})", 400, "max_tokens"},
       {"/v1/completions", R"({"prompt":[1],"model":"gpt-4"})", 404, "model"},
@@ -270,18 +216,12 @@ TEST_F(HttpServerTest, ChatRendersTheModelsOwnTemplate) {
     for (bool thinking : {true, false}) {
       Json body = {{"model", "tiny"}, {"max_tokens", 1}, {"messages", Json::parse(c["messages"].dump())},
                    {"chat_template_kwargs", {{"enable_thinking", thinking}}}};
-      std::string want = c[thinking ? "text" : "text_nothink"].get<std::string>();
-      if (!c["tools"].empty()) {
-        body["tools"] = Json::parse(c["tools"].dump());
-        // The request parser reads bodies into key-sorted JSON, so the tool definitions reach
-        // the template with sorted keys: the reference's order is not what the server can see
-        // (chat_prompt_test checks the reference bytes with the order kept).
-        tokenizer::ChatTemplateOptions topts;
-        topts.enable_thinking = thinking;
-        for (const auto& t : body["tools"]) topts.tools.push_back(t.dump());
-        want = *(*prompt)->Render(tokenizer::testing::ChatRefMessages(c["messages"]), topts);
-      }
-      auto r = Post("/v1/chat/completions", body.dump());
+      const std::string want = c[thinking ? "text" : "text_nothink"].get<std::string>();
+      // The body is written with the reference's key order: the server keeps it, so the tool
+      // definitions reach the template as the client wrote them.
+      std::string text = body.dump();
+      if (!c["tools"].empty()) text.insert(text.size() - 1, ",\"tools\":" + c["tools"].dump());
+      auto r = Post("/v1/chat/completions", text);
       ASSERT_TRUE(r);
       ASSERT_EQ(r->status, 200) << name << ": " << r->body;
       EXPECT_EQ(tokenizer_->Decode(engine_->submitted().back().prompt_ids), want) << name;
@@ -387,7 +327,7 @@ TEST_F(HttpServerTest, MetricsPassPromtool) {
   Start();
   ASSERT_EQ(Post("/v1/completions", R"({"prompt":[1,2,3],"max_tokens":5})")->status, 200);
   ASSERT_EQ(Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":3,"stream":true})")->status, 200);
-  ASSERT_EQ(Post("/v1/completions", R"({"prompt":[1],"n":2})")->status, 400);
+  ASSERT_EQ(Post("/v1/completions", R"({"prompt":[1],"n":65})")->status, 400);
   auto r = client_->Get("/metrics");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200);
