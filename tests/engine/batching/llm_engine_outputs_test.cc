@@ -120,6 +120,38 @@ TEST(EngineOutputsFakeModelTest, ThreeChoicesWithLogprobsInOrder) {
   EXPECT_EQ(forks, 2);
 }
 
+// Choices that end at their first token (max_tokens 1; eos) end at once, each with its own
+// final event, and leave no block behind.
+TEST(EngineOutputsFakeModelTest, ChoicesThatEndAtTheirFirstToken) {
+  FakeModel model(8);
+  model.SetEos({7});
+  StepDriver driver(&model, nullptr);
+  auto engine = LLMEngine::Create(&driver, nullptr, FakeOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ChoicesSink one_token(4), eos(2);
+  ASSERT_TRUE((*engine)->Submit(Request("one", {1, 2, 3, 4, 5}, 1, 4), one_token.Callback()).ok());
+  GenerationRequest r = Request("eos", {1, 2, 3, 4, 5, 6}, 5, 2);  // the first token is 7, the eos
+  r.params.ignore_eos = false;
+  ASSERT_TRUE((*engine)->Submit(r, eos.Callback()).ok());
+  ASSERT_TRUE(one_token.Wait() && eos.Wait());
+  const ReceivedChoices a = one_token.Get(), b = eos.Get();
+  ExpectNoProtocolErrors(a);
+  ExpectNoProtocolErrors(b);
+  for (const auto& c : a.choices) {
+    EXPECT_EQ(c.tokens, (std::vector<int32_t>{6}));
+    EXPECT_EQ(c.finish_reason, "length");
+  }
+  EXPECT_EQ(a.completion_tokens, 4);
+  for (const auto& c : b.choices) {
+    EXPECT_TRUE(c.tokens.empty());
+    EXPECT_EQ(c.finish_reason, "stop");
+  }
+  EXPECT_EQ(b.completion_tokens, 2);  // the eos tokens were generated
+  const EngineStats s = (*engine)->Stats();
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running + s.waiting, 0);
+}
+
 TEST(EngineOutputsFakeModelTest, OutOfRangeSettingsAreRefused) {
   FakeModel model(8);
   StepDriver driver(&model, nullptr);
@@ -215,7 +247,9 @@ void ExpectLogprobsOfRows(const std::vector<TokenLogprob>& got, const Logits& re
     ASSERT_EQ(got[i].top.size(), static_cast<size_t>(top)) << what << " " << i;
     for (size_t k = 0; k < got[i].top.size(); ++k) {
       EXPECT_NEAR(got[i].top[k].second, RefLogprob(row, ref.vocab, got[i].top[k].first), 1e-4) << what << " " << i;
-      if (k > 0) EXPECT_GE(got[i].top[k - 1].second, got[i].top[k].second) << what << " " << i;
+      if (k > 0) {
+        EXPECT_GE(got[i].top[k - 1].second, got[i].top[k].second) << what << " " << i;
+      }
     }
     if (i < 3) {
       std::printf("%s %zu: token %d logprob %.5f (reference %.5f), best %d at %.5f\n", what, i, got[i].token,
@@ -297,7 +331,9 @@ TEST(EngineOutputsGoldenTest, ThreeGreedyChoicesAreWhatOneGives) {
       std::printf("block size %d: 3 prompts x 3 greedy choices golden; %lld preemptions; %lld blocks in use after\n",
                   block_size, static_cast<long long>(s.preemptions), static_cast<long long>(s.kv_blocks_used));
       EXPECT_EQ(s.kv_blocks_used, 0);
-      if (block_size == 4) EXPECT_GT(s.preemptions, 0);
+      if (block_size == 4) {
+        EXPECT_GT(s.preemptions, 0);
+      }
     });
   }
 }
