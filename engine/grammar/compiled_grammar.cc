@@ -40,6 +40,64 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
     }
   }
   masks_.resize(el.size());
+  ComputeFollowSets();
+}
+
+void CompiledGrammar::ComputeFollowSets() {
+  const auto& el = grammar_.elements;
+  const size_t nr = grammar_.rules.size();
+  owner_.assign(el.size(), -1);
+  for (size_t r = 0; r < nr; ++r) {
+    for (int32_t p : grammar_.rules[r].alternatives) {
+      for (; el[p].kind != Element::Kind::kEnd; ++p) owner_[p] = static_cast<RuleId>(r);
+      owner_[p] = static_cast<RuleId>(r);
+    }
+  }
+  // FIRST sets and nullability of rules, then of each position's rest of its alternative.
+  std::vector<ByteSet> first(nr);
+  std::vector<bool> nullable(nr, false);
+  auto merge = [](ByteSet& into, const ByteSet& from) {
+    bool changed = false;
+    for (int w = 0; w < 4; ++w) {
+      const uint64_t before = into.bits[w];
+      into.bits[w] |= from.bits[w];
+      changed = changed || into.bits[w] != before;
+    }
+    return changed;
+  };
+  // The FIRST set and nullability of the rest of an alternative from position p.
+  auto rest = [&](int32_t p, ByteSet* out) {
+    for (; el[p].kind != Element::Kind::kEnd; ++p) {
+      const Element& e = el[p];
+      const bool elem_nullable = e.repeat != Repetition::kOne || (e.kind == Element::Kind::kRule && nullable[e.arg]);
+      merge(*out, e.kind == Element::Kind::kBytes ? grammar_.byte_sets[e.arg] : first[e.arg]);
+      if (!elem_nullable) return false;
+    }
+    return true;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < nr; ++r) {
+      for (int32_t p : grammar_.rules[r].alternatives) {
+        ByteSet f;
+        const bool n = rest(p, &f);
+        changed = merge(first[r], f) || changed;
+        if (n && !nullable[r]) nullable[r] = changed = true;
+      }
+    }
+  }
+  follow_.assign(nr, ByteSet{});
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t p = 0; p < el.size(); ++p) {
+      const Element& e = el[p];
+      if (e.kind != Element::Kind::kRule) continue;
+      ByteSet f;
+      if (rest(static_cast<int32_t>(p) + 1, &f)) merge(f, follow_[owner_[p]]);
+      if (e.repeat == Repetition::kStar) merge(f, first[e.arg]);  // it may match again
+      changed = merge(follow_[e.arg], f) || changed;
+    }
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
@@ -152,54 +210,70 @@ int64_t CompiledGrammar::MinBytesToEnd(const MatchState& s, const std::vector<St
 }
 
 void CompiledGrammar::WalkTokens(const MatchState& start, std::vector<StackNode>* pool,
-                                 const std::vector<int32_t>* ranks,
+                                 const std::vector<int32_t>* ranks, const ByteSet* follow,
                                  absl::FunctionRef<void(int32_t, TokenResult)> visit) const {
   const TokenVocabulary& v = *vocab_;
   const size_t count = ranks != nullptr ? ranks->size() : v.sorted().size();
-  // states[d]: the state after the first d bytes of the current token; crossed[d]: whether a
-  // boundary was reached after any of them; pool_size[d]: the pool before states[d + 1].
+  // states[d]: the state after the first d bytes of the current token; pool_size[d]: the pool
+  // before states[d + 1]; crossed[d]: some path left through the boundary after byte j and
+  // byte j + 1 can follow it, for a j < d (so it depends on the first d bytes only).
   thread_local std::vector<MatchState> states;
   thread_local std::vector<char> crossed;
   thread_local std::vector<size_t> pool_size;
   if (states.empty()) states.resize(1);
   states[0] = start;
-  crossed.assign(1, 0);
+  crossed.assign(2, 0);
   pool_size.assign(1, pool->size());
+  auto left_before = [&](size_t d, std::string_view b) {  // crossed[d + 1] of token b
+    return crossed[d] || (d >= 1 && states[d].crossed && (follow == nullptr || follow->Has(static_cast<uint8_t>(b[d]))));
+  };
   size_t valid = 0;  // states[0..valid] hold for the previous token's prefix
-  const std::string* prev = nullptr;
+  std::string_view prev;
   for (size_t i = 0; i < count; ++i) {
     const int32_t rank = ranks != nullptr ? (*ranks)[i] : static_cast<int32_t>(i);
-    const std::string& b = v.bytes(v.sorted()[rank]);
+    const std::string_view b = v.sorted_bytes(rank);
     size_t common = 0;
     if (ranks == nullptr) {
       common = static_cast<size_t>(v.lcp()[rank]);
-    } else if (prev != nullptr) {
-      while (common < prev->size() && common < b.size() && (*prev)[common] == b[common]) ++common;
+    } else {
+      while (common < prev.size() && common < b.size() && prev[common] == b[common]) ++common;
     }
-    prev = &b;
+    prev = b;
     size_t d = std::min(common, valid);
     pool->resize(pool_size[d]);
     // Extend while some path is still inside; the token's last byte is decided by `matched`.
     while (d < b.size() && !states[d].tops.empty()) {
       if (states.size() < d + 2) states.resize(d + 2);
-      if (crossed.size() < d + 2) crossed.resize(d + 2), pool_size.resize(d + 2);
+      if (crossed.size() < d + 3) crossed.resize(d + 3), pool_size.resize(d + 2);
+      crossed[d + 1] = left_before(d, b);
       Advance(states[d], static_cast<uint8_t>(b[d]), pool, &states[d + 1]);
-      crossed[d + 1] = crossed[d] || states[d + 1].crossed;
       pool_size[d + 1] = pool->size();
       ++d;
       if (!states[d].matched) break;
     }
     valid = d;
     TokenResult r;
+    size_t decided;  // the token's first `decided` bytes settle r (for the skip below)
     if (d == b.size() && states[d].matched) {
       r = TokenResult::kAccepted;
+      decided = b.size() + 1;  // nothing to skip: longer tokens go on
+    } else if (!states[d].matched) {
+      // Byte d - 1 failed: only a boundary left before it can still take the token.
+      r = crossed[d] ? TokenResult::kUncertain : TokenResult::kRejected;
+      decided = d;
     } else {
-      // The bytes up to the failing one: a boundary reached before the last byte means the
-      // rest of the stack may still take the token.
-      const size_t last = std::min(d, b.size() - 1);
-      r = crossed[last] ? TokenResult::kUncertain : TokenResult::kRejected;
+      // Every path left through the boundary after byte d - 1 (d < size): the next byte decides.
+      r = left_before(d, b) ? TokenResult::kUncertain : TokenResult::kRejected;
+      decided = d + 1;
     }
-    visit(rank, r);
+    if (r != TokenResult::kRejected) visit(rank, r);
+    if (ranks == nullptr && decided <= b.size()) {
+      // The following tokens that share the deciding bytes get the same answer unseen.
+      while (i + 1 < count && static_cast<size_t>(v.lcp()[i + 1]) >= decided) {
+        ++i;
+        if (r != TokenResult::kRejected) visit(static_cast<int32_t>(i), r);
+      }
+    }
   }
   pool->resize(pool_size[0]);
 }
@@ -210,7 +284,7 @@ PositionMask CompiledGrammar::ComputeMask(int32_t pos) const {
   std::vector<StackNode> pool{StackNode{pos, kBoundaryParent}};
   MatchState start;
   start.tops = {0};
-  WalkTokens(start, &pool, nullptr, [&](int32_t rank, TokenResult r) {
+  WalkTokens(start, &pool, nullptr, &follow_[owner_[pos]], [&](int32_t rank, TokenResult r) {
     if (r == TokenResult::kAccepted) {
       const int32_t id = vocab_->sorted()[rank];
       m.accepted[id >> 6] |= uint64_t{1} << (id & 63);

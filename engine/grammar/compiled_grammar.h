@@ -70,11 +70,12 @@ class CompiledGrammar {
   int64_t MinBytesToEnd(const MatchState& s, const std::vector<StackNode>& pool, int* first_byte) const;
 
   // Walks tokens from `start` in the vocabulary's sorted order, sharing the states of common
-  // prefixes, and calls visit(rank, result) for each: `ranks` ascending (nullptr: every
-  // generable token). kUncertain: no path consumed the token, but one reached a
-  // kBoundaryParent before its last byte.
+  // prefixes, and calls visit(rank, result) for each token that is not rejected: `ranks`
+  // ascending (nullptr: every generable token, skipping the tokens of a rejected prefix
+  // without looking at them). kUncertain: no path consumed the token, but one reached a
+  // kBoundaryParent before a byte in `follow` (nullptr: any byte) of the token.
   void WalkTokens(const MatchState& start, std::vector<StackNode>* pool, const std::vector<int32_t>* ranks,
-                  absl::FunctionRef<void(int32_t rank, TokenResult result)> visit) const;
+                  const ByteSet* follow, absl::FunctionRef<void(int32_t rank, TokenResult result)> visit) const;
 
   // The mask cache entry of byte-set position `pos`, computed on first use (thread-safe).
   const PositionMask& MaskAt(int32_t pos) const;
@@ -86,11 +87,17 @@ class CompiledGrammar {
   // Adds the tops reachable from `node` without consuming a byte to `out`.
   void Expand(int32_t node, std::vector<StackNode>* pool, MatchState* out, std::vector<StackNode>* seen) const;
   PositionMask ComputeMask(int32_t pos) const;
+  void ComputeFollowSets();
 
   Grammar grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::vector<int64_t> min_rest_;  // per position: fewest bytes to the end of its alternative
   std::vector<int64_t> rule_min_;  // per rule: fewest bytes it matches
+  std::vector<RuleId> owner_;      // per position: its rule
+  // Per rule: the bytes that can come right after it ends, anywhere in the grammar. A token that
+  // leaves the rule of the cached position and goes on with another byte is only uncertain when
+  // that byte can follow (a string's closing quote followed by ')' is rejected at once).
+  std::vector<ByteSet> follow_;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<PositionMask>> masks_;  // per position, null until computed
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "absl/status/status.h"
 
@@ -196,15 +197,32 @@ class GrammarFlattener {
     if (!child.ok()) return child.status();
     if (n.max == 0) return Alts{Seq{}};
     const bool single = child->size() == 1 && (*child)[0].size() == 1 && (*child)[0][0].repeat == Repetition::kOne;
-    if (!single && n.min == 0 && n.max < 0) {
-      // h ::= x h | "": right recursion, so that the matcher's tail call keeps one frame of h on
-      // the stack however many times x matches; a token spanning several x stays inside h.
-      const RuleId h = Helper(Alts{}, "star");
-      Alts alts = std::move(*child);
-      for (Seq& s : alts) s.push_back(RuleElement(h));
-      alts.push_back(Seq{});
-      alts_[h] = std::move(alts);
-      return Alts{Seq{RuleElement(h)}};
+    if (!single) {
+      // Each repetition is a rule whose alternatives are x's, each followed by the rule of the
+      // repetitions left: the matcher moves from one to the next by tail calls, so a token
+      // spanning several x stays inside (compiled_grammar.h's mask cache), and the stack stays
+      // one frame deep. Unbounded: h ::= x h | "".
+      const Alts& x = *child;
+      auto then = [&](const char* what, const std::optional<Element>& next) {
+        Alts alts = x;
+        if (next) {
+          for (Seq& s : alts) s.push_back(*next);
+        }
+        return Helper(std::move(alts), what);
+      };
+      std::optional<Element> rest;  // what follows the repetitions still required
+      if (n.max < 0) {
+        const RuleId h = Helper(Alts{}, "star");
+        Alts alts = x;
+        for (Seq& s : alts) s.push_back(RuleElement(h));
+        alts.push_back(Seq{});
+        alts_[h] = std::move(alts);
+        rest = RuleElement(h);
+      } else {
+        for (int32_t k = n.min; k < n.max; ++k) rest = RuleElement(then("upto", rest), Repetition::kOptional);
+      }
+      for (int32_t k = 0; k < n.min; ++k) rest = RuleElement(then("times", rest));
+      return Alts{rest ? Seq{*rest} : Seq{}};
     }
     const Element x = AsElement(std::move(*child), "rep");
     Seq out(n.min, x);

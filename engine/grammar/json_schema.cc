@@ -158,7 +158,7 @@ class SchemaCompiler {
     if (!hi.ok()) return hi.status();
     if (*hi >= 0 && *hi < *lo) return Error(path, "maxLength is less than minLength");
     if (*lo == 0 && *hi < 0) return b_.Ref(String());
-    return b_.Seq({b_.Literal("\""), b_.Repeat(b_.Ref(Char()), *lo, *hi), b_.Literal("\"")});
+    return b_.Seq({b_.Literal("\""), b_.Repeat(CharExpr(), *lo, *hi), b_.Literal("\"")});
   }
 
   absl::StatusOr<Expr> CompileArray(const Json& s, const std::string& path) {
@@ -323,28 +323,20 @@ class SchemaCompiler {
   Expr Space() { return b_.Optional(b_.Literal(" ")); }
   Expr Separator() { return b_.Seq({b_.Literal(","), Space()}); }
 
-  // One character of a JSON string: anything but '"', '\' and control characters, or an escape.
-  RuleId Char() {
-    if (char_ >= 0) return char_;
-    char_ = b_.AddRule(prefix_ + ".char");
+  // One character of a JSON string: anything but '"', '\' and control characters, or an
+  // escape. An expression, not a rule: a repetition of it is flattened into rules that hold the
+  // characters themselves, so that a token of several characters stays inside one rule.
+  Expr CharExpr() {
     const Expr hex = b_.Bytes({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-    const Expr escape = b_.Seq({b_.Literal("\\"), b_.Alt({b_.Bytes({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
-                                                                     {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
-                                                           b_.Seq({b_.Literal("u"), b_.Repeat(hex, 4, 4)})})});
-    (void)b_.Define(char_, b_.Alt({b_.Chars({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, /*negated=*/true), escape}));
-    return char_;
+    return b_.Alt({b_.Chars({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, /*negated=*/true),
+                   b_.Seq({b_.Literal("\\"), b_.Bytes({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
+                                                       {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}})}),
+                   b_.Seq({b_.Literal("\\u"), b_.Repeat(hex, 4, 4)})});
   }
   RuleId String() {
     if (string_ >= 0) return string_;
     string_ = b_.AddRule(prefix_ + ".string");
-    // The characters inlined (not a reference to Char) so that the matcher sees a token of
-    // several characters inside one rule.
-    const Expr hex = b_.Bytes({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-    const Expr ch = b_.Alt({b_.Chars({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, true),
-                            b_.Seq({b_.Literal("\\"), b_.Bytes({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
-                                                                {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}})}),
-                            b_.Seq({b_.Literal("\\u"), b_.Repeat(hex, 4, 4)})});
-    (void)b_.Define(string_, b_.Seq({b_.Literal("\""), b_.Star(ch), b_.Literal("\"")}));
+    (void)b_.Define(string_, b_.Seq({b_.Literal("\""), b_.Star(CharExpr()), b_.Literal("\"")}));
     return string_;
   }
   RuleId Integer() {
@@ -389,7 +381,7 @@ class SchemaCompiler {
   const Json& root_;
   const std::string prefix_;
   std::map<std::string, RuleId> refs_;
-  RuleId char_ = -1, string_ = -1, integer_ = -1, number_ = -1, any_ = -1;
+  RuleId string_ = -1, integer_ = -1, number_ = -1, any_ = -1;
 };
 
 }  // namespace

@@ -97,7 +97,7 @@ void GrammarMatcher::FillMask(std::vector<uint64_t>* mask) {
                                   }),
                    uncertain_.end());
   if (uncertain_.empty()) return;
-  grammar_->WalkTokens(state_, &pool_, &uncertain_, [&](int32_t rank, TokenResult r) {
+  grammar_->WalkTokens(state_, &pool_, &uncertain_, nullptr, [&](int32_t rank, TokenResult r) {
     if (r == TokenResult::kAccepted) set(v.sorted()[rank]);
   });
 }

@@ -31,6 +31,8 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, const std
   lcp_.assign(sorted_.size(), 0);
   for (size_t i = 0; i < sorted_.size(); ++i) {
     rank_[sorted_[i]] = static_cast<int32_t>(i);
+    sorted_offset_.push_back(sorted_text_.size());
+    sorted_text_ += bytes_[sorted_[i]];
     if (i == 0) continue;
     const std::string& a = bytes_[sorted_[i - 1]];
     const std::string& b = bytes_[sorted_[i]];
@@ -38,6 +40,7 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, const std
     while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
     lcp_[i] = static_cast<int32_t>(k);
   }
+  sorted_offset_.push_back(sorted_text_.size());
 }
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::FromTokenizer(const tokenizer::Tokenizer& tok,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tandem::tokenizer {
@@ -35,6 +36,10 @@ class TokenVocabulary {
   const std::vector<int32_t>& sorted() const { return sorted_; }
   // lcp()[i]: the length of the common prefix of sorted()[i - 1] and sorted()[i] (0 for i = 0).
   const std::vector<int32_t>& lcp() const { return lcp_; }
+  // The bytes of sorted()[rank], stored in rank order (the walks read them in that order).
+  std::string_view sorted_bytes(int32_t rank) const {
+    return std::string_view(sorted_text_).substr(sorted_offset_[rank], sorted_offset_[rank + 1] - sorted_offset_[rank]);
+  }
   // rank(id): the index of id in sorted(), -1 for ids that cannot be generated.
   int32_t rank(int32_t id) const { return rank_[id]; }
   // The id whose bytes are exactly this one byte, -1 if none (byte-level BPE has all 256).
@@ -47,6 +52,8 @@ class TokenVocabulary {
   std::vector<int32_t> eos_ids_;
   std::vector<int32_t> sorted_;
   std::vector<int32_t> lcp_;
+  std::string sorted_text_;             // every generable token's bytes, in rank order
+  std::vector<size_t> sorted_offset_;   // rank -> start in sorted_text_ (one extra at the end)
   std::vector<int32_t> rank_;
   int32_t byte_token_[256];
 };
