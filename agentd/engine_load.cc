@@ -64,11 +64,21 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
                                                std::to_string(world) + ", " + req.backend() + ")");
   }
   const auto t0 = Clock::now();
+  // What the load has read (engine/model/load_progress.h): the log lines every 5 s and per 10%,
+  // and the events' bytes_done as that share of the folder's bytes (a rank reads only its shard
+  // of each tensor, so the tensors read make the percentage).
+  engine::LoadProgress load_progress;
+  engine::LoadProgressLog progress_log(path + " (rank " + std::to_string(req.rank()) + " of " + std::to_string(world) + ")",
+                                       &load_progress);
   auto event = [&](const std::string& phase, bool done) {
     v1::LoadModelEvent ev;
     ev.set_phase(phase);
     ev.set_bytes_total(total);
-    ev.set_bytes_done(done ? total : 0);
+    const int64_t tensors = load_progress.tensors_total.load();
+    const uint64_t share = tensors > 0 ? static_cast<uint64_t>(static_cast<double>(total) *
+                                                               load_progress.tensors_read.load() / tensors)
+                                       : 0;
+    ev.set_bytes_done(done ? total : std::min(share, total));
     ev.set_done(done);
     ev.set_seconds(SecondsSince(t0));
     if (progress) progress(ev);
@@ -80,8 +90,8 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
   loaded->request.set_world_size(world);
   if (loaded->request.backend().empty()) loaded->request.set_backend("cpu");
   if (world > 1) loaded->comm = std::make_unique<GroupComm>(static_cast<int>(req.rank()), static_cast<int>(world));
-  // Model::Load has no progress of its own: the loading thread runs it while this one sends a
-  // "weights" event every 500 ms (the RPC's liveness), then the final one.
+  // The loading thread runs Model::Load while this one sends a "weights" event every 500 ms (the
+  // RPC's liveness, with the bytes so far), then the final one.
   auto result = std::async(std::launch::async, [&]() -> absl::Status {
     engine::ModelLoadOptions lo;
     lo.backend = loaded->request.backend();
@@ -90,6 +100,7 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     lo.comm = loaded->comm.get();
     lo.threads = static_cast<int>(req.threads());
     lo.kv_cache_dtype = req.kv_cache_dtype().empty() ? "auto" : req.kv_cache_dtype();
+    lo.progress = &load_progress;
     // cuda: device 0 of CUDA_VISIBLE_DEVICES (agentd/group_transport.h), made current here.
     ASSIGN_OR_RETURN(const std::string device, PrepareRankDevice(lo.backend));
     if (!device.empty()) TLOG(INFO) << "rank " << req.rank() << " of " << world << " on " << device;
@@ -113,13 +124,13 @@ absl::Status EngineHost::LoadModel(const v1::LoadModelRequest& req, const LoadPr
     return RankFailure(st);
   }
   const double seconds = SecondsSince(t0);
+  progress_log.Done();
   {
     std::lock_guard<std::mutex> l(mu_);
     loaded_ = std::move(loaded);
     group_comm_ = loaded_->comm.get();
     SetStateLocked(v1::RANK_STATE_LOADED, "loaded " + path + " in " + std::to_string(seconds) + " s");
   }
-  TLOG(INFO) << "loaded " << path << " (rank " << req.rank() << " of " << world << ") in " << seconds << " s";
   event("done", true);
   return absl::OkStatus();
 }

@@ -11,7 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "common/flag_args.h"
 #include "common/secret_file.h"
 #include "common/status.h"
 #include "infer/serve_command.h"
@@ -23,10 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
-
-const char kBenchUsage[] =
-    "usage: tandem-infer bench-serve --url URL [--concurrency 1,8,32] [--requests N] [--max-tokens M]\n"
-    "           [--prompt-len L] [--model NAME] [--api-key-file PATH] [--json] [--timeout-s S]\n";
 
 struct RequestSample {
   bool ok = false;
@@ -151,56 +146,45 @@ Percentiles ComputePercentiles(std::vector<double> v) {
   return p;
 }
 
-absl::StatusOr<BenchServeOptions> ParseBenchServeFlags(const std::vector<std::string>& args) {
-  BenchServeOptions o;
-  for (FlagArgs a(args); a.Next();) {
-    const std::string flag = a.name();
-    auto text = [&] { return a.Value(); };
-    auto positive = [&]() -> absl::StatusOr<int> {
-      ASSIGN_OR_RETURN(std::string v, text());
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 1000000) {
-        return absl::InvalidArgumentError("flag " + flag + " needs a positive integer, got '" + v + "'");
-      }
-      return static_cast<int>(n);
-    };
-    if (flag == "--url") { ASSIGN_OR_RETURN(o.url, text()); }
-    else if (flag == "--requests") { ASSIGN_OR_RETURN(o.requests, positive()); }
-    else if (flag == "--max-tokens") { ASSIGN_OR_RETURN(o.max_tokens, positive()); }
-    else if (flag == "--prompt-len") { ASSIGN_OR_RETURN(o.prompt_len, positive()); }
-    else if (flag == "--timeout-s") { ASSIGN_OR_RETURN(o.timeout_s, positive()); }
-    else if (flag == "--model") { ASSIGN_OR_RETURN(o.model, text()); }
-    else if (flag == "--api-key-file") {
-      ASSIGN_OR_RETURN(std::string path, text());
-      ASSIGN_OR_RETURN(o.api_key, ReadSecretFile(path, "--api-key-file"));
-    }
-    else if (flag == "--api-key") {
-      return absl::InvalidArgumentError("--api-key is gone (the key would be readable in /proc/PID/cmdline): "
-                                        "pass --api-key-file PATH (mode 0600)");
-    }
-    else if (flag == "--json") { o.json = true; }
-    else if (flag == "--concurrency") {
-      ASSIGN_OR_RETURN(std::string v, text());
-      o.concurrency.clear();
-      std::stringstream ss(v);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        char* end = nullptr;
-        long n = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || n < 1 || n > 4096) {
-          return absl::InvalidArgumentError("--concurrency needs a list like 1,8,32; bad element '" + item + "'");
-        }
-        o.concurrency.push_back(static_cast<int>(n));
-      }
-      if (o.concurrency.empty()) return absl::InvalidArgumentError("--concurrency is empty");
-    }
-    else return absl::InvalidArgumentError("unknown flag " + flag);
-  }
-  std::string host;
-  int port = 0;
-  RETURN_IF_ERROR(SplitUrl(o.url, &host, &port));
-  return o;
+void AddBenchServeFlags(CLI::App* command, BenchServeOptions* o) {
+  const auto count = CLI::Range(1, 1000000).description("");
+  command->add_option("--url", o->url, "the server (http only)")->check([](const std::string& url) {
+    std::string host;
+    int port = 0;
+    const absl::Status st = SplitUrl(url, &host, &port);
+    return st.ok() ? std::string() : std::string(st.message());
+  });
+  command
+      ->add_option_function<std::string>(
+          "--concurrency",
+          [o](const std::string& v) {
+            o->concurrency.clear();
+            std::stringstream ss(v);
+            std::string item;
+            while (std::getline(ss, item, ',')) {
+              char* end = nullptr;
+              long n = std::strtol(item.c_str(), &end, 10);
+              if (item.empty() || *end != '\0' || n < 1 || n > 4096) {
+                throw CLI::ValidationError("--concurrency", "needs a list like 1,8,32; bad element '" + item + "'");
+              }
+              o->concurrency.push_back(static_cast<int>(n));
+            }
+            if (o->concurrency.empty()) throw CLI::ValidationError("--concurrency", "is empty");
+          },
+          "concurrency levels, each run in turn")
+      ->type_name("1,8,32")
+      ->default_str("1,8,32");
+  command->add_option("--requests", o->requests, "requests per concurrency level")->check(count);
+  command->add_option("--max-tokens", o->max_tokens, "tokens per request (ignore_eos)")->check(count);
+  command->add_option("--prompt-len", o->prompt_len, "random prompt token ids per request")->check(count);
+  command->add_option("--timeout-s", o->timeout_s, "deadline of one request")->check(count);
+  command->add_option("--model", o->model, "the model name to ask for [the server's default]");
+  command->add_option("--api-key-file", o->api_key_file, "the API key (mode 0600)")->type_name("PATH");
+  command->add_option("--api-key")->group("")->check([](const std::string&) {
+    return std::string("--api-key is gone (the key would be readable in /proc/PID/cmdline): "
+                       "pass --api-key-file PATH (mode 0600)");
+  });
+  command->add_flag("--json", o->json, "one JSON object per concurrency level (JSON Lines) instead of the table");
 }
 
 absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& o, int concurrency) {
@@ -279,22 +263,19 @@ std::string FormatBenchJson(const BenchLevelResult& r) {
   return j.dump();
 }
 
-int RunBenchServeCommand(const std::vector<std::string>& args) {
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::fputs(kBenchUsage, stdout);
-      return 0;
+int RunBenchServeCommand(BenchServeOptions options) {
+  if (!options.api_key_file.empty()) {
+    absl::StatusOr<std::string> key = ReadSecretFile(options.api_key_file, "--api-key-file");
+    if (!key.ok()) {
+      std::fprintf(stderr, "tandem-infer bench-serve: %s\n", StatusText(key.status()).c_str());
+      return 2;
     }
-  }
-  absl::StatusOr<BenchServeOptions> o = ParseBenchServeFlags(args);
-  if (!o.ok()) {
-    std::fprintf(stderr, "tandem-infer bench-serve: %s\n%s", StatusText(o.status()).c_str(), kBenchUsage);
-    return 2;
+    options.api_key = *std::move(key);
   }
   std::vector<BenchLevelResult> results;
   bool any_failed = false;
-  for (int c : o->concurrency) {
-    absl::StatusOr<BenchLevelResult> r = RunBenchLevel(*o, c);
+  for (int c : options.concurrency) {
+    absl::StatusOr<BenchLevelResult> r = RunBenchLevel(options, c);
     if (!r.ok()) {
       std::fprintf(stderr, "tandem-infer bench-serve: %s\n", StatusText(r.status()).c_str());
       return 1;
@@ -303,11 +284,11 @@ int RunBenchServeCommand(const std::vector<std::string>& args) {
       any_failed = true;
       std::fprintf(stderr, "concurrency %d: %d request(s) failed; first: %s\n", c, r->failed, r->first_error.c_str());
     }
-    if (o->json) std::printf("%s\n", FormatBenchJson(*r).c_str());
+    if (options.json) std::printf("%s\n", FormatBenchJson(*r).c_str());
     std::fflush(stdout);
     results.push_back(*r);
   }
-  if (!o->json) std::fputs(FormatBenchTable(results).c_str(), stdout);
+  if (!options.json) std::fputs(FormatBenchTable(results).c_str(), stdout);
   return any_failed ? 1 : 0;
 }
 

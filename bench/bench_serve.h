@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/cli.h"
 
 namespace tandem::bench {
 
@@ -19,7 +20,8 @@ struct BenchServeOptions {
   int max_tokens = 32;          // per request (ignore_eos, so every request makes this many)
   int prompt_len = 32;          // random token ids (seeded by request index) in [100, 4000)
   std::string model;            // "" = the server's default
-  std::string api_key;          // read from --api-key-file
+  std::string api_key_file;     // --api-key-file
+  std::string api_key;          // read from api_key_file by RunBenchServeCommand
   bool json = false;            // one JSON object per level instead of the table
   int timeout_s = 600;          // per request
 };
@@ -41,12 +43,13 @@ struct BenchLevelResult {
 // Linear interpolation between closest ranks; `values` need not be sorted.
 Percentiles ComputePercentiles(std::vector<double> values);
 
-absl::StatusOr<BenchServeOptions> ParseBenchServeFlags(const std::vector<std::string>& args);
+// The `bench-serve` subcommand's flags, into `options`.
+void AddBenchServeFlags(CLI::App* command, BenchServeOptions* options);
 absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& options, int concurrency);
 std::string FormatBenchTable(const std::vector<BenchLevelResult>& results);
 std::string FormatBenchJson(const BenchLevelResult& result);
 
-// `tandem-infer bench-serve`: exit code, errors on stderr.
-int RunBenchServeCommand(const std::vector<std::string>& args);
+// `tandem-infer bench-serve` after parsing: exit code, errors on stderr.
+int RunBenchServeCommand(BenchServeOptions options);
 
 }  // namespace tandem::bench

@@ -56,10 +56,12 @@ std::optional<int> Parse(CLI::App& app, const std::vector<std::string>& args) {
       return 0;
     }
     const CLI::App& chosen = ChosenCommand(app);
-    // CLI11 says only "A subcommand is required" when the first word is no command it knows.
+    // CLI11 says only "A subcommand is required" when the first word is no command it knows, or
+    // a flag: name what it got instead.
     if (&chosen == &app && app.get_require_subcommand_min() > 0 && !args.empty() && !args[0].empty() &&
-        args[0][0] != '-') {
-      return UsageError(app, "unknown command '" + args[0] + "'");
+        dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      return UsageError(app, args[0][0] == '-' ? "a command must come first, before " + args[0]
+                                               : "unknown command '" + args[0] + "'");
     }
     return UsageError(chosen, e.what());
   }

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "engine/comm/comm.h"
 #include "engine/kv_cache.h"
+#include "engine/model/load_progress.h"
 #include "engine/model/model_config.h"
 #include "engine/step.h"
 
@@ -23,6 +24,9 @@ struct ModelLoadOptions {
   // The KV cache's element type (ParseKvDtype in kv_cache.h): "auto" (float32 on both backends),
   // "f32", "bf16" or "fp8"; kv_spec() reports it and its bytes.
   std::string kv_cache_dtype = "auto";
+  // Optional, not owned: counts what the load reads (engine/model/load_progress.h), for the
+  // progress lines of the programs that load (tandem-infer, the agent's rank).
+  LoadProgress* progress = nullptr;
 };
 
 class Model {

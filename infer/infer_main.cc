@@ -1,20 +1,16 @@
-// tandem-infer: the engine without the cluster. Wiring and flags only; the work is in infer.cc.
-//   tandem-infer tokenize --model DIR --text TEXT
-//   tandem-infer generate --model DIR [--backend cpu] [--tp N] [--ranks threads|processes]
-//                (--prompt TEXT [--chat] [--no-thinking] | --prompt-ids 1,2,3) [--max-tokens N]
-//                [--temperature T] [--seed S] [--json] [--stats] [--threads N]
-//   tandem-infer logits --model DIR [--tp N] [--ranks ...] --prompt-ids 1,2,3 --out FILE
+// tandem-infer: the engine without the cluster. Subcommands and their flags only (common/cli.h); the
+// work is in infer.cc, serve_command.cc, make_model.cc and bench/.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "common/flag_args.h"
+#include "bench/bench_serve.h"
+#include "common/cli.h"
 #include "common/status.h"
+#include "common/version.h"
 #include "infer/infer.h"
 #include "infer/make_model.h"
 #include "infer/rank_processes.h"
-#include "bench/bench_serve.h"
 #include "infer/serve_command.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "bench/decode_bench.h"
@@ -22,103 +18,56 @@
 
 namespace {
 
-const char kUsage[] =
-    "usage: tandem-infer tokenize --model DIR --text TEXT\n"
-    "       tandem-infer generate --model DIR [--backend cpu|cuda] [--tp N] [--ranks threads|processes]\n"
-    "                    (--prompt TEXT [--chat] [--no-thinking] | --prompt-ids 1,2,3) [--max-tokens N]\n"
-    "                    [--temperature T] [--seed S] [--json] [--stats] [--threads N] [--timeout-s S]\n"
-    "                    [--kv-cache-dtype auto|f32|bf16|fp8]\n"
-    "       tandem-infer logits --model DIR [--backend cpu|cuda] [--tp N] [--ranks threads|processes]\n"
-    "                    --prompt-ids 1,2,3 --out FILE\n"
-    "       tandem-infer serve --model DIR [--port P] ...        (OpenAI-compatible server; serve --help)\n"
-    "       tandem-infer bench-serve --url URL [--concurrency 1,8,32] ...   (bench-serve --help)\n"
-    "       tandem-infer make-model --out DIR [--tokenizer-from DIR] ...    (random-weight checkpoint)\n"
-    "       tandem-infer bench --backend cuda [--synthetic NAME] [--tp N] ...  (CUDA builds; bench --help)\n"
-    "  --backend cuda --tp N --ranks processes: one process per GPU (rank r on device r % GPUs), NCCL\n";
+using tandem::infer::InferOptions;
+
+constexpr char kDescription[] =
+    "tandem-infer: the engine without the cluster: tokenize, generate, dump logits, serve the OpenAI API from "
+    "one process, write a random-weight checkpoint, benchmark.";
+
+constexpr char kFooter[] =
+    "Run `tandem-infer <command> --help` for a command's flags. --backend cuda --tp N --ranks processes: one\n"
+    "process per GPU (rank r on device r % GPUs), NCCL. Exit status: 0 done, 1 failed, 2 bad usage.";
+
+// The model and how its ranks run: the flags generate and logits share.
+void AddEngineFlags(CLI::App* command, InferOptions* o) {
+  command->add_option("--model", o->model_dir, "Hugging Face model folder")->type_name("DIR")->required();
+  command->add_option("--backend", o->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  command->add_option("--tp", o->tp, "tensor-parallel ranks")->check(CLI::Range(1, 1024).description(""))->type_name("N");
+  command->add_option("--ranks", o->ranks, "ranks as threads of this process or as processes (tp > 1)")
+      ->check(CLI::IsMember({"threads", "processes"}));
+  command->add_option("--threads", o->threads, "matmul threads per rank (0: cores / tp)")->type_name("N");
+  command->add_option("--kv-cache-dtype", o->kv_cache_dtype, "the KV cache's element type: auto|f32|bf16|fp8");
+  command->add_option("--kv-block-size", o->kv_block_size, "tokens per KV block")
+      ->check(CLI::Range(1, 4096).description(""))
+      ->type_name("N");
+  command->add_option_function<double>(
+             "--timeout-s", [o](const double& s) { o->timeout_ms = static_cast<int>(s * 1000); },
+             "deadline of each collective (the rendezvous gets twice as long)")
+      ->check(CLI::Range(0.001, 86400.0).description(""))
+      ->type_name("SECONDS")
+      ->default_str("30");
+  command->add_option_function<std::string>(
+             "--prompt-ids",
+             [o](const std::string& v) {
+               absl::StatusOr<std::vector<int32_t>> ids = tandem::infer::ParseIdList(v);
+               if (!ids.ok()) throw CLI::ValidationError("--prompt-ids", std::string(ids.status().message()));
+               o->prompt_ids = *std::move(ids);
+             },
+             "prompt token ids")
+      ->type_name("1,2,3");
+  // Set by the launcher on the rank processes it spawns (infer/rank_processes.cc); not for people.
+  command->add_option("--rank", o->rank)->group("");
+  command->add_option("--world", o->world)->group("");
+  command->add_option("--store", o->store_dir)->group("");
+}
 
 int Fail(const std::string& msg) {
   std::fprintf(stderr, "tandem-infer: %s\n", msg.c_str());
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using tandem::infer::InferOptions;
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  // The serving subcommands parse their own flags (infer/serve_command.h).
-  if (std::string(argv[1]) == "serve") return tandem::infer::RunServeCommand({argv + 2, argv + argc});
-  if (std::string(argv[1]) == "make-model") return tandem::infer::RunMakeModelCommand({argv + 2, argv + argc});
-  if (std::string(argv[1]) == "bench-serve") return tandem::bench::RunBenchServeCommand({argv + 2, argv + argc});
-#ifdef TANDEM_HAVE_CUDA
-  // tandem-infer bench --backend cuda --synthetic qwen3-30b-a3b (bench/decode_bench.h)
-  if (std::string(argv[1]) == "bench") return tandem::bench::RunDecodeBenchCommand({argv + 2, argv + argc});
-#endif
-  InferOptions o;
-  o.command = argv[1];
-  bool ranks_given = false;
-  for (int i = 1; i < argc; ++i) o.argv.push_back(argv[i]);
-
-  for (tandem::FlagArgs a({argv + 2, argv + argc}); a.Next();) {
-    const std::string flag = a.name();
-    auto next = [&](std::string* out) -> bool {
-      auto v = a.Value();
-      if (!v.ok()) return false;
-      *out = *std::move(v);
-      return true;
-    };
-    auto number = [&](auto* out) -> bool {
-      std::string v;
-      if (!next(&v)) return false;
-      char* end = nullptr;
-      double d = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0') return false;
-      *out = static_cast<std::remove_pointer_t<decltype(out)>>(d);
-      return true;
-    };
-    bool ok = true;
-    if (flag == "--model") ok = next(&o.model_dir);
-    else if (flag == "--backend") ok = next(&o.backend);
-    else if (flag == "--tp") ok = number(&o.tp);
-    else if (flag == "--ranks") ok = next(&o.ranks), ranks_given = true;
-    else if (flag == "--threads") ok = number(&o.threads);
-    else if (flag == "--kv-cache-dtype") ok = next(&o.kv_cache_dtype);
-    else if (flag == "--text" || flag == "--prompt") ok = next(&o.text), o.has_text = true;
-    else if (flag == "--chat") o.chat = true;
-    else if (flag == "--no-thinking") o.enable_thinking = false;
-    else if (flag == "--prompt-ids") {
-      std::string v;
-      ok = next(&v);
-      if (ok) {
-        auto ids = tandem::infer::ParseIdList(v);
-        if (!ids.ok()) return Fail(tandem::StatusText(ids.status()));
-        o.prompt_ids = *ids;
-      }
-    }
-    else if (flag == "--max-tokens") ok = number(&o.max_tokens);
-    else if (flag == "--temperature") ok = number(&o.temperature);
-    else if (flag == "--seed") ok = number(&o.seed);
-    else if (flag == "--json") o.json = true;
-    else if (flag == "--stats") o.stats = true;
-    else if (flag == "--out") ok = next(&o.out);
-    else if (flag == "--kv-block-size") ok = number(&o.kv_block_size);
-    else if (flag == "--timeout-s") {
-      double s = 0;
-      ok = number(&s);
-      o.timeout_ms = static_cast<int>(s * 1000);
-    }
-    // Hidden: set by the launcher on the ranks it spawns.
-    else if (flag == "--rank") ok = number(&o.rank);
-    else if (flag == "--world") ok = number(&o.world);
-    else if (flag == "--store") ok = next(&o.store_dir);
-    else return Fail("unknown flag " + flag + "\n" + kUsage);
-    if (!ok) return Fail("flag " + flag + " needs a valid value");
-  }
-  if (!ranks_given) o.ranks = "threads";
-
+// tokenize / generate / logits: the engine's answer on stdout.
+int RunInferCommand(InferOptions o) {
   auto out = tandem::infer::RunInfer(o);
   if (!out.ok()) {
     Fail(tandem::StatusText(out.status()));
@@ -127,4 +76,85 @@ int main(int argc, char** argv) {
   }
   if (!out->empty()) std::printf("%s\n", out->c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace cli = tandem::cli;
+  auto app = cli::NewApp("tandem-infer", kDescription, [] { return std::string("tandem-infer ") + tandem::Version(); });
+  app->require_subcommand(1);
+  app->footer(kFooter);
+
+  InferOptions tok;
+  CLI::App* tokenize_cmd = cli::AddCommand(app.get(), "tokenize", "the token ids of a text: {\"ids\": [...]}");
+  tokenize_cmd->add_option("--model", tok.model_dir, "model folder with tokenizer.json")->type_name("DIR")->required();
+  tokenize_cmd->add_option_function<std::string>(
+      "--text,--prompt", [&tok](const std::string& t) { tok.text = t, tok.has_text = true; }, "the text")->required();
+
+  InferOptions gen;
+  CLI::App* generate_cmd =
+      cli::AddCommand(app.get(), "generate", "greedy or sampled continuation of a prompt (text or token ids)");
+  AddEngineFlags(generate_cmd, &gen);
+  generate_cmd->add_option_function<std::string>(
+      "--prompt,--text", [&gen](const std::string& t) { gen.text = t, gen.has_text = true; },
+      "prompt text (tokenized with the folder's tokenizer)");
+  generate_cmd->add_flag("--chat", gen.chat, "wrap --prompt as one user turn of the chat template");
+  generate_cmd->add_flag_callback("--no-thinking", [&gen] { gen.enable_thinking = false; },
+                                  "with --chat: add the empty think block");
+  generate_cmd->add_option("--max-tokens", gen.max_tokens, "tokens to generate")->type_name("N");
+  generate_cmd->add_option("--temperature", gen.temperature, "0: greedy")->type_name("T");
+  generate_cmd->add_option("--seed", gen.seed, "sampling seed")->type_name("S");
+  cli::AddJson(generate_cmd, &gen.json);
+  generate_cmd->add_flag("--stats", gen.stats, "decode tokens/s on stderr");
+
+  InferOptions logits;
+  CLI::App* logits_cmd = cli::AddCommand(app.get(), "logits", "the prompt's logits into a safetensors file");
+  AddEngineFlags(logits_cmd, &logits);
+  logits_cmd->add_option("--out", logits.out, "the safetensors file to write")->type_name("FILE")->required();
+
+  tandem::infer::ServeOptions serve;
+  CLI::App* serve_cmd = cli::AddCommand(app.get(), "serve", "the OpenAI-compatible server from one process");
+  tandem::infer::AddServeFlags(serve_cmd, &serve);
+
+  tandem::infer::MakeModelOptions make;
+  CLI::App* make_cmd =
+      cli::AddCommand(app.get(), "make-model", "write a small qwen3_moe checkpoint with RANDOM weights");
+  tandem::infer::AddMakeModelFlags(make_cmd, &make);
+
+  tandem::bench::BenchServeOptions bench_serve;
+  CLI::App* bench_serve_cmd =
+      cli::AddCommand(app.get(), "bench-serve", "load-test a running OpenAI server at several concurrencies");
+  tandem::bench::AddBenchServeFlags(bench_serve_cmd, &bench_serve);
+
+#ifdef TANDEM_HAVE_CUDA
+  // The decode benchmark parses its own flags (bench/decode_bench_flags.h, shared with
+  // cuda_decode_bench): everything after `bench` goes to it, --help included.
+  CLI::App* bench_cmd = cli::AddCommand(app.get(), "bench", "the CUDA decode benchmark (bench --help)");
+  bench_cmd->prefix_command();
+  bench_cmd->set_help_flag();
+#endif
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::optional<int> rc = cli::Parse(*app, args)) return *rc;
+
+  if (tokenize_cmd->parsed() || generate_cmd->parsed() || logits_cmd->parsed()) {
+    InferOptions& o = tokenize_cmd->parsed() ? tok : generate_cmd->parsed() ? gen : logits;
+    o.command = args[0];
+    o.argv = args;  // the rank processes run this same command line with --rank/--world/--store
+    return RunInferCommand(std::move(o));
+  }
+  if (serve_cmd->parsed()) {
+    if (absl::Status st = tandem::infer::CheckServeOptions(serve); !st.ok()) {
+      return cli::UsageError(*serve_cmd, std::string(st.message()));
+    }
+    return tandem::infer::RunServeCommand(serve);
+  }
+  if (make_cmd->parsed()) return tandem::infer::RunMakeModelCommand(make);
+  if (bench_serve_cmd->parsed()) return tandem::bench::RunBenchServeCommand(bench_serve);
+#ifdef TANDEM_HAVE_CUDA
+  return tandem::bench::RunDecodeBenchCommand(bench_cmd->remaining());
+#else
+  return cli::kExitUsage;
+#endif
 }

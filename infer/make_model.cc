@@ -145,55 +145,23 @@ absl::Status MakeRandomQwen3MoeModel(const MakeModelOptions& o) {
 
 namespace tandem::infer {
 
-int RunMakeModelCommand(const std::vector<std::string>& args) {
-  static const char kUsage[] =
-      "usage: tandem-infer make-model --out DIR [--tokenizer-from DIR] [--seed N] [--hidden N]\n"
-      "                               [--layers N] [--experts N] [--vocab N]\n"
+void AddMakeModelFlags(CLI::App* command, MakeModelOptions* o) {
+  command->footer(
       "Writes a small qwen3_moe checkpoint with RANDOM weights (bf16, hub key layout) and copies\n"
       "tokenizer.json/tokenizer_config.json from --tokenizer-from. Its output text is nonsense:\n"
-      "it exists to run the whole stack where no real checkpoint is available.\n";
-  MakeModelOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "tandem-infer make-model: %s needs a value\n%s", a.c_str(), kUsage);
-      return 2;
-    }
-    const std::string& v = args[++i];
-    auto number = [&](int64_t* out) {
-      char* end = nullptr;
-      long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n <= 0) return false;
-      *out = n;
-      return true;
-    };
-    int64_t seed = 0;
-    bool ok = true;
-    if (a == "--out") o.out_dir = v;
-    else if (a == "--tokenizer-from") o.tokenizer_dir = v;
-    else if (a == "--hidden") ok = number(&o.hidden_size);
-    else if (a == "--layers") ok = number(&o.num_layers);
-    else if (a == "--experts") ok = number(&o.num_experts);
-    else if (a == "--vocab") ok = number(&o.vocab_size);
-    else if (a == "--seed") ok = number(&seed), o.seed = static_cast<uint64_t>(seed);
-    else {
-      std::fprintf(stderr, "tandem-infer make-model: unknown flag %s\n%s", a.c_str(), kUsage);
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "tandem-infer make-model: %s expects a positive integer, got \"%s\"\n",
-                   a.c_str(), v.c_str());
-      return 2;
-    }
-  }
-  if (o.out_dir.empty()) {
-    std::fprintf(stderr, "tandem-infer make-model: --out is required\n%s", kUsage);
-    return 2;
-  }
+      "it exists to run the whole stack where no real checkpoint is available.");
+  const auto positive = CLI::PositiveNumber.description("");
+  command->add_option("--out", o->out_dir, "the folder to create")->type_name("DIR")->required();
+  command->add_option("--tokenizer-from", o->tokenizer_dir, "copy the tokenizer files from this model folder")
+      ->type_name("DIR");
+  command->add_option("--seed", o->seed, "random seed")->check(positive);
+  command->add_option("--hidden", o->hidden_size, "hidden size")->check(positive);
+  command->add_option("--layers", o->num_layers, "decoder layers")->check(positive);
+  command->add_option("--experts", o->num_experts, "routed experts")->check(positive);
+  command->add_option("--vocab", o->vocab_size, "vocabulary size")->check(positive);
+}
+
+int RunMakeModelCommand(MakeModelOptions o) {
   if (o.experts_per_tok > o.num_experts) o.experts_per_tok = o.num_experts;
   absl::Status st = MakeRandomQwen3MoeModel(o);
   if (!st.ok()) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/cli.h"
 
 namespace tandem::infer {
 
@@ -34,6 +35,7 @@ absl::Status MakeRandomQwen3MoeModel(const MakeModelOptions& options);
 
 namespace tandem::infer {
 // `tandem-infer make-model --out DIR [--tokenizer-from DIR] [--seed N] [--hidden N] [--layers N]
-// [--experts N] [--vocab N]`: returns the process exit code (0 ok, 1 failure, 2 usage).
-int RunMakeModelCommand(const std::vector<std::string>& args);
+// [--experts N] [--vocab N]`: the flags, and the command (exit code: 0 written, 1 failure).
+void AddMakeModelFlags(CLI::App* command, MakeModelOptions* options);
+int RunMakeModelCommand(MakeModelOptions options);
 }  // namespace tandem::infer

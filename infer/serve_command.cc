@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
-#include "common/flag_args.h"
+#include "common/failpoint.h"
 #include "common/log.h"
+#include "infer/loading_server.h"
 #include "common/net_address.h"
 #include "common/secret_file.h"
 #include "common/status.h"
@@ -30,22 +32,12 @@ using openai::ServingStack;
 using openai::ServingStackOptions;
 namespace {
 
-const char kServeUsage[] =
-    "usage: tandem-infer serve --model DIR [--backend cpu|cuda] [--tp N] [--threads N] [--host H] [--port P]\n"
-    "           [--served-model-name NAME] [--api-key-file PATH] [--insecure] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
-    "           [--max-model-len N] [--kv-tokens N] [--memory-fraction F] [--kv-cache-dtype auto|f32|bf16|fp8]\n"
-    "           [--max-waiting N]\n"
-    "           [--max-in-flight N] [--max-connections N] [--max-body-bytes N] [--header-timeout-ms MS]\n"
-    "           [--body-timeout-ms MS] [--idle-timeout-ms MS] [--write-timeout-ms MS] [--shutdown-timeout-s S]\n"
-    "  KV pool: --kv-tokens N exactly, else --memory-fraction F in (0, 1] (default: cpu 0.70 of\n"
-    "  MemAvailable; cuda 0.90 of the GPU's memory, weights included). --backend cuda uses CUDA\n"
-    "  device 0 of what CUDA_VISIBLE_DEVICES exposes. --kv-cache-dtype: the KV cache's element type\n"
-    "  (auto = float32; fp8 = e4m3 with per-layer scales: a quarter of float32's bytes, half of bf16's).\n"
-    "  --api-key-file PATH: clients must send 'Authorization: Bearer <key>' (the file: mode 0600,\n"
-    "  at least 16 bytes). Without it the server listens on loopback only (a non-loopback --host\n"
-    "  needs --insecure).  HTTP limits (docs/http.md): requests in flight (default max-num-seqs +\n"
-    "  max-waiting + 8), connections (1024), body bytes (4 MiB), and the head/body/idle/write deadlines\n"
-    "  (10 s / 60 s / 30 s / 30 s).\n";
+constexpr char kServeFooter[] =
+    "KV pool: --kv-tokens N exactly, else --memory-fraction F in (0, 1] (default: cpu 0.70 of MemAvailable; cuda\n"
+    "0.90 of the GPU's memory, weights included). --backend cuda uses CUDA device 0 of what CUDA_VISIBLE_DEVICES\n"
+    "exposes. Without --api-key-file the server listens on loopback only (a non-loopback --host needs --insecure).\n"
+    "The port is bound before the model loads: a taken port fails at once; while loading, every route answers\n"
+    "503 (/health: {\"status\": \"loading\"}). HTTP limits and deadlines: docs/http.md.";
 
 // Blocks SIGTERM/SIGINT in this thread (and every thread it starts later), so that the serving
 // thread can take them synchronously with sigtimedwait instead of in a signal handler.
@@ -69,7 +61,8 @@ std::string ServedName(const ServeOptions& o) {
 // TimedComm feeding tandem_allreduce_seconds), until a stop signal.
 absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const std::string& api_key,
                           ServeMetrics* metrics, engine::Model& model, engine::Comm* comm,
-                          const sigset_t& stop_signals, const std::function<bool()>& stop) {
+                          const sigset_t& stop_signals, const std::function<bool()>& stop,
+                          LoadingServer* loading) {
   engine::StepDriver driver(&model, comm);
 
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -99,6 +92,9 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
   if (o.body_timeout.count() > 0) so.server.body_timeout = o.body_timeout;
   if (o.idle_timeout.count() > 0) so.server.idle_timeout = o.idle_timeout;
   if (o.write_timeout.count() > 0) so.server.write_timeout = o.write_timeout;
+  // The loading answers end here and the real server binds the same port: without SO_REUSEPORT
+  // only one may hold it, so it is free for the moment the engine and its KV pool are set up.
+  loading->Stop();
   absl::StatusOr<std::unique_ptr<ServingStack>> stack = ServingStack::Start(&driver, tok.get(), metrics, so);
   if (!stack.ok()) {
     (void)driver.Stop();
@@ -129,68 +125,79 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
 
 }  // namespace
 
-absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& args) {
-  ServeOptions o;
-  for (FlagArgs a(args); a.Next();) {
-    const std::string flag = a.name();
-    auto text = [&] { return a.Value(); };
-    auto integer = [&](int64_t lo) -> absl::StatusOr<int64_t> {
-      ASSIGN_OR_RETURN(std::string v, text());
-      char* end = nullptr;
-      long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < lo) {
-        return absl::InvalidArgumentError("flag " + flag + " needs an integer >= " + std::to_string(lo) + ", got '" + v + "'");
-      }
-      return static_cast<int64_t>(n);
-    };
-    if (flag == "--model") { ASSIGN_OR_RETURN(o.model_dir, text()); }
-    else if (flag == "--backend") { ASSIGN_OR_RETURN(o.backend, text()); }
-    else if (flag == "--tp") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.tp = static_cast<int>(v); }
-    else if (flag == "--threads") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.threads = static_cast<int>(v); }
-    else if (flag == "--kv-cache-dtype") {
-      ASSIGN_OR_RETURN(o.kv_cache_dtype, text());
-      if (auto d = engine::ParseKvDtype(o.kv_cache_dtype, engine::KvDtype::kF32); !d.ok()) {
-        return absl::InvalidArgumentError("flag --kv-cache-dtype: " + std::string(d.status().message()));
-      }
-    }
-    else if (flag == "--host") { ASSIGN_OR_RETURN(o.host, text()); }
-    else if (flag == "--port") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.port = static_cast<int>(v); }
-    else if (flag == "--served-model-name") { ASSIGN_OR_RETURN(o.served_model_name, text()); }
-    else if (flag == "--api-key") {
-      return absl::InvalidArgumentError(
-          "--api-key is gone: a key on the command line is readable by every user in /proc/PID/cmdline; "
-          "write it to a file (chmod 600) and pass --api-key-file PATH");
-    }
-    else if (flag == "--api-key-file") { ASSIGN_OR_RETURN(o.api_key_file, text()); }
-    else if (flag == "--insecure") { o.insecure = true; }
-    else if (flag == "--max-num-seqs") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_seqs = static_cast<int32_t>(v); }
-    else if (flag == "--max-num-batched-tokens") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_num_batched_tokens = static_cast<int32_t>(v); }
-    else if (flag == "--max-model-len") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_model_len = static_cast<int32_t>(v); }
-    else if (flag == "--kv-tokens") { ASSIGN_OR_RETURN(o.kv_tokens, integer(1)); }
-    else if (flag == "--memory-fraction") {
-      ASSIGN_OR_RETURN(std::string v, text());
-      char* end = nullptr;
-      const double f = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0') return absl::InvalidArgumentError("flag --memory-fraction needs a number in (0, 1], got '" + v + "'");
-      RETURN_IF_ERROR(engine::ValidateMemoryFraction(f, "flag --memory-fraction"));
-      o.memory_fraction = f;
-    }
-    else if (flag == "--max-waiting") { ASSIGN_OR_RETURN(int64_t v, integer(0)); o.max_waiting = static_cast<int32_t>(v); }
-    else if (flag == "--max-in-flight") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_in_flight = static_cast<int>(v); }
-    else if (flag == "--max-connections") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.max_connections = static_cast<int>(v); }
-    else if (flag == "--max-body-bytes") { ASSIGN_OR_RETURN(o.max_body_bytes, integer(1)); }
-    else if (flag == "--header-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.header_timeout = std::chrono::milliseconds(v); }
-    else if (flag == "--body-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.body_timeout = std::chrono::milliseconds(v); }
-    else if (flag == "--idle-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.idle_timeout = std::chrono::milliseconds(v); }
-    else if (flag == "--write-timeout-ms") { ASSIGN_OR_RETURN(int64_t v, integer(1)); o.write_timeout = std::chrono::milliseconds(v); }
-    else if (flag == "--shutdown-timeout-s") {
-      ASSIGN_OR_RETURN(int64_t v, integer(0));
-      o.shutdown_deadline = std::chrono::milliseconds(v * 1000);
-    }
-    else return absl::InvalidArgumentError("unknown flag " + flag);
-  }
-  if (o.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
-  if (o.port > 65535) return absl::InvalidArgumentError("--port must be in [0, 65535]");
+void AddServeFlags(CLI::App* command, ServeOptions* o) {
+  command->footer(kServeFooter);
+  auto ms = [command](const std::string& name, std::chrono::milliseconds* out, const std::string& help) {
+    command
+        ->add_option_function<int64_t>(
+            name, [out](const int64_t& v) { *out = std::chrono::milliseconds(v); }, help)
+        ->check(CLI::Range(int64_t{1}, int64_t{86400000}).description(""))
+        ->type_name("MS");
+  };
+  command->add_option("--model", o->model_dir, "Hugging Face model folder")->type_name("DIR")->required();
+  command->add_option("--backend", o->backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  command->add_option("--tp", o->tp, "ranks as threads of this process")->check(CLI::Range(1, 1024).description(""));
+  command->add_option("--threads", o->threads, "matmul threads per rank (0: cores / tp)")
+      ->check(CLI::Range(0, 4096).description(""));
+  command
+      ->add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                   "the KV cache's element type: auto (float32), f32, bf16, fp8 (e4m3 with per-layer scales)")
+      ->check([](const std::string& v) {
+        absl::StatusOr<engine::KvDtype> d = engine::ParseKvDtype(v, engine::KvDtype::kF32);
+        return d.ok() ? std::string() : std::string(d.status().message());
+      });
+  command->add_option("--host", o->host, "listen address");
+  command->add_option("--port", o->port, "listen port (0: any free port)")->check(CLI::Range(0, 65535).description(""));
+  command->add_option("--served-model-name", o->served_model_name, "the model's name in the API [folder name]");
+  command->add_option("--api-key-file", o->api_key_file,
+                      "clients must send 'Authorization: Bearer <key>' (the file: mode 0600, at least 16 bytes)")
+      ->type_name("PATH");
+  // Gone: a key on the command line is readable by every user in /proc/PID/cmdline. Kept as a hidden
+  // flag so that its error says what to do instead (and never echoes the key).
+  command->add_option("--api-key")->group("")->check([](const std::string&) {
+    return std::string("--api-key is gone: a key on the command line is readable by every user in /proc/PID/cmdline; "
+                       "write it to a file (chmod 600) and pass --api-key-file PATH");
+  });
+  command->add_flag("--insecure", o->insecure, "allow a non-loopback --host without an API key");
+  command->add_option("--max-num-seqs", o->max_num_seqs, "sequences in one batch")->check(CLI::PositiveNumber.description(""));
+  command->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "tokens in one step")
+      ->check(CLI::PositiveNumber.description(""));
+  command->add_option("--max-model-len", o->max_model_len, "prompt + output tokens (0: min(4096, the model's))")
+      ->check(CLI::PositiveNumber.description(""));
+  command->add_option("--kv-tokens", o->kv_tokens, "KV pool size in tokens (0: from --memory-fraction)")
+      ->check(CLI::PositiveNumber.description(""));
+  command
+      ->add_option("--memory-fraction", o->memory_fraction,
+                   "KV pool sizing, in (0, 1] (0: the backend's default: cpu 0.70 of MemAvailable, cuda 0.90)")
+      ->check([](const std::string& v) {
+        char* end = nullptr;
+        const double f = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0') return "needs a number in (0, 1], got '" + v + "'";
+        const absl::Status st = engine::ValidateMemoryFraction(f, "the fraction");
+        return st.ok() ? std::string() : std::string(st.message());
+      });
+  command->add_option("--max-waiting", o->max_waiting, "requests queued beyond max-num-seqs")
+      ->check(CLI::NonNegativeNumber.description(""));
+  command->add_option("--max-in-flight", o->max_in_flight, "HTTP requests in flight (0: max-num-seqs + max-waiting + 8)")
+      ->check(CLI::PositiveNumber.description(""));
+  command->add_option("--max-connections", o->max_connections, "open connections (0: 1024)")
+      ->check(CLI::PositiveNumber.description(""));
+  command->add_option("--max-body-bytes", o->max_body_bytes, "request body bytes (0: 4 MiB)")
+      ->check(CLI::PositiveNumber.description(""));
+  ms("--header-timeout-ms", &o->header_timeout, "deadline for a request's head [10000]");
+  ms("--body-timeout-ms", &o->body_timeout, "deadline for a request's body [60000]");
+  ms("--idle-timeout-ms", &o->idle_timeout, "an idle keep-alive connection is closed after [30000]");
+  ms("--write-timeout-ms", &o->write_timeout, "deadline for a client to take a response's bytes [30000]");
+  command
+      ->add_option_function<int64_t>(
+          "--shutdown-timeout-s", [o](const int64_t& s) { o->shutdown_deadline = std::chrono::seconds(s); },
+          "SIGTERM lets the requests in flight finish this long")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}).description(""))
+      ->type_name("S")
+      ->default_str("10");
+}
+
+absl::Status CheckServeOptions(const ServeOptions& o) {
   // Nothing listens on a network address unauthenticated: anyone who reaches it could spend the
   // GPU (and read what others are generating through the metrics).
   if (o.api_key_file.empty() && !IsLoopbackHost(o.host) && !o.insecure) {
@@ -198,6 +205,15 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
                                       " without an API key: pass --api-key-file PATH, listen on 127.0.0.1, "
                                       "or pass --insecure");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& args) {
+  ServeOptions o;
+  auto app = cli::NewApp("serve", "tandem-infer serve", [] { return std::string(); });
+  AddServeFlags(app.get(), &o);
+  RETURN_IF_ERROR(cli::ParseToStatus(*app, args));
+  RETURN_IF_ERROR(CheckServeOptions(o));
   return o;
 }
 
@@ -208,6 +224,20 @@ absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
     ASSIGN_OR_RETURN(api_key, ReadSecretFile(o.api_key_file, "--api-key-file"));
   }
   const sigset_t stop_signals = BlockStopSignals();
+  // The API port before anything slow: a port another process holds fails now, naming the
+  // address, and clients get 503 "loading" (with the progress) instead of "connection refused".
+  engine::LoadProgress progress;
+  ASSIGN_OR_RETURN(std::unique_ptr<LoadingServer> loading,
+                   LoadingServer::Start(o.host, o.port, [&progress] { return engine::DescribeLoadProgress(progress); }));
+  ServeOptions bound = o;
+  bound.port = loading->port();  // port 0: the one the OS gave, kept for the real server
+  // No URL in this line: scripts take the first "http://" they see as the ready server's.
+  std::printf("tandem-infer loading model=%s port=%d (503 until the serving line)\n", o.model_dir.c_str(),
+              bound.port);
+  std::fflush(stdout);
+  engine::LoadProgressLog progress_log(o.model_dir, &progress);
+  // Failpoint "serve_slow_load": the load takes 3 s longer, so a test can see the 503s it gets.
+  if (FailpointEnabled("serve_slow_load")) std::this_thread::sleep_for(std::chrono::seconds(3));
   const std::string name = ServedName(o);
   ServeMetrics metrics(name);
   if (o.tp == 1) {
@@ -215,8 +245,10 @@ absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
     lo.backend = o.backend;
     lo.threads = o.threads;
     lo.kv_cache_dtype = o.kv_cache_dtype;
+    lo.progress = &progress;
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
-    return ServeOnRank0(o, name, api_key, &metrics, *model, nullptr, stop_signals, stop);
+    progress_log.Done();
+    return ServeOnRank0(bound, name, api_key, &metrics, *model, nullptr, stop_signals, stop, loading.get());
   }
   // Tensor parallel inside this process: one thread per rank over loopback Gloo. Rank 0 serves;
   // the others run the steps it broadcasts until it stops them. An idle server leaves the
@@ -235,25 +267,16 @@ absl::Status Serve(const ServeOptions& o, const std::function<bool()>& stop) {
     lo.comm = rank_comm;
     lo.threads = o.threads;
     lo.kv_cache_dtype = o.kv_cache_dtype;
+    lo.progress = &progress;  // the ranks' reads add up; the percentage is per tensor
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(o.model_dir, lo));
     if (comm.rank() != 0) return engine::RunWorkerLoop(*model, comm);
-    return ServeOnRank0(o, name, api_key, &metrics, *model, rank_comm, stop_signals, stop);
+    progress_log.Done();
+    return ServeOnRank0(bound, name, api_key, &metrics, *model, rank_comm, stop_signals, stop, loading.get());
   }, ro);
 }
 
-int RunServeCommand(const std::vector<std::string>& args) {
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h") {
-      std::fputs(kServeUsage, stdout);
-      return 0;
-    }
-  }
-  absl::StatusOr<ServeOptions> o = ParseServeFlags(args);
-  if (!o.ok()) {
-    std::fprintf(stderr, "tandem-infer serve: %s\n%s", StatusText(o.status()).c_str(), kServeUsage);
-    return 2;
-  }
-  absl::Status st = Serve(*o);
+int RunServeCommand(const ServeOptions& options) {
+  absl::Status st = Serve(options);
   if (!st.ok()) {
     std::fprintf(stderr, "tandem-infer serve: %s\n", StatusText(st).c_str());
     return 1;

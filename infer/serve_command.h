@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/cli.h"
 
 namespace tandem::infer {
 
@@ -41,7 +42,12 @@ struct ServeOptions {
   std::chrono::milliseconds shutdown_deadline{10000};  // SIGTERM: let requests finish this long
 };
 
-// "serve" flags (everything after the subcommand) -> options; InvalidArgument names the flag.
+// The `serve` subcommand's flags, into `options` (infer_main.cc, and ParseServeFlags).
+void AddServeFlags(CLI::App* command, ServeOptions* options);
+// The rules across flags, after parsing: a network --host needs --api-key-file or --insecure.
+absl::Status CheckServeOptions(const ServeOptions& options);
+// AddServeFlags + parse + CheckServeOptions over "serve" flags (everything after the subcommand);
+// InvalidArgument names the flag.
 absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& args);
 
 // Loads the model, starts the engine and the HTTP server, prints
@@ -50,7 +56,7 @@ absl::StatusOr<ServeOptions> ParseServeFlags(const std::vector<std::string>& arg
 // aborts what is left and returns.
 absl::Status Serve(const ServeOptions& options, const std::function<bool()>& stop = nullptr);
 
-// The subcommand's entry point: exit code, errors on stderr.
-int RunServeCommand(const std::vector<std::string>& args);
+// The subcommand's entry point after parsing: exit code, errors on stderr.
+int RunServeCommand(const ServeOptions& options);
 
 }  // namespace tandem::infer

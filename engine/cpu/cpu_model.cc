@@ -215,7 +215,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCpuModel(const std::string& dir, cons
   }
   // The cpu backend's own default is float32 (exact: the golden logits' bound needs it).
   ASSIGN_OR_RETURN(const KvDtype kv_dtype, ParseKvDtype(options.kv_cache_dtype, KvDtype::kF32));
-  ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(dir));
+  ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(dir, options.progress));
   auto model = std::make_unique<CpuModel>(config, options.rank, options.world, options.comm, threads, kv_dtype);
   RETURN_IF_ERROR(model->LoadWeights(*ckpt));
   return std::unique_ptr<Model>(std::move(model));

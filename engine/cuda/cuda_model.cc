@@ -540,7 +540,7 @@ absl::Status CheckSupported(const ModelConfig& config, int world) {
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(const std::string& dir, const ModelConfig& config,
                                                      const ModelLoadOptions& options) {
   ASSIGN_OR_RETURN(auto model, NewCudaModel(config, options));
-  ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(dir));
+  ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(dir, options.progress));
   ASSIGN_OR_RETURN(const WeightNames names, ResolveWeightNames(*ckpt, config));
   CheckpointWeights src(*ckpt);
   const TpShard shard = ComputeTpShard(config, options.rank, options.world);

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +39,18 @@ absl::Status CheckIndexedSlice(const std::string& name, const std::vector<int64_
 
 class SafetensorsCheckpoint final : public Checkpoint {
  public:
-  explicit SafetensorsCheckpoint(std::string dir) : dir_(std::move(dir)) {}
+  SafetensorsCheckpoint(std::string dir, LoadProgress* progress) : dir_(std::move(dir)), progress_(progress) {}
+
+  // The totals the progress is measured against, once the folder is open.
+  void SetProgressTotals() {
+    if (!progress_) return;
+    int64_t bytes = 0;
+    for (const auto& [name, loc] : where_) bytes += static_cast<int64_t>(loc.info->nbytes());
+    // Ranks of one process share a LoadProgress: each adds the tensors it will read, while the
+    // stored bytes are the model's once (the ranks' shards add up to them).
+    progress_->bytes_total = bytes;
+    progress_->tensors_total += static_cast<int64_t>(where_.size());
+  }
 
   // Opens `file` (relative to the folder) unless already open; returns its index in files_.
   absl::StatusOr<size_t> AddFile(const std::string& file) {
@@ -203,6 +216,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
     v.data = files_[loc.file]->Data(*loc.info);
     v.nbytes = loc.info->nbytes();
     v.file = files_[loc.file]->path();
+    Count(loc, v.nbytes);
     return v;
   }
 
@@ -211,6 +225,14 @@ class SafetensorsCheckpoint final : public Checkpoint {
     size_t file;
     const TensorInfo* info;  // owned by files_[file]
   };
+
+  // A read for the progress line: `bytes` stored bytes of `loc`, the tensor once.
+  void Count(const Location& loc, uint64_t bytes) const {
+    if (!progress_) return;
+    progress_->bytes_read += static_cast<int64_t>(bytes);
+    std::lock_guard<std::mutex> lock(counted_mu_);
+    if (counted_.insert(loc.info).second) ++progress_->tensors_read;
+  }
 
   absl::Status NotFound(const std::string& name) const {
     return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found in ", dir_));
@@ -259,6 +281,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
     Tensor out;
     out.shape = t.shape;
     if (t.shape.empty()) {  // scalar
+      Count(loc, DTypeSize(t.dtype));
       out.data.resize(1);
       RETURN_IF_ERROR(ConvertToFloat(t.dtype, files_[loc.file]->Data(t), 1, out.data.data()));
       return out;
@@ -272,6 +295,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
     for (size_t i = 1; i < t.shape.size(); ++i) sub *= t.shape[i];
     out.data.resize(static_cast<size_t>(outer * len * inner));
     const size_t esize = DTypeSize(t.dtype);
+    Count(loc, out.data.size() * esize);
     const uint8_t* base = files_[loc.file]->Data(t) +
                           (index >= 0 ? static_cast<size_t>(index * sub) * esize : 0);
     const int64_t run = len * inner;
@@ -287,6 +311,9 @@ class SafetensorsCheckpoint final : public Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::vector<std::string> file_names_;  // relative to dir_, parallel to files_
   std::map<std::string, Location> where_;
+  LoadProgress* progress_ = nullptr;  // optional
+  mutable std::mutex counted_mu_;
+  mutable std::set<const TensorInfo*> counted_;  // the tensors read at least once
 };
 
 }  // namespace
@@ -323,9 +350,10 @@ absl::StatusOr<TensorView> Checkpoint::View(const std::string& name) const {
   return absl::UnimplementedError("this checkpoint has no stored bytes to view");
 }
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
-  auto ckpt = std::make_unique<SafetensorsCheckpoint>(dir);
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir, LoadProgress* progress) {
+  auto ckpt = std::make_unique<SafetensorsCheckpoint>(dir, progress);
   RETURN_IF_ERROR(ckpt->OpenFolder());
+  ckpt->SetProgressTotals();
   return std::unique_ptr<Checkpoint>(std::move(ckpt));
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/load_progress.h"
 
 namespace tandem::engine {
 
@@ -54,7 +55,8 @@ class Checkpoint {
  public:
   virtual ~Checkpoint() = default;
   // Opens <dir>; parses every safetensors header (errors name the file and what is wrong).
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
+  // `progress` (optional, must outlive the checkpoint) gets the totals now and counts every read.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir, LoadProgress* progress = nullptr);
 
   virtual bool Has(const std::string& name) const = 0;
   // Shape as stored; NotFound naming the tensor when absent.

@@ -99,7 +99,8 @@ TEST(CliTest, UsageErrorsExitTwoNamingTheFlag) {
                         {{"run", "--timeout", "0"}, "--timeout"},
                         {{"run", "--file"}, "--file"},
                         {{}, "subcommand"},
-                        {{"walk"}, "unknown command 'walk'"}};
+                        {{"walk"}, "unknown command 'walk'"},
+                        {{"--tp", "2"}, "before --tp"}};
   for (const Case& c : cases) {
     Toy toy;
     Outcome o = ParseCaptured(toy, c.args);
