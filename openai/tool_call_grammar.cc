@@ -80,7 +80,10 @@ std::optional<ApiError> XmlCall(GrammarBuilder& b, const ChatTool& tool, size_t 
         } else {
           absl::StatusOr<RuleId> rule = grammar::AddJsonSchema(prop, b, tool.name + "-" + name);
           if (!rule.ok()) {
-            return ParametersError(index, "/properties/" + name + ": " + std::string(rule.status().message()));
+            // The compiler's JSON pointer is relative to the property's schema ("/: ..." at its top).
+            std::string why(rule.status().message());
+            if (why.rfind("/: ", 0) == 0) why.erase(0, 1);
+            return ParametersError(index, "/properties/" + name + (why.rfind("/", 0) == 0 ? "" : ": ") + why);
           }
           value = b.Ref(*rule);
         }
