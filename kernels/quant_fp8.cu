@@ -4,7 +4,8 @@
 // matvec.cuh, moe.cu): a lane keeps whole 16-byte loads of a row in flight, so one load instruction
 // of a warp reads 512 contiguous bytes (512 weights, twice the bf16 count), float32 accumulation,
 // warp-shuffle sums in a fixed order, PDL through Launch(). The dense product of one token (batch-1
-// decode) splits each row's columns over a block's warps instead (quant_split_matvec.cuh, Fp8Split).
+// decode) and the experts' down product of 2 to 8 tokens split each row's columns over a block's
+// lanes instead (quant_split_matvec.cuh, Fp8Split).
 //
 // Scales: the 16 weights of one load (columns c .. c+15, c % 16 == 0) share one scale when
 // block_in is a power of two >= 16 and col_phase % 16 == 0 (every real checkpoint: 128 x 128
@@ -212,8 +213,16 @@ struct Fp8Split {
     const uint8_t* data;
     const float* scales;
     Fp8Geometry g;
+    int64_t data_stride = 0, scale_stride = 0;  // between the matrices of a stack (experts)
   };
   using Row = Fp8Row;
+  __device__ static int cols(const Matrix& m) { return m.g.cols; }
+  __device__ static Matrix Expert(const Matrix& stack, int64_t e) {
+    Matrix m = stack;
+    m.data += e * stack.data_stride;
+    m.scales += e * stack.scale_stride;
+    return m;
+  }
   struct Raw {
     uint4 w;
     float s;
@@ -434,6 +443,16 @@ void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float*
   // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off, as for the bf16 kernel (A/B).
   static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
   const bool early = allowed && follows_gate_up;
+  // 2 to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 14.57
+  // ms against 15.09); one token keeps the warp-per-slot kernel below (2.514-2.543 against 2.574).
+  if (g.shift >= 0 && T >= 2 && T <= 8) {
+    const Fp8Split::Matrix stack{static_cast<const uint8_t*>(down.data), down.scales, g, down.data_bytes(),
+                                 down.scale_stride()};
+    if (LaunchSplitMoeDown<Fp8Split>(out, act, ids, weights, stack, down.cols / 16, down.rows, T, K, early, stream)) {
+      KERNEL_CHECK();
+      return;
+    }
+  }
   const dim3 grid(static_cast<unsigned>((down.rows + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
   Launch(g.shift >= 0 ? MoeDownFp8Kernel<true> : MoeDownFp8Kernel<false>, grid, dim3(kDownWarps * 32), 0, stream,
          out, act, ids, weights, static_cast<const uint8_t*>(down.data), down.scales, g, down.rows,

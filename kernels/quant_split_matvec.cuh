@@ -15,7 +15,7 @@
 //   P::template Dot<R>(acc, raw[R], m, rows[R], x, j): acc[r] += the scaled product of load j of
 //                        row r with the matching x values, for r < R (x read once for the R rows);
 //   P::cols(m), P::Expert(stack, e): columns of a row; matrix e of a stack of experts (only the
-//                        experts' kernel needs these two).
+//                        experts' kernels need these two).
 #pragma once
 
 #include <cstdint>
@@ -125,6 +125,66 @@ __global__ void __launch_bounds__(WARPS * 32)
   if (threadIdx.x < RP && i0 + threadIdx.x < I) act[p * I + i0 + threadIdx.x] = SiluF(s) * up;
 }
 
+// The experts' down product of the decode step, weighted and summed over each token's K slots
+// (moe_down's decode form). Rows of the experts' intermediate size are short (768 columns: 48 FP8
+// loads, 24 NVFP4 loads), so a whole warp per row leaves lanes idle or takes two rounds; here a
+// group of L lanes (8, 16 or 32) owns one slot and the block's R rows, each lane NL loads of each
+// row, all issued at once and all sharing the lane's activation values. Grid (ceil(H / R), T), 8
+// groups (slots k = group, group + 8, ...); the groups' weighted sums meet in shared memory in a fixed
+// order. With `early` (this launch directly follows moe_gate_up's decode kernel, so the router's
+// ids are complete when it starts) a group loads its first slot before waiting for the activations.
+template <class P, int R, int L, int NL>
+__global__ void __launch_bounds__(8 * L)
+    SplitMoeDownKernel(float* out, const float* act, const int32_t* ids, const float* weights,
+                       typename P::Matrix stack, int64_t H, int64_t K, bool early) {
+  GridDepLaunchDependents();
+  constexpr int kGroups = 8;
+  const int lane = threadIdx.x % L, group = threadIdx.x / L;
+  // The lanes of this group within its warp (a group never spans two warps: L divides 32).
+  const unsigned mask = L == 32 ? 0xffffffffu : ((1u << L) - 1u) << (threadIdx.x % 32 / L * L);
+  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * R, t = blockIdx.y;
+  typename P::Matrix m = stack;
+  typename P::Row rows[R];
+  typename P::Raw buf[NL][R];
+  const auto load_slot = [&](int64_t k) {
+    m = P::Expert(stack, __ldcg(ids + t * K + k));
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = P::RowOf(m, h0 + r < H ? h0 + r : H - 1);
+    const int nj = P::loads_per_row(m);
+#pragma unroll
+    for (int n = 0; n < NL; ++n) {
+      const int j = n * L + lane;
+      if (j < nj) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) P::Fetch(buf[n][r], m, rows[r], j);
+      }
+    }
+  };
+  if (early && group < K) load_slot(group);
+  GridDepWait();
+  float sum[R] = {};
+  for (int64_t k = group; k < K; k += kGroups) {
+    if (k != group || !early) load_slot(k);
+    const int nj = P::loads_per_row(m);
+    const float* x = act + (t * K + k) * P::cols(m);
+    float acc[R] = {};
+#pragma unroll
+    for (int n = 0; n < NL; ++n) {
+      const int j = n * L + lane;
+      if (j < nj) P::template Dot<R>(acc, buf[n], m, rows, x, j);
+    }
+    const float wk = weights[t * K + k];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int off = L / 2; off > 0; off /= 2) acc[r] += __shfl_xor_sync(mask, acc[r], off);
+      sum[r] += wk * acc[r];
+    }
+  }
+  __shared__ float partial[kGroups][R];
+  StoreSlotSums<kGroups, R>(out + t * H, partial, sum, h0, H, group, lane);
+}
+
 // Calls go.operator()<WARPS, NL>() for rows of `loads` loads: WARPS the largest of 8, 4, 2, 1 with
 // WARPS * 32 <= loads (at least 1); NL = 2 when one load per lane and round covers under half a row.
 template <class F>
@@ -167,6 +227,36 @@ void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const 
     Launch(SplitMoeGateUpKernel<P, kPairs, W, NL>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K, p0);
   };
   SplitShape(loads, go);
+}
+
+// Launches the split down product for T tokens (T <= 65535) of a stack whose rows take `loads` loads
+// each, 4 rows a block: L the smallest of 8, 16, 32 that covers a row in at most 4 loads a lane.
+// Returns false (nothing launched) for rows longer than 128 loads.
+template <class P>
+bool LaunchSplitMoeDown(float* out, const float* act, const int32_t* ids, const float* weights,
+                        const typename P::Matrix& stack, int64_t loads, int64_t H, int64_t T, int64_t K, bool early,
+                        cudaStream_t stream) {
+  constexpr int kRows = 4;
+  if (loads > 4 * 32 || T > 65535) return false;
+  const dim3 grid(static_cast<unsigned>((H + kRows - 1) / kRows), static_cast<unsigned>(T));
+  const auto go = [&]<int L, int NL>() {
+    Launch(SplitMoeDownKernel<P, kRows, L, NL>, grid, dim3(8 * L), 0, stream, out, act, ids, weights, stack, H, K,
+           early);
+  };
+  const int lanes = loads <= 4 * 8 ? 8 : loads <= 4 * 16 ? 16 : 32;
+  const int64_t nl = (loads + lanes - 1) / lanes;
+  const auto by_loads = [&]<int L>() {
+    switch (nl) {
+      case 1: go.template operator()<L, 1>(); break;
+      case 2: go.template operator()<L, 2>(); break;
+      case 3: go.template operator()<L, 3>(); break;
+      default: go.template operator()<L, 4>(); break;
+    }
+  };
+  if (lanes == 8) by_loads.template operator()<8>();
+  else if (lanes == 16) by_loads.template operator()<16>();
+  else by_loads.template operator()<32>();
+  return true;
 }
 
 }  // namespace tandem::kernels::detail
