@@ -5,7 +5,11 @@
 // memory_fraction means different memories per backend:
 //  - cpu:  the share of this machine's MemAvailable the pool may take (the weights are loaded).
 //  - cuda: the share of the device's TOTAL memory this process may use in all (weights, workspace
-//          and KV): pool = fraction x total - already used (cuda::KvBlocksFromDeviceMemory).
+//          and KV): pool = fraction x total - already used (cuda::KvBlocksFromDeviceMemory,
+//          engine/memory_budget.h). On unified memory (GB10: the GPU allocates from the same RAM as
+//          the CPU) "total" is the machine's MemTotal and "used" is MemTotal - MemAvailable: the
+//          share of ALL of the machine's memory, with the OS, the agent and other processes in
+//          the rest (docs/cuda.md).
 //
 // State slots (models with per-sequence recurrent state: the hybrids' Gated DeltaNet layers keep
 // a fixed-size conv + recurrent state per running sequence, KvCacheSpec::state_bytes_per_slot)

@@ -19,6 +19,7 @@
 #include "engine/cuda/layers.h"
 #include "engine/cuda/random_fill.h"
 #include "engine/load_checks.h"
+#include "engine/memory_budget.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/layer_weights.h"
 #include "engine/model/tp_shard.h"
@@ -572,13 +573,28 @@ absl::StatusOr<int32_t> KvBlocksFromDeviceMemory(const Model& model, double memo
   }
   size_t free_b = 0, total_b = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo"));
-  const double used = static_cast<double>(total_b - free_b);
-  const double budget = memory_fraction * static_cast<double>(total_b) - used;
+  int device = 0, integrated = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceGetAttribute(&integrated, cudaDevAttrIntegrated, device), "cudaDeviceGetAttribute"));
+  DeviceMemoryReading reading;
+  reading.device_total = static_cast<int64_t>(total_b);
+  reading.device_free = static_cast<int64_t>(free_b);
+  reading.unified = integrated != 0;
+  if (reading.unified) {
+    // The GPU allocates from the host's RAM: count from MemAvailable (engine/memory_budget.h).
+    const HostMemory host = ReadHostMemory();
+    reading.host_total = host.total;
+    reading.host_available = host.available;
+    TLOG(INFO) << "KV sizing: unified memory (integrated GPU): MemTotal " << (host.total >> 20) << " MiB, MemAvailable "
+               << (host.available >> 20) << " MiB; cudaMemGetInfo free " << (free_b >> 20) << " MiB";
+  }
+  const double budget = DeviceKvBudgetBytes(memory_fraction, reading);
   const double per_block = static_cast<double>(model.kv_spec().bytes_per_token()) * block_size;
   if (budget < per_block) {
     return absl::ResourceExhaustedError("no room for the KV pool: " + std::to_string(memory_fraction) +
-                                        " of the device's memory is already used (" +
-                                        std::to_string(static_cast<int64_t>(used) >> 20) + " MiB in use)");
+                                        " of the " + (reading.unified ? "machine's" : "device's") +
+                                        " memory is already used (" +
+                                        std::to_string(static_cast<int64_t>(-budget) >> 20) + " MiB over it)");
   }
   return static_cast<int32_t>(std::min(budget / per_block, 2e9));
 }
