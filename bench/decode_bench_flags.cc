@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -84,11 +85,21 @@ std::string DecodeBenchUsage() {
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
   DecodeBenchOptions o;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& f = args[i];
+    // "--flag=value" as "--flag value", as every tandem command line takes it (common/cli.h).
+    std::string f = args[i];
+    std::optional<std::string> inline_value;
+    if (const size_t eq = f.find('='); f.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = f.substr(eq + 1);
+      f.resize(eq);
+    }
     auto value = [&]() -> absl::StatusOr<std::string> {
+      if (inline_value) return *inline_value;
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
       return args[++i];
     };
+    if ((f == "--no-kernel-table" || f == "--help") && inline_value) {
+      return absl::InvalidArgumentError("bench: flag " + f + " takes no value");
+    }
     if (f == "--synthetic") {
       ASSIGN_OR_RETURN(o.synthetic, value());
       // An unknown name fails here, listing the known ones, before any GPU work.

@@ -51,6 +51,19 @@ TEST(DecodeBenchFlags, BadFlagsAreNamed) {
   EXPECT_FALSE(ParseDecodeBenchFlags({"--backend", "cpu"}).ok());
 }
 
+// "--flag=value" works as "--flag value", as on every tandem command line.
+TEST(DecodeBenchFlags, BothFlagForms) {
+  auto spaced = ParseDecodeBenchFlags({"--batches", "1,8", "--tp", "2", "--kv-dtype", "fp8"});
+  auto joined = ParseDecodeBenchFlags({"--batches=1,8", "--tp=2", "--kv-dtype=fp8"});
+  ASSERT_TRUE(spaced.ok()) << spaced.status();
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->batches, (std::vector<int>{1, 8}));
+  EXPECT_EQ(joined->batches, spaced->batches);
+  EXPECT_EQ(joined->tp, 2);
+  EXPECT_EQ(joined->kv_dtype, "fp8");
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--no-kernel-table=1"}).ok()) << "a switch takes no value";
+}
+
 TEST(DecodeBenchFlags, WeightsDefaultAndLists) {
   using kernels::WeightFormat;
   auto def = ParseDecodeBenchFlags({});
