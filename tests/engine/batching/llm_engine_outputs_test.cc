@@ -41,37 +41,37 @@ void ExpectNoProtocolErrors(const ReceivedChoices& r) {
   for (const auto& e : r.protocol_errors) ADD_FAILURE() << "event order: " << e;
 }
 
+// Greedy, eos ignored, n choices.
 GenerationRequest Request(std::string id, std::vector<int32_t> prompt, int max_tokens, int n) {
-  GenerationRequest r;
-  r.request_id = std::move(id);
-  r.prompt_ids = std::move(prompt);
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = max_tokens;
+  GenerationRequest r = testing::Greedy(std::move(id), std::move(prompt), max_tokens);
   r.params.ignore_eos = true;
   r.n = n;
   return r;
 }
 
-EngineOptions FakeOptions() {
-  EngineOptions o;
-  o.kv_tokens = 256;
-  o.block_size = 4;
-  o.max_model_len = 128;
-  return o;
-}
+// A FakeModel of `vocab` tokens (with `eos` ids), its driver, and an engine of SmallOptions.
+struct FakeEngine {
+  explicit FakeEngine(int64_t vocab, std::vector<int64_t> eos = {}) : model(vocab), driver(&model, nullptr) {
+    model.SetEos(std::move(eos));
+    auto e = LLMEngine::Create(&driver, nullptr, testing::SmallOptions());
+    EXPECT_TRUE(e.ok()) << e.status();
+    if (e.ok()) engine = std::move(*e);
+  }
+  FakeModel model;
+  StepDriver driver;
+  std::unique_ptr<LLMEngine> engine;
+};
 
 // FakeModel's row after token t: 1 at t + 1, 0 elsewhere (tests/engine/fake_model.h).
 TEST(EngineOutputsFakeModelTest, ThreeChoicesWithLogprobsInOrder) {
-  constexpr int64_t kVocab = 8;
-  FakeModel model(kVocab);
-  StepDriver driver(&model, nullptr);
-  auto engine = LLMEngine::Create(&driver, nullptr, FakeOptions());
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  FakeEngine fake(8);
+  ASSERT_NE(fake.engine, nullptr);
+  const auto& engine = fake.engine;
   GenerationRequest r = Request("three", {1, 2, 3, 4, 5, 6}, 3, 3);
   r.params.logprobs = 2;
   r.params.prompt_logprobs = 1;
   ChoicesSink sink(3);
-  ASSERT_TRUE((*engine)->Submit(r, sink.Callback()).ok());
+  ASSERT_TRUE(engine->Submit(r, sink.Callback()).ok());
   ASSERT_TRUE(sink.Wait());
   const ReceivedChoices got = sink.Get();
   ExpectNoProtocolErrors(got);
@@ -103,12 +103,12 @@ TEST(EngineOutputsFakeModelTest, ThreeChoicesWithLogprobsInOrder) {
   }
   EXPECT_EQ(got.prompt_tokens, 6);
   EXPECT_EQ(got.completion_tokens, 9);
-  EXPECT_EQ((*engine)->Stats().kv_blocks_used, 0);
-  (*engine)->Shutdown();
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+  engine->Shutdown();
   // Choices 1 and 2 held the prompt's first block with choice 0 and recomputed only positions
   // 4, 5 and their first token: no step ever prefilled the prompt from position 0 again.
   int from_zero = 0, forks = 0;
-  for (const auto& bytes : model.steps) {
+  for (const auto& bytes : fake.model.steps) {
     auto b = StepBatch::Deserialize(bytes);
     ASSERT_TRUE(b.ok());
     for (const auto& c : b->seqs) {
@@ -123,16 +123,14 @@ TEST(EngineOutputsFakeModelTest, ThreeChoicesWithLogprobsInOrder) {
 // Choices that end at their first token (max_tokens 1; eos) end at once, each with its own
 // final event, and leave no block behind.
 TEST(EngineOutputsFakeModelTest, ChoicesThatEndAtTheirFirstToken) {
-  FakeModel model(8);
-  model.SetEos({7});
-  StepDriver driver(&model, nullptr);
-  auto engine = LLMEngine::Create(&driver, nullptr, FakeOptions());
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  FakeEngine fake(8, {7});
+  ASSERT_NE(fake.engine, nullptr);
+  const auto& engine = fake.engine;
   ChoicesSink one_token(4), eos(2);
-  ASSERT_TRUE((*engine)->Submit(Request("one", {1, 2, 3, 4, 5}, 1, 4), one_token.Callback()).ok());
+  ASSERT_TRUE(engine->Submit(Request("one", {1, 2, 3, 4, 5}, 1, 4), one_token.Callback()).ok());
   GenerationRequest r = Request("eos", {1, 2, 3, 4, 5, 6}, 5, 2);  // the first token is 7, the eos
   r.params.ignore_eos = false;
-  ASSERT_TRUE((*engine)->Submit(r, eos.Callback()).ok());
+  ASSERT_TRUE(engine->Submit(r, eos.Callback()).ok());
   ASSERT_TRUE(one_token.Wait() && eos.Wait());
   const ReceivedChoices a = one_token.Get(), b = eos.Get();
   ExpectNoProtocolErrors(a);
@@ -147,16 +145,15 @@ TEST(EngineOutputsFakeModelTest, ChoicesThatEndAtTheirFirstToken) {
     EXPECT_EQ(c.finish_reason, "stop");
   }
   EXPECT_EQ(b.completion_tokens, 2);  // the eos tokens were generated
-  const EngineStats s = (*engine)->Stats();
+  const EngineStats s = engine->Stats();
   EXPECT_EQ(s.kv_blocks_used, 0);
   EXPECT_EQ(s.running + s.waiting, 0);
 }
 
 TEST(EngineOutputsFakeModelTest, OutOfRangeSettingsAreRefused) {
-  FakeModel model(8);
-  StepDriver driver(&model, nullptr);
-  auto engine = LLMEngine::Create(&driver, nullptr, FakeOptions());
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  FakeEngine fake(8);
+  ASSERT_NE(fake.engine, nullptr);
+  const auto& engine = fake.engine;
   ChoicesSink sink(1);
   const std::vector<std::function<void(GenerationRequest&)>> bad = {
       [](GenerationRequest& r) { r.n = 0; },
@@ -168,7 +165,7 @@ TEST(EngineOutputsFakeModelTest, OutOfRangeSettingsAreRefused) {
   for (const auto& change : bad) {
     GenerationRequest r = Request("bad", {1, 2}, 2, 1);
     change(r);
-    const absl::Status st = (*engine)->Submit(r, sink.Callback());
+    const absl::Status st = engine->Submit(r, sink.Callback());
     std::printf("refused: %s\n", st.ToString().c_str());
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   }
@@ -177,26 +174,25 @@ TEST(EngineOutputsFakeModelTest, OutOfRangeSettingsAreRefused) {
 // Cancelling a request of four choices ends each with "abort", the request once, and frees the
 // blocks the choices shared.
 TEST(EngineOutputsFakeModelTest, CancelEndsEveryChoiceAndFreesTheSharedBlocks) {
-  FakeModel model(64);
-  StepDriver driver(&model, nullptr);
-  auto engine = LLMEngine::Create(&driver, nullptr, FakeOptions());
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  FakeEngine fake(64);
+  ASSERT_NE(fake.engine, nullptr);
+  const auto& engine = fake.engine;
   ChoicesSink sink(4);
   GenerationCallback inner = sink.Callback();
   std::atomic<int> first_choice_tokens{0};
   // Steps stall once choice 0 has two tokens (the callback runs on the engine thread).
   GenerationCallback cb = [&](const GenerationEvent& ev) {
     inner(ev);
-    if (ev.choice == 0 && (first_choice_tokens += static_cast<int>(ev.token_ids.size())) == 2) model.Hold(true);
+    if (ev.choice == 0 && (first_choice_tokens += static_cast<int>(ev.token_ids.size())) == 2) fake.model.Hold(true);
   };
-  ASSERT_TRUE((*engine)->Submit(Request("four", std::vector<int32_t>(9, 5), 100, 4), cb).ok());
+  ASSERT_TRUE(engine->Submit(Request("four", std::vector<int32_t>(9, 5), 100, 4), cb).ok());
   ASSERT_TRUE(sink.WaitTokens(2));
-  const int64_t used = (*engine)->Stats().kv_blocks_used;
+  const int64_t used = engine->Stats().kv_blocks_used;
   // 11 positions each in blocks of 4: 3 blocks per choice, of which the prompt's 2 full ones shared.
   std::printf("4 choices of a 9-token prompt at 11 positions: %lld blocks in use\n", static_cast<long long>(used));
   EXPECT_EQ(used, 2 + 4 * 1);
-  (*engine)->Cancel("four");
-  model.Hold(false);
+  engine->Cancel("four");
+  fake.model.Hold(false);
   ASSERT_TRUE(sink.Wait());
   const ReceivedChoices got = sink.Get();
   ExpectNoProtocolErrors(got);
@@ -204,7 +200,7 @@ TEST(EngineOutputsFakeModelTest, CancelEndsEveryChoiceAndFreesTheSharedBlocks) {
     EXPECT_EQ(c.finish_reason, "abort");
     EXPECT_LT(c.tokens.size(), 100u);
   }
-  EXPECT_EQ((*engine)->Stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
 }
 
 // --- the cpu backend with qwen3moe-tiny ---

@@ -17,7 +17,9 @@ namespace tandem::engine {
 namespace {
 
 using testing::FakeModel;
+using testing::Greedy;
 using testing::Sink;
+using testing::SmallOptions;
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kVocab = 64;
@@ -27,23 +29,6 @@ std::vector<int32_t> Expected(int32_t last, int n, int64_t vocab = kVocab) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) out.push_back(last = FakeModel::Next(last, vocab));
   return out;
-}
-
-GenerationRequest Greedy(std::string id, std::vector<int32_t> prompt, int max_tokens) {
-  GenerationRequest r;
-  r.request_id = std::move(id);
-  r.prompt_ids = std::move(prompt);
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = max_tokens;
-  return r;
-}
-
-EngineOptions SmallOptions() {
-  EngineOptions o;
-  o.kv_tokens = 256;
-  o.block_size = 4;
-  o.max_model_len = 128;
-  return o;
 }
 
 TEST(EngineFakeModelTest, KvTokensBeyondHostMemoryAreRefused) {

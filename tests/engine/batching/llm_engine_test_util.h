@@ -1,17 +1,59 @@
-// Helper of the LLMEngine tests: a sink that collects one request's events and waits for the
-// final one. The model with no weights the engine's own logic is tested over is
-// tests/engine/fake_model.h.
+// Helpers of the LLMEngine tests: sinks that collect one request's events (Sink: tokens and text;
+// ChoicesSink: per choice, with logprobs and the event order checked) and wait for the final
+// one, and the small requests and options of the fake-model tests. The model with no weights the
+// engine's own logic is tested over is tests/engine/fake_model.h.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/batching/llm_engine.h"
 
 namespace tandem::engine::testing {
+
+// A greedy request of `max_tokens` tokens.
+inline GenerationRequest Greedy(std::string id, std::vector<int32_t> prompt, int max_tokens) {
+  GenerationRequest r;
+  r.request_id = std::move(id);
+  r.prompt_ids = std::move(prompt);
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = max_tokens;
+  return r;
+}
+
+// A pool of 64 blocks of 4 tokens, requests up to 128 tokens.
+inline EngineOptions SmallOptions() {
+  EngineOptions o;
+  o.kv_tokens = 256;
+  o.block_size = 4;
+  o.max_model_len = 128;
+  return o;
+}
+
+// What a callback on the engine thread fills while a test thread waits on it.
+template <typename Record>
+class Recorder {
+ public:
+  // Waits until `done(record)`; false on timeout.
+  template <typename Done>
+  bool WaitUntil(Done done, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return done(r_); });
+  }
+  Record Get() {
+    std::lock_guard<std::mutex> l(mu_);
+    return r_;
+  }
+
+ protected:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Record r_;
+};
 
 // What one request received.
 struct Received {
@@ -26,7 +68,7 @@ struct Received {
   bool event_after_final = false;
 };
 
-class Sink {
+class Sink : public Recorder<Received> {
  public:
   GenerationCallback Callback() {
     return [this](const GenerationEvent& ev) {
@@ -49,23 +91,12 @@ class Sink {
   }
   // Waits for the final event; false on timeout.
   bool Wait(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-    std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, timeout, [&] { return r_.finished; });
+    return WaitUntil([](const Received& r) { return r.finished; }, timeout);
   }
   // Waits until at least `n` tokens arrived (or the request finished).
   bool WaitTokens(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-    std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, timeout, [&] { return r_.tokens.size() >= n || r_.finished; });
+    return WaitUntil([n](const Received& r) { return r.tokens.size() >= n || r.finished; }, timeout);
   }
-  Received Get() {
-    std::lock_guard<std::mutex> l(mu_);
-    return r_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Received r_;
 };
 
 // What one request of n choices received, choice by choice, with the checks of the event order
@@ -85,7 +116,7 @@ struct ReceivedChoices {
   std::vector<std::string> protocol_errors;  // events that broke the order; empty when all is well
 };
 
-class ChoicesSink {
+class ChoicesSink : public Recorder<ReceivedChoices> {
  public:
   explicit ChoicesSink(int n) { r_.choices.resize(n); }
   GenerationCallback Callback() {
@@ -129,23 +160,13 @@ class ChoicesSink {
     };
   }
   bool Wait(std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
-    std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, timeout, [&] { return r_.finished; });
+    return WaitUntil([](const ReceivedChoices& r) { return r.finished; }, timeout);
   }
   // Waits until choice 0 has at least `n` tokens (or the request finished).
   bool WaitTokens(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-    std::unique_lock<std::mutex> l(mu_);
-    return cv_.wait_for(l, timeout, [&] { return r_.choices[0].tokens.size() >= n || r_.finished; });
+    return WaitUntil([n](const ReceivedChoices& r) { return r.choices[0].tokens.size() >= n || r.finished; },
+                     timeout);
   }
-  ReceivedChoices Get() {
-    std::lock_guard<std::mutex> l(mu_);
-    return r_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  ReceivedChoices r_;
 };
 
 }  // namespace tandem::engine::testing
