@@ -226,29 +226,16 @@ void HandleChatCompletions(ServerContext& ctx, http::Exchange& ex) {
   out.token_ids = r.common.return_token_ids;
   out.include_usage = r.common.include_usage;
 
-  ResponseHeader header;
-  header.id = "chatcmpl-" + RandomHex(24);
-  header.created = UnixNow();
-  header.model = ctx.options.served_model_name;
-  GenerationRun run(ctx, header.id);
+  GenerationRun run(ctx, "chatcmpl-");
   if (auto e = run.Submit({EngineJob{std::move(*ids), r.common.params, r.common.n}})) return ctx.Reply(ex, *e);
 
   if (r.common.stream) {
-    ChatStream stream(ctx, ex, header, out, run.choices());
-    const bool began = ex.BeginStream(200, {{"Cache-Control", "no-cache"}}, "text/event-stream") && stream.Begin();
-    if (!began) {
-      // Nobody to write to: Run sees the failed write and cancels.
-      run.Run(ex, [](int, const engine::GenerationEvent&) { return false; });
-      return;
-    }
-    if (!run.Run(ex, [&](int i, const engine::GenerationEvent& ev) { return stream.OnEvent(i, ev); })) return;
-    if (auto failure = run.failure()) {
-      ex.Write(SseEvent(ErrorJson(*failure)));  // headers are gone already: as vLLM does
-    } else if (out.include_usage) {
-      ex.Write(SseEvent(UsageChunkJson(header, /*chat=*/true, run.usage())));
-    }
-    ex.Write(SseDone());
-    ex.EndStream();
+    if (!run.BeginStream(ex)) return;
+    ChatStream stream(ctx, ex, run.header(), out, run.choices());
+    // A failed write makes OnEvent false, and Run cancels.
+    const bool began = stream.Begin();
+    if (!run.Run(ex, [&](int i, const engine::GenerationEvent& ev) { return began && stream.OnEvent(i, ev); })) return;
+    run.EndStream(ex, /*chat=*/true, out.include_usage);
     return;
   }
   std::vector<ChoiceState> choices(run.choices());
@@ -264,7 +251,7 @@ void HandleChatCompletions(ServerContext& ctx, http::Exchange& ex) {
   });
   if (!complete) return;  // nobody is listening
   if (auto failure = run.failure()) return ctx.Reply(ex, *failure);
-  ex.Respond(http::Response{200, {}, "application/json", ChatResponse(header, out, run, choices)});
+  ex.Respond(http::Response{200, {}, "application/json", ChatResponse(run.header(), out, run, choices)});
 }
 
 }  // namespace tandem::openai

@@ -89,11 +89,8 @@ void HandleCompletions(ServerContext& ctx, http::Exchange& ex) {
   const bool logprobs = r.common.logprobs >= 0;
   const bool token_ids = r.common.return_token_ids;
   const bool include_usage = r.common.include_usage;
-  ResponseHeader header;
-  header.id = "cmpl-" + RandomHex(24);
-  header.created = UnixNow();
-  header.model = ctx.options.served_model_name;
-  GenerationRun run(ctx, header.id);
+  GenerationRun run(ctx, "cmpl-");
+  const ResponseHeader& header = run.header();
   std::vector<EngineJob> jobs;
   for (const PreparedPrompt& p : prompts) jobs.push_back(EngineJob{p.ids, p.params, n});
   if (auto e = run.Submit(std::move(jobs))) return ctx.Reply(ex, *e);
@@ -105,10 +102,7 @@ void HandleCompletions(ServerContext& ctx, http::Exchange& ex) {
   std::vector<bool> echoed(choices.size(), false);
 
   if (r.common.stream) {
-    if (!ex.BeginStream(200, {{"Cache-Control", "no-cache"}}, "text/event-stream")) {
-      run.Run(ex, [](int, const engine::GenerationEvent&) { return false; });  // cancels
-      return;
-    }
+    if (!run.BeginStream(ex)) return;
     auto send = [&](const CompletionChoice& c) {
       return ex.Write(SseEvent(CompletionChunkJson(header, c, include_usage)));
     };
@@ -145,14 +139,7 @@ void HandleCompletions(ServerContext& ctx, http::Exchange& ex) {
       }
       return true;
     });
-    if (!complete) return;
-    if (auto failure = run.failure()) {
-      ex.Write(SseEvent(ErrorJson(*failure)));  // headers are gone already: as vLLM does
-    } else if (include_usage) {
-      ex.Write(SseEvent(UsageChunkJson(header, /*chat=*/false, run.usage())));
-    }
-    ex.Write(SseDone());
-    ex.EndStream();
+    if (complete) run.EndStream(ex, /*chat=*/false, include_usage);
     return;
   }
 

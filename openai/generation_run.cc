@@ -78,8 +78,10 @@ struct GenerationRun::Job {
   std::string reason;                                  // counted in the metrics
 };
 
-GenerationRun::GenerationRun(ServerContext& ctx, std::string request_id)
-    : ctx_(ctx), request_id_(std::move(request_id)), channel_(std::make_shared<Channel>()) {}
+GenerationRun::GenerationRun(ServerContext& ctx, const std::string& id_prefix)
+    : ctx_(ctx),
+      header_{id_prefix + RandomHex(24), UnixNow(), ctx.options.served_model_name},
+      channel_(std::make_shared<Channel>()) {}
 
 GenerationRun::~GenerationRun() {
   if (counted_active_) ctx_.active.fetch_sub(1);
@@ -91,7 +93,7 @@ std::optional<ApiError> GenerationRun::Submit(std::vector<EngineJob> jobs) {
   int total = 0;
   for (size_t k = 0; k < jobs.size(); ++k) {
     Job& job = jobs_[k];
-    job.engine_id = jobs.size() == 1 ? request_id_ : request_id_ + "-" + std::to_string(k);
+    job.engine_id = jobs.size() == 1 ? header_.id : header_.id + "-" + std::to_string(k);
     job.n = jobs[k].n;
     job.prompt_len = static_cast<int64_t>(jobs[k].prompt_ids.size());
     job.arrival = arrival;
@@ -136,6 +138,22 @@ void GenerationRun::OnFinal(Job& job, const engine::GenerationEvent& e, Clock::t
   m.CountFinishedRequest(job.reason);
 }
 
+bool GenerationRun::BeginStream(http::Exchange& ex) {
+  if (ex.BeginStream(200, {{"Cache-Control", "no-cache"}}, "text/event-stream")) return true;
+  Run(ex, [](int, const engine::GenerationEvent&) { return false; });  // nobody to write to: cancels
+  return false;
+}
+
+void GenerationRun::EndStream(http::Exchange& ex, bool chat, bool include_usage) const {
+  if (failure_) {
+    ex.Write(SseEvent(ErrorJson(*failure_)));
+  } else if (include_usage) {
+    ex.Write(SseEvent(UsageChunkJson(header_, chat, usage_)));
+  }
+  ex.Write(SseDone());
+  ex.EndStream();
+}
+
 bool GenerationRun::Run(http::Exchange& ex,
                         const std::function<bool(int choice, const engine::GenerationEvent&)>& deliver) {
   // The HTTP loop sees the client go away (streaming or not): wake this worker to cancel.
@@ -148,7 +166,7 @@ bool GenerationRun::Run(http::Exchange& ex,
     if (!cancelled && (!writing || channel_->gone())) {
       // The client went away: free the sequences' KV blocks now, then wait for the engine's
       // final "abort" events so that they are counted like any other finish.
-      TLOG(INFO) << "client of " << request_id_ << " disconnected; cancelling";
+      TLOG(INFO) << "client of " << header_.id << " disconnected; cancelling";
       CancelAll();
       cancelled = true;
       cancel_deadline = Clock::now() + kCancelGrace;
@@ -162,7 +180,7 @@ bool GenerationRun::Run(http::Exchange& ex,
     const engine::GenerationEvent& ev = item->event;
     const int choice = static_cast<int>(item->job) * job.n + ev.choice;
     if (ev.choice < 0 || ev.choice >= job.n) {
-      TLOG(ERROR) << request_id_ << ": the engine sent choice " << ev.choice << " of " << job.n;
+      TLOG(ERROR) << header_.id << ": the engine sent choice " << ev.choice << " of " << job.n;
       continue;
     }
     const int64_t n_tokens = static_cast<int64_t>(ev.token_ids.size());

@@ -28,9 +28,9 @@ struct EngineJob {
 
 class GenerationRun {
  public:
-  // `request_id` names the response; engine requests are "<request_id>" (one job) or
-  // "<request_id>-<job>".
-  GenerationRun(ServerContext& ctx, std::string request_id);
+  // The response is "<id_prefix><random>" ("chatcmpl-", "cmpl-"); its engine requests are that
+  // id (one job) or "<id>-<job>".
+  GenerationRun(ServerContext& ctx, const std::string& id_prefix);
   ~GenerationRun();
   GenerationRun(const GenerationRun&) = delete;
   GenerationRun& operator=(const GenerationRun&) = delete;
@@ -46,6 +46,13 @@ class GenerationRun {
   // someone is still listening.
   bool Run(http::Exchange& ex, const std::function<bool(int choice, const engine::GenerationEvent&)>& deliver);
 
+  // Streaming: starts the event stream (false: the client is gone, and everything is cancelled).
+  bool BeginStream(http::Exchange& ex);
+  // Streaming, after a complete Run: the error event when a choice failed (the status line is
+  // gone already: as vLLM does) or else the usage chunk if asked, then [DONE].
+  void EndStream(http::Exchange& ex, bool chat, bool include_usage) const;
+
+  const ResponseHeader& header() const { return header_; }
   int choices() const { return static_cast<int>(finish_reasons_.size()); }
   // After a complete Run: each choice's finish_reason, the usage of all of them, and the error
   // to send when a choice failed or was aborted (nullopt when none did).
@@ -60,7 +67,7 @@ class GenerationRun {
   void OnFinal(Job& job, const engine::GenerationEvent& e, std::chrono::steady_clock::time_point at);
 
   ServerContext& ctx_;
-  const std::string request_id_;
+  const ResponseHeader header_;
   std::shared_ptr<Channel> channel_;
   std::vector<Job> jobs_;
   std::vector<std::string> finish_reasons_;
