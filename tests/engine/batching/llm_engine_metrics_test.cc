@@ -20,24 +20,14 @@ namespace tandem::engine {
 namespace {
 
 using testing::FakeModel;
+using testing::Greedy;
 using testing::Sink;
-
-GenerationRequest Greedy(std::string id, std::vector<int32_t> prompt, int max_tokens) {
-  GenerationRequest r;
-  r.request_id = std::move(id);
-  r.prompt_ids = std::move(prompt);
-  r.params.temperature = 0.0f;
-  r.params.max_tokens = max_tokens;
-  return r;
-}
+using testing::SmallOptions;
 
 TEST(EngineMetricsTest, FinishedRequestsReportTheirPhasesAndTheLoopTurnsWhileIdle) {
   FakeModel model(64);
   StepDriver driver(&model, nullptr);
-  EngineOptions o;
-  o.kv_tokens = 256;
-  o.block_size = 4;
-  o.max_model_len = 128;
+  EngineOptions o = SmallOptions();
   std::mutex mu;
   std::vector<RequestMetrics> finished;
   std::atomic<int> turns{0};
