@@ -132,6 +132,8 @@ int main(int argc, char** argv) {
   // cuda_decode_bench): everything after `bench` goes to it, --help included.
   CLI::App* bench_cmd = cli::AddCommand(app.get(), "bench", "the CUDA decode benchmark (bench --help)");
   bench_cmd->prefix_command();
+  bench_cmd->allow_extras();
+  bench_cmd->fallthrough(false);  // its --help and unknown flags are its own parser's to answer
   bench_cmd->set_help_flag();
 #endif
 
