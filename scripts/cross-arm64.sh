@@ -24,8 +24,8 @@ done
 OUT="$(realpath -m "${ARM64_DIR:-build-arm64}")"
 SYSROOT="$OUT/sysroot"
 # Build machine: what the native build needs (protoc and grpc_cpp_plugin run here), the cross
-# compiler, mmdebstrap and file.
-scripts/setup-debian.sh crossbuild-essential-arm64 mmdebstrap file
+# compiler, mmdebstrap, file, and qemu to run the packaged programs at the end.
+scripts/setup-debian.sh crossbuild-essential-arm64 mmdebstrap file qemu-user-static
 
 # Target: the arm64 -dev packages of scripts/setup-debian.sh's build list (the tools and test
 # runners aside), with protobuf-compiler-grpc because gRPC's CMake package checks its files.
@@ -99,3 +99,23 @@ for deb in "$OUT"/packages/*.deb; do
   echo "$(basename "$deb"): $(dpkg-deb -f "$deb" Architecture) depends: $(dpkg-deb -f "$deb" Depends)"
   [ "$(dpkg-deb -f "$deb" Architecture)" = arm64 ] || { echo "cross-arm64: $deb is not arm64" >&2; exit 1; }
 done
+
+# The packages with nothing but what they declare: Debian 12 arm64 resolves their dependencies
+# into a fresh root, and the programs run there under qemu (a library the Depends line lacks
+# would not load). tandem-infer runs the tiny test model on the cpu backend.
+# The packages reach it through a one-folder apt repository (copied in, nothing mounted).
+rm -rf "$OUT/installed" "$OUT/repo"
+mkdir -p "$OUT/repo"
+cp "$OUT"/packages/*.deb "$OUT/repo/"
+(cd "$OUT/repo" && dpkg-scanpackages . > Packages 2>/dev/null)
+mmdebstrap --quiet --variant=extract --architectures=arm64 --include=tandem-agentd,tandemctl \
+  bookworm "$OUT/installed" \
+  "deb http://deb.debian.org/debian bookworm main" \
+  "deb http://deb.debian.org/debian-security bookworm-security main" \
+  "deb [trusted=yes] copy://$OUT/repo ./"
+for bin in tandem-agentd tandemctl tandem-infer; do
+  qemu-aarch64-static -L "$OUT/installed" "$OUT/installed/usr/bin/$bin" --version
+done
+qemu-aarch64-static -L "$OUT/installed" "$OUT/installed/usr/bin/tandem-infer" generate \
+  --model tests/data/qwen3moe-tiny --prompt-ids 1,2,3 --max-tokens 6 --json
+echo "cross-arm64: OK ($OUT/packages)"
