@@ -26,6 +26,9 @@ void NotifyReady(std::string_view status) { Send("READY=1\nSTATUS=" + OneLine(st
 void NotifyStatus(std::string_view status) { Send("STATUS=" + OneLine(status)); }
 void NotifyStopping(std::string_view status) { Send("STOPPING=1\nSTATUS=" + OneLine(status)); }
 void NotifyWatchdog() { Send("WATCHDOG=1"); }
+void NotifyLoading(std::string_view status, std::chrono::microseconds extend) {
+  Send("STATUS=" + OneLine(status) + "\nEXTEND_TIMEOUT_USEC=" + std::to_string(extend.count()));
+}
 
 std::optional<std::chrono::microseconds> WatchdogPingInterval() {
   uint64_t usec = 0;

@@ -24,6 +24,10 @@ void NotifyReady(std::string_view status);
 void NotifyStatus(std::string_view status);
 void NotifyStopping(std::string_view status);
 void NotifyWatchdog();
+// STATUS= of a start that is still making progress, with EXTEND_TIMEOUT_USEC=`extend`: systemd
+// then waits that much longer than TimeoutStartSec for READY=1, so a large model can load for as
+// long as it keeps moving, and a load that stalls still times out.
+void NotifyLoading(std::string_view status, std::chrono::microseconds extend);
 
 // How often WATCHDOG=1 must be sent: half of WATCHDOG_USEC (the margin sd_watchdog_enabled(3)
 // asks for); nullopt when no watchdog is set for this process.

@@ -12,6 +12,7 @@
 
 #include "common/failpoint.h"
 #include "common/log.h"
+#include "common/systemd_notify.h"
 #include "infer/loading_server.h"
 #include "common/net_address.h"
 #include "common/secret_file.h"
@@ -92,6 +93,10 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
   if (o.body_timeout.count() > 0) so.server.body_timeout = o.body_timeout;
   if (o.idle_timeout.count() > 0) so.server.idle_timeout = o.idle_timeout;
   if (o.write_timeout.count() > 0) so.server.write_timeout = o.write_timeout;
+  // The watchdog's keep-alives come from the engine thread's own loop (each step, about once a
+  // second idle): an engine stuck in a collective stops them.
+  systemd::WatchdogKicker watchdog;
+  so.engine.on_turn = [&watchdog] { watchdog.Kick(); };
   // The loading answers end here and the real server binds the same port: without SO_REUSEPORT
   // only one may hold it, so it is free for the moment the engine and its KV pool are set up.
   loading->Stop();
@@ -105,6 +110,7 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
   std::fflush(stdout);
   TLOG(INFO) << "serving " << name << " (tp " << o.tp << ", max_model_len " << serving.max_model_len() << ") on "
              << o.host << ":" << serving.server().port();
+  systemd::NotifyReady("serving " + name + " on " + o.host + ":" + std::to_string(serving.server().port()));
 
   // Wait for a stop signal (or the test's stop callback).
   timespec tick{0, 200 * 1000 * 1000};
@@ -116,6 +122,7 @@ absl::Status ServeOnRank0(const ServeOptions& o, const std::string& name, const 
     }
     if (stop && stop()) break;
   }
+  systemd::NotifyStopping("draining (up to " + std::to_string(o.shutdown_deadline.count()) + " ms)");
   serving.StopListening();  // the port is free at once; requests in flight go on draining
   const int left = serving.Drain(o.shutdown_deadline);
   if (left > 0) TLOG(WARN) << left << " request(s) still running at the shutdown deadline: aborting them";

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "common/systemd_notify.h"
 
 namespace tandem::engine {
 namespace {
@@ -32,6 +33,7 @@ LoadProgressLog::LoadProgressLog(std::string what, const LoadProgress* progress,
     : what_(std::move(what)), progress_(progress) {
   thread_ = std::thread([this, every] {
     int logged_decile = 0;
+    int64_t bytes_at_last_line = -1;
     auto next = std::chrono::steady_clock::now() + every;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
@@ -41,7 +43,17 @@ LoadProgressLog::LoadProgressLog(std::string what, const LoadProgress* progress,
       const int decile = Percent(*progress_) / 10;
       const auto now = std::chrono::steady_clock::now();
       if (decile > logged_decile || now >= next) {
-        TLOG(INFO) << "loading " << what_ << ": " << DescribeLoadProgress(*progress_);
+        const std::string line = "loading " + what_ + ": " + DescribeLoadProgress(*progress_);
+        TLOG(INFO) << line;
+        // The unit's STATUS= too; while bytes keep arriving, systemd's start timeout is pushed
+        // out by three log periods (a stalled load still times out).
+        const int64_t bytes = progress_->bytes_read.load();
+        if (bytes != bytes_at_last_line) {
+          systemd::NotifyLoading(line, 3 * std::chrono::duration_cast<std::chrono::microseconds>(every));
+        } else {
+          systemd::NotifyStatus(line);
+        }
+        bytes_at_last_line = bytes;
         logged_decile = std::max(logged_decile, decile);
         next = now + every;
       }

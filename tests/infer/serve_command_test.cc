@@ -1,15 +1,21 @@
 // `tandem-infer serve` flags: the API key only from a file (--api-key is refused with the way
-// out), the HTTP front door's limits, and a key file that fails its checks stops Serve before
-// any model is loaded.
+// out), the HTTP front door's limits, a key file that fails its checks stops Serve before any
+// model is loaded, and what systemd hears from a serving process.
 #include "infer/serve_command.h"
 
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "tests/common/notify_socket.h"
+#include "tests/common/test_util.h"
 
 namespace tandem::infer {
 namespace {
@@ -91,6 +97,35 @@ TEST(ServeCommandTest, MemoryFractionFlag) {
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_TRUE(absl::StrContains(b.status().message(), "--memory-fraction")) << b.status();
   }
+}
+
+// Under systemd (a fake NOTIFY_SOCKET): READY=1 once the tiny model serves, WATCHDOG=1 from the
+// engine loop while it idles, STOPPING=1 when serving ends.
+TEST(ServeCommandTest, TellsSystemdWhenItServesAndFeedsTheWatchdogFromTheEngine) {
+  tandem::testing::FakeNotifySocket notify;
+  setenv("NOTIFY_SOCKET", notify.path().c_str(), 1);
+  setenv("WATCHDOG_USEC", "1000000", 1);  // a ping at least every 500 ms; the idle engine turns every second
+  auto o = ParseServeFlags({"--model", tandem::testing::TestdataDir() + "/qwen3moe-tiny", "--port", "0",
+                            "--kv-tokens", "256", "--max-model-len", "64", "--shutdown-timeout-s", "0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  std::atomic<bool> stop{false};
+  absl::Status served;
+  std::thread serve([&] { served = Serve(*o, [&] { return stop.load(); }); });
+  const std::vector<std::string> ready = notify.WaitFor("READY=1", std::chrono::seconds(60));
+  EXPECT_FALSE(ready.empty());
+  if (!ready.empty()) {
+    std::printf("ready: %s\n", ready.back().c_str());
+    EXPECT_NE(ready.back().find("STATUS=serving qwen3moe-tiny on 127.0.0.1:"), std::string::npos) << ready.back();
+  }
+  const int pings = tandem::testing::CountContaining(notify.Drain(std::chrono::milliseconds(2600)), "WATCHDOG=1");
+  std::printf("%d watchdog pings in 2.6 s\n", pings);
+  EXPECT_GE(pings, 2);
+  stop = true;
+  EXPECT_FALSE(notify.WaitFor("STOPPING=1", std::chrono::seconds(10)).empty());
+  serve.join();
+  EXPECT_TRUE(served.ok()) << served;
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
 }
 
 }  // namespace

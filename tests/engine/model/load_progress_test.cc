@@ -1,15 +1,19 @@
 // Load progress (engine/model/load_progress.h): the checkpoint sets the totals and counts each
 // tensor once however often it is read, a cpu load of qwen3moe-tiny reads every tensor, the text
-// says how far, and the log thread prints a line per 10% passed and a final "loaded".
+// says how far, and the log thread prints a line per 10% passed and a final "loaded" (and under
+// systemd makes each line the unit's STATUS=).
 #include "engine/model/load_progress.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "engine/model.h"
 #include "engine/model/checkpoint.h"
+#include "tests/common/notify_socket.h"
 #include "tests/common/test_util.h"
 
 namespace tandem::engine {
@@ -66,6 +70,31 @@ TEST(LoadProgressTest, TheLogSaysEachTenPercentAndTheEnd) {
   EXPECT_NE(err.find("loading m: 10% (1/10 tensors"), std::string::npos) << err;
   EXPECT_NE(err.find("loading m: 30% (3/10 tensors"), std::string::npos) << err;
   EXPECT_NE(err.find("loaded m in "), std::string::npos) << err;
+}
+
+// Under systemd each progress line is also the unit's STATUS=; while bytes arrive it pushes the
+// start timeout out (EXTEND_TIMEOUT_USEC, three log periods), a stalled load does not.
+TEST(LoadProgressTest, ProgressLinesBecomeTheUnitsStatusAndExtendTheStartWhileMoving) {
+  tandem::testing::FakeNotifySocket notify;
+  setenv("NOTIFY_SOCKET", notify.path().c_str(), 1);
+  LoadProgress p;
+  p.tensors_total = 10;
+  p.bytes_total = 10 << 20;
+  {
+    LoadProgressLog log("rank 1", &p, std::chrono::milliseconds(100));
+    p.tensors_read = 4;
+    p.bytes_read = 4 << 20;
+    const std::vector<std::string> moving = notify.WaitFor("STATUS=loading rank 1: 40%", std::chrono::seconds(5));
+    ASSERT_FALSE(moving.empty());
+    std::printf("%s\n", moving.back().c_str());
+    EXPECT_NE(moving.back().find("\nEXTEND_TIMEOUT_USEC=300000"), std::string::npos) << moving.back();
+    // Nothing moves now: the next timed lines only say where it stands.
+    std::vector<std::string> stalled = notify.Drain(std::chrono::milliseconds(450));
+    ASSERT_GE(stalled.size(), 2u);
+    EXPECT_EQ(stalled.back().find("EXTEND_TIMEOUT_USEC"), std::string::npos) << stalled.back();
+    EXPECT_EQ(stalled.back().rfind("STATUS=loading rank 1: 40%", 0), 0u) << stalled.back();
+  }
+  unsetenv("NOTIFY_SOCKET");
 }
 
 }  // namespace
