@@ -13,7 +13,6 @@
 
 #include "common/secret_file.h"
 #include "common/status.h"
-#include "infer/serve_command.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
@@ -23,14 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
-struct RequestSample {
-  bool ok = false;
-  std::string error;
-  double ttft_ms = 0;
-  std::vector<double> itl_ms;
-  int64_t tokens = 0;
-};
-
 std::vector<int32_t> PromptIds(int index, int len) {
   std::mt19937 rng(static_cast<uint32_t>(index) * 2654435761u + 17u);
   std::uniform_int_distribution<int32_t> dist(100, 3999);
@@ -39,25 +30,19 @@ std::vector<int32_t> PromptIds(int index, int len) {
   return ids;
 }
 
-// One streaming request; token arrival times come from the SSE chunks' token_ids.
-RequestSample RunOne(httplib::Client& cli, const BenchServeOptions& o, int index) {
+// One streaming request; token arrival times come from the SSE chunks' token_ids. The stream is
+// cut once it has run past the target's deadline.
+RequestSample RunOne(httplib::Client& cli, const ServeTarget& target, const StreamRequest& request) {
   RequestSample s;
-  Json body = {{"prompt", PromptIds(index, o.prompt_len)},
-               {"max_tokens", o.max_tokens},
-               {"temperature", 0},
-               {"ignore_eos", true},
-               {"stream", true},
-               {"return_token_ids", true}};
-  if (!o.model.empty()) body["model"] = o.model;
-
   httplib::Request req;
   req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = body.dump();
+  req.path = request.path;
+  req.body = request.body;
   req.set_header("Content-Type", "application/json");
-  if (!o.api_key.empty()) req.set_header("Authorization", "Bearer " + o.api_key);
+  if (!target.api_key.empty()) req.set_header("Authorization", "Bearer " + target.api_key);
 
   const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::seconds(target.timeout_s);
   std::optional<Clock::time_point> last;
   std::string buffer;
   bool done = false;
@@ -68,6 +53,10 @@ RequestSample RunOne(httplib::Client& cli, const BenchServeOptions& o, int index
   };
   req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
     const Clock::time_point now = Clock::now();
+    if (now > deadline) {
+      s.error = "no end of stream within " + std::to_string(target.timeout_s) + " s";
+      return false;
+    }
     buffer.append(data, len);
     size_t end;
     while ((end = buffer.find("\n\n")) != std::string::npos) {
@@ -102,8 +91,10 @@ RequestSample RunOne(httplib::Client& cli, const BenchServeOptions& o, int index
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  if (!cli.send(req, res, err)) {
-    s.error = "HTTP " + httplib::to_string(err);
+  const bool sent = cli.send(req, res, err);
+  s.e2e_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (!sent) {
+    if (s.error.empty()) s.error = "HTTP " + httplib::to_string(err);
     return s;
   }
   if (status != 200) {
@@ -187,30 +178,51 @@ void AddBenchServeFlags(CLI::App* command, BenchServeOptions* o) {
   command->add_flag("--json", o->json, "one JSON object per concurrency level (JSON Lines) instead of the table");
 }
 
-absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& o, int concurrency) {
+absl::StatusOr<std::vector<RequestSample>> RunRequests(
+    const ServeTarget& target, int concurrency, const std::vector<StreamRequest>& requests,
+    const std::function<void(size_t index, const RequestSample&)>& done) {
   std::string host;
   int port = 0;
-  RETURN_IF_ERROR(SplitUrl(o.url, &host, &port));
+  RETURN_IF_ERROR(SplitUrl(target.url, &host, &port));
   std::mutex mu;
-  std::vector<RequestSample> samples;
-  std::atomic<int> next{0};
-  const Clock::time_point start = Clock::now();
+  std::vector<RequestSample> samples(requests.size());
+  std::atomic<size_t> next{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < concurrency; ++w) {
     workers.emplace_back([&] {
       httplib::Client cli(host, port);  // one keep-alive connection per worker
       cli.set_keep_alive(true);
       cli.set_tcp_nodelay(true);
-      cli.set_read_timeout(o.timeout_s, 0);
-      cli.set_connection_timeout(10, 0);
-      for (int i; (i = next.fetch_add(1)) < o.requests;) {
-        RequestSample s = RunOne(cli, o, i);
+      cli.set_read_timeout(target.timeout_s, 0);
+      cli.set_write_timeout(target.timeout_s, 0);
+      cli.set_connection_timeout(std::min(target.timeout_s, 10), 0);
+      for (size_t i; (i = next.fetch_add(1)) < requests.size();) {
+        RequestSample s = RunOne(cli, target, requests[i]);
         std::lock_guard<std::mutex> lock(mu);
-        samples.push_back(std::move(s));
+        samples[i] = std::move(s);
+        if (done) done(i, samples[i]);
       }
     });
   }
   for (std::thread& t : workers) t.join();
+  return samples;
+}
+
+absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& o, int concurrency) {
+  std::vector<StreamRequest> requests;
+  for (int i = 0; i < o.requests; ++i) {
+    Json body = {{"prompt", PromptIds(i, o.prompt_len)},
+                 {"max_tokens", o.max_tokens},
+                 {"temperature", 0},
+                 {"ignore_eos", true},
+                 {"stream", true},
+                 {"return_token_ids", true}};
+    if (!o.model.empty()) body["model"] = o.model;
+    requests.push_back({"/v1/completions", body.dump()});
+  }
+  const Clock::time_point start = Clock::now();
+  ASSIGN_OR_RETURN(std::vector<RequestSample> samples,
+                   RunRequests(ServeTarget{o.url, o.api_key, o.timeout_s}, concurrency, requests));
   BenchLevelResult r;
   r.concurrency = concurrency;
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();

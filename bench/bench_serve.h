@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,36 @@ struct BenchServeOptions {
   bool json = false;            // one JSON object per level instead of the table
   int timeout_s = 600;          // per request
 };
+
+// One streamed request as the client saw it.
+struct RequestSample {
+  bool ok = false;
+  std::string error;
+  double ttft_ms = 0;  // sent -> the first chunk that carries tokens
+  double e2e_ms = 0;   // sent -> the end of the stream
+  std::vector<double> itl_ms;
+  int64_t tokens = 0;  // counted from the chunks' token_ids (the body must ask for return_token_ids)
+};
+
+// Where the requests go and the deadline of each (the whole stream, not only one read).
+struct ServeTarget {
+  std::string url = "http://127.0.0.1:8000";  // http only
+  std::string api_key;                        // "" = none
+  int timeout_s = 600;
+};
+
+// A streaming POST: path "/v1/completions" or "/v1/chat/completions", a JSON body with
+// "stream": true and "return_token_ids": true.
+struct StreamRequest {
+  std::string path;
+  std::string body;
+};
+
+// Runs `requests` with `concurrency` of them in flight (one keep-alive connection per worker).
+// samples[i] belongs to requests[i]; `done` (when given) hears each as it ends, one at a time.
+absl::StatusOr<std::vector<RequestSample>> RunRequests(
+    const ServeTarget& target, int concurrency, const std::vector<StreamRequest>& requests,
+    const std::function<void(size_t index, const RequestSample&)>& done = nullptr);
 
 struct Percentiles {
   double p50 = 0, p90 = 0, p99 = 0;
