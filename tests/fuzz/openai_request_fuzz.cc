@@ -1,10 +1,12 @@
 // Fuzz target: OpenAI request bodies (/v1/completions and /v1/chat/completions), which come from
 // any HTTP client. Parsing must never crash or throw; an accepted request satisfies what the
-// engine relies on, and an error always names a status and renders as JSON.
+// engine relies on (and a forced tool choice's grammar builds or is refused), and an error always
+// names a status and renders as JSON.
 #include <cstdint>
 #include <string>
 
 #include "openai/openai_protocol.h"
+#include "openai/tool_call_grammar.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -71,6 +73,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     if (chat.messages.empty()) __builtin_trap();
     CheckAccepted(chat.common, std::vector<int32_t>(chat.messages.size(), 1));
+    // The tools' schemas are outside input too: a forced call's grammar, in either format, is
+    // built or refused with a 400, never a crash.
+    using tandem::openai::ToolChoice;
+    if (chat.tool_choice.mode == ToolChoice::Mode::kRequired || chat.tool_choice.mode == ToolChoice::Mode::kFunction) {
+      if (chat.tool_functions.empty()) __builtin_trap();
+      for (auto syntax : {tandem::tokenizer::ToolCallSyntax::kJson, tandem::tokenizer::ToolCallSyntax::kXml}) {
+        tandem::grammar::Grammar g;
+        if (auto e = tandem::openai::BuildToolCallGrammar(syntax, chat, &g)) CheckError(*e);
+      }
+    }
   }
   return 0;
 }
