@@ -1,7 +1,7 @@
 // tandem-agentd's command line (agentd/main.cc, the real binary): --help, --version (the build id
 // preflight's agent-build-parity compares), usage errors exit 2 naming the flag, both flag forms,
-// and a second agent on a port another agent holds fails at once, naming the address (gRPC's
-// default SO_REUSEPORT would let both bind and both say ready).
+// and a second agent on a port another agent holds (gRPC or /metrics) fails at once, naming the
+// address (gRPC's default SO_REUSEPORT would let both bind and both say ready).
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -81,12 +81,13 @@ TEST(AgentdMain, ASecondAgentOnATakenPortFailsAtOnce) {
   TempDir dir;
   Subprocess first;
   SubprocessOptions so;
-  so.argv = {TANDEM_AGENTD_BINARY, "--listen", "127.0.0.1:0", "--node-name", "first"};
+  so.argv = {TANDEM_AGENTD_BINARY, "--listen", "127.0.0.1:0", "--node-name", "first", "--metrics-listen",
+             "127.0.0.1:0"};
   so.stdout_path = dir / "first.out";
   so.stderr_path = dir / "first.err";
   std::string error;
   ASSERT_TRUE(first.Start(so, &error)) << error;
-  static const std::regex kReady(R"(tandem-agentd ready node=first grpc=127\.0\.0\.1:(\d+))");
+  static const std::regex kReady(R"(tandem-agentd ready node=first grpc=127\.0\.0\.1:(\d+) metrics=127\.0\.0\.1:(\d+))");
   std::smatch m;
   std::string ready;
   for (int i = 0; i < 1000 && !std::regex_search(ready, m, kReady); ++i) {
@@ -95,7 +96,7 @@ TEST(AgentdMain, ASecondAgentOnATakenPortFailsAtOnce) {
     ready = tandem::testing::ReadTextFile(dir / "first.out");
   }
   ASSERT_TRUE(std::regex_search(ready, m, kReady)) << ready;
-  const std::string taken = "127.0.0.1:" + m[1].str();
+  const std::string taken = "127.0.0.1:" + m[1].str(), taken_metrics = "127.0.0.1:" + m[2].str();
 
   const auto t0 = std::chrono::steady_clock::now();
   ProgramResult second = Agentd({"--listen=" + taken, "--node-name", "second"});
@@ -104,7 +105,10 @@ TEST(AgentdMain, ASecondAgentOnATakenPortFailsAtOnce) {
   EXPECT_NE(second.err.find(taken), std::string::npos) << "names the address: " << second.err;
   EXPECT_EQ(second.out.find("ready"), std::string::npos) << "never says ready: " << second.out;
   EXPECT_LT(seconds, 10);
-  EXPECT_TRUE(first.running()) << "the first agent keeps its port";
+  ProgramResult metrics = Agentd({"--listen", "127.0.0.1:0", "--metrics-listen=" + taken_metrics});
+  EXPECT_EQ(metrics.exit_code, 1) << metrics.err;
+  EXPECT_NE(metrics.err.find(taken_metrics), std::string::npos) << metrics.err;
+  EXPECT_TRUE(first.running()) << "the first agent keeps its ports";
   first.Stop();
 }
 
