@@ -26,11 +26,15 @@ TokenLogprob TokenLogprobOf(const float* logits, int64_t vocab, double log_sum_e
   auto better = [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
   std::vector<int32_t> best;
   best.reserve(k + 1);
+  // Once k are held, a later id must beat the worst held strictly (it loses a tie: its id is
+  // higher): one float compare for almost every token.
+  float worst = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < vocab; ++i) {
+    if (static_cast<int64_t>(best.size()) == k && !(logits[i] > worst)) continue;
     const int32_t id = static_cast<int32_t>(i);
-    if (static_cast<int64_t>(best.size()) == k && !better(id, best.back())) continue;
     best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
     if (static_cast<int64_t>(best.size()) > k) best.pop_back();
+    worst = logits[best.back()];
   }
   out.top.reserve(k);
   for (int32_t id : best) out.top.emplace_back(id, static_cast<float>(static_cast<double>(logits[id]) - log_sum_exp));
