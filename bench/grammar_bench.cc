@@ -1,8 +1,9 @@
 // What constrained decoding costs (issue 16: at most 10% of a batch-1 decode step).
 //   1. Mask time per token over the real Qwen3 vocabulary (151k tokens) for several schemas:
 //      a walk of tokens drawn uniformly from each mask (finishing within the token budget), the
-//      time of each FillMask in thread CPU time (the build machine is shared); median and p99 per
-//      run, first run on a fresh compiled grammar (its mask cache empty) and later runs warm.
+//      time of each GrammarConstraint::MaskLogits (the mask, and -inf written into a row of
+//      151936 logits) in thread CPU time (the build machine is shared); median and p99 per run,
+//      on a fresh compiled grammar (its mask cache empty: cold) and again on the same (warm).
 //   2. End-to-end decode tokens/s at batch 1 on the cpu backend with and without the grammar
 //      (the model's greedy tokens, prefill excluded), the grammar over the full vocabulary.
 // Every figure is the median of --runs runs, with the smallest and largest in brackets.
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "engine/batching/llm_engine.h"
+#include "engine/batching/logits_processors.h"
 #include "engine/grammar/compiled_grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/matcher.h"
@@ -80,26 +82,26 @@ Spread Of(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-// One walk: per-token FillMask seconds.
+// One walk as the engine does it (GrammarConstraint on a row of Qwen3-30B-A3B's 151936 logits):
+// per-token seconds of MaskLogits, the grammar's mask and setting the rest to -inf.
 std::vector<double> Walk(const std::shared_ptr<const CompiledGrammar>& g, int max_tokens, uint64_t seed) {
-  GrammarMatcher m(g);
+  constexpr int64_t kModelVocab = 151936;
+  tandem::engine::GrammarConstraint c(g);
   std::mt19937_64 rng(seed);
-  std::vector<uint64_t> mask;
+  std::vector<float> row(kModelVocab);
   std::vector<double> times;
   std::vector<int32_t> allowed;
-  for (int used = 0; used < max_tokens && !m.IsTerminated(); ++used) {
+  for (int used = 0; used < max_tokens && !c.terminated(); ++used) {
+    std::fill(row.begin(), row.end(), 0.0f);
     const double t0 = CpuSeconds();
-    m.FillMask(&mask);
+    c.MaskLogits(row.data(), kModelVocab);
     times.push_back(CpuSeconds() - t0);
     allowed.clear();
-    for (size_t w = 0; w < mask.size(); ++w) {
-      for (uint64_t bits = mask[w]; bits != 0; bits &= bits - 1) {
-        allowed.push_back(static_cast<int32_t>(w * 64 + __builtin_ctzll(bits)));
-      }
+    for (int64_t id = 0; id < kModelVocab; ++id) {
+      if (row[id] == 0.0f) allowed.push_back(static_cast<int32_t>(id));
     }
-    int32_t pick = allowed.empty() ? -1 : allowed[rng() % allowed.size()];
-    if (pick < 0 || !m.FitsBudget(pick, max_tokens - used - 1)) pick = m.CompletionToken();
-    if (pick < 0 || !m.AcceptToken(pick)) break;
+    if (allowed.empty()) break;
+    c.Accept(allowed[rng() % allowed.size()], row.data(), kModelVocab, max_tokens - used - 1);
   }
   return times;
 }
@@ -170,7 +172,7 @@ int main(int argc, char** argv) {
   std::printf("vocabulary: %lld tokens (%zu generable), built in %.1f ms\n", static_cast<long long>(vocab->size()),
               vocab->sorted().size(), 1e3 * (CpuSeconds() - v0));
 
-  std::printf("\n1. FillMask per token (thread CPU ms), walks of up to %d tokens, %d runs\n", tokens, runs);
+  std::printf("\n1. MaskLogits per token (thread CPU ms), walks of up to %d tokens, %d runs\n", tokens, runs);
   std::printf("%-44s %8s %22s %22s %22s\n", "schema", "tokens", "cold median / p99", "warm median", "warm p99");
   for (const Schema& s : kSchemas) {
     std::vector<double> cold_median, cold_p99, warm_median, warm_p99;

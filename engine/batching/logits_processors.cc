@@ -40,13 +40,19 @@ void GrammarConstraint::MaskLogits(float* logits, int64_t vocab) {
   matcher_.FillMask(&mask_);
   const int64_t covered = std::min<int64_t>(vocab, static_cast<int64_t>(mask_.size()) * 64);
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  // Whole words at once where the mask is all one way; else only the masked bits (a string's
+  // mask allows nearly every token, a structural one nearly none).
   for (int64_t w = 0; w * 64 < covered; ++w) {
-    const uint64_t bits = mask_[w];
-    if (bits == ~uint64_t{0}) continue;
-    const int64_t end = std::min<int64_t>(covered, (w + 1) * 64);
-    for (int64_t id = w * 64; id < end; ++id) {
-      if (((bits >> (id & 63)) & 1) == 0) logits[id] = kMasked;
+    const int64_t base = w * 64;
+    const int64_t n = std::min<int64_t>(64, covered - base);
+    uint64_t masked = ~mask_[w];
+    if (n < 64) masked &= (uint64_t{1} << n) - 1;
+    if (masked == 0) continue;
+    if (masked == ~uint64_t{0}) {
+      std::fill(logits + base, logits + base + 64, kMasked);
+      continue;
     }
+    for (; masked != 0; masked &= masked - 1) logits[base + __builtin_ctzll(masked)] = kMasked;
   }
   for (int64_t id = covered; id < vocab; ++id) logits[id] = kMasked;
 }

@@ -50,6 +50,7 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
     };
     for (int32_t& top : state_.tops) top = copy(copy, top);
     pool_ = std::move(fresh);
+    recent_.clear();  // keyed by node ids, which changed
   }
   return true;
 }
@@ -69,8 +70,29 @@ bool GrammarMatcher::AcceptToken(int32_t id) {
 void GrammarMatcher::FillMask(std::vector<uint64_t>* mask) {
   const TokenVocabulary& v = grammar_->vocab();
   mask->assign(static_cast<size_t>(v.mask_words()), 0);
-  auto set = [mask](int32_t id) { (*mask)[id >> 6] |= uint64_t{1} << (id & 63); };
   if (terminated_) return;
+  std::vector<std::pair<int32_t, int32_t>> key;
+  for (int32_t top : state_.tops) key.emplace_back(pool_[top].pos, pool_[top].parent);
+  std::sort(key.begin(), key.end());
+  if (state_.can_end) key.emplace_back(-1, -1);
+  for (const RecentMask& r : recent_) {
+    if (r.key == key) {
+      *mask = r.mask;
+      return;
+    }
+  }
+  ComputeMask(mask);
+  if (recent_.size() < kRecentMasks) {
+    recent_.push_back(RecentMask{std::move(key), *mask});
+  } else {
+    recent_[recent_next_] = RecentMask{std::move(key), *mask};
+    recent_next_ = (recent_next_ + 1) % kRecentMasks;
+  }
+}
+
+void GrammarMatcher::ComputeMask(std::vector<uint64_t>* mask) {
+  const TokenVocabulary& v = grammar_->vocab();
+  auto set = [mask](int32_t id) { (*mask)[id >> 6] |= uint64_t{1} << (id & 63); };
   if (state_.can_end) {
     for (int32_t id : v.eos_ids()) set(id);
   }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/grammar/compiled_grammar.h"
@@ -50,6 +51,8 @@ class GrammarMatcher {
   const CompiledGrammar& grammar() const { return *grammar_; }
 
  private:
+  // FillMask for a state not in recent_ (mask zeroed, the state not terminated).
+  void ComputeMask(std::vector<uint64_t>* mask);
   // Runs `bytes` from state_ into *out (false: some byte was not allowed).
   bool Run(std::string_view bytes, MatchState* out);
 
@@ -58,6 +61,16 @@ class GrammarMatcher {
   MatchState state_;
   bool terminated_ = false;
   std::vector<int32_t> uncertain_;  // FillMask scratch
+  // The masks of the last few states, by the states' (position, parent node) pairs: inside a
+  // string or a number every token leads back to the same state (tail calls keep the parent),
+  // and its mask, uncertain tokens checked included, is then a copy.
+  struct RecentMask {
+    std::vector<std::pair<int32_t, int32_t>> key;  // sorted; (-1, -1) last when the state can end
+    std::vector<uint64_t> mask;
+  };
+  std::vector<RecentMask> recent_;  // most recent last
+  size_t recent_next_ = 0;
+  static constexpr size_t kRecentMasks = 8;
 };
 
 }  // namespace tandem::grammar
