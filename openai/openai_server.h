@@ -1,13 +1,14 @@
 // The OpenAI-compatible HTTP server over an LLMEngine, on our own HTTP/1.1 server (http/):
-// /v1/models, /v1/completions, /v1/chat/completions (with Server-Sent Events streaming), /health
-// and /metrics. Requests are parsed by openai_protocol, tokenized here within the context length
-// (an over-long prompt is refused before it is fully tokenized), and handed to the engine; the
-// engine's callback (on the engine thread) only queues events, and the request's worker thread
-// writes them. A client that goes away, streaming or not, cancels its sequence at once.
+// /v1/models[/{id}], /v1/completions, /v1/chat/completions (with Server-Sent Events streaming),
+// /health and /metrics. Requests are parsed by openai_protocol / chat_request, tokenized by the
+// route (chat_handler, completion_handler) within the context length (an over-long prompt is
+// refused before it is fully tokenized), and handed to the engine (generation_run); the engine's
+// callback (on the engine thread) only queues events, and the request's worker thread writes
+// them. A client that goes away, streaming or not, cancels its sequences at once.
 //
 // The front door (docs/http.md): bodies over max_body_bytes are refused 413 unread, every
 // connection has header/body/idle/write deadlines, connections and requests in flight are
-// capped (429 from the event loop beyond), and /health, /metrics and /v1/models are answered
+// capped (429 from the event loop beyond), and /health, /metrics and /v1/models[/{id}] are answered
 // on the event loop, so they answer while every worker is busy.
 #pragma once
 

@@ -9,8 +9,7 @@
 // the content as it was generated: malformed output never fails the request.
 //
 // Two entry points with the same result: ParseToolCalls over a whole text (non-streaming
-// responses) and ToolCallStreamParser fed text deltas (streaming). Not yet wired into the
-// server.
+// responses) and ToolCallStreamParser fed text deltas (streaming); chat_handler uses both.
 #pragma once
 
 #include <set>
