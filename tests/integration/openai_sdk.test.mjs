@@ -108,7 +108,8 @@ test('errors map to the SDK error classes', async () => {
 test('no parameter is silently ignored: unimplemented ones are refused naming them', async () => {
   const chat = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 };
   for (const [extra, param] of [
-    [{ response_format: { type: 'json_object' } }, 'response_format'],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'string', pattern: 'a+' } } } },
+      'response_format.json_schema.schema'],
     [{ tool_choice: 'required' }, 'tool_choice'],
     [{ top_logprobs: 3 }, 'top_logprobs'],
     [{ store: true }, 'store'],
