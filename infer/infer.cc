@@ -89,7 +89,15 @@ ModelLoadOptions LoadOptions(const InferOptions& o, int rank, int world, Comm* c
 
 // One rank's life: load its shard; rank 0 drives `work`, the others follow its steps.
 absl::StatusOr<std::string> RunRank(const InferOptions& o, int rank, int world, Comm* comm, const Rank0Work& work) {
-  ASSIGN_OR_RETURN(auto model, Model::Load(o.model_dir, LoadOptions(o, rank, world, comm)));
+  // A long load says how far it is on stderr (every 5 s and per 10%), each rank for itself.
+  engine::LoadProgress progress;
+  engine::LoadProgressLog progress_log(
+      world > 1 ? o.model_dir + " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")" : o.model_dir,
+      &progress);
+  ModelLoadOptions load = LoadOptions(o, rank, world, comm);
+  load.progress = &progress;
+  ASSIGN_OR_RETURN(auto model, Model::Load(o.model_dir, load));
+  progress_log.Done();
   // Test hook: a spawned rank that dies mid-run (tests check that rank 0 fails fast and clearly).
   if (const char* r = std::getenv("TANDEM_INFER_TEST_EXIT_RANK"); r != nullptr && o.world > 0 && std::atoi(r) == rank) {
     std::fprintf(stderr, "tandem-infer: rank %d exits on purpose (TANDEM_INFER_TEST_EXIT_RANK)\n", rank);
