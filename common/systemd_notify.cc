@@ -39,10 +39,13 @@ std::optional<std::chrono::microseconds> WatchdogPingInterval() {
 
 void WatchdogKicker::Kick() {
   if (!interval_) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (last_ && now - *last_ < *interval_ / 2) return;
-  NotifyWatchdog();
-  last_ = now;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t last = last_ns_.load();
+  const int64_t gap = std::chrono::duration_cast<std::chrono::nanoseconds>(*interval_ / 2).count();
+  if (last >= 0 && now - last < gap) return;
+  // One of several threads kicking at once sends; the others see its time.
+  if (last_ns_.compare_exchange_strong(last, now)) NotifyWatchdog();
 }
 
 int WaitForSignalKeepingWatchdog(const sigset_t& signals, const std::function<bool()>& alive) {

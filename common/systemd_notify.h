@@ -11,7 +11,9 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string_view>
@@ -36,7 +38,7 @@ std::optional<std::chrono::microseconds> WatchdogPingInterval();
 // Rate-limits keep-alives for a loop that turns more often than the watchdog needs: Kick() from
 // every turn sends WATCHDOG=1 when half a ping interval has passed since the last one, so a loop
 // that turns at least every half interval keeps the unit alive. Without a watchdog Kick() does
-// nothing. Not thread-safe: one per loop.
+// nothing. Kick() may be called from several threads (a restart's per-node progress lines).
 class WatchdogKicker {
  public:
   WatchdogKicker() : interval_(WatchdogPingInterval()) {}
@@ -44,8 +46,8 @@ class WatchdogKicker {
   void Kick();
 
  private:
-  std::optional<std::chrono::microseconds> interval_;
-  std::optional<std::chrono::steady_clock::time_point> last_;
+  const std::optional<std::chrono::microseconds> interval_;
+  std::atomic<int64_t> last_ns_{-1};  // steady_clock of the last WATCHDOG=1; -1 = none yet
 };
 
 // Waits for one of `signals` (blocked in every thread beforehand) and returns its number. With a

@@ -82,16 +82,8 @@ ServeMetrics::ServeMetrics(const std::string& model_name, std::shared_ptr<promet
                            .Name("tandem_request_rejected_total")
                            .Help("Requests refused before generation, by HTTP status.")
                            .Register(r);
-  for (const char* reason : kFinishReasons) {
-    prometheus::Labels l = labels_;
-    l["finished_reason"] = reason;
-    request_success_->Add(l);
-  }
-  for (int code : kRejectionCodes) {
-    prometheus::Labels l = labels_;
-    l["code"] = std::to_string(code);
-    request_rejected_->Add(l);
-  }
+  for (const char* reason : kFinishReasons) request_success_->Add(LabelsWith("finished_reason", reason));
+  for (int code : kRejectionCodes) request_rejected_->Add(LabelsWith("code", std::to_string(code)));
   iteration_tokens_ = AddHistogram(r, labels_, "tandem_iteration_tokens", "Tokens computed in one engine step.",
                                    kIterationTokenBuckets);
   queue_time_ = AddHistogram(r, labels_, "tandem_request_queue_time_seconds",
@@ -127,16 +119,18 @@ ServeMetrics::ServeMetrics(const std::string& model_name, std::shared_ptr<promet
                                   "Clients that went away while their request was in flight.");
 }
 
-void ServeMetrics::CountFinishedRequest(const std::string& finish_reason) {
+prometheus::Labels ServeMetrics::LabelsWith(const std::string& key, const std::string& value) const {
   prometheus::Labels l = labels_;
-  l["finished_reason"] = finish_reason;
-  request_success_->Add(l).Increment();
+  l[key] = value;
+  return l;
+}
+
+void ServeMetrics::CountFinishedRequest(const std::string& finish_reason) {
+  request_success_->Add(LabelsWith("finished_reason", finish_reason)).Increment();
 }
 
 void ServeMetrics::CountRejectedRequest(int http_status) {
-  prometheus::Labels l = labels_;
-  l["code"] = std::to_string(http_status);
-  request_rejected_->Add(l).Increment();
+  request_rejected_->Add(LabelsWith("code", std::to_string(http_status))).Increment();
 }
 
 void ServeMetrics::ObserveStep(const engine::StepMetrics& step) {

@@ -62,6 +62,9 @@ class ServeMetrics {
   prometheus::Registry& registry() { return *registry_; }
 
  private:
+  // labels_ (model_name) and one more.
+  prometheus::Labels LabelsWith(const std::string& key, const std::string& value) const;
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Labels labels_;
   prometheus::Histogram* ttft_;

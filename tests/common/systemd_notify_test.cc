@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/common/notify_socket.h"
 
@@ -73,6 +74,18 @@ TEST_F(SystemdNotifyTest, KickerSendsAtMostOncePerHalfInterval) {
   kicker.Kick();
   kicker.Kick();
   EXPECT_EQ(CountContaining(socket_.Drain(milliseconds(100)), "WATCHDOG=1"), 1);
+}
+
+TEST_F(SystemdNotifyTest, KickersOnSeveralThreadsStillSendOncePerHalfInterval) {
+  WatchdogKicker kicker;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&kicker] {
+      for (int i = 0; i < 1000; ++i) kicker.Kick();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(CountContaining(socket_.Drain(milliseconds(30)), "WATCHDOG=1"), 1);
 }
 
 // Blocks SIGUSR1 here, lets a helper thread deliver it to this thread after `after`, and waits.
