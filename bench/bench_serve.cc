@@ -114,6 +114,7 @@ absl::Status SplitUrl(const std::string& url, std::string* host, int* port) {
   if (auto slash = rest.find('/'); slash != std::string::npos) rest = rest.substr(0, slash);
   auto colon = rest.rfind(':');
   *host = colon == std::string::npos ? rest : rest.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
   *port = colon == std::string::npos ? 80 : std::atoi(rest.c_str() + colon + 1);
   if (host->empty() || *port <= 0) return absl::InvalidArgumentError("bad --url " + url);
   return absl::OkStatus();

@@ -63,7 +63,7 @@ CategorySummary SummarizeCategory(const BenchResults& r, const std::string& cate
 
 // "1234.5" with a precision that suits the magnitude.
 std::string Num(double v) {
-  if (v >= 1000) return absl::StrFormat("%.0f", v);
+  if (v >= 1000 || v == static_cast<double>(static_cast<int64_t>(v))) return absl::StrFormat("%.0f", v);
   if (v >= 100) return absl::StrFormat("%.1f", v);
   return absl::StrFormat("%.2f", v);
 }

@@ -8,6 +8,7 @@
 
 #include "common/cli.h"
 #include "common/version.h"
+#include "controller/bench_command.h"
 #include "controller/certs_command.h"
 #include "controller/down_command.h"
 #include "controller/preflight_command.h"
@@ -133,9 +134,16 @@ int main(int argc, char** argv) {
   CLI::App* certs_cmd = AddCommand(app.get(), "certs", "make a cluster CA and per-node certificates for mutual TLS");
   AddCertsFlags(certs_cmd, &certs);
 
+  BenchCommandOptions bench;
+  CLI::App* bench_cmd = AddCommand(
+      app.get(), "bench",
+      "the speed of the serving cluster: a prompt set (code, English, Chinese or --prompts JSONL) through the head's "
+      "API --runs times; per category decode tok/s, TTFT, e2e and tokens as the median of run medians with min-max "
+      "and spread; --compare an earlier results.json");
+  AddBenchFlags(bench_cmd, &bench);
+
   CLI::App* version_cmd = AddCommand(app.get(), "version", "print the build id (as --version)");
   // Planned commands: named in --help, refused with a message (exit 2) until their issue lands.
-  CLI::App* bench_cmd = AddCommand(app.get(), "bench", "load-test the serving cluster (not implemented yet)");
   CLI::App* linktest_cmd = AddCommand(app.get(), "linktest", "measure the fabric between the nodes (not implemented yet)");
 
   if (std::optional<int> rc = cli::Parse(*app, std::vector<std::string>(argv + 1, argv + argc))) return *rc;
@@ -156,9 +164,9 @@ int main(int argc, char** argv) {
     std::printf("tandemctl %s\n", tandem::Version());
     return 0;
   }
-  if (bench_cmd->parsed() || linktest_cmd->parsed()) {
-    const CLI::App& planned = bench_cmd->parsed() ? *bench_cmd : *linktest_cmd;
-    std::fprintf(stderr, "tandemctl %s: not implemented yet (no issue yet)\n", planned.get_name().c_str());
+  if (bench_cmd->parsed()) return RunBenchCommand(bench);
+  if (linktest_cmd->parsed()) {
+    std::fprintf(stderr, "tandemctl %s: not implemented yet (no issue yet)\n", linktest_cmd->get_name().c_str());
     return cli::kExitUsage;
   }
   serve.hash_weights = !serve_skip_weights;

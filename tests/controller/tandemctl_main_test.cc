@@ -75,14 +75,15 @@ TEST(TandemctlMain, UsageErrorsExitTwoNamingTheFlag) {
                         {{"down", "--state-dir", "/tmp"}, "--state-dir"},  // down keeps no state
                         {{"serve", "--interval"}, "--interval"},
                         {{"certs", "-f", "c.yaml"}, "--out"},
-                        {{"certs", "--out", "/tmp/x", "--days", "0"}, "--days"}};
+                        {{"certs", "--out", "/tmp/x", "--days", "0"}, "--days"},
+                        {{"bench", "--runs", "0"}, "--runs"}};
   for (const Case& c : cases) {
     ProgramResult r = Tandemctl(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.named << ": " << r.err;
     EXPECT_NE(r.err.find(c.named), std::string::npos) << r.err;
     EXPECT_EQ(r.out, "") << c.named;
   }
-  EXPECT_EQ(Tandemctl({"bench"}).exit_code, 2) << "planned, not implemented: refused";
+  EXPECT_EQ(Tandemctl({"linktest"}).exit_code, 2) << "planned, not implemented: refused";
 }
 
 TEST_F(TandemctlCluster, BothFlagFormsGiveTheSameRun) {
