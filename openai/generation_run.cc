@@ -180,7 +180,12 @@ bool GenerationRun::Run(http::Exchange& ex,
     const engine::GenerationEvent& ev = item->event;
     const int choice = static_cast<int>(item->job) * job.n + ev.choice;
     if (ev.choice < 0 || ev.choice >= job.n) {
+      // An engine bug; the request must still end when the engine says it has.
       TLOG(ERROR) << header_.id << ": the engine sent choice " << ev.choice << " of " << job.n;
+      if (ev.finished) {
+        OnFinal(job, ev, item->at);
+        --open_jobs;
+      }
       continue;
     }
     const int64_t n_tokens = static_cast<int64_t>(ev.token_ids.size());

@@ -6,7 +6,10 @@
 
 #include <map>
 
+#include <thread>
+
 #include "engine/grammar/matcher.h"
+#include "tests/http/raw_client.h"
 #include "tests/openai/server_fixture.h"
 
 namespace tandem::openai {
@@ -289,6 +292,22 @@ TEST_F(OutputsTest, CompletionBatchEchoAndLogprobs) {
     EXPECT_EQ(text[i], j["choices"][i]["text"]) << i;
     EXPECT_EQ(tokens[i], j["choices"][i]["logprobs"]["tokens"].size()) << i;
   }
+}
+
+// A client that hangs up on a batch cancels every prompt's engine request (and so every choice).
+TEST_F(OutputsTest, HangUpCancelsEveryPromptOfABatch) {
+  Start({}, std::chrono::milliseconds(20));
+  http::testing::RawClient raw(server_->port());
+  ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", R"({"prompt":[[1,2],[3]],"n":2,"max_tokens":200})")));
+  for (int i = 0; i < 200 && engine_->submitted().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(engine_->submitted().size(), 2u);
+  EXPECT_NE(engine_->submitted()[0].request_id, engine_->submitted()[1].request_id);
+  raw.Close();
+  for (int i = 0; i < 200 && engine_->cancelled().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(engine_->cancelled().size(), 2u);
+  for (int i = 0; i < 100 && server_->active_requests() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server_->active_requests(), 0);
+  EXPECT_EQ(engine_->Stats().running, 0);
 }
 
 }  // namespace
