@@ -1,6 +1,8 @@
 // The LLMEngine implementation: one engine thread on rank 0 that loops
 //   admit new requests -> plan a step (Scheduler) -> Forward on every rank (StepDriver)
 //   -> sample each sequence that wanted logits -> detokenize, check stops -> callbacks.
+// A request is a Group of n choices, each one sequence of the scheduler (choices 1.. are forked
+// from choice 0 at its first token, sharing the prompt's KV blocks).
 // Requests cross threads only through `mu_` (pending submissions, cancellations); everything
 // the loop owns (scheduler, per-request state) is touched by the engine thread alone.
 #include "engine/batching/llm_engine.h"
