@@ -136,6 +136,15 @@ int RunBenchCommand(const BenchCommandOptions& o) {
     compared = bench::CompareResults(*baseline, *results);
     comparison = bench::FormatComparison(compared, *baseline, *results);
   }
+  // The folder first, so that its progress line comes before the results on stdout; the
+  // results are printed even when it cannot be written.
+  absl::Status written = absl::OkStatus();
+  if (!o.out_dir.empty()) {
+    written = WriteBenchFolder(o.out_dir, *results, comparison);
+    Progress(written.ok() ? "wrote " + o.out_dir + "/results.json, table.txt, decode_tok_s.svg" +
+                                (comparison.empty() ? "" : ", compare.txt")
+                          : StatusText(written));
+  }
   if (o.json) {
     nlohmann::json j = nlohmann::json::parse(bench::FormatBenchResultsJson(*results));
     if (baseline) j["compare"] = nlohmann::json::parse(bench::FormatComparisonJson(compared));
@@ -145,16 +154,9 @@ int RunBenchCommand(const BenchCommandOptions& o) {
     if (baseline) std::printf("\ncompared with %s:\n%s", o.compare_file.c_str(), comparison.c_str());
   }
   std::fflush(stdout);
-  if (!o.out_dir.empty()) {
-    if (absl::Status st = WriteBenchFolder(o.out_dir, *results, comparison); !st.ok()) {
-      Progress(StatusText(st));
-      return kExitChecksFailed;
-    }
-    Progress("wrote " + o.out_dir + "/results.json, table.txt, decode_tok_s.svg" +
-             (comparison.empty() ? "" : ", compare.txt"));
-  }
+  // stdout already holds the results: what went wrong is said on stderr only.
+  if (!written.ok()) return kExitChecksFailed;
   const int failed = bench::Summarize(*results)[0].failed;
-  // stdout already holds the results: the failures are said on stderr only.
   if (failed > 0) {
     Progress(absl::StrFormat("%d request(s) failed (see the FAILED progress lines)", failed));
     return kExitChecksFailed;

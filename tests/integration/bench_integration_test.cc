@@ -98,7 +98,8 @@ TEST_F(BenchIntegration, TableJsonPlotAndCompareOfTwoRunsOfOneConfiguration) {
 
   // The same configuration again, compared with the first.
   std::vector<std::string> second = bench;
-  second.insert(second.end(), {"--out", (dir_ / "b").string(), "--compare", (dir_ / "a" / "results.json").string()});
+  second.insert(second.end(),
+                {"--out", (dir_ / "b").string(), "--compare", (dir_ / "a" / "results.json").string(), "--json"});
   CtlResult b = Ctl(second, 180);
   std::printf("--- tandemctl bench --compare (exit %d) ---\n%s", b.exit_code, b.out.c_str());
   ASSERT_EQ(b.exit_code, 0) << b.out;
@@ -108,7 +109,12 @@ TEST_F(BenchIntegration, TableJsonPlotAndCompareOfTwoRunsOfOneConfiguration) {
               std::string::npos)
         << compare;
   }
-  EXPECT_NE(b.out.find("compared with "), std::string::npos);
+  // --json: the results object with the verdicts of every figure.
+  ASSERT_TRUE(b.json.is_object()) << b.out;
+  EXPECT_EQ(b.json["runs"].size(), 2u);
+  ASSERT_EQ(b.json["compare"].size(), 4u * 4u);  // overall and three categories, four figures each
+  EXPECT_EQ(b.json["compare"][3]["figure"], "tokens");
+  EXPECT_EQ(b.json["compare"][3]["verdict"], "not distinguishable");
 }
 
 }  // namespace
