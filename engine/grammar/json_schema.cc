@@ -141,32 +141,35 @@ class SchemaCompiler {
     return b_.Literal("null");
   }
 
-  absl::StatusOr<int32_t> Bound(const Json& s, const char* key, int32_t absent, const std::string& path) {
-    auto it = s.find(key);
-    if (it == s.end()) return absent;
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > GrammarBuilder::kMaxRepeat) {
-      return Error(path + "/" + key,
-                   "must be an integer in [0, " + std::to_string(GrammarBuilder::kMaxRepeat) + "]");
+  // A count range such as minLength / maxLength: [lo, hi], hi -1 when absent (unbounded).
+  absl::StatusOr<std::pair<int32_t, int32_t>> Range(const Json& s, const char* min_key, const char* max_key,
+                                                    const std::string& path) {
+    int32_t bound[2] = {0, -1};
+    const char* keys[2] = {min_key, max_key};
+    for (int i = 0; i < 2; ++i) {
+      auto it = s.find(keys[i]);
+      if (it == s.end()) continue;
+      if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > GrammarBuilder::kMaxRepeat) {
+        return Error(path + "/" + keys[i], "must be an integer in [0, " + std::to_string(GrammarBuilder::kMaxRepeat) + "]");
+      }
+      bound[i] = static_cast<int32_t>(it->get<int64_t>());
     }
-    return static_cast<int32_t>(it->get<int64_t>());
+    if (bound[1] >= 0 && bound[1] < bound[0]) return Error(path, std::string(max_key) + " is less than " + min_key);
+    return std::make_pair(bound[0], bound[1]);
   }
 
   absl::StatusOr<Expr> CompileString(const Json& s, const std::string& path) {
-    absl::StatusOr<int32_t> lo = Bound(s, "minLength", 0, path);
-    if (!lo.ok()) return lo.status();
-    absl::StatusOr<int32_t> hi = Bound(s, "maxLength", -1, path);
-    if (!hi.ok()) return hi.status();
-    if (*hi >= 0 && *hi < *lo) return Error(path, "maxLength is less than minLength");
-    if (*lo == 0 && *hi < 0) return b_.Ref(String());
-    return b_.Seq({b_.Literal("\""), b_.Repeat(CharExpr(), *lo, *hi), b_.Literal("\"")});
+    absl::StatusOr<std::pair<int32_t, int32_t>> range = Range(s, "minLength", "maxLength", path);
+    if (!range.ok()) return range.status();
+    const auto [lo, hi] = *range;
+    if (lo == 0 && hi < 0) return b_.Ref(String());
+    return b_.Seq({b_.Literal("\""), b_.Repeat(CharExpr(), lo, hi), b_.Literal("\"")});
   }
 
   absl::StatusOr<Expr> CompileArray(const Json& s, const std::string& path) {
-    absl::StatusOr<int32_t> lo = Bound(s, "minItems", 0, path);
-    if (!lo.ok()) return lo.status();
-    absl::StatusOr<int32_t> hi = Bound(s, "maxItems", -1, path);
-    if (!hi.ok()) return hi.status();
-    if (*hi >= 0 && *hi < *lo) return Error(path, "maxItems is less than minItems");
+    absl::StatusOr<std::pair<int32_t, int32_t>> range = Range(s, "minItems", "maxItems", path);
+    if (!range.ok()) return range.status();
+    const auto [lo, hi] = *range;
     Expr item;
     if (auto it = s.find("items"); it != s.end()) {
       absl::StatusOr<Expr> e = Compile(*it, path + "/items");
@@ -177,10 +180,10 @@ class SchemaCompiler {
     } else {
       item = b_.Ref(AnyValue());
     }
-    if (*hi == 0) return b_.Literal("[]");
+    if (hi == 0) return b_.Literal("[]");
     const Expr more = b_.Seq({Separator(), item});
-    const Expr body = b_.Seq({item, b_.Repeat(more, std::max(*lo - 1, 0), *hi < 0 ? -1 : *hi - 1)});
-    return b_.Seq({b_.Literal("["), *lo == 0 ? b_.Optional(body) : body, b_.Literal("]")});
+    const Expr body = b_.Seq({item, b_.Repeat(more, std::max(lo - 1, 0), hi < 0 ? -1 : hi - 1)});
+    return b_.Seq({b_.Literal("["), lo == 0 ? b_.Optional(body) : body, b_.Literal("]")});
   }
 
   absl::StatusOr<Expr> CompileObject(const Json& s, const std::string& path) {
