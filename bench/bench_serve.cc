@@ -179,6 +179,17 @@ void AddBenchServeFlags(CLI::App* command, BenchServeOptions* o) {
   command->add_flag("--json", o->json, "one JSON object per concurrency level (JSON Lines) instead of the table");
 }
 
+StreamRequest GreedyStreamRequest(bool chat, const std::string& input_json, int max_tokens, const std::string& model) {
+  Json body = {{chat ? "messages" : "prompt", Json::parse(input_json)},
+               {"max_tokens", max_tokens},
+               {"temperature", 0},
+               {"ignore_eos", true},
+               {"stream", true},
+               {"return_token_ids", true}};
+  if (!model.empty()) body["model"] = model;
+  return {chat ? "/v1/chat/completions" : "/v1/completions", body.dump()};
+}
+
 absl::StatusOr<std::vector<RequestSample>> RunRequests(
     const ServeTarget& target, int concurrency, const std::vector<StreamRequest>& requests,
     const std::function<void(size_t index, const RequestSample&)>& done) {
@@ -212,14 +223,7 @@ absl::StatusOr<std::vector<RequestSample>> RunRequests(
 absl::StatusOr<BenchLevelResult> RunBenchLevel(const BenchServeOptions& o, int concurrency) {
   std::vector<StreamRequest> requests;
   for (int i = 0; i < o.requests; ++i) {
-    Json body = {{"prompt", PromptIds(i, o.prompt_len)},
-                 {"max_tokens", o.max_tokens},
-                 {"temperature", 0},
-                 {"ignore_eos", true},
-                 {"stream", true},
-                 {"return_token_ids", true}};
-    if (!o.model.empty()) body["model"] = o.model;
-    requests.push_back({"/v1/completions", body.dump()});
+    requests.push_back(GreedyStreamRequest(false, Json(PromptIds(i, o.prompt_len)).dump(), o.max_tokens, o.model));
   }
   const Clock::time_point start = Clock::now();
   ASSIGN_OR_RETURN(std::vector<RequestSample> samples,

@@ -51,6 +51,11 @@ struct StreamRequest {
   std::string body;
 };
 
+// The request both benchmarks send: greedy, streamed with token ids, ignore_eos so that it
+// decodes exactly `max_tokens`. `input_json` is the JSON of "messages" (chat) or "prompt"
+// (completions); `model` "" = the server's default.
+StreamRequest GreedyStreamRequest(bool chat, const std::string& input_json, int max_tokens, const std::string& model);
+
 // Runs `requests` with `concurrency` of them in flight (one keep-alive connection per worker).
 // samples[i] belongs to requests[i]; `done` (when given) hears each as it ends, one at a time.
 absl::StatusOr<std::vector<RequestSample>> RunRequests(

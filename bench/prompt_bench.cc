@@ -32,14 +32,8 @@ PromptSample ToPromptSample(const std::string& category, const RequestSample& r)
 }  // namespace
 
 StreamRequest ChatRequest(const PromptBenchOptions& o, const BenchPrompt& prompt) {
-  nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", prompt.prompt}}}},
-                         {"max_tokens", o.max_tokens},
-                         {"temperature", 0},
-                         {"ignore_eos", true},
-                         {"stream", true},
-                         {"return_token_ids", true}};
-  if (!o.model.empty()) body["model"] = o.model;
-  return {"/v1/chat/completions", body.dump()};
+  const nlohmann::json messages = {{{"role", "user"}, {"content", prompt.prompt}}};
+  return GreedyStreamRequest(true, messages.dump(), o.max_tokens, o.model);
 }
 
 absl::StatusOr<BenchResults> RunPromptBench(const PromptBenchOptions& o, const PromptSet& prompts,

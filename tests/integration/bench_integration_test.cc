@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <set>
 #include <string>
 
+#include "tests/common/tiny_chat_tokenizer.h"
 #include "tests/integration/loopback_cluster.h"
 
 namespace tandem {
@@ -18,43 +18,11 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CtlResult;
 
-// The tokenizer of tests/data/qwen3-tokenizer with every id the tiny model lacks removed: the
-// vocabulary entries and special tokens from 4096 - (special tokens) up, and the merges that
-// make or use them; the special tokens are renumbered into the freed ids. (The same cut as
-// tests/integration/serve_fixture.mjs makes for the SDK tests.)
-void WriteTinyTokenizer(const fs::path& model_dir) {
-  const fs::path src = fs::path(::tandem::testing::TestdataDir()) / "qwen3-tokenizer";
-  fs::copy_file(src / "tokenizer_config.json", model_dir / "tokenizer_config.json");
-  nlohmann::json t = nlohmann::json::parse(::tandem::testing::ReadTextFile((src / "tokenizer.json").string()));
-  const int64_t first = 4096 - static_cast<int64_t>(t["added_tokens"].size());
-  std::set<std::string> removed;
-  nlohmann::json& vocab = t["model"]["vocab"];
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (it.value().get<int64_t>() >= first) removed.insert(it.key());
-  }
-  for (const std::string& tok : removed) vocab.erase(tok);
-  nlohmann::json merges = nlohmann::json::array();
-  for (const nlohmann::json& m : t["model"]["merges"]) {
-    std::string l, r;
-    if (m.is_array()) {
-      l = m[0], r = m[1];
-    } else {
-      const std::string s = m;
-      l = s.substr(0, s.find(' '));
-      r = s.substr(s.find(' ') + 1);
-    }
-    if (!removed.count(l) && !removed.count(r) && !removed.count(l + r)) merges.push_back(m);
-  }
-  t["model"]["merges"] = std::move(merges);
-  for (size_t i = 0; i < t["added_tokens"].size(); ++i) t["added_tokens"][i]["id"] = first + static_cast<int64_t>(i);
-  testing::WriteTextFile((model_dir / "tokenizer.json").string(), t.dump());
-}
-
 using BenchIntegration = testing::LoopbackCluster;
 
 TEST_F(BenchIntegration, TableJsonPlotAndCompareOfTwoRunsOfOneConfiguration) {
-  WriteTinyTokenizer(dir_ / "model1");
-  WriteTinyTokenizer(dir_ / "model2");
+  testing::WriteTinyChatTokenizer(dir_ / "model1");
+  testing::WriteTinyChatTokenizer(dir_ / "model2");
   StartAgent(0);
   StartAgent(1);
   const fs::path cluster = WriteCluster("token");

@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/engine/cpu/golden.h"
 #include "tests/common/promtool.h"
+#include "tests/common/tiny_chat_tokenizer.h"
 
 namespace tandem::openai {
 namespace {
@@ -24,11 +25,8 @@ namespace {
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
-// A model folder with the tiny weights and the Qwen3 tokenizer. The tiny model's vocabulary
-// has 4096 ids while Qwen3's added tokens (<|im_start|>, <|im_end|>, <think>, ...) sit at
-// 151643..151668, which its embedding cannot look up. So the fixture's tokenizer.json moves the
-// 26 added tokens to the top of the tiny range (4070..4095) and drops the 26 BPE entries that
-// had those ids (and the merges that use them). Everything else is Qwen3's tokenizer as is.
+// A model folder with the tiny weights and the Qwen3 tokenizer cut to the tiny model's 4096 ids
+// (tests/common/tiny_chat_tokenizer.h).
 std::string MakeChatModelDir() {
   const fs::path dir = fs::path(::testing::TempDir()) / ("tiny-chat-" + std::to_string(getpid()));
   fs::create_directories(dir);
@@ -37,39 +35,7 @@ std::string MakeChatModelDir() {
     fs::remove(dir / f);
     fs::create_symlink(tiny / f, dir / f);
   }
-  const fs::path tok = fs::path(engine::testing::TestdataDir()) / "qwen3-tokenizer";
-  fs::copy_file(tok / "tokenizer_config.json", dir / "tokenizer_config.json", fs::copy_options::overwrite_existing);
-  std::ifstream in(tok / "tokenizer.json");
-  Json t = Json::parse(in);
-  const int64_t vocab = 4096;
-  const int64_t first = vocab - static_cast<int64_t>(t["added_tokens"].size());
-  std::set<std::string> removed;
-  Json& v = t["model"]["vocab"];
-  for (auto it = v.begin(); it != v.end();) {
-    if (it.value().get<int64_t>() >= first) {
-      removed.insert(it.key());
-      it = v.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  Json merges = Json::array();
-  for (const Json& m : t["model"]["merges"]) {
-    std::string l, r;
-    if (m.is_array()) {
-      l = m[0], r = m[1];
-    } else {
-      const std::string s = m;
-      l = s.substr(0, s.find(' '));
-      r = s.substr(s.find(' ') + 1);
-    }
-    if (removed.count(l) || removed.count(r) || removed.count(l + r)) continue;
-    merges.push_back(m);
-  }
-  t["model"]["merges"] = std::move(merges);
-  int64_t next = first;
-  for (Json& a : t["added_tokens"]) a["id"] = next++;
-  std::ofstream(dir / "tokenizer.json") << t.dump();
+  ::tandem::testing::WriteTinyChatTokenizer(dir);
   return dir.string();
 }
 
