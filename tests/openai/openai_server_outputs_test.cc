@@ -171,6 +171,12 @@ TEST_F(OutputsTest, ForcedToolChoiceSendsAGrammar) {
   ASSERT_EQ(Post("/v1/chat/completions", ChatBody(kTools))->status, 200);
   EXPECT_FALSE(engine_->submitted().back().params.grammar);
 
+  // One grammar per request: a forced call and a JSON response_format cannot both hold.
+  r = Post("/v1/chat/completions",
+           ChatBody(std::string(kTools) + R"(,"tool_choice":"required","response_format":{"type":"json_object"})"));
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(ErrorOf(r)["param"], "tool_choice");
+
   // A schema the grammar cannot express is refused naming the tool.
   r = Post("/v1/chat/completions",
            ChatBody(R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",)"
