@@ -89,7 +89,9 @@ void CompiledGrammar::ComputeFollowSets() {
   follow_.assign(nr, ByteSet{});
   for (bool changed = true; changed;) {
     changed = false;
-    for (size_t p = 0; p < el.size(); ++p) {
+    // From the end: helper rules come after the rules that call them, so a chain of them
+    // (a bounded repetition) settles in one pass instead of one pass per link.
+    for (size_t p = el.size(); p-- > 0;) {
       const Element& e = el[p];
       if (e.kind != Element::Kind::kRule) continue;
       ByteSet f;
@@ -304,14 +306,16 @@ const PositionMask& CompiledGrammar::MaskAt(int32_t pos) const {
   // entry, and the first one stored wins.
   auto m = std::make_unique<PositionMask>(ComputeMask(pos));
   std::lock_guard<std::mutex> l(mu_);
-  if (masks_[pos] == nullptr) masks_[pos] = std::move(m);
-  return *masks_[pos];
-}
-
-void CompiledGrammar::PrecomputeMasks() const {
-  for (size_t p = 0; p < grammar_.elements.size(); ++p) {
-    if (grammar_.elements[p].kind == Element::Kind::kBytes) MaskAt(static_cast<int32_t>(p));
+  if (masks_[pos] == nullptr) {
+    if (stored_ >= kMaxStoredMasks) {
+      thread_local PositionMask unstored;
+      unstored = std::move(*m);
+      return unstored;
+    }
+    masks_[pos] = std::move(m);
+    ++stored_;
   }
+  return *masks_[pos];
 }
 
 }  // namespace tandem::grammar

@@ -77,10 +77,12 @@ class CompiledGrammar {
   void WalkTokens(const MatchState& start, std::vector<StackNode>* pool, const std::vector<int32_t>* ranks,
                   const ByteSet* follow, absl::FunctionRef<void(int32_t rank, TokenResult result)> visit) const;
 
-  // The mask cache entry of byte-set position `pos`, computed on first use (thread-safe).
+  // The mask cache entry of byte-set position `pos`, computed on first use (thread-safe). At
+  // most kMaxStoredMasks entries are kept (each is a bit per token, 19 KB for Qwen3: a long
+  // bounded string reaches a new position at every token); beyond that an entry is computed
+  // each time into a per-thread slot, valid until this thread's next MaskAt.
   const PositionMask& MaskAt(int32_t pos) const;
-  // Fills every position's entry now (the bench measures with and without).
-  void PrecomputeMasks() const;
+  static constexpr size_t kMaxStoredMasks = 1024;
 
  private:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
@@ -100,6 +102,7 @@ class CompiledGrammar {
   std::vector<ByteSet> follow_;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<PositionMask>> masks_;  // per position, null until computed
+  mutable size_t stored_ = 0;                                  // non-null entries of masks_
 };
 
 }  // namespace tandem::grammar

@@ -41,6 +41,7 @@ std::string CheckWalk(const std::shared_ptr<const CompiledGrammar>& g, const std
                       uint64_t seed) {
   const TokenVocabulary& v = g->vocab();
   GrammarMatcher m(g);
+  GrammarMatcher probe(g);  // the same tokens, never masked: cheap to copy (no recent masks)
   std::mt19937_64 rng(seed);
   std::vector<uint64_t> mask;
   std::string text;
@@ -48,7 +49,7 @@ std::string CheckWalk(const std::shared_ptr<const CompiledGrammar>& g, const std
     m.FillMask(&mask);
     std::vector<int32_t> allowed;
     for (int32_t id : ids) {
-      GrammarMatcher copy = m;
+      GrammarMatcher copy = probe;
       const bool takes = copy.AcceptToken(id);
       EXPECT_EQ(Bit(mask, id), takes) << "token " << id << " \"" << v.bytes(id) << "\" after \"" << text << "\"";
       if (takes) allowed.push_back(id);
@@ -59,6 +60,7 @@ std::string CheckWalk(const std::shared_ptr<const CompiledGrammar>& g, const std
     }
     const int32_t pick = allowed[rng() % allowed.size()];
     EXPECT_TRUE(m.AcceptToken(pick));
+    EXPECT_TRUE(probe.AcceptToken(pick));
     if (!v.is_eos(pick)) text += v.bytes(pick);
   }
   return text;
@@ -98,6 +100,32 @@ TEST(MatcherTest, MaskEqualsBruteForceOverQwen3Vocabulary) {
   EXPECT_FALSE(Bit(mask, *(*tok)->TokenId("<|im_start|>")));
   EXPECT_FALSE(Bit(mask, 151900));  // beyond the tokenizer: no bytes
   EXPECT_TRUE(Bit(mask, *(*tok)->TokenId("{\"")));
+}
+
+// A string of up to 1500 characters has a grammar position per remaining length: past
+// CompiledGrammar::kMaxStoredMasks cached entries, masks are computed unstored and still exact.
+TEST(MatcherTest, MasksStayExactPastTheCacheBound) {
+  auto vocab = ByteVocabulary({"aaaa", "a\"", "\\n"});
+  auto g = Schema(R"({"type":"string","maxLength":1500})", vocab);
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  ASSERT_TRUE(m.AcceptBytes("\""));
+  std::vector<uint64_t> mask;
+  for (int i = 0; i < 1500; ++i) {
+    if (i % 250 == 0 || i >= 1497) {
+      m.FillMask(&mask);
+      for (int32_t id = 0; id < vocab->size(); ++id) {
+        GrammarMatcher copy = m;
+        ASSERT_EQ(Bit(mask, id), copy.AcceptToken(id)) << "after " << i << " characters, token " << id;
+      }
+    } else {
+      m.FillMask(&mask);  // reaches a new position, as a decode step would
+    }
+    ASSERT_TRUE(m.AcceptToken('a'));
+  }
+  EXPECT_FALSE(m.AcceptToken('a'));  // 1500 characters: only the closing quote is left
+  EXPECT_TRUE(m.AcceptToken('"'));
+  EXPECT_TRUE(m.IsTerminated());
 }
 
 TEST(MatcherTest, EosOnlyWhenCompleteAndTerminationWithoutIt) {
