@@ -49,7 +49,8 @@ std::string PlotDecodeRatesSvg(const BenchResults& r) {
     prompts = std::max(prompts, run.size());
     for (const PromptSample& s : run) top = std::max(top, DecodeTokensPerSecond(s).value_or(0));
   }
-  if (top <= 0) top = 1;
+  // Below a millionth of a token per second the tick arithmetic underflows; such rates show as 0.
+  if (top < 1e-6) top = 1;
   const double step = TickStep(top);
   top = std::ceil(top / step) * step;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;

@@ -1,6 +1,7 @@
 #include "bench/serve_stats.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -73,7 +74,11 @@ std::string Num(double v) {
 std::optional<double> DecodeTokensPerSecond(const PromptSample& s) {
   const double decode_ms = s.e2e_ms - s.ttft_ms;
   if (!s.ok || s.tokens < 2 || decode_ms <= 0) return std::nullopt;
-  return static_cast<double>(s.tokens - 1) / (decode_ms / 1000.0);
+  const double rate = static_cast<double>(s.tokens - 1) / (decode_ms / 1000.0);
+  // A results.json from elsewhere may hold times no client measured (a zero-length decode
+  // rounding to a denormal): such a rate is no figure.
+  if (!std::isfinite(rate)) return std::nullopt;
+  return rate;
 }
 
 const char* FigureLabel(Figure f) {

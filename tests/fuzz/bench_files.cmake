@@ -1,0 +1,1 @@
+tandem_add_fuzz(bench_files LIBS tandem_bench_prompts)
