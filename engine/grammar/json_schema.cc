@@ -44,6 +44,17 @@ class SchemaCompiler {
       : b_(b), root_(root), prefix_(std::move(prefix)) {}
 
   absl::StatusOr<Expr> Compile(const Json& s, const std::string& path) {
+    // The compiler and the flattening after it recurse once per level: a client's schema nested
+    // thousands deep must be refused, not overflow the stack.
+    if (depth_ >= kMaxDepth) return Error(path, "nested deeper than " + std::to_string(kMaxDepth) + " schemas");
+    ++depth_;
+    absl::StatusOr<Expr> e = CompileAtDepth(s, path);
+    --depth_;
+    return e;
+  }
+
+ private:
+  absl::StatusOr<Expr> CompileAtDepth(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return b_.Ref(AnyValue());
       return Error(path, "the schema false matches nothing");
@@ -94,7 +105,6 @@ class SchemaCompiler {
     return b_.Alt(std::move(alts));
   }
 
- private:
   static absl::Status Error(const std::string& path, const std::string& what) {
     return absl::InvalidArgumentError((path.empty() ? "/" : path) + ": " + what);
   }
@@ -380,6 +390,8 @@ class SchemaCompiler {
   }
 
  private:
+  static constexpr int kMaxDepth = 64;
+  int depth_ = 0;
   GrammarBuilder& b_;
   const Json& root_;
   const std::string prefix_;

@@ -130,6 +130,12 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedWithTheirPlace) {
       {R"({"allOf":[{"type":"string"},{"maxLength":2}]})", "allOf with more than one"},
       {R"({"type":"string","maxLength":99999})", "/maxLength: must be an integer"},
   };
+  // A schema nested deeper than the compiler recurses.
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += R"({"type":"array","items":)";
+  deep += "{}" + std::string(100, '}');
+  const absl::Status st = SchemaError(deep);
+  EXPECT_NE(st.message().find("nested deeper than 64"), std::string::npos) << st;
   for (const auto& [schema, want] : cases) {
     const absl::Status st = SchemaError(schema);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << schema;
