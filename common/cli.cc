@@ -22,6 +22,17 @@ const CLI::App& ChosenCommand(const CLI::App& app) {
   return *at;
 }
 
+// Lists a subcommand by the first line of its description; its own --help shows all of it.
+class Formatter final : public CLI::Formatter {
+ public:
+  std::string make_subcommand(const CLI::App* sub) const override {
+    std::stringstream out;
+    const std::string& d = sub->get_description();
+    CLI::detail::format_help(out, sub->get_display_name(true), d.substr(0, d.find('\n')), column_width_);
+    return out.str();
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<CLI::App> NewApp(const std::string& name, const std::string& description,
@@ -32,6 +43,7 @@ std::unique_ptr<CLI::App> NewApp(const std::string& name, const std::string& des
   app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->always_capture_default();
   app->set_help_flag("-h,--help", "print this help and exit");
   app->set_version_flag("--version", std::move(version), "print the build id and exit");
+  app->formatter(std::make_shared<Formatter>());
   app->get_formatter()->column_width(34);
   return app;
 }

@@ -29,7 +29,8 @@ std::unique_ptr<CLI::App> NewApp(const std::string& name, const std::string& des
                                  std::function<std::string()> version);
 
 // A subcommand of `parent` with the same conventions (it inherits them from NewApp); `--version`
-// also works after it. Its flags go into the returned App.
+// also works after it. Its flags go into the returned App. The parent's --help lists it by the
+// first line of `description`; its own --help shows all of it.
 CLI::App* AddCommand(CLI::App* parent, const std::string& name, const std::string& description);
 
 // Parses `args` (without the program name) into `app`. Returns the exit code when the program

@@ -14,6 +14,7 @@
 namespace tandem::controller {
 
 constexpr char kCertsDescription[] =
+    "make a cluster CA and per-node certificates for mutual TLS\n"
     "Makes a small CA for the cluster (ECDSA P-256) and, signed by it, one certificate per node (server and "
     "client: subjectAltName DNS:<name>, the host of nodes[].agent, localhost, 127.0.0.1, ::1) and a client "
     "certificate for tandemctl.";

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   bool preflight_skip_weights = false;
   CLI::App* preflight_cmd = AddCommand(
       app.get(), "preflight",
-      "check every node against the others before anything starts: contacts every agent in parallel, gathers its "
+      "check every node against the others before anything starts\nContacts every agent in parallel, gathers its "
       "facts and the sha256 manifest of its model folder, and prints one row per check and node (CHECK NODE STATUS "
       "FOUND EXPECTED FIX) and the NCCL environment derived for each node");
   AddFile(preflight_cmd, &preflight.cluster_file);
@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   bool up_skip_weights = false;
   CLI::App* up_cmd = AddCommand(
       app.get(), "up",
+      "preflight, plan, load, join (workers first), probe, serve\n"
       "preflight -> plan -> load (parallel) -> join (workers first, head last) -> probe through the head -> "
       "serving; prints each phase's duration and the API URL. Any failure: every agent leaves the group, exit 1");
   AddFile(up_cmd, &up.cluster_file);
@@ -92,8 +93,8 @@ int main(int argc, char** argv) {
 
   DownCommandOptions down;
   CLI::App* down_cmd = AddCommand(app.get(), "down",
-                                  "stop serving and unload on every node (SetServing(false) + LeaveGroup); exit 1 "
-                                  "names the agents that could not be stopped");
+                                  "stop serving and unload on every node\nSetServing(false) + LeaveGroup on every "
+                                  "agent; exit 1 names the agents that could not be stopped");
   AddFile(down_cmd, &down.cluster_file);
   cli::AddJson(down_cmd, &down.json);
   down_cmd->footer("--json: {\"ok\", \"seconds\", \"nodes\": [{\"name\", \"agent\", \"down\", \"error\"}]}.");
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
   StatusCommandOptions status;
   CLI::App* status_cmd = AddCommand(
       app.get(), "status",
-      "every node's state, rank, generation, KV tokens, iterations, queue depth and last probe, and the cluster's "
+      "show every node's state and the cluster's (exit 0 only when serving)\n"
+      "Every node's state, rank, generation, KV tokens, iterations, queue depth and last probe, and the cluster's "
       "state (serving|degraded|starting|down|failed); exit 0 only when serving");
   AddFile(status_cmd, &status.cluster_file);
   AddStateDir(status_cmd, &status.state_dir);
@@ -110,7 +112,8 @@ int main(int argc, char** argv) {
   ProbeCommandOptions probe;
   CLI::App* probe_cmd = AddCommand(
       app.get(), "probe",
-      "one inference probe through the head now (probe.expect substring, or the generation's recorded greedy ids)");
+      "run one inference probe through the head\nChecks the probe.expect substring, or the generation's recorded "
+      "greedy ids");
   AddFile(probe_cmd, &probe.cluster_file);
   AddStateDir(probe_cmd, &probe.state_dir);
   cli::AddJson(probe_cmd, &probe.json);
@@ -120,7 +123,8 @@ int main(int argc, char** argv) {
   bool serve_skip_weights = false;
   CLI::App* serve_cmd = AddCommand(
       app.get(), "serve",
-      "keep the cluster serving: observe -> reconcile -> act every --interval; restarts a broken group whole with "
+      "keep the cluster serving (reconciler, restart budget, /metrics)\n"
+      "observe -> reconcile -> act every --interval; restarts a broken group whole with "
       "backoff within serve.restart_budget, then reports failed: operator needed. It waits, without spending the "
       "budget, while an agent is unreachable or the preflight fails. SIGTERM stops it and leaves the cluster as it is");
   AddFile(serve_cmd, &serve.cluster_file);
@@ -131,13 +135,14 @@ int main(int argc, char** argv) {
   serve_cmd->add_flag("--skip-weights", serve_skip_weights, "the preflight of each restart does not hash the weights");
 
   CertsCommandOptions certs;
-  CLI::App* certs_cmd = AddCommand(app.get(), "certs", "make a cluster CA and per-node certificates for mutual TLS");
+  CLI::App* certs_cmd = AddCommand(app.get(), "certs", "");
   AddCertsFlags(certs_cmd, &certs);
 
   BenchCommandOptions bench;
   CLI::App* bench_cmd = AddCommand(
       app.get(), "bench",
-      "the speed of the serving cluster: a prompt set (code, English, Chinese or --prompts JSONL) through the head's "
+      "load-test the serving cluster\n"
+      "The speed of the serving cluster: a prompt set (code, English, Chinese or --prompts JSONL) through the head's "
       "API --runs times; per category decode tok/s, TTFT, e2e and tokens as the median of run medians with min-max "
       "and spread; --compare an earlier results.json");
   AddBenchFlags(bench_cmd, &bench);

@@ -41,6 +41,8 @@ class TandemctlCluster : public ::testing::Test {
 TEST(TandemctlMain, HelpOnTheProgramAndEveryCommand) {
   ProgramResult top = Tandemctl({"--help"});
   ASSERT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_EQ(top.out.find("Contacts every agent"), std::string::npos) << "the list: one line per command\n" << top.out;
+  EXPECT_NE(Tandemctl({"preflight", "--help"}).out.find("Contacts every agent"), std::string::npos) << "its own help: all";
   for (const char* command : {"preflight", "up", "down", "status", "probe", "serve", "certs"}) {
     EXPECT_NE(top.out.find(command), std::string::npos) << command << " missing from\n" << top.out;
     ProgramResult r = Tandemctl({command, "--help"});
