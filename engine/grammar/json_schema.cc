@@ -202,6 +202,11 @@ class SchemaCompiler {
     std::set<std::string> names;
     if (auto it = s.find("properties"); it != s.end()) {
       if (!it->is_object()) return Error(path + "/properties", "must be an object");
+      // The optional members nest one alternative per member (first(i) below), and the
+      // flattening recurses through them.
+      if (it->size() > kMaxProperties) {
+        return Error(path + "/properties", "more than " + std::to_string(kMaxProperties) + " properties");
+      }
       for (const auto& [name, sub] : it->items()) {
         absl::StatusOr<Expr> e = Compile(sub, path + "/properties/" + name);
         if (!e.ok()) return e.status();
@@ -391,6 +396,7 @@ class SchemaCompiler {
 
  private:
   static constexpr int kMaxDepth = 64;
+  static constexpr size_t kMaxProperties = 256;
   int depth_ = 0;
   GrammarBuilder& b_;
   const Json& root_;

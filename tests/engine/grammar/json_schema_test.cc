@@ -130,6 +130,10 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedWithTheirPlace) {
       {R"({"allOf":[{"type":"string"},{"maxLength":2}]})", "allOf with more than one"},
       {R"({"type":"string","maxLength":99999})", "/maxLength: must be an integer"},
   };
+  // Too many members for one object.
+  Json wide = {{"type", "object"}, {"properties", Json::object()}};
+  for (int i = 0; i < 300; ++i) wide["properties"]["p" + std::to_string(i)] = {{"type", "integer"}};
+  EXPECT_NE(SchemaError(wide.dump()).message().find("/properties: more than 256 properties"), std::string::npos);
   // A schema nested deeper than the compiler recurses.
   std::string deep;
   for (int i = 0; i < 100; ++i) deep += R"({"type":"array","items":)";
