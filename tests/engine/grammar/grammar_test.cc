@@ -3,6 +3,11 @@
 // are refused with the rule named.
 #include "engine/grammar/grammar.h"
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "tests/engine/grammar/grammar_test_util.h"
@@ -10,46 +15,42 @@
 namespace tandem::grammar {
 namespace {
 
-TEST(GrammarTest, LiteralSequenceAlternative) {
-  GrammarBuilder b;
-  const RuleId root = b.AddRule("root");
-  ASSERT_TRUE(b.Define(root, b.Seq({b.Literal("ab"), b.Alt({b.Literal("c"), b.Literal("de")})})).ok());
-  auto g = CompileOrDie(b, root, ByteVocabulary());
-  EXPECT_TRUE(Matches(g, "abc"));
-  EXPECT_TRUE(Matches(g, "abde"));
-  EXPECT_FALSE(Matches(g, "ab"));
-  EXPECT_TRUE(IsPrefix(g, "abd"));
-  EXPECT_FALSE(IsPrefix(g, "abx"));
-  EXPECT_FALSE(IsPrefix(g, "abcx"));
-}
+// A root rule built from expressions, and texts with whether each is a whole sentence
+// (kWhole), a prefix of one (kPrefix) or neither (kNo).
+enum Expect { kWhole, kPrefix, kNo };
+struct ExprCase {
+  const char* what;
+  std::function<Expr(GrammarBuilder&)> body;
+  std::vector<std::pair<std::string, Expect>> texts;
+};
 
-TEST(GrammarTest, RepeatsCountExactly) {
-  GrammarBuilder b;
-  const RuleId root = b.AddRule("root");
-  // x{2,4} then y* then z+ then w?
-  ASSERT_TRUE(b.Define(root, b.Seq({b.Repeat(b.Literal("x"), 2, 4), b.Star(b.Literal("y")), b.Plus(b.Literal("z")),
-                                    b.Optional(b.Literal("w"))}))
-                  .ok());
-  auto g = CompileOrDie(b, root, ByteVocabulary());
-  EXPECT_FALSE(Matches(g, "xz"));
-  EXPECT_TRUE(Matches(g, "xxz"));
-  EXPECT_TRUE(Matches(g, "xxxxyyyzzw"));
-  EXPECT_FALSE(IsPrefix(g, "xxxxx"));
-  EXPECT_FALSE(Matches(g, "xxyy"));
-  EXPECT_FALSE(Matches(g, "xxzww"));
-}
-
-TEST(GrammarTest, RepeatOfSequenceAndUnboundedStarOfAlternatives) {
-  GrammarBuilder b;
-  const RuleId root = b.AddRule("root");
-  ASSERT_TRUE(b.Define(root, b.Seq({b.Repeat(b.Literal("ab"), 1, 2), b.Star(b.Alt({b.Literal("c"), b.Literal("de")})),
-                                    b.Literal(".")}))
-                  .ok());
-  auto g = CompileOrDie(b, root, ByteVocabulary());
-  EXPECT_TRUE(Matches(g, "ab."));
-  EXPECT_TRUE(Matches(g, "ababcdec."));
-  EXPECT_FALSE(Matches(g, "ababab."));
-  EXPECT_FALSE(Matches(g, "abd."));
+TEST(GrammarTest, ExpressionsMatchExactlyTheirTexts) {
+  const ExprCase cases[] = {
+      {"literal, sequence, alternative",
+       [](GrammarBuilder& b) { return b.Seq({b.Literal("ab"), b.Alt({b.Literal("c"), b.Literal("de")})}); },
+       {{"abc", kWhole}, {"abde", kWhole}, {"ab", kPrefix}, {"abd", kPrefix}, {"abx", kNo}, {"abcx", kNo}}},
+      {"x{2,4} y* z+ w?",
+       [](GrammarBuilder& b) {
+         return b.Seq({b.Repeat(b.Literal("x"), 2, 4), b.Star(b.Literal("y")), b.Plus(b.Literal("z")),
+                       b.Optional(b.Literal("w"))});
+       },
+       {{"xz", kNo}, {"xxz", kWhole}, {"xxxxyyyzzw", kWhole}, {"xxxxx", kNo}, {"xxyy", kPrefix}, {"xxzww", kNo}}},
+      {"(ab){1,2} (c|de)* .",
+       [](GrammarBuilder& b) {
+         return b.Seq({b.Repeat(b.Literal("ab"), 1, 2), b.Star(b.Alt({b.Literal("c"), b.Literal("de")})), b.Literal(".")});
+       },
+       {{"ab.", kWhole}, {"ababcdec.", kWhole}, {"ababab.", kNo}, {"abd.", kNo}}},
+  };
+  for (const ExprCase& c : cases) {
+    GrammarBuilder b;
+    const RuleId root = b.AddRule("root");
+    ASSERT_TRUE(b.Define(root, c.body(b)).ok()) << c.what;
+    auto g = CompileOrDie(b, root, ByteVocabulary());
+    for (const auto& [text, want] : c.texts) {
+      const Expect got = Matches(g, text) ? kWhole : IsPrefix(g, text) ? kPrefix : kNo;
+      EXPECT_EQ(got, want) << c.what << ": " << text;
+    }
+  }
 }
 
 TEST(GrammarTest, RecursionNestsToAnyDepth) {
