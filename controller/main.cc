@@ -38,12 +38,12 @@ constexpr char kStateDirHelp[] =
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
-void AddFile(CLI::App* command, std::string* file) {
+// The flags every cluster command shares: -f/--file, --state-dir (where the command keeps state;
+// null: it keeps none) and --json (null: it does not report).
+void AddClusterFlags(CLI::App* command, std::string* file, std::string* state_dir, bool* json) {
   command->add_option("-f,--file", *file, "cluster file")->type_name("PATH");
-}
-
-void AddStateDir(CLI::App* command, std::string* dir) {
-  command->add_option("--state-dir", *dir, kStateDirHelp)->type_name("DIR");
+  if (state_dir != nullptr) command->add_option("--state-dir", *state_dir, kStateDirHelp)->type_name("DIR");
+  if (json != nullptr) tandem::cli::AddJson(command, json);
 }
 
 }  // namespace
@@ -62,8 +62,7 @@ int main(int argc, char** argv) {
       "check every node against the others before anything starts\nContacts every agent in parallel, gathers its "
       "facts and the sha256 manifest of its model folder, and prints one row per check and node (CHECK NODE STATUS "
       "FOUND EXPECTED FIX) and the NCCL environment derived for each node");
-  AddFile(preflight_cmd, &preflight.cluster_file);
-  cli::AddJson(preflight_cmd, &preflight.json);
+  AddClusterFlags(preflight_cmd, &preflight.cluster_file, nullptr, &preflight.json);
   preflight_cmd->add_flag("--skip-weights", preflight_skip_weights,
                           "do not hash the model folders (weights parity becomes a warning)");
   preflight_cmd->add_flag("--rehash", preflight.rehash,
@@ -82,9 +81,7 @@ int main(int argc, char** argv) {
       "preflight, plan, load, join (workers first), probe, serve\n"
       "preflight -> plan -> load (parallel) -> join (workers first, head last) -> probe through the head -> "
       "serving; prints each phase's duration and the API URL. Any failure: every agent leaves the group, exit 1");
-  AddFile(up_cmd, &up.cluster_file);
-  AddStateDir(up_cmd, &up.state_dir);
-  cli::AddJson(up_cmd, &up.json);
+  AddClusterFlags(up_cmd, &up.cluster_file, &up.state_dir, &up.json);
   up_cmd->add_flag("--skip-weights", up_skip_weights, "do not hash the model folders in the preflight");
   up_cmd->add_flag("--rehash", up.rehash, "the weights check reads every byte (preflight.verify: full does it always)");
   up_cmd->footer("--json: the phase lines go to stderr; stdout gets {\"ok\", \"already_serving\", \"generation\", "
@@ -95,8 +92,7 @@ int main(int argc, char** argv) {
   CLI::App* down_cmd = AddCommand(app.get(), "down",
                                   "stop serving and unload on every node\nSetServing(false) + LeaveGroup on every "
                                   "agent; exit 1 names the agents that could not be stopped");
-  AddFile(down_cmd, &down.cluster_file);
-  cli::AddJson(down_cmd, &down.json);
+  AddClusterFlags(down_cmd, &down.cluster_file, nullptr, &down.json);
   down_cmd->footer("--json: {\"ok\", \"seconds\", \"nodes\": [{\"name\", \"agent\", \"down\", \"error\"}]}.");
 
   StatusCommandOptions status;
@@ -105,18 +101,14 @@ int main(int argc, char** argv) {
       "show every node's state and the cluster's (exit 0 only when serving)\n"
       "Every node's state, rank, generation, KV tokens, iterations, queue depth and last probe, and the cluster's "
       "state (serving|degraded|starting|down|failed); exit 0 only when serving");
-  AddFile(status_cmd, &status.cluster_file);
-  AddStateDir(status_cmd, &status.state_dir);
-  cli::AddJson(status_cmd, &status.json);
+  AddClusterFlags(status_cmd, &status.cluster_file, &status.state_dir, &status.json);
 
   ProbeCommandOptions probe;
   CLI::App* probe_cmd = AddCommand(
       app.get(), "probe",
       "run one inference probe through the head\nChecks the probe.expect substring, or the generation's recorded "
       "greedy ids");
-  AddFile(probe_cmd, &probe.cluster_file);
-  AddStateDir(probe_cmd, &probe.state_dir);
-  cli::AddJson(probe_cmd, &probe.json);
+  AddClusterFlags(probe_cmd, &probe.cluster_file, &probe.state_dir, &probe.json);
   probe_cmd->footer("--json: {\"ok\", \"head\", \"generation\", \"latency_s\", \"detail\", \"error\"}.");
 
   ServeCommandOptions serve;
@@ -127,8 +119,7 @@ int main(int argc, char** argv) {
       "observe -> reconcile -> act every --interval; restarts a broken group whole with "
       "backoff within serve.restart_budget, then reports failed: operator needed. It waits, without spending the "
       "budget, while an agent is unreachable or the preflight fails. SIGTERM stops it and leaves the cluster as it is");
-  AddFile(serve_cmd, &serve.cluster_file);
-  AddStateDir(serve_cmd, &serve.state_dir);
+  AddClusterFlags(serve_cmd, &serve.cluster_file, &serve.state_dir, nullptr);
   serve_cmd->add_option("--metrics-listen", serve.metrics_listen, "/metrics address (overrides serve.metrics_listen)")
       ->type_name("HOST:PORT");
   cli::AddSeconds(serve_cmd, "--interval", &serve.loop_interval, "time between two reconcile passes");

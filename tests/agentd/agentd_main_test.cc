@@ -7,7 +7,6 @@
 #include <fstream>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -87,16 +86,11 @@ TEST(AgentdMain, ASecondAgentOnATakenPortFailsAtOnce) {
   so.stderr_path = dir / "first.err";
   std::string error;
   ASSERT_TRUE(first.Start(so, &error)) << error;
-  static const std::regex kReady(R"(tandem-agentd ready node=first grpc=127\.0\.0\.1:(\d+) metrics=127\.0\.0\.1:(\d+))");
-  std::smatch m;
-  std::string ready;
-  for (int i = 0; i < 1000 && !std::regex_search(ready, m, kReady); ++i) {
-    ASSERT_TRUE(first.running()) << tandem::testing::ReadTextFile(dir / "first.err");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ready = tandem::testing::ReadTextFile(dir / "first.out");
-  }
-  ASSERT_TRUE(std::regex_search(ready, m, kReady)) << ready;
-  const std::string taken = "127.0.0.1:" + m[1].str(), taken_metrics = "127.0.0.1:" + m[2].str();
+  const auto m = tandem::testing::WaitForMatch(
+      first, dir / "first.out",
+      std::regex(R"(tandem-agentd ready node=first grpc=127\.0\.0\.1:(\d+) metrics=127\.0\.0\.1:(\d+))"));
+  ASSERT_TRUE(m.has_value()) << tandem::testing::ReadTextFile(dir / "first.err");
+  const std::string taken = "127.0.0.1:" + (*m)[1], taken_metrics = "127.0.0.1:" + (*m)[2];
 
   const auto t0 = std::chrono::steady_clock::now();
   ProgramResult second = Agentd({"--listen=" + taken, "--node-name", "second"});

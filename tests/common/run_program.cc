@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <thread>
+
 #include "common/subprocess.h"
 #include "tests/common/test_util.h"
 
@@ -26,6 +28,18 @@ ProgramResult RunProgram(const std::vector<std::string>& argv, std::chrono::mill
   r.out = ReadTextFile(dir / "stdout");
   r.err = ReadTextFile(dir / "stderr");
   return r;
+}
+
+std::optional<std::vector<std::string>> WaitForMatch(Subprocess& child, const std::string& path, const std::regex& re,
+                                                     std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const std::string text = ReadTextFile(path);
+    std::smatch m;
+    if (std::regex_search(text, m, re)) return std::vector<std::string>(m.begin(), m.end());
+    if (!child.running() || std::chrono::steady_clock::now() > until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace tandem::testing

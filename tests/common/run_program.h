@@ -3,8 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+#include <regex>
 #include <string>
 #include <vector>
+
+#include "common/subprocess.h"
 
 namespace tandem::testing {
 
@@ -16,5 +20,10 @@ struct ProgramResult {
 // argv[0] is the program's path. Waits at most `timeout`, then kills it.
 ProgramResult RunProgram(const std::vector<std::string>& argv,
                          std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Waits until the file at `path` (a running child's stdout) matches `re`: the match and its groups
+// ([0] the whole match), or nullopt when `child` ended or `timeout` passed first.
+std::optional<std::vector<std::string>> WaitForMatch(Subprocess& child, const std::string& path, const std::regex& re,
+                                                     std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
 }  // namespace tandem::testing

@@ -137,15 +137,9 @@ TEST(InferServe, AnswersLoadingUntilTheModelIsReady) {
   so.stderr_path = dir / "err";
   std::string error;
   ASSERT_TRUE(serve.Start(so, &error)) << error;
-  static const std::regex kLoading(R"(loading model=\S+ port=(\d+))");
-  std::smatch m;
-  std::string out;
-  for (int i = 0; i < 500 && !std::regex_search(out, m, kLoading); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    out = tandem::testing::ReadTextFile(dir / "out");
-  }
-  ASSERT_TRUE(std::regex_search(out, m, kLoading)) << out << tandem::testing::ReadTextFile(dir / "err");
-  httplib::Client c("127.0.0.1", std::stoi(m[1].str()));
+  const auto m = tandem::testing::WaitForMatch(serve, dir / "out", std::regex(R"(loading model=\S+ port=(\d+))"));
+  ASSERT_TRUE(m.has_value()) << tandem::testing::ReadTextFile(dir / "err");
+  httplib::Client c("127.0.0.1", std::stoi((*m)[1]));
   auto loading = c.Get("/health");
   ASSERT_TRUE(loading);
   EXPECT_EQ(loading->status, 503);
