@@ -31,7 +31,8 @@ const std::set<std::string>& Annotations() {
 const std::set<std::string>& Implemented() {
   static const std::set<std::string> k = {
       "type",  "properties", "required",  "additionalProperties", "enum",      "const",    "anyOf", "oneOf",
-      "allOf", "$ref",       "items",     "minItems",             "maxItems",  "minLength", "maxLength"};
+      "allOf", "$ref",       "items",     "minItems",             "maxItems",  "minLength", "maxLength",
+      "minimum"};
   return k;
 }
 
@@ -145,8 +146,7 @@ class SchemaCompiler {
     if (t == "object") return CompileObject(s, path);
     if (t == "array") return CompileArray(s, path);
     if (t == "string") return CompileString(s, path);
-    if (t == "number") return b_.Ref(Number());
-    if (t == "integer") return b_.Ref(Integer());
+    if (t == "number" || t == "integer") return CompileNumber(s, t == "integer", path);
     if (t == "boolean") return b_.Alt({b_.Literal("true"), b_.Literal("false")});
     return b_.Literal("null");
   }
@@ -357,6 +357,19 @@ class SchemaCompiler {
     (void)b_.Define(string_, b_.Seq({b_.Literal("\""), b_.Star(CharExpr()), b_.Literal("\"")}));
     return string_;
   }
+  // A number or integer; `minimum` 0 (no sign) or, for integers, 1 (no sign, no zero) are the
+  // bounds a grammar states exactly without spelling out digit ranges; others are refused.
+  absl::StatusOr<Expr> CompileNumber(const Json& s, bool integer, const std::string& path) {
+    auto it = s.find("minimum");
+    if (it == s.end()) return b_.Ref(integer ? Integer() : Number());
+    const double m = it->is_number() ? it->get<double>() : -1.0;
+    if (m == 0.0) return integer ? IntegerPart() : NumberBody();
+    if (integer && m == 1.0) {
+      return b_.Seq({b_.Bytes({{'1', '9'}}), b_.Repeat(b_.Bytes({{'0', '9'}}), 0, kMaxIntegerDigits - 1)});
+    }
+    return Error(path + "/minimum", integer ? "only minimum 0 or 1 is supported for integers"
+                                            : "only minimum 0 is supported for numbers");
+  }
   RuleId Integer() {
     if (integer_ >= 0) return integer_;
     integer_ = b_.AddRule(prefix_ + ".integer");
@@ -369,13 +382,16 @@ class SchemaCompiler {
   RuleId Number() {
     if (number_ >= 0) return number_;
     number_ = b_.AddRule(prefix_ + ".number");
+    (void)b_.Define(number_, b_.Seq({b_.Optional(b_.Literal("-")), NumberBody()}));
+    return number_;
+  }
+  // A number without its sign.
+  Expr NumberBody() {
     const Expr digit = b_.Bytes({{'0', '9'}});
     const Expr fraction = b_.Seq({b_.Literal("."), b_.Repeat(digit, 1, kMaxFractionDigits)});
     const Expr exponent = b_.Seq({b_.Bytes({{'e', 'e'}, {'E', 'E'}}), b_.Optional(b_.Bytes({{'+', '+'}, {'-', '-'}})),
                                   b_.Repeat(digit, 1, kMaxExponentDigits)});
-    (void)b_.Define(number_, b_.Seq({b_.Optional(b_.Literal("-")), IntegerPart(), b_.Optional(fraction),
-                                     b_.Optional(exponent)}));
-    return number_;
+    return b_.Seq({IntegerPart(), b_.Optional(fraction), b_.Optional(exponent)});
   }
 
  public:

@@ -9,12 +9,12 @@
 // true or a schema; with properties, only the listed ones are generated), enum, const, anyOf,
 // oneOf (as anyOf: alternatives whose instances overlap are refused, since the grammar could
 // not keep exactly one of them valid), allOf with one member, $ref to "#" or "#/$defs/..." /
-// "#/definitions/...", items, prefixItems, minItems, maxItems, minLength, maxLength, minimum /
-// maximum (integers only), and the annotations title, description, default, examples,
-// $schema, $id, $comment, strict (ignored: they do not constrain). Every other keyword
-// (pattern, format, multipleOf, exclusiveMinimum, uniqueItems, not, if/then/else,
-// patternProperties, ...) is refused with InvalidArgument naming it and where it is, never
-// silently ignored.
+// "#/definitions/...", items, minItems, maxItems, minLength, maxLength, minimum 0 (numbers,
+// integers) or 1 (integers), and the annotations title, description, default, examples,
+// $schema, $id, $comment, deprecated, readOnly, writeOnly (no effect). Every other keyword
+// (pattern, format, maximum, multipleOf, exclusiveMinimum, uniqueItems, prefixItems, not,
+// if/then/else, patternProperties, ...) is refused with InvalidArgument naming it and where it
+// is, never silently ignored.
 #pragma once
 
 #include <string_view>

@@ -75,6 +75,9 @@ TEST(JsonSchemaTest, NumbersIntegersBooleansNull) {
                                        {"1.", false},   {".5", false},      {"+1", false},  {"-", false}});
   ExpectCases(R"({"type":["integer","null"]})", {{"-7", true}, {"null", true}, {"7.0", false}, {"true", false}});
   ExpectCases(R"({"type":"boolean"})", {{"true", true}, {"false", true}, {"True", false}});
+  ExpectCases(R"({"type":"number","minimum":0})", {{"0", true}, {"2.5e-3", true}, {"-1", false}, {"-0.5", false}});
+  ExpectCases(R"({"type":"integer","minimum":1})", {{"1", true}, {"907", true}, {"0", false}, {"-3", false}});
+  ExpectCases(R"({"type":"integer","minimum":0})", {{"0", true}, {"12", true}, {"-1", false}});
 }
 
 TEST(JsonSchemaTest, EnumConstAnyOfOneOf) {
@@ -118,7 +121,8 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedWithTheirPlace) {
       {R"({"type":"string","pattern":"^a+$"})", "/: unsupported keyword \"pattern\""},
       {R"({"type":"object","properties":{"d":{"type":"string","format":"date"}}})",
        "/properties/d: unsupported keyword \"format\""},
-      {R"({"type":"number","minimum":0})", "/: unsupported keyword \"minimum\""},
+      {R"({"type":"number","minimum":5})", "/minimum: only minimum 0 is supported"},
+      {R"({"type":"number","maximum":5})", "/: unsupported keyword \"maximum\""},
       {R"({"type":"array","items":{"type":"integer","multipleOf":2}})", "/items: unsupported keyword \"multipleOf\""},
       {R"({"type":"array","uniqueItems":true})", "unsupported keyword \"uniqueItems\""},
       {R"({"not":{}})", "unsupported keyword \"not\""},
