@@ -6,7 +6,7 @@ set -eu
 unit_src="$1"; binary="$2"
 if ! command -v systemd-analyze >/dev/null 2>&1; then echo "systemd-analyze not installed: skipped"; exit 77; fi
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-sed "s#/usr/local/bin/tandem-agentd#${binary}#" "$unit_src" > "$dir/tandem-agentd.service"
+sed "s#/usr/bin/tandem-agentd#${binary}#" "$unit_src" > "$dir/tandem-agentd.service"
 out=$(systemd-analyze verify "$dir/tandem-agentd.service" 2>&1) || { echo "$out"; exit 1; }
 echo "$out"
 if echo "$out" | grep -q "tandem-agentd.service"; then echo "diagnostics above name the unit"; exit 1; fi
