@@ -196,6 +196,7 @@ void HandleChatCompletions(ServerContext& ctx, http::Exchange& ex) {
   // tool_choice "none" still shows the tools to the model (as vLLM does by default), so that the
   // conversation's earlier calls make sense; its output is then not read for calls.
   topts.tools = r.tools;
+  topts.documents = r.documents;
   absl::StatusOr<std::string> prompt = ctx.options.chat_prompt->Render(r.messages, topts);
   // The template refused the conversation (raise_exception, e.g. roles out of order).
   if (!prompt.ok()) return ctx.Reply(ex, InvalidRequest(std::string(prompt.status().message()), "messages"));

@@ -261,6 +261,16 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, ChatRequest* out
     if (auto e = ReadToolChoice(*choice, out)) return e;
   }
   if (auto e = ReadBool(j, "parallel_tool_calls", &out->parallel_tool_calls)) return e;
+  // documents (as vLLM accepts them): retrieval results for templates that render them, a list of
+  // objects passed to the template as given (key order kept); a template that does not read them
+  // renders as without.
+  if (auto docs = j.find("documents"); docs != j.end() && !docs->is_null()) {
+    if (!docs->is_array()) return WrongType("documents", "an array", *docs);
+    for (size_t i = 0; i < docs->size(); ++i) {
+      if (!(*docs)[i].is_object()) return WrongType("documents[" + std::to_string(i) + "]", "an object", (*docs)[i]);
+    }
+    out->documents = docs->dump();
+  }
   return std::nullopt;
 }
 

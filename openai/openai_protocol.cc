@@ -199,7 +199,7 @@ std::optional<ApiError> RefuseUnknownFields(const Json& body, bool chat) {
   static constexpr std::string_view kChat[] = {
       "messages", "max_completion_tokens", "chat_template_kwargs", "tools", "tool_choice",
       "parallel_tool_calls", "response_format", "top_logprobs", "store", "metadata", "service_tier",
-      "modalities"};
+      "modalities", "documents"};
   auto known = [&](const std::string& key) {
     auto in = [&](const auto& names) { return std::find(std::begin(names), std::end(names), key) != std::end(names); };
     return in(kCommon) || (chat ? in(kChat) : in(kCompletion));

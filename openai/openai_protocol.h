@@ -82,6 +82,7 @@ struct ChatRequest {
   std::vector<ChatTool> tool_functions;    // the same tools, read
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;         // false: at most one call per message
+  std::string documents;                   // raw JSON of "documents" (an array), empty if absent
 };
 
 // Parse a request body; on failure the error names the offending parameter.

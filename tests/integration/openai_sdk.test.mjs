@@ -151,3 +151,13 @@ test('logit_bias, penalties and min_tokens reach the sampler', async () => {
     client().completions.create({ model: MODEL, prompt: 'x', max_tokens: 2, min_tokens: 3 }),
     (err) => err instanceof OpenAI.BadRequestError && err.param === 'min_tokens');
 });
+
+test('documents (vLLM extension) are accepted (Qwen3 renders none: same prompt) and malformed ones refused', async () => {
+  const messages = [{ role: 'user', content: 'What does the document say?' }];
+  const base = { model: MODEL, messages, max_tokens: 2, temperature: 0 };
+  const without = await client().chat.completions.create(base);
+  const withDocs = await client().chat.completions.create({ ...base, documents: [{ title: 'T', text: 'a long text '.repeat(20) }] });
+  assert.equal(withDocs.usage.prompt_tokens, without.usage.prompt_tokens);
+  await assert.rejects(client().chat.completions.create({ ...base, documents: { text: 'x' } }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'documents');
+});

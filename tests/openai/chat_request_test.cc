@@ -172,5 +172,16 @@ TEST(ChatRequest, MalformedToolsAndToolChoiceNameTheField) {
   }
 }
 
+TEST(ChatRequest, DocumentsReachTheTemplateAsSent) {
+  ChatRequest r;
+  auto e = ParseChatRequest(Body(kUser, R"("documents":[{"title":"T","text":"body"},{"z":1,"a":2}])"), &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.documents, R"([{"title":"T","text":"body"},{"z":1,"a":2}])");  // key order kept
+  ASSERT_FALSE(ParseChatRequest(Body(kUser), &r));
+  EXPECT_EQ(r.documents, "");
+  EXPECT_EQ(ChatError(Body(kUser, R"("documents":{"text":"x"})")).param, "documents");
+  EXPECT_EQ(ChatError(Body(kUser, R"("documents":[{"text":"x"},"y"])")).param, "documents[1]");
+}
+
 }  // namespace
 }  // namespace tandem::openai
