@@ -197,6 +197,7 @@ void HandleChatCompletions(ServerContext& ctx, http::Exchange& ex) {
   // conversation's earlier calls make sense; its output is then not read for calls.
   topts.tools = r.tools;
   topts.documents = r.documents;
+  topts.template_kwargs = r.template_kwargs;
   absl::StatusOr<std::string> prompt = ctx.options.chat_prompt->Render(r.messages, topts);
   // The template refused the conversation (raise_exception, e.g. roles out of order).
   if (!prompt.ok()) return ctx.Reply(ex, InvalidRequest(std::string(prompt.status().message()), "messages"));

@@ -245,14 +245,23 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, ChatRequest* out
     out->messages.push_back(std::move(msg));
   }
 
+  // chat_template_kwargs: more variables for the model's template, every key passed on as vLLM
+  // does (a template that does not read one renders as without it); enable_thinking is also read
+  // here (the ChatML fallback knows only it). The variables the request fills itself are refused.
   if (auto kw = j.find("chat_template_kwargs"); kw != j.end() && !kw->is_null()) {
     if (!kw->is_object()) return WrongType("chat_template_kwargs", "an object", *kw);
-    static constexpr std::string_view kKwargs[] = {"enable_thinking"};
-    if (auto e = RefuseUnknownKeys(*kw, "chat_template_kwargs", kKwargs)) return e;
+    for (const std::string_view reserved : {"messages", "tools", "documents", "bos_token", "eos_token",
+                                            "add_generation_prompt"}) {
+      if (kw->contains(reserved)) {
+        return InvalidRequest("'chat_template_kwargs." + std::string(reserved) + "' is set by the request itself",
+                              "chat_template_kwargs." + std::string(reserved));
+      }
+    }
     if (auto e = ReadBool(*kw, "enable_thinking", &out->enable_thinking)) {
       e->param = "chat_template_kwargs.enable_thinking";
       return e;
     }
+    out->template_kwargs = kw->dump();
   }
   if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null()) {
     if (auto e = ReadTools(*tools, out)) return e;

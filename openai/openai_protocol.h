@@ -78,6 +78,7 @@ struct ChatRequest {
   CommonRequest common;
   std::vector<tokenizer::ChatMessage> messages;
   bool enable_thinking = true;             // chat_template_kwargs.enable_thinking
+  std::string template_kwargs;             // raw JSON of chat_template_kwargs (an object), "" if absent
   std::vector<std::string> tools;          // raw JSON of each "tools" entry, key order kept
   std::vector<ChatTool> tool_functions;    // the same tools, read
   ToolChoice tool_choice;

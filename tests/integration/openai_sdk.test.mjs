@@ -161,3 +161,14 @@ test('documents (vLLM extension) are accepted (Qwen3 renders none: same prompt) 
   await assert.rejects(client().chat.completions.create({ ...base, documents: { text: 'x' } }),
                        (e) => e instanceof OpenAI.BadRequestError && e.param === 'documents');
 });
+
+test('chat_template_kwargs reach the template: any key passes, the request\'s own are refused', async () => {
+  const base = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, temperature: 0 };
+  const plain = await client().chat.completions.create(base);
+  const unread = await client().chat.completions.create({ ...base, chat_template_kwargs: { thinking_budget: 64 } });
+  assert.equal(unread.usage.prompt_tokens, plain.usage.prompt_tokens);  // Qwen3's template does not read it
+  const noThink = await client().chat.completions.create({ ...base, chat_template_kwargs: { enable_thinking: false } });
+  assert.ok(noThink.usage.prompt_tokens > plain.usage.prompt_tokens);  // the empty think block
+  await assert.rejects(client().chat.completions.create({ ...base, chat_template_kwargs: { messages: [] } }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'chat_template_kwargs.messages');
+});

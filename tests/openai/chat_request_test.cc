@@ -183,5 +183,17 @@ TEST(ChatRequest, DocumentsReachTheTemplateAsSent) {
   EXPECT_EQ(ChatError(Body(kUser, R"("documents":[{"text":"x"},"y"])")).param, "documents[1]");
 }
 
+TEST(ChatRequest, TemplateKwargsPassOnEveryKeyButTheRequestsOwn) {
+  ChatRequest r;
+  auto e = ParseChatRequest(Body(kUser, R"("chat_template_kwargs":{"thinking_budget":5,"enable_thinking":false})"), &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.template_kwargs, R"({"thinking_budget":5,"enable_thinking":false})");
+  EXPECT_FALSE(r.enable_thinking);
+  for (const char* key : {"messages", "tools", "documents", "bos_token", "eos_token", "add_generation_prompt"}) {
+    EXPECT_EQ(ChatError(Body(kUser, std::string(R"("chat_template_kwargs":{")") + key + R"(":1})")).param,
+              std::string("chat_template_kwargs.") + key);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::openai

@@ -211,7 +211,7 @@ TEST(HttpProtocol, RefusesUnknownAndUnimplementedFieldsNamingThem) {
       {R"("tool_choice":{"type":"function","function":{"name":"f"}})", "tool_choice"},
       {R"("parallel_tool_calls":"no")", "parallel_tool_calls"},
       {R"("top_logprobs":2)", "top_logprobs"},  // without logprobs
-      {R"("chat_template_kwargs":{"thinking_budget":5})", "chat_template_kwargs.thinking_budget"},
+      {R"("chat_template_kwargs":{"tools":[]})", "chat_template_kwargs.tools"},  // the request's own
       {R"("store":true)", "store"},
       {R"("service_tier":"flex")", "service_tier"},
       {R"("metadata":"x")", "metadata"},
