@@ -1,9 +1,10 @@
 #include "bench/prompt_set.h"
 
-#include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_text.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::bench {
@@ -135,11 +136,9 @@ absl::StatusOr<PromptSet> ParsePromptSetJsonl(const std::string& text, const std
 }
 
 absl::StatusOr<PromptSet> LoadPromptSetJsonl(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot read prompt file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParsePromptSetJsonl(text.str(), path);
+  std::optional<std::string> text = ReadFileText(path);
+  if (!text) return absl::NotFoundError("cannot read prompt file " + path);
+  return ParsePromptSetJsonl(*text, path);
 }
 
 std::vector<std::string> PromptCategories(const PromptSet& prompts) {

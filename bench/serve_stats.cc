@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_serve.h"
+#include "common/file_text.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::bench {
@@ -213,11 +213,9 @@ absl::StatusOr<BenchResults> ParseBenchResults(const std::string& text, const st
 }
 
 absl::StatusOr<BenchResults> LoadBenchResults(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot read results file " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseBenchResults(text.str(), path);
+  std::optional<std::string> text = ReadFileText(path);
+  if (!text) return absl::NotFoundError("cannot read results file " + path);
+  return ParseBenchResults(*text, path);
 }
 
 std::string FormatResultsTable(const BenchResults& r) {

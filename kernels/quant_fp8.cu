@@ -162,7 +162,7 @@ __device__ __forceinline__ void Fp8RowsDot(float (&acc)[R][TT], Fp8Chunk<NL> (&b
 constexpr int kWarps = 8;
 // Rows a warp computes together with a token tile (T > 1): each x load then serves kTileRows rows,
 // which keeps the tile's x traffic from L1 (TT floats per weight) near the weight bytes' rate. One
-// load per lane per row chunk: kTileRows * 512 bytes a warp in flight, as one 2048-wide row at batch 1.
+// load per lane per row chunk: kTileRows * 512 bytes a warp in flight.
 constexpr int kTileRows = 4;
 
 // Grid (ceil(rows / (kWarps * R)), ceil(T / TT)): warp w of block b computes rows

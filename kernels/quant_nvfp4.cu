@@ -249,8 +249,7 @@ template <int TT>
 void LaunchMatmulTile(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t s) {
   const int64_t need = (W.cols / 32 + 31) / 32;
   const int nl = need <= 1 ? 1 : need <= 2 ? 2 : 4;
-  int r = 2;
-  while (r > 1 && (W.rows + kWarps * r - 1) / (kWarps * r) < SmCount()) r /= 2;
+  const int r = (W.rows + kWarps * 2 - 1) / (kWarps * 2) < SmCount() ? 1 : 2;
   const int code = r * 10 + nl;
   switch (code) {
     case 21: LaunchMatmul<2, 1, TT, 2>(y, x, W, T, s); return;

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_text.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -131,11 +131,9 @@ class ConfigReader {
 };
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::optional<std::string> text = ReadFileText(path);
+  if (!text) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  return std::move(*text);
 }
 
 absl::StatusOr<json> ParseJson(const std::string& text, const std::string& origin) {

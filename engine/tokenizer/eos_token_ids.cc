@@ -1,14 +1,13 @@
 #include "engine/tokenizer/eos_token_ids.h"
 
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_text.h"
 #include "common/status.h"
 
 namespace tandem::tokenizer {
@@ -17,13 +16,6 @@ namespace {
 using json = nlohmann::json;
 
 // nullopt: no such file (not an error: a tokenizer-only folder has neither).
-std::optional<std::string> ReadIfPresent(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 absl::Status AppendId(const json& v, const std::string& where, std::vector<int32_t>* out) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
@@ -64,9 +56,9 @@ absl::StatusOr<std::vector<int32_t>> ReadGenerationEosTokenIds(const std::string
   // transformers reads generation_config.json whole when it exists and only otherwise derives a
   // generation config from the model's config, so the two files are not merged.
   const std::string gen_path = model_dir + "/generation_config.json";
-  if (std::optional<std::string> gen = ReadIfPresent(gen_path)) return EosOf(*gen, gen_path, /*text_config=*/false);
+  if (std::optional<std::string> gen = ReadFileText(gen_path)) return EosOf(*gen, gen_path, /*text_config=*/false);
   const std::string config_path = model_dir + "/config.json";
-  if (std::optional<std::string> config = ReadIfPresent(config_path)) return EosOf(*config, config_path, /*text_config=*/true);
+  if (std::optional<std::string> config = ReadFileText(config_path)) return EosOf(*config, config_path, /*text_config=*/true);
   return std::vector<int32_t>{};
 }
 

@@ -4,31 +4,24 @@
 // Env: TANDEM_INFER_BIN (the binary, set by CTest), TANDEM_TESTDATA (reference data).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import OpenAI from 'openai';
-import { makeModelDir, startServer, stopServer, writeKeyFile } from './serve_fixture.mjs';
+import { startTinyServer, stopTinyServer } from './serve_fixture.mjs';
 
 const API_KEY = 'sdk-test-key-0123456789';  // --api-key-file wants at least 16 bytes
 const MODEL = 'tiny-chat';
 
-let server;       // { proc, url, stderr() }
+let tiny;         // startTinyServer's { server, dir, client }
 let baseURL;      // http://127.0.0.1:PORT/v1
-let modelDir;
 
 before(async () => {
-  modelDir = makeModelDir();
-  server = await startServer(modelDir, ['--served-model-name', MODEL, '--api-key-file', writeKeyFile(modelDir, API_KEY),
-                                        '--max-model-len', '1024', '--kv-tokens', '16384', '--max-num-seqs', '8']);
-  baseURL = `${server.url}/v1`;
-  console.log(`server ready at ${server.url}`);
+  tiny = await startTinyServer(MODEL, { apiKey: API_KEY });
+  baseURL = `${tiny.server.url}/v1`;
+  console.log(`server ready at ${tiny.server.url}`);
 });
 
-after(async () => {
-  await stopServer(server);
-  if (modelDir) fs.rmSync(modelDir, { recursive: true, force: true });
-});
+after(() => stopTinyServer(tiny));
 
-const client = () => new OpenAI({ baseURL, apiKey: API_KEY, maxRetries: 0, timeout: 60000 });
+const client = () => tiny.client;
 
 test('models.list names the served model', async () => {
   const models = await client().models.list();

@@ -6,26 +6,19 @@
 // Env: TANDEM_INFER_BIN (the binary, set by CTest), TANDEM_TESTDATA (reference data).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import OpenAI from 'openai';
-import { makeModelDir, startServer, stopServer } from './serve_fixture.mjs';
+import { startTinyServer, stopTinyServer } from './serve_fixture.mjs';
 
 const MODEL = 'tiny-outputs';
-let server;
-let modelDir;
+let tiny;
 let client;
 
 before(async () => {
-  modelDir = makeModelDir();
-  server = await startServer(modelDir, ['--served-model-name', MODEL, '--max-model-len', '1024',
-                                        '--kv-tokens', '16384', '--max-num-seqs', '8']);
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  tiny = await startTinyServer(MODEL);
+  client = tiny.client;
 });
 
-after(async () => {
-  await stopServer(server);
-  if (modelDir) fs.rmSync(modelDir, { recursive: true, force: true });
-});
+after(() => stopTinyServer(tiny));
 
 const chat = { model: MODEL, messages: [{ role: 'user', content: 'Count to five.' }], max_tokens: 6, temperature: 0,
                ignore_eos: true, chat_template_kwargs: { enable_thinking: false } };

@@ -7,31 +7,22 @@
 // Env: TANDEM_INFER_BIN (the binary, set by CTest), TANDEM_TESTDATA (reference data).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
-import { makeModelDir, startServer, stopServer, writeKeyFile } from './serve_fixture.mjs';
+import { startTinyServer, stopTinyServer } from './serve_fixture.mjs';
 
 const API_KEY = 'sdk-structured-key-0123456789';
 const MODEL = 'tiny-json';
 
-let server;
-let baseURL;
-let modelDir;
+let tiny;
 
 before(async () => {
-  modelDir = makeModelDir();
-  server = await startServer(modelDir, ['--served-model-name', MODEL, '--api-key-file', writeKeyFile(modelDir, API_KEY),
-                                        '--max-model-len', '1024', '--kv-tokens', '16384', '--max-num-seqs', '8']);
-  baseURL = `${server.url}/v1`;
+  tiny = await startTinyServer(MODEL, { apiKey: API_KEY });
 });
 
-after(async () => {
-  await stopServer(server);
-  if (modelDir) fs.rmSync(modelDir, { recursive: true, force: true });
-});
+after(() => stopTinyServer(tiny));
 
-const client = () => new OpenAI({ baseURL, apiKey: API_KEY, maxRetries: 0, timeout: 60000 });
+const client = () => tiny.client;
 const ajv = new Ajv({ strict: false });
 
 const SCHEMAS = {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { makeModelDir, startServer, stopServer } from './serve_fixture.mjs';
+import { startTinyServer, stopTinyServer } from './serve_fixture.mjs';
 
 const MODEL = 'tiny-tools';
 const servers = {};  // format -> { server, dir, client }
@@ -58,20 +58,13 @@ VALUE
 
 before(async () => {
   for (const format of ['json', 'xml']) {
-    const dir = makeModelDir();
-    if (format === 'xml') fs.writeFileSync(path.join(dir, 'chat_template.jinja'), XML_TEMPLATE);
-    const server = await startServer(dir, ['--served-model-name', MODEL, '--max-model-len', '1024',
-                                           '--kv-tokens', '16384', '--max-num-seqs', '8']);
-    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
-    servers[format] = { server, dir, client };
+    const prepare = format === 'xml' ? (dir) => fs.writeFileSync(path.join(dir, 'chat_template.jinja'), XML_TEMPLATE) : null;
+    servers[format] = await startTinyServer(MODEL, { prepare });
   }
 });
 
 after(async () => {
-  for (const { server, dir } of Object.values(servers)) {
-    await stopServer(server);
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+  for (const tiny of Object.values(servers)) await stopTinyServer(tiny);
 });
 
 const weather = {

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
 
 export const BIN = process.env.TANDEM_INFER_BIN;
 // The checkout's tests/data unless TANDEM_TESTDATA points elsewhere (as the C++ tests do).
@@ -84,4 +85,29 @@ export async function stopServer(server) {
   clearTimeout(timer);  // a pending timer would keep the test process alive for 20 s
   if (result === null) server.proc.kill('SIGKILL');
   assert.deepEqual(result, { code: 0, sig: null }, `graceful stop; stderr:\n${server.stderr().slice(-2000)}`);
+}
+
+// The server of an SDK test file: the tiny model in a fresh folder (`prepare(dir)` may add files
+// to it first), served as `model` with the usual test limits, with an API key file when `apiKey`
+// is given; resolves with { server, dir, client } (client: the official SDK pointed at it).
+// stopTinyServer stops it and removes the folder.
+export async function startTinyServer(model, { apiKey, prepare } = {}) {
+  const dir = makeModelDir();
+  try {
+    if (prepare) prepare(dir);
+    const args = ['--served-model-name', model, '--max-model-len', '1024', '--kv-tokens', '16384', '--max-num-seqs', '8'];
+    if (apiKey) args.push('--api-key-file', writeKeyFile(dir, apiKey));
+    const server = await startServer(dir, args);
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: apiKey || 'unused', maxRetries: 0, timeout: 60000 });
+    return { server, dir, client };
+  } catch (e) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+export async function stopTinyServer(tiny) {
+  if (!tiny) return;
+  await stopServer(tiny.server);
+  fs.rmSync(tiny.dir, { recursive: true, force: true });
 }
