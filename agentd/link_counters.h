@@ -32,6 +32,10 @@ struct InterfaceCounters {
 // ethtool file is not an error (the maps stay empty, ethtool_error says why).
 absl::StatusOr<InterfaceCounters> ReadInterfaceCounters(const FactsRoots& roots, const std::string& ifname);
 
+// The cheap part of ReadInterfaceCounters: netdev statistics and speed only (no ethtool, no
+// PCIe), for samplers that run every few seconds (agentd/link_rates.h).
+absl::StatusOr<InterfaceCounters> ReadInterfaceNetdevCounters(const FactsRoots& roots, const std::string& ifname);
+
 // after - before for every key present in both (a counter that went backwards, e.g. a driver
 // reset, is dropped rather than wrapped). Keys only in one side are left out.
 std::map<std::string, uint64_t> CounterDelta(const std::map<std::string, uint64_t>& before,
