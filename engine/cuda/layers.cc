@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "engine/cuda/random_fill.h"
 #include "kernels/attention.h"
+#include "kernels/attention_prefill.h"
 #include "kernels/matmul.h"
 #include "kernels/gemm.h"
 #include "kernels/moe.h"
@@ -255,6 +256,13 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   kernels::qk_norm_rope_store_kv(a.qkv.get(), k_cache, v_cache, q_norm_.get(), k_norm_.get(), ctx.inv_freq,
                                  ctx.meta + m.pos(), ctx.meta + m.slot(), m.T, L_, ctx.eps, ctx.stream,
                                  ctx.norm_offset, kv_scale);
+  // Prefill-sized steps (never captured): tiled attention on the tensor cores, one pass over each
+  // sequence's K/V per tile of tokens and kv head, where the shape allows (kernels/attention_prefill.h).
+  if (kernels::UseGemmPath(m.T, ctx.stream) && kernels::attention_prefill_supported(A)) {
+    kernels::attention_prefill(a.att.get(), a.qkv.get(), k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(),
+                               ctx.meta + m.seq_starts(), m.T, m.S, A, scale, ctx.stream, kv_scale);
+    return;
+  }
   kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
                            ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), m.T, A,
                            ctx.max_positions, scale, ctx.stream, kv_scale);

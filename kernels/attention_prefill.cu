@@ -1,0 +1,429 @@
+#include "kernels/attention_prefill.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
+
+namespace tandem::kernels {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = kWarps * 16;  // packed (token, q head) rows of a block: one m16 tile per warp
+constexpr int kBN = 64;             // KV positions per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+// bf16 row stride in shared memory: 16 bytes past the row, so the 8 rows one ldmatrix reads start
+// in 8 different 16-byte bank groups (no conflicts) and every row stays 16-byte aligned for cp.async.
+template <int HD>
+__host__ __device__ constexpr int Ld() {
+  return HD + 8;
+}
+template <int HD>
+__host__ __device__ constexpr int TileElems() {
+  return kBN * Ld<HD>();
+}
+// K0, V0, K1, V1. The Q tile (kRows rows) is staged in K1/V1 before the loop needs them.
+template <int HD>
+__host__ __device__ constexpr int SmemBytes() {
+  return 4 * TileElems<HD>() * 2;
+}
+static_assert(kRows == 2 * kBN, "the Q tile fills exactly the second K/V buffer");
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// d (16x8 fp32) += a (16x16 bf16, row) b (16x8 bf16, col).
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes global -> shared without passing through registers; valid == false writes zeros.
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ float Exp2(float x) {  // 2^x, 0 for -inf
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// lo in the low half, as the mma fragments order a pair of columns.
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Eight consecutive cache elements as eight bf16 (one 16-byte shared store). e4m3 -> f16 -> f32 ->
+// bf16 is exact (3 mantissa bits, |x| <= 448); float32 rounds to nearest even.
+__device__ __forceinline__ uint4 ToBf16x8(const float4& a, const float4& b) {
+  return make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
+}
+__device__ __forceinline__ uint32_t Fp8x2ToBf16x2(uint32_t two) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3));
+  const float2 f = __half22float2(h);
+  return PackBf16(f.x, f.y);
+}
+__device__ __forceinline__ uint4 ToBf16x8(const uint2& raw) {
+  return make_uint4(Fp8x2ToBf16x2(raw.x & 0xffffu), Fp8x2ToBf16x2(raw.x >> 16), Fp8x2ToBf16x2(raw.y & 0xffffu),
+                    Fp8x2ToBf16x2(raw.y >> 16));
+}
+
+// Which (sequence, tile) block `b` takes: sequences' tiles are numbered in order, and inside a
+// sequence the last tile (the one with the most K/V to read) comes first, so the long blocks start in
+// the first wave and the short ones fill the tail. False past the step's last tile. Block-uniform.
+__device__ __forceinline__ bool FindTile(const int32_t* seq_starts, int S, int tq, int b, int* s_out, int* j_out) {
+  __shared__ int red[kWarps];
+  __shared__ int found_s, found_j;
+  if (threadIdx.x == 0) found_s = -1;
+  int before = 0;  // tiles of the sequences already scanned
+  for (int s0 = 0; s0 < S; s0 += kThreads) {
+    const int s = s0 + static_cast<int>(threadIdx.x);
+    const int n = s < S ? (seq_starts[s + 1] - seq_starts[s] + tq - 1) / tq : 0;
+    int total = 0;
+    const int first = before + BlockExclusiveScan(n, red, &total);  // its barriers order found_s = -1
+    if (b >= first && b < first + n) found_s = s, found_j = n - 1 - (b - first);
+    before += total;
+    __syncthreads();
+    if (found_s >= 0) break;
+  }
+  *s_out = found_s;
+  *j_out = found_j;
+  return found_s >= 0;
+}
+
+// One block: the tile of TQ = kRows / G tokens j of sequence s (G = n_heads / n_kv_heads) and kv
+// head kvh. Row r of the block's packed matrix is token r / G, q head kvh * G + r % G; warp w owns
+// rows 16w .. 16w + 15. The block walks K/V tiles 0 .. (last position) / kBN; each warp keeps its Q
+// fragments, its 16x64 scores and its 16xHD output in registers. See attention_prefill.h.
+template <int HD, typename KV>
+__global__ void __launch_bounds__(kThreads, 1)
+    AttentionPrefillKernel(float* out, const float* q, const KV* kc, const KV* vc, const int32_t* block_tables,
+                           const int32_t* pos, const int32_t* seq_starts, int S, AttentionShape A, float q_scale,
+                           float v_scale) {
+  constexpr int kLd = Ld<HD>();
+  constexpr int kCols = HD / 8;                // 8-element chunks per K/V row
+  constexpr int kRowStep = kThreads / kCols;   // rows between one thread's chunks
+  constexpr int kPer = kBN / kRowStep;         // chunks per thread per tile, of K and of V each
+  constexpr bool kAsync = sizeof(KV) == 2;     // bf16: cp.async straight into shared memory
+  constexpr bool kHold = sizeof(KV) == 1;      // fp8: held in registers across a tile's products
+  static_assert(kThreads % kCols == 0 && kBN % kRowStep == 0, "whole rows per thread group");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+
+  GridDepLaunchDependents();
+  GridDepWait();
+  const int G = static_cast<int>(A.n_heads / A.n_kv_heads), tq = kRows / G;
+  const int n_kv_heads = static_cast<int>(A.n_kv_heads);
+  const int kvh = static_cast<int>(blockIdx.x) % n_kv_heads;
+  int s = 0, j = 0;
+  if (!FindTile(seq_starts, S, tq, static_cast<int>(blockIdx.x) / n_kv_heads, &s, &j)) return;
+  const int t0 = seq_starts[s] + j * tq, ntok = min(tq, seq_starts[s + 1] - t0);
+  const int p_first = pos[t0], p_last = pos[t0 + ntok - 1];
+  const int n_pos = p_last + 1, n_tiles = (n_pos + kBN - 1) / kBN;
+  const int32_t* table = block_tables + static_cast<int64_t>(s) * A.max_blocks;
+  const uint32_t bs = static_cast<uint32_t>(A.block_size);
+  const int64_t kv_dim = A.n_kv_heads * HD;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+
+  // ---- K/V staging: thread tid moves chunk column cc of rows row0 + i * kRowStep.
+  const int cc = tid % kCols, row0 = tid / kCols;
+  int32_t blk[kPer];  // block-table entries of the next tile to stage (-1 past the last position)
+  auto load_blocks = [&](int kv0) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int p = kv0 + row0 + i * kRowStep;
+      blk[i] = p < n_pos ? table[static_cast<uint32_t>(p) / bs] : -1;
+    }
+  };
+  auto src_offset = [&](int kv0, int i) -> int64_t {
+    const uint32_t p = static_cast<uint32_t>(kv0 + row0 + i * kRowStep);
+    return blk[i] < 0 ? 0 : (static_cast<int64_t>(blk[i]) * bs + p % bs) * kv_dim + kvh * HD + cc * 8;
+  };
+  auto dst_of = [&](int buf, int mat, int i) {  // mat 0: K, 1: V
+    return smem + (2 * buf + mat) * TileElems<HD>() + (row0 + i * kRowStep) * kLd + cc * 8;
+  };
+  uint2 held[2][kPer];  // fp8 only
+  // Starts moving tile kv0 into `buf`: cp.async (bf16), loads into `held` (fp8) or a converting copy
+  // (float32: its 32-byte chunks would take too many registers to hold across the products).
+  auto fetch = [&](int buf, int kv0) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t off = src_offset(kv0, i);
+      const bool ok = blk[i] >= 0;
+#pragma unroll
+      for (int mat = 0; mat < 2; ++mat) {
+        const KV* src = (mat == 0 ? kc : vc) + off;
+        if constexpr (kAsync) {
+          CpAsync16(SmemAddr(dst_of(buf, mat, i)), src, ok);
+        } else if constexpr (kHold) {
+          held[mat][i] = ok ? *reinterpret_cast<const uint2*>(src) : make_uint2(0, 0);
+        } else {
+          const float4 a = ok ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+          const float4 b = ok ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+          *reinterpret_cast<uint4*>(dst_of(buf, mat, i)) = ToBf16x8(a, b);
+        }
+      }
+    }
+    if constexpr (kAsync) CpAsyncCommit();
+  };
+  auto put_held = [&](int buf) {
+    if constexpr (kHold) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+        for (int mat = 0; mat < 2; ++mat) *reinterpret_cast<uint4*>(dst_of(buf, mat, i)) = ToBf16x8(held[mat][i]);
+      }
+    }
+  };
+
+  load_blocks(0);
+  fetch(0, 0);
+  put_held(0);
+  if (n_tiles > 1) load_blocks(kBN);
+
+  // ---- Q: the block's kRows packed rows, scaled (softmax scale, k scale, log2 e) and rounded to
+  // bf16, staged in buffer 1 (free until tile 1 is fetched), then held as A fragments.
+  {
+    __nv_bfloat16* qs = smem + 2 * TileElems<HD>();
+    for (int idx = tid; idx < kRows * (HD / 4); idx += kThreads) {
+      const int r = idx / (HD / 4), c = (idx % (HD / 4)) * 4, tok = r / G;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (tok < ntok) {
+        const int64_t h = static_cast<int64_t>(kvh) * G + r % G;
+        v = *reinterpret_cast<const float4*>(q + (t0 + tok) * A.q_stride + h * HD + c);
+      }
+      *reinterpret_cast<uint2*>(qs + r * kLd + c) =
+          make_uint2(PackBf16(v.x * q_scale, v.y * q_scale), PackBf16(v.z * q_scale, v.w * q_scale));
+    }
+  }
+  __syncthreads();
+  uint32_t qf[HD / 16][4];
+  {
+    const __nv_bfloat16* qs = smem + 2 * TileElems<HD>() + (warp * 16 + lane % 16) * kLd + (lane / 16) * 8;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) LdMatrixX4(qf[kk], SmemAddr(qs + kk * 16));
+  }
+  __syncthreads();  // every warp has its Q: buffer 1 may take tile 1
+
+  // This thread's two rows (g and g + 8 of its warp's 16) and their positions; rows past the tile's
+  // tokens (padding) take the last position: they compute but are never stored.
+  const int g = lane / 4, c2 = (lane % 4) * 2;
+  int row_tok[2], row_pos[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    row_tok[half] = (warp * 16 + g + 8 * half) / G;
+    row_pos[half] = row_tok[half] < ntok ? pos[t0 + row_tok[half]] : p_last;
+  }
+  float o[HD / 8][4];
+#pragma unroll
+  for (int nb = 0; nb < HD / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  // ldmatrix lane offsets: K (non-transposed) gives B fragments of two 8-position column blocks,
+  // V (transposed) of two 8-dim column blocks; see the fragment layouts of mma.m16n8k16.
+  const int k_lane = ((lane / 16) * 8 + lane % 8) * kLd + ((lane / 8) % 2) * 8;
+  const int v_lane = (((lane / 8) % 2) * 8 + lane % 8) * kLd + (lane / 16) * 8;
+
+  for (int kt = 0; kt < n_tiles; ++kt) {
+    const int cur = kt & 1, kv0 = kt * kBN;
+    const bool more = kt + 1 < n_tiles;
+    if (more) {
+      fetch(cur ^ 1, kv0 + kBN);  // the other buffer's last readers passed the barrier ending kt - 1
+      if (kt + 2 < n_tiles) load_blocks(kv0 + 2 * kBN);
+    }
+    if constexpr (kAsync) {
+      if (more) {
+        CpAsyncWait<1>();
+      } else {
+        CpAsyncWait<0>();
+      }
+      __syncthreads();
+    }
+    const __nv_bfloat16* ks = smem + 2 * cur * TileElems<HD>();
+    const __nv_bfloat16* vs = ks + TileElems<HD>();
+
+    // S = Q K^T: 16 rows x 64 positions per warp.
+    float sc[kBN / 8][4];
+#pragma unroll
+    for (int nb = 0; nb < kBN / 8; ++nb) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kBN / 16; ++np) {
+        uint32_t b[4];
+        LdMatrixX4(b, SmemAddr(ks + np * 16 * kLd + kk * 16 + k_lane));
+        Mma(sc[2 * np], qf[kk], b[0], b[1]);
+        Mma(sc[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+    }
+    // Causal mask where the tile reaches past the block's first position (the diagonal tiles).
+    if (kv0 + kBN - 1 > p_first) {
+#pragma unroll
+      for (int nb = 0; nb < kBN / 8; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (kv0 + nb * 8 + c2 + (e & 1) > row_pos[e / 2]) sc[nb][e] = -INFINITY;
+        }
+      }
+    }
+    // Online softmax per row (a row's 64 scores are spread over the 4 lanes of a quad). Tile 0 has
+    // position 0 unmasked for every row, so the running maximum is finite from then on.
+    float corr[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = m_run[half];
+#pragma unroll
+      for (int nb = 0; nb < kBN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * half], sc[nb][2 * half + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      corr[half] = Exp2(m_run[half] - mx);
+      m_run[half] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nb = 0; nb < kBN / 8; ++nb) {
+#pragma unroll
+        for (int e = 2 * half; e < 2 * half + 2; ++e) {
+          sc[nb][e] = Exp2(sc[nb][e] - mx);
+          sum += sc[nb][e];
+        }
+      }
+      l_run[half] = l_run[half] * corr[half] + sum;  // this lane's columns; the quad sums at the end
+    }
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      o[nb][0] *= corr[0], o[nb][1] *= corr[0];
+      o[nb][2] *= corr[1], o[nb][3] *= corr[1];
+    }
+    // O += P V: the scores' accumulator layout is the A fragment layout of the next product.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint32_t pa[4] = {PackBf16(sc[2 * kk][0], sc[2 * kk][1]), PackBf16(sc[2 * kk][2], sc[2 * kk][3]),
+                              PackBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                              PackBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < HD / 16; ++dp) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, SmemAddr(vs + kk * 16 * kLd + dp * 16 + v_lane));
+        Mma(o[2 * dp], pa, b[0], b[1]);
+        Mma(o[2 * dp + 1], pa, b[2], b[3]);
+      }
+    }
+    if (more) put_held(cur ^ 1);
+    __syncthreads();  // this buffer's readers are done: iteration kt + 1 fetches tile kt + 2 into it
+  }
+
+  // out = O / l (times the cache's v scale), rows of the tile's tokens only.
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = l_run[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (row_tok[half] >= ntok) continue;
+    const int r = warp * 16 + g + 8 * half;
+    const int64_t h = static_cast<int64_t>(kvh) * G + r % G;
+    float* dst = out + (static_cast<int64_t>(t0) + row_tok[half]) * A.n_heads * HD + h * HD + c2;
+    const float inv = v_scale / l;
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      *reinterpret_cast<float2*>(dst + nb * 8) = make_float2(o[nb][2 * half] * inv, o[nb][2 * half + 1] * inv);
+    }
+  }
+}
+
+template <int HD, typename KV>
+void LaunchHd(float* out, const float* q, const KV* k_cache, const KV* v_cache, const int32_t* block_tables,
+              const int32_t* pos, const int32_t* seq_starts, int64_t T, int64_t S, const AttentionShape& A,
+              float q_scale, float v_scale, cudaStream_t stream) {
+  const auto kernel = AttentionPrefillKernel<HD, KV>;
+  // Above 48 KB a block's dynamic shared memory must be allowed per kernel (and per device: set on
+  // every launch, which costs a driver call, not a sync).
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<HD>()));
+  // Tiles per sequence <= len / tq + 1, so T / tq + S bounds the step's tiles.
+  const int64_t tq = kRows / (A.n_heads / A.n_kv_heads);
+  const int64_t blocks = ((T + tq - 1) / tq + S) * A.n_kv_heads;
+  KERNEL_REQUIRE(blocks <= INT32_MAX);
+  Launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), SmemBytes<HD>(), stream, out, q, k_cache,
+         v_cache, block_tables, pos, seq_starts, static_cast<int>(S), A, q_scale, v_scale);
+  KERNEL_CHECK();
+}
+
+template <typename KV>
+void LaunchPrefill(float* out, const float* q, const KV* k_cache, const KV* v_cache, const int32_t* block_tables,
+                   const int32_t* pos, const int32_t* seq_starts, int64_t T, int64_t S, const AttentionShape& A,
+                   float scale, KvScale kv_scale, cudaStream_t stream) {
+  KERNEL_REQUIRE(attention_prefill_supported(A));
+  if (T == 0) return;
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(q) % 16 == 0 && S >= 1 && S <= T && T <= INT32_MAX);
+  // The scores are kept in base 2 (ex2 is the hardware's exponential): log2 e joins the scale.
+  const float q_scale = scale * kv_scale.k * kLog2e;
+  switch (A.head_dim) {
+    case 32: LaunchHd<32>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
+    case 64: LaunchHd<64>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
+    default: LaunchHd<128>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
+  }
+}
+
+}  // namespace
+
+bool attention_prefill_supported(const AttentionShape& A) {
+  if (A.n_kv_heads <= 0 || A.n_heads % A.n_kv_heads != 0 || A.block_size <= 0) return false;
+  const int64_t group = A.n_heads / A.n_kv_heads;
+  return (A.head_dim == 32 || A.head_dim == 64 || A.head_dim == 128) && kRows % group == 0 && A.q_stride % 4 == 0;
+}
+
+void attention_prefill(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,
+                       const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale) {
+  LaunchPrefill(out, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
+                reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, pos, seq_starts, T, S, A, scale,
+                kv_scale, stream);
+}
+
+void attention_prefill(float* out, const float* q, const float* k_cache, const float* v_cache,
+                       const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale) {
+  LaunchPrefill(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, scale, kv_scale, stream);
+}
+
+void attention_prefill(float* out, const float* q, const fp8_e4m3* k_cache, const fp8_e4m3* v_cache,
+                       const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale) {
+  LaunchPrefill(out, q, reinterpret_cast<const __nv_fp8_e4m3*>(k_cache),
+                reinterpret_cast<const __nv_fp8_e4m3*>(v_cache), block_tables, pos, seq_starts, T, S, A, scale,
+                kv_scale, stream);
+}
+
+}  // namespace tandem::kernels

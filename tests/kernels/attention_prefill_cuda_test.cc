@@ -1,0 +1,189 @@
+// The tensor-core prefill attention (kernels/attention_prefill.h) against the CPU reference of paged
+// attention (ref::paged_attention, double accumulation) over bf16, float32 and fp8 (e4m3, with and
+// without per-layer scales) caches, on fresh random inputs with the output poisoned before each
+// launch. Steps hold several sequences, each a chunk of consecutive positions that starts at 0 or
+// after cached positions, one-token (decode-style) sequences mixed in, over shuffled block tables.
+//
+// Bounds: ||out - ref|| / ||ref|| < 1e-2 over the whole output, and < 3e-2 for every (token, head)
+// row. The kernel rounds Q (scale folded in), P and a float32 cache's K and V to bf16 operands, so
+// errors land near 3e-3 (METHOD.md: bf16 operands give 1e-3..1e-2); the row bound catches a single
+// wrong row, which the whole-output norm would dilute below 1e-2 in a step of 2100 tokens x 32 heads.
+//
+// Cache slots past each sequence's last position hold NaN, and block-table entries past a
+// sequence's blocks name a block far outside the cache: a tile that reads past the positions it
+// may use (its last K/V tile runs to a multiple of 64) turns the output NaN or faults.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "kernels/attention.h"
+#include "kernels/attention_prefill.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpectClose;
+using testing::RandomBf16;
+using testing::RandomFloats;
+using testing::Rng;
+using testing::Shape;
+
+constexpr double kBound = 1e-2;
+constexpr double kRowBound = 3e-2;
+
+struct Seq {
+  int32_t prefix;  // positions already cached before the chunk
+  int32_t chunk;   // the step's tokens of this sequence
+};
+
+struct Case {
+  int64_t nh, nkv, hd, bs;
+  std::vector<Seq> seqs;
+};
+
+// The reference over tokens split across the host's cores (it is single-threaded, and a 2100-token
+// step at 32 heads is ~10^10 multiply-adds in double).
+template <typename KV>
+std::vector<float> Reference(const std::vector<float>& q, const std::vector<KV>& kc, const std::vector<KV>& vc,
+                             const std::vector<int32_t>& tables, const std::vector<int32_t>& token_seq,
+                             const std::vector<int32_t>& pos, const AttentionShape& A, float scale, KvScale kv_scale) {
+  const int64_t T = static_cast<int64_t>(pos.size()), row = A.n_heads * A.head_dim, piece = 8;
+  std::vector<float> out(T * row);
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t t0; (t0 = next.fetch_add(piece)) < T;) {
+      const int64_t n = std::min(piece, T - t0);
+      ref::paged_attention(out.data() + t0 * row, q.data() + t0 * A.q_stride, kc.data(), vc.data(), tables.data(),
+                           token_seq.data() + t0, pos.data() + t0, n, A, scale, kv_scale);
+    }
+  };
+  std::vector<std::thread> threads(std::max(1u, std::thread::hardware_concurrency()));
+  for (auto& th : threads) th = std::thread(work);
+  for (auto& th : threads) th.join();
+  return out;
+}
+
+// The worst relative error of one (token, head) row of head_dim values.
+double WorstRow(const std::vector<float>& got, const std::vector<float>& want, int64_t hd) {
+  double worst = 0;
+  for (size_t r = 0; r * hd < want.size(); ++r) {
+    double num = 0, den = 0;
+    for (int64_t d = 0; d < hd; ++d) {
+      const double g = got[r * hd + d], w = want[r * hd + d];
+      if (!std::isfinite(g)) return INFINITY;
+      num += (g - w) * (g - w);
+      den += w * w;
+    }
+    worst = std::max(worst, std::sqrt(num / std::max(den, 1e-30)));
+  }
+  return worst;
+}
+
+TEST(attention_prefill_cuda, MatchesPagedAttentionReference) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Case> cases = {
+      // Qwen3-30B-A3B's shape: one 2100-token prompt from position 0 (33 tiles of 64 positions).
+      {32, 4, 128, 16, {{0, 2100}}},
+      // Chunks after cached positions, short prompts, and decode-style one-token sequences.
+      {32, 4, 128, 16, {{1000, 200}, {5, 1}, {0, 64}, {300, 1}, {0, 17}, {1500, 90}}},
+      {16, 2, 128, 16, {{0, 1}, {0, 300}, {640, 129}, {2047, 1}, {63, 66}}},
+      {16, 2, 64, 16, {{0, 1}, {0, 37}, {500, 300}, {1, 1}, {1900, 100}, {64, 64}, {777, 1}, {0, 129}}},
+      // Groups of 1 (128 tokens per tile) and 16 (8 tokens per tile), head_dim 32 and 64.
+      {8, 8, 32, 16, {{0, 300}, {50, 130}, {9, 1}}},
+      {16, 1, 64, 16, {{0, 50}, {200, 23}, {3, 1}}},
+      // The tiny test models' shape (block size 32).
+      {8, 4, 32, 32, {{0, 33}, {33, 1}, {100, 70}}},
+  };
+  for (const Case& c : cases) {
+    AttentionShape A;
+    A.n_heads = c.nh, A.n_kv_heads = c.nkv, A.head_dim = c.hd, A.block_size = c.bs;
+    A.q_stride = c.nh * c.hd + 2 * c.nkv * c.hd;  // q rows inside the fused qkv buffer
+    ASSERT_TRUE(attention_prefill_supported(A));
+    const int64_t S = static_cast<int64_t>(c.seqs.size()), kv_dim = c.nkv * c.hd;
+    for (const Seq& s : c.seqs) A.max_blocks = std::max<int64_t>(A.max_blocks, (s.prefix + s.chunk + c.bs - 1) / c.bs);
+    const int64_t num_blocks = S * A.max_blocks + 3;
+    std::vector<int32_t> perm(num_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), Rng());
+    constexpr int32_t kFarBlock = 1 << 28;  // past the cache: reading through it faults
+    std::vector<int32_t> tables(S * A.max_blocks, kFarBlock), token_seq, pos, seq_starts;
+    std::vector<int64_t> unused_slots;  // slots past a sequence's positions
+    int64_t next_block = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t n = c.seqs[s].prefix + c.seqs[s].chunk, used = (n + c.bs - 1) / c.bs;
+      for (int64_t b = 0; b < used; ++b) tables[s * A.max_blocks + b] = perm[next_block++];
+      const int64_t last_block = tables[s * A.max_blocks + used - 1];
+      for (int64_t p = n; p < used * c.bs; ++p) unused_slots.push_back(last_block * c.bs + p % c.bs);
+      seq_starts.push_back(static_cast<int32_t>(token_seq.size()));
+      for (int32_t i = 0; i < c.seqs[s].chunk; ++i) {
+        token_seq.push_back(static_cast<int32_t>(s));
+        pos.push_back(c.seqs[s].prefix + i);
+      }
+    }
+    const int64_t T = static_cast<int64_t>(pos.size());
+    seq_starts.push_back(static_cast<int32_t>(T));
+    // Every slot of a block no sequence uses is NaN too.
+    for (int64_t b = next_block; b < num_blocks; ++b) {
+      for (int64_t o = 0; o < c.bs; ++o) unused_slots.push_back(perm[b] * c.bs + o);
+    }
+    auto poison = [&](auto& cache, auto nan) {
+      for (const int64_t slot : unused_slots) std::fill_n(cache.begin() + slot * kv_dim, kv_dim, nan);
+    };
+
+    auto q = RandomFloats(T * A.q_stride);
+    auto kc = RandomBf16(num_blocks * c.bs * kv_dim), vc = RandomBf16(num_blocks * c.bs * kv_dim);
+    auto kf = testing::Bf16ToFloats(kc), vf = testing::Bf16ToFloats(vc);
+    for (auto& v : vf) v += 1e-3f;  // values bf16 cannot hold: the kernel rounds them
+    auto k8 = testing::RandomE4m3(kc.size()), v8 = testing::RandomE4m3(vc.size());
+    poison(kc, bf16_bits{0x7fc0}), poison(vc, bf16_bits{0x7fc0});
+    poison(kf, NAN), poison(vf, NAN);
+    poison(k8, fp8_e4m3{kE4m3NanBits}), poison(v8, fp8_e4m3{kE4m3NanBits});
+
+    DeviceBuffer<float> d_q(q), d_out(T * c.nh * c.hd);
+    DeviceBuffer<int32_t> d_tables(tables), d_pos(pos), d_starts(seq_starts);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+    std::string tag = "attention_prefill " + Shape({c.nh, c.nkv, c.hd, c.bs, T}) + " seqs";
+    for (const Seq& s : c.seqs) tag += " " + std::to_string(s.prefix) + "+" + std::to_string(s.chunk);
+
+    auto check = [&](const std::string& what, const auto& k_host, const auto& v_host, KvScale kv_scale) {
+      using KV = typename std::decay_t<decltype(k_host)>::value_type;
+      DeviceBuffer<KV> d_k(k_host), d_v(v_host);
+      d_out.Poison();
+      attention_prefill(d_out.get(), d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_pos.get(), d_starts.get(), T,
+                        S, A, scale, nullptr, kv_scale);
+      const std::vector<float> got = d_out.Download();
+      const std::vector<float> want = Reference(q, k_host, v_host, tables, token_seq, pos, A, scale, kv_scale);
+      ExpectClose(what, got, want, kBound);
+      const double worst = WorstRow(got, want, c.hd);
+      std::printf("%-44s worst (token, head) row rel err %.3g (bound %.0e)\n", what.c_str(), worst, kRowBound);
+      EXPECT_LT(worst, kRowBound) << what;
+    };
+    check(tag + " bf16 kv", kc, vc, {});
+    check(tag + " f32 kv", kf, vf, {});
+    check(tag + " fp8 kv", k8, v8, {});
+    check(tag + " fp8 kv scaled", k8, v8, KvScale{0.37f, 2.5f});
+  }
+}
+
+// Unsupported shapes are refused (the engine then takes paged_attention).
+TEST(attention_prefill_cuda, SupportedShapes) {
+  AttentionShape A;
+  A.n_heads = 32, A.n_kv_heads = 4, A.head_dim = 128, A.block_size = 16, A.q_stride = 32 * 128 + 2 * 4 * 128;
+  EXPECT_TRUE(attention_prefill_supported(A));
+  AttentionShape wide = A;
+  wide.head_dim = 256;  // its Q, scores and output would not fit a warp's registers
+  EXPECT_FALSE(attention_prefill_supported(wide));
+  AttentionShape odd_group = A;
+  odd_group.n_heads = 12, odd_group.n_kv_heads = 4;  // a group of 3 does not divide the 128 rows
+  EXPECT_FALSE(attention_prefill_supported(odd_group));
+  AttentionShape unaligned = A;
+  unaligned.q_stride = A.q_stride + 2;
+  EXPECT_FALSE(attention_prefill_supported(unaligned));
+}
+
+}  // namespace
+}  // namespace tandem::kernels
