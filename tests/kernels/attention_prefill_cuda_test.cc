@@ -169,6 +169,75 @@ TEST(attention_prefill_cuda, MatchesPagedAttentionReference) {
   }
 }
 
+// Qwen3-30B-A3B's attention shape (32 q heads, 4 kv heads, head_dim 128, bf16 cache) at the bench's
+// prefill cases: the kernel against paged_attention (itself checked against the reference by
+// kernels_cuda_test) on the same inputs, then both timed: median of 5 launches each, printed with
+// the causal work's TFLOP/s (4 x head_dim x heads per (query, key) pair with key <= query).
+TEST(attention_prefill_cuda, QwenShapeAgainstPagedAttentionAndTimed) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [seqs, len] : std::vector<std::pair<int64_t, int64_t>>{{1, 512}, {1, 2048}, {8, 1024}}) {
+    AttentionShape A;
+    A.n_heads = 32, A.n_kv_heads = 4, A.head_dim = 128, A.block_size = 16;
+    A.q_stride = A.n_heads * A.head_dim + 2 * A.n_kv_heads * A.head_dim;
+    A.max_blocks = len / A.block_size;
+    const int64_t T = seqs * len, kv_dim = A.n_kv_heads * A.head_dim, num_blocks = seqs * A.max_blocks;
+    std::vector<int32_t> tables(num_blocks), token_seq, pos, seq_starts;
+    std::iota(tables.begin(), tables.end(), 0);
+    std::shuffle(tables.begin(), tables.end(), Rng());
+    for (int64_t s = 0; s < seqs; ++s) {
+      seq_starts.push_back(static_cast<int32_t>(s * len));
+      for (int64_t i = 0; i < len; ++i) {
+        token_seq.push_back(static_cast<int32_t>(s));
+        pos.push_back(static_cast<int32_t>(i));
+      }
+    }
+    seq_starts.push_back(static_cast<int32_t>(T));
+    DeviceBuffer<float> d_q(RandomFloats(T * A.q_stride)), d_out(T * A.n_heads * A.head_dim),
+        d_want(T * A.n_heads * A.head_dim), d_scratch(attention_scratch_floats(T, A, len));
+    DeviceBuffer<bf16_bits> d_k(RandomBf16(num_blocks * A.block_size * kv_dim)),
+        d_v(RandomBf16(num_blocks * A.block_size * kv_dim));
+    DeviceBuffer<int32_t> d_tables(tables), d_seq(token_seq), d_pos(pos), d_starts(seq_starts);
+    DeviceBuffer<uint32_t> d_counters(attention_counter_count(T, A));
+    CUDA_CHECK(cudaMemset(d_counters.get(), 0, attention_counter_count(T, A) * sizeof(uint32_t)));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(A.head_dim));
+    auto tiled = [&] {
+      attention_prefill(d_out.get(), d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_pos.get(), d_starts.get(), T,
+                        seqs, A, scale, nullptr);
+    };
+    auto paged = [&] {
+      paged_attention(d_want.get(), d_scratch.get(), d_counters.get(), d_q.get(), d_k.get(), d_v.get(), d_tables.get(),
+                      d_seq.get(), d_pos.get(), T, A, len, scale, nullptr);
+    };
+    d_out.Poison();
+    tiled();
+    paged();
+    const std::string tag = "prefill " + std::to_string(seqs) + " x " + std::to_string(len);
+    ExpectClose(tag + " tiled vs paged_attention", d_out.Download(), d_want.Download(), kBound);
+    auto median_ms = [](auto&& launch) {
+      std::vector<float> ms(5);
+      cudaEvent_t start, stop;
+      CUDA_CHECK(cudaEventCreate(&start));
+      CUDA_CHECK(cudaEventCreate(&stop));
+      launch();  // warm-up
+      for (float& m : ms) {
+        CUDA_CHECK(cudaEventRecord(start));
+        launch();
+        CUDA_CHECK(cudaEventRecord(stop));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        CUDA_CHECK(cudaEventElapsedTime(&m, start, stop));
+      }
+      CUDA_CHECK(cudaEventDestroy(start));
+      CUDA_CHECK(cudaEventDestroy(stop));
+      std::sort(ms.begin(), ms.end());
+      return static_cast<double>(ms[2]);
+    };
+    const double t_tiled = median_ms(tiled), t_paged = median_ms(paged);
+    const double flop = 4.0 * A.head_dim * A.n_heads * seqs * (len * (len + 1) / 2.0);
+    std::printf("%-24s one layer: tiled %.3f ms (%.0f TFLOP/s), paged_attention %.3f ms (%.1f TFLOP/s): %.1fx\n",
+                tag.c_str(), t_tiled, flop / t_tiled * 1e-9, t_paged, flop / t_paged * 1e-9, t_paged / t_tiled);
+  }
+}
+
 // Unsupported shapes are refused (the engine then takes paged_attention).
 TEST(attention_prefill_cuda, SupportedShapes) {
   AttentionShape A;
