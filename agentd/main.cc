@@ -20,6 +20,7 @@
 #include "agentd/control_service.h"
 #include "agentd/engine_host.h"
 #include "agentd/group_transport.h"
+#include "agentd/link_rates.h"
 #include "agentd/listen_policy.h"
 #include "agentd/rendezvous_store.h"
 #include "agentd/metrics.h"
@@ -67,6 +68,7 @@ struct Flags {
   std::string hash_once;
   std::string token_file;
   std::vector<std::string> model_roots;
+  std::vector<std::string> link_interfaces;  // empty: every interface with IPv4 but lo
   tandem::rpc::TlsFiles tls;
   bool insecure = false;
   unsigned threads = 0;
@@ -105,6 +107,11 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags* f) {
       ->type_name("DIR");
   app->add_option("--metrics-listen", f->metrics_listen, "Prometheus /metrics (port 0: any free) [none: off]")
       ->type_name("HOST:PORT");
+  tandem::cli::AddRepeated(app.get(), "--link-interfaces", &f->link_interfaces,
+                           "interfaces whose bytes/s /metrics exports (tandem_link_*), sampled every 5 s; "
+                           "comma-separated or repeated [every interface with IPv4 but lo]")
+      ->delimiter(',')
+      ->type_name("IF,IF");
   app->add_option("--hash-once", f->hash_once, "hash DIR once, print a summary, exit (benchmark)")->type_name("DIR");
   app->add_option("--threads", f->threads, "hashing threads for --hash-once, 0..1024 (0: one per core)")
       ->check(CLI::Range(0, 1024).description(""))
@@ -164,6 +171,7 @@ int main(int argc, char** argv) {
   tandem::agentd::FactsRoots roots{flags.sysfs_root, flags.procfs_root};
   tandem::agentd::AgentMetrics metrics(roots, flags.node_name);
   std::string metrics_addr = "off";
+  std::shared_ptr<tandem::agentd::LinkRates> link_rates;  // only sampled when someone can scrape it
   if (!flags.metrics_listen.empty()) {
     absl::Status st = metrics.Listen(flags.metrics_listen);
     if (!st.ok()) {
@@ -171,6 +179,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     metrics_addr = HostOf(flags.metrics_listen) + ":" + std::to_string(metrics.port());
+    link_rates = std::make_shared<tandem::agentd::LinkRates>(roots, flags.link_interfaces);
+    link_rates->Start(std::chrono::seconds(5));
+    metrics.SetLinkRates(link_rates);
   }
 
   std::string token;
@@ -293,6 +304,7 @@ int main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->Wait();
   metrics.SetRankStatusSource(nullptr);
+  if (link_rates) link_rates->Stop();
   TLOG(INFO) << "gRPC server stopped";
   return 0;
 }

@@ -106,7 +106,8 @@ std::vector<prometheus::MetricFamily> RankStatusCollectable::Collect() const {
 AgentMetrics::AgentMetrics(FactsRoots roots, std::string node_name)
     : registry_(std::make_shared<prometheus::Registry>()),
       facts_(std::make_shared<NodeFactsCollectable>(std::move(roots), node_name)),
-      rank_(std::make_shared<RankStatusCollectable>(node_name)) {
+      rank_(std::make_shared<RankStatusCollectable>(node_name)),
+      links_(std::make_shared<LinkRatesCollectable>(node_name)) {
   hash_bytes_done_ = MakeGauge(*registry_, "tandem_hash_bytes_done", "Bytes of the current/last weights hash done.");
   hash_size_bytes_ = MakeGauge(*registry_, "tandem_hash_size_bytes", "Bytes of the current/last weights hash in all.");
   hash_files_done_ = MakeGauge(*registry_, "tandem_hash_files_done", "Files of the current/last weights hash done.");
@@ -135,6 +136,7 @@ absl::Status AgentMetrics::Listen(const std::string& host_port) {
   }
   exposer_->RegisterCollectable(facts_);
   exposer_->RegisterCollectable(rank_);
+  exposer_->RegisterCollectable(links_);
   exposer_->RegisterCollectable(registry_);
   auto ports = exposer_->GetListeningPorts();
   if (ports.empty()) return absl::UnavailableError("metrics listen " + host_port + ": no port bound");
@@ -161,6 +163,7 @@ void AgentMetrics::RecordHashDone(const v1::WeightsManifest& manifest) {
 std::string AgentMetrics::Render() const {
   std::vector<prometheus::MetricFamily> all = facts_->Collect();
   for (auto& f : rank_->Collect()) all.push_back(std::move(f));
+  for (auto& f : links_->Collect()) all.push_back(std::move(f));
   for (auto& f : registry_->Collect()) all.push_back(std::move(f));
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, all);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agentd/link_rates.h"
 #include "agentd/node_facts.h"
 #include "tandem/v1/agent.pb.h"
 #include "prometheus/collectable.h"
@@ -69,6 +70,8 @@ class AgentMetrics {
   void RecordHashDone(const v1::WeightsManifest& manifest);
   // Where the rank metrics come from (the EngineHost's status); unset: not exported.
   void SetRankStatusSource(std::function<v1::RankStatus()> source) { rank_->SetSource(std::move(source)); }
+  // The link-utilisation sampler (tandem_link_*); unset: not exported.
+  void SetLinkRates(std::shared_ptr<const LinkRates> rates) { links_->SetSource(std::move(rates)); }
 
   // Text exposition of everything (what /metrics returns), for tests.
   std::string Render() const;
@@ -77,6 +80,7 @@ class AgentMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<NodeFactsCollectable> facts_;
   std::shared_ptr<RankStatusCollectable> rank_;
+  std::shared_ptr<LinkRatesCollectable> links_;
   prometheus::Gauge* hash_bytes_done_;
   prometheus::Gauge* hash_size_bytes_;
   prometheus::Gauge* hash_files_done_;

@@ -57,6 +57,9 @@ TEST(AgentdProcessTest, ServesFactsAndMetricsAndStopsOnSigterm) {
   FakeNodeOptions opts;
   opts.driver_version = "580.99.01";  // distinct from any real driver
   auto [sys, proc] = WriteFakeNode(tmp / "node", opts);
+  // Byte counters of one CX-7 half, for the link-utilisation series the agent samples.
+  tandem::testing::WriteTextFile(sys + "/class/net/enp1s0f0np0/statistics/tx_bytes", "123456\n");
+  tandem::testing::WriteTextFile(sys + "/class/net/enp1s0f0np0/statistics/rx_bytes", "654321\n");
   Subprocess agent;
   SubprocessOptions so;
   so.argv = {AgentBinary(),      "--listen",     "127.0.0.1:0", "--node-name",     "spark-b",
@@ -104,6 +107,9 @@ TEST(AgentdProcessTest, ServesFactsAndMetricsAndStopsOnSigterm) {
   EXPECT_NE(info.find("driver=\"580.99.01\""), std::string::npos);
   EXPECT_NE(info.find("node=\"spark-b\""), std::string::npos);
   EXPECT_NE(info.find("agent_sha256=\"" + facts.build().binary_sha256() + "\""), std::string::npos);
+  EXPECT_NE(res->body.find("tandem_link_tx_bytes_total{node=\"spark-b\",interface=\"enp1s0f0np0\"} 123456"),
+            std::string::npos)
+      << res->body;
 
   // Facts are fresh: change the driver file, scrape again.
   tandem::testing::WriteTextFile(sys + "/module/nvidia/version", "580.99.02\n");
