@@ -57,6 +57,15 @@ struct TimeoutSpec {
   std::chrono::milliseconds status{2000};
 };
 
+// `fabric_check:` — the group's own collectives before `up` loads weights (docs/linktest.md
+// "Collectives"): `true`, or a mapping with optional thresholds (the mapping turns it on).
+struct FabricCheckSpec {
+  bool enabled = false;
+  std::optional<double> min_busbw_gbps;  // large all-reduce bus bandwidth, GB/s, every rank
+  std::optional<double> max_latency_us;  // 4 KiB all-reduce median latency, us, every rank
+  std::chrono::milliseconds timeout{60000};  // every rank present and the comm formed
+};
+
 struct ClusterSpec {
   std::string file;  // as given; used in messages
   std::string name;  // `cluster`
@@ -85,6 +94,7 @@ struct ClusterSpec {
   // inode, size, mtime and ctime) or "full" (every byte is read again on every preflight/up).
   bool preflight_verify_full = false;
   ProbeSpec probe;
+  FabricCheckSpec fabric_check;
   ServeSpec serve;
   TimeoutSpec timeouts;
   std::vector<NodeSpec> nodes;

@@ -4,10 +4,13 @@
 // launch. Steps hold several sequences, each a chunk of consecutive positions that starts at 0 or
 // after cached positions, one-token (decode-style) sequences mixed in, over shuffled block tables.
 //
-// Bounds: ||out - ref|| / ||ref|| < 1e-2 over the whole output, and < 3e-2 for every (token, head)
-// row. The kernel rounds Q (scale folded in), P and a float32 cache's K and V to bf16 operands, so
-// errors land near 3e-3 (METHOD.md: bf16 operands give 1e-3..1e-2); the row bound catches a single
-// wrong row, which the whole-output norm would dilute below 1e-2 in a step of 2100 tokens x 32 heads.
+// Bounds: ||out - ref|| / ||ref|| < 1e-2 over the whole output, and < 5e-2 for every (token, head)
+// row. The kernel rounds Q (scale folded in), P and a float32 cache's K and V to bf16 operands
+// (METHOD.md: bf16 operands give 1e-3..1e-2). A host emulation of the kernel (ldmatrix and mma.sync
+// per the PTX fragment layouts) gave 1.5e-3..3e-3 overall; its worst row was 1.6e-2, on the fp8 data
+// (codes up to 15: scores with a spread of ~3, so a few dominant weights carry Q's rounding). The row
+// bound catches a single wrong row, which the whole-output norm would dilute below 1e-2 in a step of
+// 2100 tokens x 32 heads; a wrong row is off by ~100%.
 //
 // Cache slots past each sequence's last position hold NaN, and block-table entries past a
 // sequence's blocks name a block far outside the cache: a tile that reads past the positions it
@@ -33,7 +36,7 @@ using testing::Rng;
 using testing::Shape;
 
 constexpr double kBound = 1e-2;
-constexpr double kRowBound = 3e-2;
+constexpr double kRowBound = 5e-2;
 
 struct Seq {
   int32_t prefix;  // positions already cached before the chunk
