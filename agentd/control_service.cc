@@ -15,6 +15,7 @@ namespace {
 v1::ControlError::Outcome OutcomeOf(const absl::Status& st) {
   if (IsRankFailure(st)) return v1::ControlError::FAILED;
   if (IsProbeFailure(st)) return v1::ControlError::PROBE_FAILED;
+  if (IsFabricCheckFailure(st)) return v1::ControlError::CHECK_FAILED;
   return v1::ControlError::REFUSED;
 }
 
@@ -35,8 +36,8 @@ grpc::Status ControlOpStatus(const absl::Status& st) {
 
 }  // namespace
 
-ControlService::ControlService(EngineHost* host, RendezvousStore* store, const TokenAuth* auth)
-    : host_(host), store_(store), auth_(auth) {}
+ControlService::ControlService(EngineHost* host, RendezvousStore* store, const TokenAuth* auth, FabricCheck* fabric)
+    : host_(host), store_(store), auth_(auth), fabric_(fabric) {}
 
 #define TANDEM_CHECK_AUTH(method)                                  \
   do {                                                             \
@@ -131,6 +132,16 @@ grpc::Status ControlService::StoreGet(grpc::ServerContext* context, const v1::St
   if (absl::IsDeadlineExceeded(v.status())) return ToGrpcStatus(absl::NotFoundError(v.status().message()));
   if (!v.ok()) return ToGrpcStatus(v.status());
   response->set_value(std::move(*v));
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::CheckFabric(grpc::ServerContext* context, const v1::CheckFabricRequest* request,
+                                         v1::CheckFabricResponse* response) {
+  TANDEM_CHECK_AUTH("CheckFabric");
+  if (fabric_ == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this agent runs no fabric checks");
+  auto r = fabric_->Run(*request);
+  if (!r.ok()) return ControlOpStatus(r.status());
+  *response = std::move(*r);
   return grpc::Status::OK;
 }
 

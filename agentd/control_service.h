@@ -6,6 +6,7 @@
 
 #include "agentd/auth.h"
 #include "agentd/engine_host.h"
+#include "agentd/fabric_check.h"
 #include "agentd/rendezvous_store.h"
 #include "tandem/v1/agent.grpc.pb.h"
 
@@ -13,8 +14,8 @@ namespace tandem::agentd {
 
 class ControlService final : public v1::AgentControl::Service {
  public:
-  // Not owned; all must outlive the service.
-  ControlService(EngineHost* host, RendezvousStore* store, const TokenAuth* auth);
+  // Not owned; all must outlive the service. `fabric` null: CheckFabric is UNIMPLEMENTED.
+  ControlService(EngineHost* host, RendezvousStore* store, const TokenAuth* auth, FabricCheck* fabric = nullptr);
 
   grpc::Status LoadModel(grpc::ServerContext* context, const v1::LoadModelRequest* request,
                          grpc::ServerWriter<v1::LoadModelEvent>* writer) override;
@@ -35,11 +36,15 @@ class ControlService final : public v1::AgentControl::Service {
   // Waits up to min(timeout_ms, 10 s); a key still missing: NOT_FOUND ("did not appear").
   grpc::Status StoreGet(grpc::ServerContext* context, const v1::StoreGetRequest* request,
                         v1::StoreGetResponse* response) override;
+  // Blocks for the whole check (its own deadlines: agentd/fabric_check.h).
+  grpc::Status CheckFabric(grpc::ServerContext* context, const v1::CheckFabricRequest* request,
+                           v1::CheckFabricResponse* response) override;
 
  private:
   EngineHost* host_;
   RendezvousStore* store_;
   const TokenAuth* auth_;
+  FabricCheck* fabric_;
 };
 
 }  // namespace tandem::agentd

@@ -10,19 +10,6 @@
 #include "proto/rank_state.h"
 
 namespace tandem::agentd {
-namespace {
-
-// NCCL_* or GLOO_* followed by upper-case letters, digits and '_': the transport's variables.
-bool IsCommEnvName(const std::string& name) {
-  const bool prefix = name.rfind("NCCL_", 0) == 0 || name.rfind("GLOO_", 0) == 0;
-  if (!prefix || name.size() == 5) return false;
-  for (char c : name) {
-    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 using std::chrono::milliseconds;
 

@@ -92,6 +92,15 @@ absl::StatusOr<std::unique_ptr<engine::Comm>> CreateGroupComm(const GroupCommOpt
   return engine::CreateGlooComm(co);
 }
 
+bool IsCommEnvName(const std::string& name) {
+  const bool prefix = name.rfind("NCCL_", 0) == 0 || name.rfind("GLOO_", 0) == 0;
+  if (!prefix || name.size() == 5) return false;
+  for (char c : name) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
 std::string HeartbeatKey(uint64_t generation, int rank) {
   return absl::StrCat(engine::GenerationPrefix(generation), "/alive/", rank);
 }

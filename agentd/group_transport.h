@@ -54,6 +54,11 @@ struct GroupCommOptions {
 // Gloo for cpu, NCCL on kCudaRankDevice for cuda (FailedPrecondition in a build without CUDA).
 absl::StatusOr<std::unique_ptr<engine::Comm>> CreateGroupComm(const GroupCommOptions& options);
 
+// NCCL_* or GLOO_* followed by upper-case letters, digits and '_': the transport's variables, the
+// only names a JoinGroup or CheckFabric may set in the agent's environment (process-wide: any
+// other name, LD_PRELOAD or PATH, would reach every later subprocess).
+bool IsCommEnvName(const std::string& name);
+
 // Store key of rank `rank`'s heartbeat counter in generation `generation`'s group.
 std::string HeartbeatKey(uint64_t generation, int rank);
 

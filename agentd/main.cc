@@ -259,7 +259,13 @@ int main(int argc, char** argv) {
   };
   tandem::agentd::EngineHost host(host_options);
   metrics.SetRankStatusSource([&host] { return host.Status(); });
-  tandem::agentd::ControlService control(&host, &store, &auth);
+  tandem::agentd::FabricCheckOptions fabric_options;
+  fabric_options.local_store = &store;
+  fabric_options.token = token;
+  fabric_options.store_credentials = host_options.store_credentials;
+  fabric_options.busy = [&host] { return tandem::agentd::FabricCheckBusyReason(host.Status()); };
+  tandem::agentd::FabricCheck fabric(fabric_options);
+  tandem::agentd::ControlService control(&host, &store, &auth, &fabric);
 
   grpc::ServerBuilder builder;
   // Two agents must not share a port (gRPC sets SO_REUSEPORT by default: both would say ready).

@@ -65,6 +65,14 @@ void RendezvousStore::DropGenerationsBefore(uint64_t generation) {
   }
 }
 
+void RendezvousStore::DropPrefix(const std::string& prefix) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = values_.lower_bound(prefix); it != values_.end() && it->first.rfind(prefix, 0) == 0;) {
+    bytes_ -= it->first.size() + it->second.size();
+    it = values_.erase(it);
+  }
+}
+
 size_t RendezvousStore::size() const {
   std::lock_guard<std::mutex> l(mu_);
   return values_.size();

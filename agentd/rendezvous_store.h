@@ -34,6 +34,8 @@ class RendezvousStore final : public engine::Store {
   std::optional<std::string> TryGet(const std::string& key);
   // Drops every key under "gen<g>/" with g < generation (groups that no longer exist).
   void DropGenerationsBefore(uint64_t generation);
+  // Drops every key that starts with `prefix` (a finished fabric check's "fabric/<id>/").
+  void DropPrefix(const std::string& prefix);
   size_t size() const;
 
  private:

@@ -30,6 +30,10 @@ class GrpcNodeControl final : public NodeControl {
   absl::StatusOr<v1::RankStatus> GetStatus(std::chrono::milliseconds timeout) override {
     return client_.GetStatus(timeout);
   }
+  absl::StatusOr<v1::CheckFabricResponse> CheckFabric(const v1::CheckFabricRequest& req,
+                                                      std::chrono::milliseconds timeout) override {
+    return client_.CheckFabric(req, timeout);
+  }
 
  private:
   ControlClient client_;

@@ -34,6 +34,11 @@ class NodeControl {
   virtual absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& req,
                                                         std::chrono::milliseconds timeout) = 0;
   virtual absl::StatusOr<v1::RankStatus> GetStatus(std::chrono::milliseconds timeout) = 0;
+  // The fabric check (controller/fabric_check.h); a fake that does not script it says so.
+  virtual absl::StatusOr<v1::CheckFabricResponse> CheckFabric(const v1::CheckFabricRequest&,
+                                                              std::chrono::milliseconds) {
+    return absl::UnimplementedError("CheckFabric is not available here");
+  }
 };
 
 // Every agent of the cluster. Called from several threads at once (one per node).

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/secret_file.h"
 #include "common/status.h"
 #include "controller/preflight_output.h"
@@ -375,6 +376,18 @@ absl::StatusOr<UpResult> BringUp(const ClusterContext& ctx, const UpOptions& opt
   }
   end_phase("plan");
 
+  // Optional: the group's own collectives before any weights load (the agents are idle now, and a
+  // slow or broken fabric is cheaper to learn before a 30-minute load than after it).
+  if (ctx.spec.fabric_check.enabled) {
+    t.fabric = RunFabricCheck(plan->plan, *ctx.agents, FabricCheckOptionsFromSpec(ctx.spec.fabric_check));
+    for (absl::string_view line : absl::StrSplit(FormatFabricTable(*t.fabric), '\n', absl::SkipEmpty())) {
+      say(std::string(line));
+    }
+    end_phase("fabric");
+    // Nothing was loaded: there is nothing to tear down.
+    if (absl::Status fabric = FabricVerdict(*t.fabric); !fabric.ok()) return fail("fabric", fabric, false);
+  }
+
   // 3-6. Load, join, probe, open the gate; a failure from here on leaves the group everywhere.
   absl::Status loaded = LoadRanks(ctx, plan->plan, clock, say);
   end_phase("load");
@@ -387,8 +400,8 @@ absl::StatusOr<UpResult> BringUp(const ClusterContext& ctx, const UpOptions& opt
   res.generation = plan->plan.generation;
   res.api_endpoint = joined->api_endpoint;
   res.transport = joined->transport;
-  // Fabric: the group's first collective ran inside JoinGroup with the production comm env;
-  // report the transport it used (see docs/orchestration.md for why there is no separate one).
+  // The group's first collective ran inside JoinGroup with the production comm env: report the
+  // transport it used (the timed check before the load is `fabric_check: true`, above).
   say(absl::StrCat("fabric: transport ", res.transport.empty() ? "unknown" : res.transport));
 
   // The probe runs before anyone else can send a request: the gate opens only after it.

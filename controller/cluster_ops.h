@@ -19,6 +19,7 @@
 #include "controller/cluster_plan.h"
 #include "controller/cluster_spec.h"
 #include "controller/controller_state.h"
+#include "controller/fabric_check.h"
 #include "controller/reconciler.h"
 #include "tandem/v1/agent.pb.h"
 
@@ -57,6 +58,7 @@ struct UpTrace {
   double total_seconds = 0;
   std::string failed_phase;     // "" when it succeeded
   std::string preflight_table;  // the preflight table when preflight failed
+  std::optional<FabricReport> fabric;  // the fabric check's, when cluster.yaml asked for one
 };
 
 // A group that serves.

@@ -17,7 +17,7 @@ namespace {
 
 // What may appear where. Paths use "nodes[]" for any element of the nodes list. Keys that later
 // issues use are listed now, so files written for them are not rejected.
-enum class KeyKind { kScalar, kList, kMap, kNodeList };
+enum class KeyKind { kScalar, kList, kMap, kNodeList, kScalarOrMap };
 struct KnownKey {
   const char* path;
   KeyKind kind;
@@ -55,6 +55,10 @@ constexpr KnownKey kKnownKeys[] = {
     {"probe.interval", KeyKind::kScalar},
     {"probe.timeout", KeyKind::kScalar},
     {"probe.max_tokens", KeyKind::kScalar},
+    {"fabric_check", KeyKind::kScalarOrMap},
+    {"fabric_check.min_busbw_gbps", KeyKind::kScalar},
+    {"fabric_check.max_latency_us", KeyKind::kScalar},
+    {"fabric_check.timeout", KeyKind::kScalar},
     {"serve", KeyKind::kMap},
     {"serve.restart_budget", KeyKind::kScalar},
     {"serve.metrics_listen", KeyKind::kScalar},
@@ -167,6 +171,11 @@ class SpecParser {
             if (!v[i].IsScalar()) return Error(v[i], absl::StrCat(child_display, "[", i, "]"), "expected a value");
           }
           break;
+        case KeyKind::kScalarOrMap:
+          if (v.IsScalar()) break;
+          if (!v.IsMap()) return Error(v.IsNull() ? key_node : v, child_display, "expected a value or a mapping");
+          RETURN_IF_ERROR(CheckKeys(v, child_pattern, child_display));
+          break;
         case KeyKind::kMap:
           if (!v.IsMap()) return Error(v.IsNull() ? key_node : v, child_display, "expected a mapping (key: value lines)");
           RETURN_IF_ERROR(CheckKeys(v, child_pattern, child_display));
@@ -228,6 +237,37 @@ class SpecParser {
       return Error(v, display, absl::StrCat("expected a duration like 500ms, 30s, 10m or 1h, got \"", v.Scalar(), "\""));
     }
     return absl::OkStatus();
+  }
+
+  // A number > 0 at parent[key] into *out; absent keeps it unset.
+  absl::Status PositiveNumber(const YAML::Node& parent, const char* key, const std::string& display,
+                              std::optional<double>* out) const {
+    YAML::Node v = parent[key];
+    if (!v.IsDefined() || v.IsNull()) return absl::OkStatus();
+    double x = 0;
+    try {
+      x = v.as<double>();
+    } catch (const YAML::Exception&) {
+      return Error(v, display, absl::StrCat("expected a number > 0, got \"", v.Scalar(), "\""));
+    }
+    if (!(x > 0)) return Error(v, display, absl::StrCat("expected a number > 0, got ", v.Scalar()));
+    *out = x;
+    return absl::OkStatus();
+  }
+
+  absl::Status FabricCheck(const YAML::Node& f, FabricCheckSpec* out) const {
+    if (f.IsScalar()) {
+      try {
+        out->enabled = f.as<bool>();
+      } catch (const YAML::Exception&) {
+        return Error(f, "fabric_check", absl::StrCat("expected true, false or a mapping, got \"", f.Scalar(), "\""));
+      }
+      return absl::OkStatus();
+    }
+    out->enabled = true;
+    RETURN_IF_ERROR(PositiveNumber(f, "min_busbw_gbps", "fabric_check.min_busbw_gbps", &out->min_busbw_gbps));
+    RETURN_IF_ERROR(PositiveNumber(f, "max_latency_us", "fabric_check.max_latency_us", &out->max_latency_us));
+    return DurationKey(f, "timeout", "fabric_check.timeout", &out->timeout);
   }
 
   absl::Status HostPortKey(const YAML::Node& parent, const char* key, const std::string& display,
@@ -388,6 +428,7 @@ class SpecParser {
       RETURN_IF_ERROR(DurationKey(probe, "interval", "probe.interval", &spec.probe.interval));
       RETURN_IF_ERROR(DurationKey(probe, "timeout", "probe.timeout", &spec.probe.timeout));
     }
+    if (YAML::Node f = root["fabric_check"]; f.IsDefined()) RETURN_IF_ERROR(FabricCheck(f, &spec.fabric_check));
     if (YAML::Node serve = root["serve"]; serve.IsDefined()) {
       RETURN_IF_ERROR(RestartBudget(serve, &spec.serve));
       RETURN_IF_ERROR(HostPortKey(serve, "metrics_listen", "serve.metrics_listen", &spec.serve.metrics_listen));

@@ -124,4 +124,14 @@ absl::StatusOr<v1::RankStatus> ControlClient::GetStatus(std::chrono::millisecond
   return resp;
 }
 
+absl::StatusOr<v1::CheckFabricResponse> ControlClient::CheckFabric(const v1::CheckFabricRequest& req,
+                                                                    std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  v1::CheckFabricResponse resp;
+  grpc::Status st = stub_->CheckFabric(&ctx, req, &resp);
+  if (!st.ok()) return ControlAnswerError(st, "CheckFabric", timeout);
+  return resp;
+}
+
 }  // namespace tandem::controller

@@ -40,6 +40,10 @@ class ControlClient {
   absl::Status SetServing(bool serving, std::chrono::milliseconds timeout);
   absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& req, std::chrono::milliseconds timeout);
   absl::StatusOr<v1::RankStatus> GetStatus(std::chrono::milliseconds timeout);
+  // The agent's refusal or failed check reads as ControlAnswerError ("CheckFabric: the agent
+  // answered DEADLINE_EXCEEDED: rank 1 of 2 did not join ...").
+  absl::StatusOr<v1::CheckFabricResponse> CheckFabric(const v1::CheckFabricRequest& req,
+                                                      std::chrono::milliseconds timeout);
 
  private:
   void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;

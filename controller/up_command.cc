@@ -24,6 +24,7 @@ std::string FormatUpJson(const absl::StatusOr<UpResult>& result, const UpTrace& 
   j["failed_phase"] = trace.failed_phase;
   j["error"] = result.ok() ? "" : StatusText(result.status());
   j["preflight"] = trace.preflight_table;
+  if (trace.fabric) j["fabric"] = FabricReportJson(*trace.fabric);
   return j.dump() + "\n";
 }
 

@@ -47,6 +47,19 @@ TEST(RendezvousStoreTest, BoundedAndDropsOldGenerations) {
   EXPECT_EQ(*store.TryGet("group/generation"), "10");
 }
 
+TEST(RendezvousStoreTest, DropPrefixFreesOnlyThatPrefixAndItsBytes) {
+  RendezvousStore store(/*max_keys=*/3, /*max_bytes=*/1040);
+  ASSERT_TRUE(store.Set("fabric/7/0", "x").ok());
+  ASSERT_TRUE(store.Set("fabric/7/1", "x").ok());
+  ASSERT_TRUE(store.Set("fabric/70/0", "x").ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(store.Set("gen1/a", "x")));
+  store.DropPrefix("fabric/7/");
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(*store.TryGet("fabric/70/0"), "x");  // another check's keys stay
+  EXPECT_TRUE(store.Set("gen1/a", "x").ok());
+  EXPECT_TRUE(store.Set("gen1/b", std::string(1000, 'y')).ok());  // the dropped bytes were given back
+}
+
 // A store whose every Get is one empty slice (DeadlineExceeded at once), recording the timeouts
 // it was asked for; `on_get` runs before each answer.
 class SliceStore final : public engine::Store {

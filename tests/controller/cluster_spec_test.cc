@@ -315,6 +315,29 @@ TEST(OrchestrationKeys, BadValuesNameFileLineKey) {
   ExpectKeyError("timeouts:\n  join: 0s\n", "cluster.yaml:5: timeouts.join: expected a duration");
 }
 
+TEST(OrchestrationKeys, FabricCheckIsABoolOrAMappingOfThresholds) {
+  const std::string base = "model: {path: /m}\nnodes:\n  - {name: a, agent: 'h:1'}\n";
+  auto off = ParseClusterSpec(base, "c.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->fabric_check.enabled);
+  auto on = ParseClusterSpec(base + "fabric_check: true\n", "c.yaml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->fabric_check.enabled);
+  EXPECT_FALSE(on->fabric_check.min_busbw_gbps.has_value());
+  EXPECT_EQ(on->fabric_check.timeout, std::chrono::seconds(60));
+  auto limits = ParseClusterSpec(base + "fabric_check: {min_busbw_gbps: 12.5, max_latency_us: 80, timeout: 20s}\n", "c.yaml");
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  EXPECT_TRUE(limits->fabric_check.enabled);
+  EXPECT_EQ(*limits->fabric_check.min_busbw_gbps, 12.5);
+  EXPECT_EQ(*limits->fabric_check.max_latency_us, 80);
+  EXPECT_EQ(limits->fabric_check.timeout, std::chrono::seconds(20));
+  ExpectKeyError("fabric_check: sometimes\n", "cluster.yaml:4: fabric_check: expected true, false or a mapping");
+  ExpectKeyError("fabric_check:\n  min_busbw_gbps: 0\n", "cluster.yaml:5: fabric_check.min_busbw_gbps: expected a number > 0");
+  ExpectKeyError("fabric_check:\n  max_latncy_us: 5\n",
+                 "cluster.yaml:5: fabric_check.max_latncy_us: unknown key (did you mean \"max_latency_us\"?)");
+  ExpectKeyError("fabric_check: [1]\n", "cluster.yaml:4: fabric_check: expected a value or a mapping");
+}
+
 TEST(OrchestrationKeys, PromptIds) {
   auto spec = ParseClusterSpec("model: {path: /m}\nprobe:\n  prompt_ids: [1, 22, 333]\nnodes:\n  - {name: a, agent: 'h:1'}\n", "c.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
