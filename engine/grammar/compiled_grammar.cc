@@ -41,6 +41,13 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
   }
   masks_.resize(el.size());
   ComputeFollowSets();
+  strings_ = FindStringPositions(grammar_, follow_);
+  for (const StringPosition& s : strings_) {
+    if (s.piece >= 0) {
+      vocab_->string_content();  // built now, while compiling, rather than at a decode step
+      break;
+    }
+  }
 }
 
 void CompiledGrammar::ComputeFollowSets() {
@@ -270,10 +277,12 @@ void CompiledGrammar::WalkTokens(const MatchState& start, std::vector<StackNode>
     }
     if (r != TokenResult::kRejected) visit(rank, r);
     if (ranks == nullptr && decided <= b.size()) {
-      // The following tokens that share the deciding bytes get the same answer unseen.
-      while (i + 1 < count && static_cast<size_t>(v.lcp()[i + 1]) >= decided) {
-        ++i;
-        if (r != TokenResult::kRejected) visit(static_cast<int32_t>(i), r);
+      // The following tokens that share the deciding bytes get the same answer unseen; a
+      // rejected block is skipped whole.
+      if (r == TokenResult::kRejected) {
+        i = static_cast<size_t>(v.block_end(rank, decided)) - 1;
+      } else {
+        while (i + 1 < count && static_cast<size_t>(v.lcp()[i + 1]) >= decided) visit(static_cast<int32_t>(++i), r);
       }
     }
   }
@@ -281,6 +290,13 @@ void CompiledGrammar::WalkTokens(const MatchState& start, std::vector<StackNode>
 }
 
 PositionMask CompiledGrammar::ComputeMask(int32_t pos) const {
+  if (!IsStringContent(pos)) return WalkMask(pos);
+  PositionMask m;
+  vocab_->string_content().Mask(strings_[pos], follow_[owner_[pos]], &m);
+  return m;
+}
+
+PositionMask CompiledGrammar::WalkMask(int32_t pos) const {
   PositionMask m;
   m.accepted.assign(static_cast<size_t>(vocab_->mask_words()), 0);
   std::vector<StackNode> pool{StackNode{pos, kBoundaryParent}};

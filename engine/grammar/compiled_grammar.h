@@ -12,7 +12,9 @@
 // without reaching the boundary is accepted from p whatever lies below; one that fails without
 // reaching it is rejected whatever lies below; only tokens that reach the boundary (the rule of p
 // ends inside the token) depend on the rest of the stack and are checked at run time. Computed on
-// first use and kept; a few thousand tokens at most are left to check per step.
+// first use and kept; a few thousand tokens at most are left to check per step. Inside JSON
+// string content the walk would take 10-40 ms per position for the same answer that buckets
+// of the vocabulary give in microseconds (string_masks.h), so those positions take that path.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/string_masks.h"
 #include "engine/grammar/vocabulary.h"
 
 namespace tandem::grammar {
@@ -84,6 +87,12 @@ class CompiledGrammar {
   const PositionMask& MaskAt(int32_t pos) const;
   static constexpr size_t kMaxStoredMasks = 1024;
 
+  // The entry of `pos` by walking the vocabulary: what MaskAt computes, except inside JSON
+  // string content (IsStringContent), where MaskAt reads the vocabulary's buckets
+  // (string_masks.h) for the same result. Tests compare the two.
+  PositionMask WalkMask(int32_t pos) const;
+  bool IsStringContent(int32_t pos) const { return strings_[pos].piece >= 0; }
+
  private:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
   // Adds the tops reachable from `node` without consuming a byte to `out`.
@@ -100,6 +109,7 @@ class CompiledGrammar {
   // leaves the rule of the cached position and goes on with another byte is only uncertain when
   // that byte can follow (a string's closing quote followed by ')' is rejected at once).
   std::vector<ByteSet> follow_;
+  std::vector<StringPosition> strings_;  // per position
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<PositionMask>> masks_;  // per position, null until computed
   mutable size_t stored_ = 0;                                  // non-null entries of masks_

@@ -173,7 +173,7 @@ class SchemaCompiler {
     if (!range.ok()) return range.status();
     const auto [lo, hi] = *range;
     if (lo == 0 && hi < 0) return b_.Ref(String());
-    return b_.Seq({b_.Literal("\""), b_.Repeat(CharExpr(), lo, hi), b_.Literal("\"")});
+    return b_.Seq({b_.Literal("\""), b_.Repeat(JsonStringChar(b_), lo, hi), b_.Literal("\"")});
   }
 
   absl::StatusOr<Expr> CompileArray(const Json& s, const std::string& path) {
@@ -341,20 +341,10 @@ class SchemaCompiler {
   Expr Space() { return b_.Optional(b_.Literal(" ")); }
   Expr Separator() { return b_.Seq({b_.Literal(","), Space()}); }
 
-  // One character of a JSON string: anything but '"', '\' and control characters, or an
-  // escape. An expression, not a rule: a repetition of it is flattened into rules that hold the
-  // characters themselves, so that a token of several characters stays inside one rule.
-  Expr CharExpr() {
-    const Expr hex = b_.Bytes({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
-    return b_.Alt({b_.Chars({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, /*negated=*/true),
-                   b_.Seq({b_.Literal("\\"), b_.Bytes({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
-                                                       {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}})}),
-                   b_.Seq({b_.Literal("\\u"), b_.Repeat(hex, 4, 4)})});
-  }
   RuleId String() {
     if (string_ >= 0) return string_;
     string_ = b_.AddRule(prefix_ + ".string");
-    (void)b_.Define(string_, b_.Seq({b_.Literal("\""), b_.Star(CharExpr()), b_.Literal("\"")}));
+    (void)b_.Define(string_, b_.Seq({b_.Literal("\""), b_.Star(JsonStringChar(b_)), b_.Literal("\"")}));
     return string_;
   }
   // A number or integer; `minimum` 0 (no sign) or, for integers, 1 (no sign, no zero) are the
@@ -422,6 +412,17 @@ class SchemaCompiler {
 };
 
 }  // namespace
+
+// An expression, not a rule: a repetition of it is flattened into rules that hold the
+// characters themselves, so that a token of several characters stays inside one rule (and
+// string_masks.h recognises those rules).
+Expr JsonStringChar(GrammarBuilder& b) {
+  const Expr hex = b.Bytes({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
+  return b.Alt({b.Chars({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, /*negated=*/true),
+                b.Seq({b.Literal("\\"), b.Bytes({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
+                                                 {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}})}),
+                b.Seq({b.Literal("\\u"), b.Repeat(hex, 4, 4)})});
+}
 
 absl::StatusOr<RuleId> AddJsonSchema(const Json& schema, GrammarBuilder& builder, std::string_view rule_name) {
   const RuleId rule = builder.AddRule(rule_name);

@@ -33,6 +33,10 @@ namespace tandem::grammar {
 absl::StatusOr<RuleId> AddJsonSchema(const nlohmann::ordered_json& schema, GrammarBuilder& builder,
                                      std::string_view rule_name);
 
+// One character of a JSON string: any valid UTF-8 code point but '"', '\\' and control
+// characters, or an escape (\" \\ \/ \b \f \n \r \t, \u and four hex digits).
+Expr JsonStringChar(GrammarBuilder& builder);
+
 // A rule matching any JSON value (object, array, string, number, true, false, null), nested to
 // any depth.
 RuleId AddAnyJson(GrammarBuilder& builder, std::string_view rule_name);

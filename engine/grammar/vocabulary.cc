@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "engine/grammar/string_masks.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tandem::grammar {
@@ -41,6 +42,24 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, const std
     lcp_[i] = static_cast<int32_t>(k);
   }
   sorted_offset_.push_back(sorted_text_.size());
+  // From the last rank back: a block at some depth continues into the next rank exactly when
+  // the two share that many bytes.
+  const int32_t n = static_cast<int32_t>(sorted_.size());
+  block_end_.assign(sorted_text_.size(), n);
+  for (int32_t i = n - 1; i >= 0; --i) {
+    const size_t len = sorted_offset_[i + 1] - sorted_offset_[i];
+    for (size_t d = 1; d <= len; ++d) {
+      const bool continues = i + 1 < n && static_cast<size_t>(lcp_[i + 1]) >= d;
+      block_end_[sorted_offset_[i] + d - 1] = continues ? block_end_[sorted_offset_[i + 1] + d - 1] : i + 1;
+    }
+  }
+}
+
+TokenVocabulary::~TokenVocabulary() = default;
+
+const StringContentIndex& TokenVocabulary::string_content() const {
+  std::call_once(string_content_once_, [this] { string_content_ = std::make_unique<const StringContentIndex>(*this); });
+  return *string_content_;
 }
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::FromTokenizer(const tokenizer::Tokenizer& tok,
