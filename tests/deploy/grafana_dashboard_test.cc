@@ -1,9 +1,11 @@
 // deploy/grafana/tandem-dashboard.json against what the exporters really serve: every tandem_*
 // series a panel queries is one of the families the agent, the API (ServeMetrics) and
 // `tandemctl serve` expose, and the request-level series vLLM's dashboards have (issue 17) are on
-// a panel. A renamed or dropped metric fails here rather than as an empty panel.
+// a panel, as do the link-utilisation series (issue 19). A renamed or dropped metric fails here
+// rather than as an empty panel.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -44,6 +46,15 @@ std::map<std::string, std::string> ExportedFamilies() {
   auto [sys, proc] = testing::WriteFakeNode(tmp / "node", {});
   agentd::AgentMetrics agent(agentd::FactsRoots{sys, proc}, "n1");
   agent.SetRankStatusSource([] { return v1::RankStatus(); });
+  // Link series need byte counters and two samples (the rate comes from the second).
+  for (const char* f : {"tx_bytes", "rx_bytes"}) {
+    testing::WriteTextFile(sys + "/class/net/enp1s0f0np0/statistics/" + f, "0\n");
+  }
+  auto links = std::make_shared<agentd::LinkRates>(agentd::FactsRoots{sys, proc}, std::vector<std::string>{});
+  const auto t0 = std::chrono::steady_clock::now();
+  links->Sample(t0);
+  links->Sample(t0 + std::chrono::seconds(5));
+  agent.SetLinkRates(links);
   AddFamilies(agent.Render(), &families);
 
   openai::ServeMetrics serve("tiny");
@@ -105,7 +116,8 @@ TEST(GrafanaDashboardTest, TheVllmRequestSeriesHaveAPanel) {
         "tandem_request_prompt_tokens", "tandem_request_generation_tokens", "tandem_iteration_tokens",
         "tandem_cache_config_info", "tandem_time_to_first_token_seconds", "tandem_inter_token_latency_seconds",
         "tandem_e2e_request_latency_seconds", "tandem_kv_cache_usage_perc", "tandem_num_preemptions_total",
-        "tandem_request_success_total", "tandem_hash_bytes_total"}) {
+        "tandem_request_success_total", "tandem_hash_bytes_total", "tandem_link_tx_bytes_per_second",
+        "tandem_link_speed_bytes_per_second", "tandem_link_rx_bytes_total"}) {
     EXPECT_TRUE(queried.count(name)) << name << " has no panel";
   }
 }
