@@ -1,5 +1,7 @@
 #include "agentd/agent_service.h"
 
+#include "agentd/link_rdma.h"
+#include "agentd/link_transfer.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "rpc/grpc_status.h"
@@ -73,6 +75,44 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
   v1::HashWeightsEvent ev;
   *ev.mutable_manifest() = std::move(*manifest);
   if (!writer->Write(ev)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::LinkReceive(grpc::ServerContext* context, const v1::LinkReceiveRequest* request,
+                                       grpc::ServerWriter<v1::LinkReceiveEvent>* writer) {
+  if (config_.auth != nullptr) {
+    if (grpc::Status st = config_.auth->Check(*context, "Agent.LinkReceive"); !st.ok()) return st;
+  }
+  absl::StatusOr<std::unique_ptr<LinkReceiver>> receiver = LinkReceiver::Open(config_.roots, *request, ListLocalIpv4());
+  if (!receiver.ok()) {
+    TLOG(WARN) << "link test receive refused for " << context->peer() << ": " << StatusText(receiver.status());
+    return rpc::ToGrpcStatus(receiver.status());
+  }
+  TLOG(INFO) << "link test: receiving on " << request->endpoints_size() << " interfaces for " << context->peer();
+  v1::LinkReceiveEvent ev;
+  *ev.mutable_listening() = (*receiver)->Listening();
+  if (!writer->Write(ev)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  *ev.mutable_summary() = (*receiver)->Run([context] { return context->IsCancelled(); });
+  receiver->reset();
+  if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "link test cancelled by the client");
+  if (!writer->Write(ev)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::LinkSend(grpc::ServerContext* context, const v1::LinkSendRequest* request,
+                                    v1::LinkSendResponse* response) {
+  if (config_.auth != nullptr) {
+    if (grpc::Status st = config_.auth->Check(*context, "Agent.LinkSend"); !st.ok()) return st;
+  }
+  TLOG(INFO) << "link test: sending on " << request->targets_size() << " interfaces for " << context->peer();
+  absl::StatusOr<v1::LinkSendResponse> sent =
+      RunLinkSend(config_.roots, *request, ListLocalIpv4(), [context] { return context->IsCancelled(); });
+  if (!sent.ok()) {
+    TLOG(WARN) << "link test send for " << context->peer() << ": " << StatusText(sent.status());
+    return rpc::ToGrpcStatus(sent.status());
+  }
+  *response = std::move(*sent);
+  response->set_rdma(DescribeRdma());
   return grpc::Status::OK;
 }
 

@@ -39,6 +39,13 @@ class AgentService final : public v1::Agent::Service {
   grpc::Status HashWeights(grpc::ServerContext* context, const v1::HashWeightsRequest* request,
                            grpc::ServerWriter<v1::HashWeightsEvent>* writer) override;
 
+  // The two ends of a link test (agentd/link_transfer.h): a bad request is INVALID_ARGUMENT
+  // before anything listens or connects; the client's cancel stops either end at once.
+  grpc::Status LinkReceive(grpc::ServerContext* context, const v1::LinkReceiveRequest* request,
+                           grpc::ServerWriter<v1::LinkReceiveEvent>* writer) override;
+  grpc::Status LinkSend(grpc::ServerContext* context, const v1::LinkSendRequest* request,
+                        v1::LinkSendResponse* response) override;
+
  private:
   AgentConfig config_;
   AgentMetrics* metrics_;

@@ -1,0 +1,532 @@
+#include "agentd/link_transfer.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>  // its tcp_info has tcpi_segs_out; glibc's netinet/tcp.h lags
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agentd/auth.h"
+#include "agentd/link_counters.h"
+#include "common/status.h"
+
+namespace tandem::agentd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kConnectTimeoutMs = 5000;
+constexpr auto kSendStall = std::chrono::seconds(2);
+constexpr auto kDrainTimeout = std::chrono::seconds(5);
+constexpr int kPollSliceMs = 50;  // how often blocked loops look at the stop flag
+constexpr size_t kSendChunk = 1 << 20;
+constexpr size_t kRecvChunk = 256 << 10;
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.release();
+    }
+    return *this;
+  }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+absl::Status CheckLimits(const std::string& token, uint32_t streams, uint32_t duration_ms, int ends, const char* what) {
+  if (token.size() != kLinkTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("token must be ", kLinkTokenBytes, " bytes, got ", token.size()));
+  }
+  if (streams < 1 || streams > kLinkMaxStreams) {
+    return absl::InvalidArgumentError(absl::StrCat("streams must be 1..", kLinkMaxStreams, ", got ", streams));
+  }
+  if (duration_ms < kLinkMinDurationMs || duration_ms > kLinkMaxDurationMs) {
+    return absl::InvalidArgumentError(absl::StrCat("duration must be 1..60 s, got ", duration_ms, " ms"));
+  }
+  if (ends < 1 || ends > kLinkMaxEndpoints) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": expected 1..", kLinkMaxEndpoints, ", got ", ends));
+  }
+  return absl::OkStatus();
+}
+
+// The local address `address` on `interface`, or why the request may not use it.
+absl::StatusOr<LocalIpv4> FindLocal(const std::vector<LocalIpv4>& local, const std::string& interface,
+                                    const std::string& address) {
+  std::vector<std::string> has;
+  bool exists = false;
+  for (const LocalIpv4& l : local) {
+    if (l.interface != interface) continue;
+    exists = true;
+    if (l.address == address) return l;
+    has.push_back(absl::StrCat(l.address, "/", l.prefix));
+  }
+  if (!exists) {
+    return absl::InvalidArgumentError(absl::StrCat("interface \"", interface, "\" does not exist here or has no IPv4"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("interface \"", interface, "\" does not hold ", address, " (it has ",
+                                                 absl::StrJoin(has, ", "), ")"));
+}
+
+absl::StatusOr<sockaddr_in> Ipv4Sockaddr(const std::string& address, uint32_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: \"", address, "\""));
+  }
+  return sa;
+}
+
+// Keeps the socket on the interface the half is about even when another interface holds a route
+// to the same subnet. Needs CAP_NET_RAW; without it the bind to the local address has to do.
+void BindToDevice(int fd, const std::string& interface) {
+  (void)setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface.c_str(), static_cast<socklen_t>(interface.size()));
+}
+
+// A virtual interface (veth, bridge, loopback: no device/ under class/net/IF) reports a speed
+// the kernel made up (veth: always 10000) rather than one it negotiated; judging a transfer
+// against it would call every busy veth "not sending". Such speeds are left unknown.
+bool HasDevice(const FactsRoots& roots, const std::string& interface) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::path(roots.sysfs_root) / "class/net" / interface / "device", ec);
+}
+
+v1::LinkCounterDelta Delta(const FactsRoots& roots, const absl::StatusOr<InterfaceCounters>& before,
+                           const absl::StatusOr<InterfaceCounters>& after) {
+  v1::LinkCounterDelta d;
+  d.set_speed_mbps(-1);
+  if (!before.ok() || !after.ok()) {
+    d.set_error(std::string(before.ok() ? after.status().message() : before.status().message()));
+    return d;
+  }
+  for (const auto& [k, v] : CounterDelta(before->netdev, after->netdev)) (*d.mutable_netdev())[k] = v;
+  for (const auto& [k, v] : CounterDelta(before->ethtool, after->ethtool)) (*d.mutable_ethtool())[k] = v;
+  d.set_ethtool_error(after->ethtool_error);
+  d.set_speed_mbps(HasDevice(roots, after->name) ? after->speed_mbps : -1);
+  d.set_pcie_gbps_ceiling(after->pcie_gbps_ceiling);
+  return d;
+}
+
+// Polls `fd` for `events` until one arrives (true), `stop` is set or `until` passes (false).
+bool WaitFor(int fd, short events, const std::atomic<bool>& stop, Clock::time_point until) {
+  while (!stop.load() && Clock::now() < until) {
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, kPollSliceMs);
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<LocalIpv4> ListLocalIpv4() {
+  std::vector<LocalIpv4> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    LocalIpv4 l;
+    l.interface = a->ifa_name;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    l.address = text;
+    if (a->ifa_netmask != nullptr) {
+      l.prefix = __builtin_popcount(reinterpret_cast<const sockaddr_in*>(a->ifa_netmask)->sin_addr.s_addr);
+    }
+    out.push_back(std::move(l));
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+bool SameIpv4Subnet(const LocalIpv4& net, const std::string& address) {
+  in_addr a{}, b{};
+  if (inet_pton(AF_INET, net.address.c_str(), &a) != 1 || inet_pton(AF_INET, address.c_str(), &b) != 1) return false;
+  if (net.prefix <= 0) return true;
+  const uint32_t mask = net.prefix >= 32 ? 0xffffffffu : ~(0xffffffffu >> net.prefix);
+  return (ntohl(a.s_addr) & mask) == (ntohl(b.s_addr) & mask);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiver
+
+struct LinkReceiver::Endpoint {
+  std::string interface;
+  Fd listener;
+  uint32_t port = 0;
+  absl::StatusOr<InterfaceCounters> before = absl::UnknownError("not read");
+  std::atomic<uint32_t> slots{0};     // connections that sent the token (may exceed streams)
+  std::atomic<uint32_t> finished{0};  // accepted connections the sender closed
+  std::atomic<uint32_t> refused{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<int64_t> first_ns{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> last_ns{0};
+  std::vector<std::thread> readers;   // touched by this endpoint's acceptor thread only
+};
+
+LinkReceiver::LinkReceiver(const FactsRoots& roots, const v1::LinkReceiveRequest& request)
+    : roots_(roots),
+      token_(request.token()),
+      streams_(request.streams()),
+      deadline_(Clock::now() + std::chrono::milliseconds(request.duration_ms()) + kLinkReceiveGrace) {}
+
+LinkReceiver::~LinkReceiver() = default;
+
+absl::StatusOr<std::unique_ptr<LinkReceiver>> LinkReceiver::Open(const FactsRoots& roots,
+                                                                 const v1::LinkReceiveRequest& request,
+                                                                 const std::vector<LocalIpv4>& local) {
+  RETURN_IF_ERROR(CheckLimits(request.token(), request.streams(), request.duration_ms(), request.endpoints_size(),
+                              "endpoints"));
+  std::unique_ptr<LinkReceiver> r(new LinkReceiver(roots, request));
+  for (const v1::LinkEndpoint& e : request.endpoints()) {
+    ASSIGN_OR_RETURN(LocalIpv4 l, FindLocal(local, e.interface(), e.ipv4()));
+    ASSIGN_OR_RETURN(sockaddr_in sa, Ipv4Sockaddr(l.address, 0));
+    auto ep = std::make_unique<Endpoint>();
+    ep->interface = l.interface;
+    ep->listener = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (ep->listener.get() < 0) return absl::InternalError(Errno("socket"));
+    BindToDevice(ep->listener.get(), l.interface);
+    if (::bind(ep->listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+        ::listen(ep->listener.get(), 64) != 0) {
+      return absl::InternalError(Errno(absl::StrCat("listen on ", l.address, " (", l.interface, ")").c_str()));
+    }
+    socklen_t len = sizeof(sa);
+    ::getsockname(ep->listener.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+    ep->port = ntohs(sa.sin_port);
+    r->endpoints_.push_back(std::move(ep));
+  }
+  for (auto& ep : r->endpoints_) ep->before = ReadInterfaceCounters(roots, ep->interface);
+  return r;
+}
+
+v1::LinkListening LinkReceiver::Listening() const {
+  v1::LinkListening out;
+  for (const auto& ep : endpoints_) out.add_ports(ep->port);
+  return out;
+}
+
+namespace {
+
+// One accepted connection: the token first (wrong or missing: refused), then payload until the
+// sender closes it.
+void ReadConnection(int raw_fd, const std::string& token, uint32_t streams, std::atomic<uint32_t>* slots,
+                    std::atomic<uint32_t>* finished, std::atomic<uint32_t>* refused, std::atomic<uint64_t>* bytes,
+                    std::atomic<int64_t>* first_ns, std::atomic<int64_t>* last_ns, const std::atomic<bool>& stop,
+                    Clock::time_point deadline) {
+  Fd fd(raw_fd);
+  std::string got(token.size(), '\0');
+  size_t have = 0;
+  while (have < got.size()) {
+    if (!WaitFor(fd.get(), POLLIN, stop, deadline)) break;
+    const ssize_t n = ::recv(fd.get(), got.data() + have, got.size() - have, 0);
+    if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) break;
+    if (n > 0) have += static_cast<size_t>(n);
+  }
+  if (have < got.size() || !ConstantTimeEquals(got, token) || slots->fetch_add(1) >= streams) {
+    refused->fetch_add(1);
+    return;
+  }
+  std::vector<char> buf(kRecvChunk);
+  uint64_t local_bytes = 0;
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  while (WaitFor(fd.get(), POLLIN, stop, deadline)) {
+    const ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
+    if (n > 0) {
+      const int64_t now = NowNs();
+      if (local_bytes == 0) first = now;
+      last = now;
+      local_bytes += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    finished->fetch_add(1);  // the sender closed (0) or reset the stream: it is over either way
+    break;
+  }
+  bytes->fetch_add(local_bytes);
+  if (local_bytes > 0) {
+    int64_t f = first_ns->load();
+    while (first < f && !first_ns->compare_exchange_weak(f, first)) {
+    }
+    int64_t l = last_ns->load();
+    while (last > l && !last_ns->compare_exchange_weak(l, last)) {
+    }
+  }
+}
+
+}  // namespace
+
+v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> acceptors;
+  for (auto& ep_ptr : endpoints_) {
+    Endpoint* ep = ep_ptr.get();
+    acceptors.emplace_back([this, ep, &stop] {
+      while (WaitFor(ep->listener.get(), POLLIN, stop, deadline_)) {
+        const int fd = ::accept4(ep->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) continue;
+        ep->readers.emplace_back(ReadConnection, fd, token_, streams_, &ep->slots, &ep->finished, &ep->refused,
+                                 &ep->bytes, &ep->first_ns, &ep->last_ns, std::cref(stop), deadline_);
+      }
+      ep->listener.reset();  // nothing listens once the test is over
+      for (std::thread& t : ep->readers) t.join();
+    });
+  }
+  for (;;) {
+    const bool all_done = std::all_of(endpoints_.begin(), endpoints_.end(), [&](const auto& ep) {
+      return ep->slots.load() >= streams_ && ep->finished.load() >= streams_;
+    });
+    if (all_done || Clock::now() >= deadline_ || cancelled()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop.store(true);
+  for (std::thread& t : acceptors) t.join();
+
+  v1::LinkReceiveSummary summary;
+  for (const auto& ep : endpoints_) {
+    v1::LinkReceiveResult* r = summary.add_results();
+    r->set_interface(ep->interface);
+    r->set_payload_bytes(ep->bytes.load());
+    if (ep->bytes.load() > 0) r->set_seconds(static_cast<double>(ep->last_ns.load() - ep->first_ns.load()) / 1e9);
+    const uint32_t accepted = std::min(ep->slots.load(), streams_);
+    r->set_connections(accepted);
+    r->set_refused(ep->refused.load());
+    *r->mutable_counters() = Delta(roots_, ep->before, ReadInterfaceCounters(roots_, ep->interface));
+    if (accepted == 0) {
+      r->set_error("no connection with the test's token arrived");
+    } else if (ep->finished.load() < accepted) {
+      r->set_error(absl::StrCat(accepted - ep->finished.load(), " of ", accepted,
+                                " streams were still open when the receiver stopped"));
+    }
+  }
+  return summary;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender
+
+namespace {
+
+struct Stream {
+  int target = 0;
+  Fd fd;
+  std::string error;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  uint64_t retransmits = 0;
+  uint64_t segments_out = 0;
+};
+
+absl::Status SendAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError(Errno("send"));
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+void SetSendTimeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+// A blocking socket bound to the target's interface and local address, connected within
+// kConnectTimeoutMs, that has sent the token.
+absl::StatusOr<Fd> ConnectStream(const v1::LinkTarget& t, const std::string& token, const std::atomic<bool>& stop) {
+  ASSIGN_OR_RETURN(sockaddr_in local, Ipv4Sockaddr(t.local_ipv4(), 0));
+  ASSIGN_OR_RETURN(sockaddr_in remote, Ipv4Sockaddr(t.remote_ipv4(), t.port()));
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) return absl::InternalError(Errno("socket"));
+  BindToDevice(fd.get(), t.interface());
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+    return absl::UnavailableError(Errno(absl::StrCat("bind to ", t.local_ipv4()).c_str()));
+  }
+  const std::string to = absl::StrCat(t.remote_ipv4(), ":", t.port());
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
+    if (errno != EINPROGRESS) return absl::UnavailableError(Errno(absl::StrCat("connect to ", to).c_str()));
+    if (!WaitFor(fd.get(), POLLOUT, stop, Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs))) {
+      return absl::DeadlineExceededError(absl::StrCat("connect to ", to, ": no answer within ", kConnectTimeoutMs / 1000, " s"));
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return absl::UnavailableError(absl::StrCat("connect to ", to, ": ", std::strerror(err)));
+  }
+  const int flags = fcntl(fd.get(), F_GETFL);
+  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  SetSendTimeout(fd.get(), std::chrono::duration_cast<std::chrono::milliseconds>(kSendStall));
+  RETURN_IF_ERROR(SendAll(fd.get(), token.data(), token.size()));
+  return fd;
+}
+
+// Sends until `end`, then closes its half and waits for the receiver to close (all bytes
+// taken), and reads TCP_INFO.
+void SendStream(Stream* s, const char* chunk, Clock::time_point start, Clock::time_point end,
+                const std::atomic<bool>& stop) {
+  const int fd = s->fd.get();
+  // Short send timeouts so that the duration is kept to within a slice; a stream that moves
+  // nothing for kSendStall has failed.
+  SetSendTimeout(fd, std::chrono::milliseconds(200));
+  Clock::time_point progress = Clock::now();
+  while (!stop.load() && Clock::now() < end) {
+    const ssize_t n = ::send(fd, chunk, kSendChunk, MSG_NOSIGNAL);
+    if (n > 0) {
+      s->bytes += static_cast<uint64_t>(n);
+      progress = Clock::now();
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (Clock::now() - progress > kSendStall) {
+        s->error = "nothing could be sent for 2 s";
+        break;
+      }
+      continue;
+    }
+    s->error = Errno("send");
+    break;
+  }
+  ::shutdown(fd, SHUT_WR);
+  bool drained = false;
+  char sink[4096];
+  const Clock::time_point drain_end = Clock::now() + kDrainTimeout;
+  while (s->error.empty() && WaitFor(fd, POLLIN, stop, drain_end)) {
+    const ssize_t n = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      drained = n == 0;
+      break;
+    }
+  }
+  s->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (s->error.empty() && !drained) s->error = "the receiver did not take the last bytes within 5 s";
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0) {
+    s->retransmits = info.tcpi_total_retrans;
+    s->segments_out = info.tcpi_segs_out;
+  }
+  s->fd.reset();
+}
+
+// Runs fn(i) for i in [0, n) on n threads; while they run, polls `cancelled` and raises `stop`.
+void RunAll(size_t n, const std::function<void(size_t)>& fn, const std::function<bool()>& cancelled,
+            std::atomic<bool>* stop) {
+  std::atomic<size_t> running{n};
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      fn(i);
+      running.fetch_sub(1);
+    });
+  }
+  while (running.load() > 0) {
+    if (!stop->load() && cancelled()) stop->store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::LinkSendResponse> RunLinkSend(const FactsRoots& roots, const v1::LinkSendRequest& request,
+                                                 const std::vector<LocalIpv4>& local,
+                                                 const std::function<bool()>& cancelled) {
+  RETURN_IF_ERROR(CheckLimits(request.token(), request.streams(), request.duration_ms(), request.targets_size(),
+                              "targets"));
+  for (const v1::LinkTarget& t : request.targets()) {
+    ASSIGN_OR_RETURN(LocalIpv4 l, FindLocal(local, t.interface(), t.local_ipv4()));
+    if (!SameIpv4Subnet(l, t.remote_ipv4())) {
+      return absl::InvalidArgumentError(absl::StrCat("target ", t.remote_ipv4(), " is not in the subnet of ", l.interface,
+                                                     " (", l.address, "/", l.prefix, "): the agent sends nowhere else"));
+    }
+    if (t.port() < 1 || t.port() > 65535) return absl::InvalidArgumentError(absl::StrCat("bad port ", t.port()));
+  }
+  std::vector<absl::StatusOr<InterfaceCounters>> before;
+  for (const v1::LinkTarget& t : request.targets()) before.push_back(ReadInterfaceCounters(roots, t.interface()));
+
+  std::vector<Stream> streams;
+  for (int t = 0; t < request.targets_size(); ++t) {
+    for (uint32_t i = 0; i < request.streams(); ++i) streams.emplace_back().target = t;
+  }
+  std::atomic<bool> stop{false};
+  // Every stream connects before any sends, so that all halves send over the same seconds.
+  RunAll(
+      streams.size(),
+      [&](size_t i) {
+        absl::StatusOr<Fd> fd = ConnectStream(request.targets(streams[i].target), request.token(), stop);
+        if (fd.ok()) {
+          streams[i].fd = std::move(*fd);
+        } else {
+          streams[i].error = std::string(fd.status().message());
+        }
+      },
+      cancelled, &stop);
+  const std::vector<char> chunk(kSendChunk, '\x5a');
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end = start + std::chrono::milliseconds(request.duration_ms());
+  RunAll(
+      streams.size(),
+      [&](size_t i) {
+        if (streams[i].fd.get() >= 0) SendStream(&streams[i], chunk.data(), start, end, stop);
+      },
+      cancelled, &stop);
+
+  v1::LinkSendResponse response;
+  for (int t = 0; t < request.targets_size(); ++t) {
+    v1::LinkSendResult* r = response.add_results();
+    r->set_interface(request.targets(t).interface());
+    for (const Stream& s : streams) {
+      if (s.target != t) continue;
+      r->set_bytes_sent(r->bytes_sent() + s.bytes);
+      r->set_seconds(std::max(r->seconds(), s.seconds));
+      r->set_tcp_retransmits(r->tcp_retransmits() + s.retransmits);
+      r->set_tcp_segments_out(r->tcp_segments_out() + s.segments_out);
+      if (s.error.empty()) {
+        r->set_streams_ok(r->streams_ok() + 1);
+      } else if (r->error().empty()) {
+        r->set_error(s.error);
+      }
+    }
+    *r->mutable_counters() = Delta(roots, before[t], ReadInterfaceCounters(roots, request.targets(t).interface()));
+  }
+  if (stop.load()) return absl::CancelledError("the link test was cancelled");
+  return response;
+}
+
+}  // namespace tandem::agentd
