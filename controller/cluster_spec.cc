@@ -82,6 +82,8 @@ constexpr KnownKey kKnownKeys[] = {
     {"nodes[].nccl.hca", KeyKind::kList},
     {"nodes[].nccl.socket_ifname", KeyKind::kScalar},
     {"nodes[].nccl.gid_index", KeyKind::kScalar},
+    {"nodes[].linktest", KeyKind::kMap},
+    {"nodes[].linktest.interfaces", KeyKind::kList},
 };
 
 const KnownKey* FindKnownKey(const std::string& pattern) {
@@ -475,6 +477,18 @@ class SpecParser {
         return Error(n, d + ".model_path", "no model folder: set model.path (or model_path on every node)");
       }
       ASSIGN_OR_RETURN(node.nccl, Nccl(n["nccl"], d + ".nccl", nccl_defaults));
+      if (YAML::Node lt = n["linktest"]; lt.IsDefined() && lt["interfaces"].IsDefined()) {
+        for (size_t j = 0; j < lt["interfaces"].size(); ++j) {
+          const std::string name = lt["interfaces"][j].Scalar();
+          const std::string dj = absl::StrCat(d, ".linktest.interfaces[", j, "]");
+          if (name.empty()) return Error(lt["interfaces"][j], dj, "empty interface name");
+          if (std::find(node.linktest_interfaces.begin(), node.linktest_interfaces.end(), name) !=
+              node.linktest_interfaces.end()) {
+            return Error(lt["interfaces"][j], dj, absl::StrCat("\"", name, "\" listed twice"));
+          }
+          node.linktest_interfaces.push_back(name);
+        }
+      }
       spec.nodes.push_back(std::move(node));
     }
 

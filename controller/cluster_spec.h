@@ -26,6 +26,9 @@ struct NodeSpec {
   std::string agent;       // "host:port" of tandem-agentd
   std::string model_path;  // effective: nodes[].model_path, else model.path
   NcclSpec nccl;           // effective, after merging the top-level defaults
+  // nodes[].linktest.interfaces: the interfaces `tandemctl linktest` tests from this node
+  // (empty: every interface whose subnet holds an address of the other node).
+  std::vector<std::string> linktest_interfaces;
   int line = 0;            // 1-based line of this node's entry, for messages
 };
 

@@ -11,6 +11,7 @@
 #include "controller/bench_command.h"
 #include "controller/certs_command.h"
 #include "controller/down_command.h"
+#include "controller/linktest_command.h"
 #include "controller/preflight_command.h"
 #include "controller/probe_command.h"
 #include "controller/serve_command.h"
@@ -138,9 +139,15 @@ int main(int argc, char** argv) {
       "and spread; --compare an earlier results.json");
   AddBenchFlags(bench_cmd, &bench);
 
+  LinktestCommandOptions linktest;
+  CLI::App* linktest_cmd = AddCommand(
+      app.get(), "linktest",
+      "measure the fabric between the nodes\n"
+      "A timed TCP transfer between every ordered pair of nodes over all their shared interfaces at once, with both "
+      "ends' interface counters: Gb/s and a verdict with its evidence per interface");
+  AddLinktestFlags(linktest_cmd, &linktest);
+
   CLI::App* version_cmd = AddCommand(app.get(), "version", "print the build id (as --version)");
-  // Planned commands: named in --help, refused with a message (exit 2) until their issue lands.
-  CLI::App* linktest_cmd = AddCommand(app.get(), "linktest", "measure the fabric between the nodes (not implemented yet)");
 
   if (std::optional<int> rc = cli::Parse(*app, std::vector<std::string>(argv + 1, argv + argc))) return *rc;
 
@@ -161,10 +168,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (bench_cmd->parsed()) return RunBenchCommand(bench);
-  if (linktest_cmd->parsed()) {
-    std::fprintf(stderr, "tandemctl %s: not implemented yet (no issue yet)\n", linktest_cmd->get_name().c_str());
-    return cli::kExitUsage;
-  }
+  if (linktest_cmd->parsed()) return RunLinktest(linktest);
   serve.hash_weights = !serve_skip_weights;
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
