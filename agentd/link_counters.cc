@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "common/status.h"
 
@@ -22,12 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  const char* ws = " \t\r\n";
-  size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
+std::string_view Trim(std::string_view s) { return AsStd(absl::StripAsciiWhitespace(AsAbsl(s))); }
 
 // The ethtool ioctl only reaches the interfaces of this process's network namespace, which is
 // what the real /sys shows; any other root is a fake tree whose statistics live in a file.
