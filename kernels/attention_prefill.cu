@@ -14,28 +14,28 @@ namespace tandem::kernels {
 
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kRows = kWarps * 16;  // packed (token, q head) rows of a block: one m16 tile per warp
-constexpr int kBN = 64;             // KV positions per tile
 constexpr float kLog2e = 1.4426950408889634f;
 
-// bf16 row stride in shared memory: 16 bytes past the row, so the 8 rows one ldmatrix reads start
-// in 8 different 16-byte bank groups (no conflicts) and every row stays 16-byte aligned for cp.async.
+// The block's shape for a head_dim. Up to 128: 8 warps (128 packed (token, q head) rows, one m16
+// tile per warp) and K/V tiles of 64 positions. At 256 a warp's 16x256 output alone takes 128
+// registers a thread and its Q fragments 64, so the scores get a 32-position tile (16 registers),
+// and 4 warps (64 rows) keep two K/V buffers within the GB10's 99 KB of shared memory.
 template <int HD>
-__host__ __device__ constexpr int Ld() {
-  return HD + 8;
-}
-template <int HD>
-__host__ __device__ constexpr int TileElems() {
-  return kBN * Ld<HD>();
-}
-// K0, V0, K1, V1. The Q tile (kRows rows) is staged in K1/V1 before the loop needs them.
-template <int HD>
-__host__ __device__ constexpr int SmemBytes() {
-  return 4 * TileElems<HD>() * 2;
-}
-static_assert(kRows == 2 * kBN, "the Q tile fills exactly the second K/V buffer");
+struct Tile {
+  static constexpr int kWarps = HD == 256 ? 4 : 8;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRows = kWarps * 16;
+  static constexpr int kBN = HD == 256 ? 32 : 64;  // KV positions per tile
+  // bf16 row stride in shared memory: 16 bytes past the row, so the 8 rows one ldmatrix reads
+  // start in 8 different 16-byte bank groups (no conflicts), each 16-byte aligned for cp.async.
+  static constexpr int kLd = HD + 8;
+  static constexpr int kTileElems = kBN * kLd;
+  // K0, V0, K1, V1. The Q tile (kRows rows) is staged in K1/V1 before the loop needs them.
+  static constexpr int kSmemBytes = 4 * kTileElems * 2;
+  static_assert(kRows == 2 * kBN, "the Q tile fills exactly the second K/V buffer");
+  static_assert(kSmemBytes <= 99 * 1024, "the GB10 (sm_121) gives a block at most 99 KB");
+};
+constexpr int kMaxWarps = 8;
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -106,11 +106,12 @@ __device__ __forceinline__ uint4 ToBf16x8(const uint2& raw) {
 // sequence the last tile (the one with the most K/V to read) comes first, so the long blocks start in
 // the first wave and the short ones fill the tail. False past the step's last tile. Block-uniform.
 __device__ __forceinline__ bool FindTile(const int32_t* seq_starts, int S, int tq, int b, int* s_out, int* j_out) {
-  __shared__ int red[kWarps];
+  __shared__ int red[kMaxWarps];
+  const int threads = static_cast<int>(blockDim.x);
   __shared__ int found_s, found_j;
   if (threadIdx.x == 0) found_s = -1;
   int before = 0;  // tiles of the sequences already scanned
-  for (int s0 = 0; s0 < S; s0 += kThreads) {
+  for (int s0 = 0; s0 < S; s0 += threads) {
     const int s = s0 + static_cast<int>(threadIdx.x);
     const int n = s < S ? (seq_starts[s + 1] - seq_starts[s] + tq - 1) / tq : 0;
     int total = 0;
@@ -130,17 +131,25 @@ __device__ __forceinline__ bool FindTile(const int32_t* seq_starts, int S, int t
 // rows 16w .. 16w + 15. The block walks K/V tiles 0 .. (last position) / kBN; each warp keeps its Q
 // fragments, its 16x64 scores and its 16xHD output in registers. See attention_prefill.h.
 template <int HD, typename KV>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
     AttentionPrefillKernel(float* out, const float* q, const KV* kc, const KV* vc, const int32_t* block_tables,
                            const int32_t* pos, const int32_t* seq_starts, int S, AttentionShape A, float q_scale,
                            float v_scale) {
-  constexpr int kLd = Ld<HD>();
+  using C = Tile<HD>;
+  constexpr int kThreads = C::kThreads, kRows = C::kRows, kBN = C::kBN, kLd = C::kLd;
   constexpr int kCols = HD / 8;                // 8-element chunks per K/V row
   constexpr int kRowStep = kThreads / kCols;   // rows between one thread's chunks
   constexpr int kPer = kBN / kRowStep;         // chunks per thread per tile, of K and of V each
   constexpr bool kAsync = sizeof(KV) == 2;     // bf16: cp.async straight into shared memory
-  constexpr bool kHold = sizeof(KV) == 1;      // fp8: held in registers across a tile's products
+  // fp8: held in registers across a tile's products (16 registers up to head_dim 128; at 256 the
+  // 32 it would take are not there, and the tile is converted as it is fetched, as float32 is).
+  constexpr bool kHold = sizeof(KV) == 1 && HD <= 128;
+  // A copy converted as it is fetched (float32; fp8 at head_dim 256) runs after the tile's
+  // products: its stores must precede the next ldmatrix anyway, and at the top of the iteration the
+  // compiler kept its loads live across the products (a spill at head_dim 256 on sm_121).
+  constexpr bool kFetchLate = !kAsync && !kHold;
   static_assert(kThreads % kCols == 0 && kBN % kRowStep == 0, "whole rows per thread group");
+  static_assert(kBN <= 64 && kBN <= kThreads, "sm_slot holds a tile's slots, one thread each");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
 
@@ -161,36 +170,41 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // ---- K/V staging: thread tid moves chunk column cc of rows row0 + i * kRowStep.
   const int cc = tid % kCols, row0 = tid / kCols;
-  int32_t blk[kPer];  // block-table entries of the next tile to stage (-1 past the last position)
-  auto load_blocks = [&](int kv0) {
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int p = kv0 + row0 + i * kRowStep;
-      blk[i] = p < n_pos ? table[static_cast<uint32_t>(p) / bs] : -1;
+  // The cache slots of a tile's positions (-1 past the last one), looked up through the block table
+  // one tile ahead by the first kBN threads into the slot buffer of the tile's parity: the lookup's
+  // latency is hidden behind a tile of products, and no thread holds a register per row for it.
+  __shared__ int32_t sm_slot[2][64];
+  auto load_slots = [&](int buf, int kv0) {
+    if (tid < kBN) {
+      const uint32_t p = static_cast<uint32_t>(kv0 + tid);
+      sm_slot[buf][tid] = p < static_cast<uint32_t>(n_pos) ? table[p / bs] * static_cast<int32_t>(bs) + static_cast<int32_t>(p % bs) : -1;
     }
   };
-  auto src_offset = [&](int kv0, int i) -> int64_t {
-    const uint32_t p = static_cast<uint32_t>(kv0 + row0 + i * kRowStep);
-    return blk[i] < 0 ? 0 : (static_cast<int64_t>(blk[i]) * bs + p % bs) * kv_dim + kvh * HD + cc * 8;
-  };
   auto dst_of = [&](int buf, int mat, int i) {  // mat 0: K, 1: V
-    return smem + (2 * buf + mat) * TileElems<HD>() + (row0 + i * kRowStep) * kLd + cc * 8;
+    return smem + (2 * buf + mat) * C::kTileElems + (row0 + i * kRowStep) * kLd + cc * 8;
   };
   uint2 held[2][kPer];  // fp8 only
-  // Starts moving tile kv0 into `buf`: cp.async (bf16), loads into `held` (fp8) or a converting copy
-  // (float32: its 32-byte chunks would take too many registers to hold across the products).
-  auto fetch = [&](int buf, int kv0) {
+  // Starts moving the tile whose slots are in sm_slot[buf] into `buf`: cp.async (bf16), loads into
+  // `held` (fp8) or a converting copy (float32: its 32-byte chunks would take too many registers to
+  // hold across the products). Rows past the last position become zeros.
+  auto fetch = [&](int buf) {
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int64_t off = src_offset(kv0, i);
-      const bool ok = blk[i] >= 0;
+      const int32_t slot = sm_slot[buf][row0 + i * kRowStep];
+      const bool ok = slot >= 0;
+      const int64_t off = ok ? static_cast<int64_t>(slot) * kv_dim + kvh * HD + cc * 8 : 0;
 #pragma unroll
       for (int mat = 0; mat < 2; ++mat) {
         const KV* src = (mat == 0 ? kc : vc) + off;
         if constexpr (kAsync) {
           CpAsync16(SmemAddr(dst_of(buf, mat, i)), src, ok);
-        } else if constexpr (kHold) {
-          held[mat][i] = ok ? *reinterpret_cast<const uint2*>(src) : make_uint2(0, 0);
+        } else if constexpr (sizeof(KV) == 1) {
+          const uint2 raw = ok ? *reinterpret_cast<const uint2*>(src) : make_uint2(0, 0);
+          if constexpr (kHold) {
+            held[mat][i] = raw;
+          } else {
+            *reinterpret_cast<uint4*>(dst_of(buf, mat, i)) = ToBf16x8(raw);
+          }
         } else {
           const float4 a = ok ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
           const float4 b = ok ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -210,15 +224,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  load_blocks(0);
-  fetch(0, 0);
+  load_slots(0, 0);
+  __syncthreads();
+  fetch(0);
   put_held(0);
-  if (n_tiles > 1) load_blocks(kBN);
+  if (n_tiles > 1) load_slots(1, kBN);  // read after the barriers below
 
   // ---- Q: the block's kRows packed rows, scaled (softmax scale, k scale, log2 e) and rounded to
   // bf16, staged in buffer 1 (free until tile 1 is fetched), then held as A fragments.
   {
-    __nv_bfloat16* qs = smem + 2 * TileElems<HD>();
+    __nv_bfloat16* qs = smem + 2 * C::kTileElems;
     for (int idx = tid; idx < kRows * (HD / 4); idx += kThreads) {
       const int r = idx / (HD / 4), c = (idx % (HD / 4)) * 4, tok = r / G;
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -233,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   uint32_t qf[HD / 16][4];
   {
-    const __nv_bfloat16* qs = smem + 2 * TileElems<HD>() + (warp * 16 + lane % 16) * kLd + (lane / 16) * 8;
+    const __nv_bfloat16* qs = smem + 2 * C::kTileElems + (warp * 16 + lane % 16) * kLd + (lane / 16) * 8;
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk) LdMatrixX4(qf[kk], SmemAddr(qs + kk * 16));
   }
@@ -242,11 +257,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // This thread's two rows (g and g + 8 of its warp's 16) and their positions; rows past the tile's
   // tokens (padding) take the last position: they compute but are never stored.
   const int g = lane / 4, c2 = (lane % 4) * 2;
-  int row_tok[2], row_pos[2];
+  int row_pos[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    row_tok[half] = (warp * 16 + g + 8 * half) / G;
-    row_pos[half] = row_tok[half] < ntok ? pos[t0 + row_tok[half]] : p_last;
+    const int tok = (warp * 16 + g + 8 * half) / G;
+    row_pos[half] = tok < ntok ? pos[t0 + tok] : p_last;
   }
   float o[HD / 8][4];
 #pragma unroll
@@ -261,8 +276,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int cur = kt & 1, kv0 = kt * kBN;
     const bool more = kt + 1 < n_tiles;
     if (more) {
-      fetch(cur ^ 1, kv0 + kBN);  // the other buffer's last readers passed the barrier ending kt - 1
-      if (kt + 2 < n_tiles) load_blocks(kv0 + 2 * kBN);
+      // The other buffer's last readers passed the barrier ending kt - 1.
+      if constexpr (!kFetchLate) fetch(cur ^ 1);
+      // Tile kt's slots were last read by its fetch, before that barrier too.
+      if (kt + 2 < n_tiles) load_slots(cur, kv0 + 2 * kBN);
     }
     if constexpr (kAsync) {
       if (more) {
@@ -272,8 +289,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       __syncthreads();
     }
-    const __nv_bfloat16* ks = smem + 2 * cur * TileElems<HD>();
-    const __nv_bfloat16* vs = ks + TileElems<HD>();
+    const __nv_bfloat16* ks = smem + 2 * cur * C::kTileElems;
+    const __nv_bfloat16* vs = ks + C::kTileElems;
 
     // S = Q K^T: 16 rows x 64 positions per warp.
     float sc[kBN / 8][4];
@@ -341,7 +358,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         Mma(o[2 * dp + 1], pa, b[2], b[3]);
       }
     }
-    if (more) put_held(cur ^ 1);
+    if (more) {
+      if constexpr (kFetchLate) {
+        fetch(cur ^ 1);
+      } else {
+        put_held(cur ^ 1);
+      }
+    }
     __syncthreads();  // this buffer's readers are done: iteration kt + 1 fetches tile kt + 2 into it
   }
 
@@ -351,10 +374,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     float l = l_run[half];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if (row_tok[half] >= ntok) continue;
-    const int r = warp * 16 + g + 8 * half;
+    const int r = warp * 16 + g + 8 * half, tok = r / G;
+    if (tok >= ntok) continue;
     const int64_t h = static_cast<int64_t>(kvh) * G + r % G;
-    float* dst = out + (static_cast<int64_t>(t0) + row_tok[half]) * A.n_heads * HD + h * HD + c2;
+    float* dst = out + (static_cast<int64_t>(t0) + tok) * A.n_heads * HD + h * HD + c2;
     const float inv = v_scale / l;
 #pragma unroll
     for (int nb = 0; nb < HD / 8; ++nb) {
@@ -367,15 +390,16 @@ template <int HD, typename KV>
 void LaunchHd(float* out, const float* q, const KV* k_cache, const KV* v_cache, const int32_t* block_tables,
               const int32_t* pos, const int32_t* seq_starts, int64_t T, int64_t S, const AttentionShape& A,
               float q_scale, float v_scale, cudaStream_t stream) {
+  using C = Tile<HD>;
   const auto kernel = AttentionPrefillKernel<HD, KV>;
   // Above 48 KB a block's dynamic shared memory must be allowed per kernel (and per device: set on
   // every launch, which costs a driver call, not a sync).
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SmemBytes<HD>()));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
   // Tiles per sequence <= len / tq + 1, so T / tq + S bounds the step's tiles.
-  const int64_t tq = kRows / (A.n_heads / A.n_kv_heads);
+  const int64_t tq = C::kRows / (A.n_heads / A.n_kv_heads);
   const int64_t blocks = ((T + tq - 1) / tq + S) * A.n_kv_heads;
   KERNEL_REQUIRE(blocks <= INT32_MAX);
-  Launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), SmemBytes<HD>(), stream, out, q, k_cache,
+  Launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream, out, q, k_cache,
          v_cache, block_tables, pos, seq_starts, static_cast<int>(S), A, q_scale, v_scale);
   KERNEL_CHECK();
 }
@@ -392,7 +416,8 @@ void LaunchPrefill(float* out, const float* q, const KV* k_cache, const KV* v_ca
   switch (A.head_dim) {
     case 32: LaunchHd<32>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
     case 64: LaunchHd<64>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
-    default: LaunchHd<128>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
+    case 128: LaunchHd<128>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
+    default: LaunchHd<256>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
   }
 }
 
@@ -401,7 +426,8 @@ void LaunchPrefill(float* out, const float* q, const KV* k_cache, const KV* v_ca
 bool attention_prefill_supported(const AttentionShape& A) {
   if (A.n_kv_heads <= 0 || A.n_heads % A.n_kv_heads != 0 || A.block_size <= 0) return false;
   const int64_t group = A.n_heads / A.n_kv_heads;
-  return (A.head_dim == 32 || A.head_dim == 64 || A.head_dim == 128) && kRows % group == 0 && A.q_stride % 4 == 0;
+  const int64_t hd = A.head_dim, rows = hd == 256 ? Tile<256>::kRows : Tile<128>::kRows;
+  return (hd == 32 || hd == 64 || hd == 128 || hd == 256) && rows % group == 0 && A.q_stride % 4 == 0;
 }
 
 void attention_prefill(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,

@@ -5,10 +5,10 @@
 // paged_attention gives every (token, head) its own blocks, so each of them reads the sequence's K
 // and V again and computes on CUDA cores; at 2048 prompt tokens that is most of a prefill step. Here
 // one block takes a tile of consecutive tokens of one sequence together with all the q heads that
-// share a kv head (the GQA group, packed as the rows of one matrix: 128 rows = 128 / group tokens),
-// walks the sequence's K/V in tiles of 64 positions through the block table up to the tile's last
-// position, and computes S = Q K^T and O += P V with bf16 mma.sync (fp32 accumulation) and an online
-// softmax in fp32. K and V tiles are staged once per block for the whole group and double-buffered
+// share a kv head (the GQA group, packed as the rows of one matrix: 128 rows = 128 / group tokens;
+// 64 rows at head_dim 256), walks the sequence's K/V in tiles of 64 positions (32 at head_dim 256)
+// through the block table up to the tile's last position, and computes S = Q K^T and O += P V with
+// bf16 mma.sync (fp32 accumulation) and an online softmax in fp32. K and V tiles are staged once per block for the whole group and double-buffered
 // (cp.async for a bf16 cache; float32 and fp8 are converted to bf16 while staged). Plain sm_80
 // instructions: the same code runs on the H200 (sm_90) and the DGX Spark's GB10 (sm_121).
 //
@@ -26,9 +26,9 @@
 
 namespace tandem::kernels {
 
-// Whether attention_prefill takes this shape: head_dim 32, 64 or 128 (128 keeps Q, S and O of a
-// warp's 16 rows in registers; 256 would not fit them), a GQA group (n_heads / n_kv_heads) that
-// divides 128, and q rows that are float4-aligned (q_stride % 4 == 0). Otherwise use paged_attention.
+// Whether attention_prefill takes this shape: head_dim 32, 64, 128 or 256, a GQA group
+// (n_heads / n_kv_heads) that divides the block's rows (128; 64 at head_dim 256), and q rows that
+// are float4-aligned (q_stride % 4 == 0). Otherwise use paged_attention.
 bool attention_prefill_supported(const AttentionShape& A);
 
 // out (T, n_heads * head_dim) = softmax(q k^T * scale) v per head, causal, as paged_attention
@@ -37,8 +37,8 @@ bool attention_prefill_supported(const AttentionShape& A);
 // first one may be past 0: a chunk after cached tokens), and its block table is row s of
 // block_tables. Every position 0..pos[t] must already be in the cache. q (T, q_stride) float,
 // 16-byte aligned. Sequences of one token are fine (decode-style rows of a mixed step) but use
-// 1 / (128 / group) of a block's rows. No scratch. Not for stream capture: the launch sets the
-// kernel's shared-memory limit (69,632 bytes at head_dim 128).
+// one token of a block's 128 / group. No scratch. Not for stream capture: the launch sets the
+// kernel's shared-memory limit (69,632 bytes at head_dim 128, 67,584 at 256).
 void attention_prefill(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,
                        const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
                        int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale = {});

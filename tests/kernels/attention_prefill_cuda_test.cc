@@ -100,6 +100,8 @@ TEST(attention_prefill_cuda, MatchesPagedAttentionReference) {
       {16, 1, 64, 16, {{0, 50}, {200, 23}, {3, 1}}},
       // The tiny test models' shape (block size 32).
       {8, 4, 32, 32, {{0, 33}, {33, 1}, {100, 70}}},
+      // head_dim 256 (the hybrid models' full attention: 4 warps, 32-position K/V tiles).
+      {16, 2, 256, 16, {{0, 300}, {500, 77}, {9, 1}, {0, 8}}},
   };
   for (const Case& c : cases) {
     AttentionShape A;
@@ -247,8 +249,13 @@ TEST(attention_prefill_cuda, SupportedShapes) {
   A.n_heads = 32, A.n_kv_heads = 4, A.head_dim = 128, A.block_size = 16, A.q_stride = 32 * 128 + 2 * 4 * 128;
   EXPECT_TRUE(attention_prefill_supported(A));
   AttentionShape wide = A;
-  wide.head_dim = 256;  // its Q, scores and output would not fit a warp's registers
+  wide.head_dim = 512;  // its output alone would take more than a thread's registers
   EXPECT_FALSE(attention_prefill_supported(wide));
+  AttentionShape group128 = A;
+  group128.n_heads = 128, group128.n_kv_heads = 1;  // one token's rows fill a head_dim 128 block...
+  EXPECT_TRUE(attention_prefill_supported(group128));
+  group128.head_dim = 256;  // ...but not the 64 rows of a head_dim 256 block
+  EXPECT_FALSE(attention_prefill_supported(group128));
   AttentionShape odd_group = A;
   odd_group.n_heads = 12, odd_group.n_kv_heads = 4;  // a group of 3 does not divide the 128 rows
   EXPECT_FALSE(attention_prefill_supported(odd_group));
