@@ -67,25 +67,43 @@ bool PortListens(uint32_t port) {
   return ok;
 }
 
-TEST(LinkTransferTest, LoopbackBytesSentAreBytesCounted) {
+struct Transfer {
+  absl::StatusOr<v1::LinkSendResponse> sent = absl::UnknownError("not run");
+  v1::LinkReceiveSummary got;
+  uint32_t port = 0;
+};
+
+// Both ends on lo: a receiver expecting `streams`, a sender with `token`. The receiver is told to
+// stop once the sender has returned (after a wrong token it would wait out its grace), and is
+// gone when this returns.
+Transfer RunTransfer(const FactsRoots& roots, uint32_t streams, const std::string& token) {
+  Transfer t;
   const std::vector<LocalIpv4> local = ListLocalIpv4();
-  if (!HasLoopback(local)) GTEST_SKIP() << "no 127.0.0.1 on lo here";
-  auto receiver = LinkReceiver::Open(FactsRoots{}, ReceiveRequest(2), local);
-  ASSERT_TRUE(receiver.ok()) << receiver.status();
-  const uint32_t port = (*receiver)->Listening().ports(0);
-  ASSERT_GT(port, 0u);
-  auto summary = std::async(std::launch::async, [&] { return (*receiver)->Run([] { return false; }); });
-  auto sent = RunLinkSend(FactsRoots{}, SendRequest(port, 2, kToken), local, [] { return false; });
-  const v1::LinkReceiveSummary got = summary.get();
-  ASSERT_TRUE(sent.ok()) << sent.status();
-  ASSERT_EQ(sent->results_size(), 1);
-  const v1::LinkSendResult& s = sent->results(0);
+  auto receiver = LinkReceiver::Open(roots, ReceiveRequest(streams), local);
+  EXPECT_TRUE(receiver.ok()) << receiver.status();
+  if (!receiver.ok()) return t;
+  t.port = (*receiver)->Listening().ports(0);
+  std::atomic<bool> sender_done{false};
+  auto summary = std::async(std::launch::async, [&] { return (*receiver)->Run([&] { return sender_done.load(); }); });
+  t.sent = RunLinkSend(roots, SendRequest(t.port, streams, token), local, [] { return false; });
+  sender_done.store(true);
+  t.got = summary.get();
+  return t;
+}
+
+TEST(LinkTransferTest, LoopbackBytesSentAreBytesCounted) {
+  if (!HasLoopback(ListLocalIpv4())) GTEST_SKIP() << "no 127.0.0.1 on lo here";
+  const Transfer t = RunTransfer(FactsRoots{}, 2, kToken);
+  ASSERT_GT(t.port, 0u);
+  ASSERT_TRUE(t.sent.ok()) << t.sent.status();
+  ASSERT_EQ(t.sent->results_size(), 1);
+  const v1::LinkSendResult& s = t.sent->results(0);
   EXPECT_EQ(s.streams_ok(), 2u) << s.error();
   EXPECT_GT(s.bytes_sent(), 1u << 20);
   EXPECT_GE(s.seconds(), 1.0);
   EXPECT_GT(s.tcp_segments_out(), 0u);
-  ASSERT_EQ(got.results_size(), 1);
-  const v1::LinkReceiveResult& r = got.results(0);
+  ASSERT_EQ(t.got.results_size(), 1);
+  const v1::LinkReceiveResult& r = t.got.results(0);
   EXPECT_EQ(r.interface(), "lo");
   EXPECT_EQ(r.payload_bytes(), s.bytes_sent()) << "every byte sent after the token arrived";
   EXPECT_EQ(r.connections(), 2u);
@@ -96,28 +114,21 @@ TEST(LinkTransferTest, LoopbackBytesSentAreBytesCounted) {
   EXPECT_EQ(s.counters().error(), "");
   EXPECT_GE(s.counters().netdev().at("tx_bytes"), s.bytes_sent());
   EXPECT_GE(r.counters().netdev().at("rx_bytes"), r.payload_bytes());
-  receiver->reset();
-  EXPECT_FALSE(PortListens(port)) << "the listener outlived the test";
+  EXPECT_FALSE(PortListens(t.port)) << "the listener outlived the test";
 }
 
 // A veth says 10000 Mb/s whatever it carries: a speed counts only for an interface with a device.
 TEST(LinkTransferTest, VirtualInterfaceSpeedIsUnknown) {
-  const std::vector<LocalIpv4> local = ListLocalIpv4();
-  if (!HasLoopback(local)) GTEST_SKIP() << "no 127.0.0.1 on lo here";
+  if (!HasLoopback(ListLocalIpv4())) GTEST_SKIP() << "no 127.0.0.1 on lo here";
   testing::TempDir sys;
   const std::filesystem::path lo = std::filesystem::path(sys.path()) / "class/net/lo";
   std::filesystem::create_directories(lo);
   std::ofstream(lo / "speed") << "10000\n";
-  const FactsRoots roots{sys.path(), "/proc"};
   auto speeds = [&] {
-    auto receiver = LinkReceiver::Open(roots, ReceiveRequest(1), local);
-    EXPECT_TRUE(receiver.ok()) << receiver.status();
-    auto summary = std::async(std::launch::async, [&] { return (*receiver)->Run([] { return false; }); });
-    auto sent = RunLinkSend(roots, SendRequest((*receiver)->Listening().ports(0), 1, kToken), local,
-                            [] { return false; });
-    const v1::LinkReceiveSummary got = summary.get();
-    EXPECT_TRUE(sent.ok()) << sent.status();
-    return std::make_pair(sent->results(0).counters().speed_mbps(), got.results(0).counters().speed_mbps());
+    const Transfer t = RunTransfer(FactsRoots{sys.path(), "/proc"}, 1, kToken);
+    EXPECT_TRUE(t.sent.ok()) << t.sent.status();
+    return std::make_pair(t.sent.ok() ? t.sent->results(0).counters().speed_mbps() : 0,
+                          t.got.results(0).counters().speed_mbps());
   };
   EXPECT_EQ(speeds(), std::make_pair(int64_t{-1}, int64_t{-1}));
   std::filesystem::create_directories(lo / "device");
@@ -125,24 +136,16 @@ TEST(LinkTransferTest, VirtualInterfaceSpeedIsUnknown) {
 }
 
 TEST(LinkTransferTest, WrongTokenIsRefusedAndCountsNothing) {
-  const std::vector<LocalIpv4> local = ListLocalIpv4();
-  if (!HasLoopback(local)) GTEST_SKIP() << "no 127.0.0.1 on lo here";
-  auto receiver = LinkReceiver::Open(FactsRoots{}, ReceiveRequest(1), local);
-  ASSERT_TRUE(receiver.ok()) << receiver.status();
-  const uint32_t port = (*receiver)->Listening().ports(0);
-  std::atomic<bool> sender_done{false};
-  auto summary = std::async(std::launch::async, [&] { return (*receiver)->Run([&] { return sender_done.load(); }); });
-  auto sent = RunLinkSend(FactsRoots{}, SendRequest(port, 1, std::string(kLinkTokenBytes, 'x')), local,
-                          [] { return false; });
-  sender_done.store(true);  // the receiver would otherwise wait out its grace for the real sender
-  const v1::LinkReceiveSummary got = summary.get();
-  ASSERT_TRUE(sent.ok()) << sent.status();
-  EXPECT_EQ(sent->results(0).streams_ok(), 0u) << "the receiver closed on the wrong token";
-  EXPECT_NE(sent->results(0).error(), "");
-  EXPECT_EQ(got.results(0).payload_bytes(), 0u);
-  EXPECT_EQ(got.results(0).connections(), 0u);
-  EXPECT_EQ(got.results(0).refused(), 1u);
-  EXPECT_NE(got.results(0).error().find("token"), std::string::npos) << got.results(0).error();
+  if (!HasLoopback(ListLocalIpv4())) GTEST_SKIP() << "no 127.0.0.1 on lo here";
+  const Transfer t = RunTransfer(FactsRoots{}, 1, std::string(kLinkTokenBytes, 'x'));
+  ASSERT_TRUE(t.sent.ok()) << t.sent.status();
+  EXPECT_EQ(t.sent->results(0).streams_ok(), 0u) << "the receiver closed on the wrong token";
+  EXPECT_NE(t.sent->results(0).error(), "");
+  const v1::LinkReceiveResult& r = t.got.results(0);
+  EXPECT_EQ(r.payload_bytes(), 0u);
+  EXPECT_EQ(r.connections(), 0u);
+  EXPECT_EQ(r.refused(), 1u);
+  EXPECT_NE(r.error().find("token"), std::string::npos) << r.error();
 }
 
 TEST(LinkTransferTest, LimitsAreRefusedBeforeAnythingListens) {

@@ -43,3 +43,14 @@ netns_cleanup() {
   ip netns del "$B" 2>/dev/null || true
   rm -rf "$WORK"
 }
+
+# netns_start_agent NS IP NAME: tandem-agentd in namespace NS on IP:7101 as a real cluster runs
+# it (the token and mutual TLS from make_cluster_secrets, the model root $MODEL_ROOT), its output
+# in $WORK/NAME.out and .err; waits for its ready line.
+netns_start_agent() {
+  ip netns exec "$1" "$AGENTD" --listen "$2:7101" --node-name "$3" --state-dir "$WORK/state-$3" \
+    --token-file "$WORK/token" --model-root "$MODEL_ROOT" --tls-cert "$WORK/tls/$3.pem" --tls-key "$WORK/tls/$3.key" \
+    --tls-ca "$WORK/tls/ca.pem" >"$WORK/$3.out" 2>"$WORK/$3.err" &
+  PIDS+=("$!")
+  wait_agent_ready "$3" 100 >/dev/null
+}

@@ -26,15 +26,8 @@ H1A="h1${tag}a" H1B="h1${tag}b" H2A="h2${tag}a" H2B="h2${tag}b"
 make_cluster_secrets head=10.79.0.1:7101 worker=10.79.0.2:7101
 MODEL_ROOT="$(dirname "$(readlink -f "$MODEL")")"
 
-start_agent() {  # ns ip name
-  ip netns exec "$1" "$AGENTD" --listen "$2:7101" --node-name "$3" --state-dir "$WORK/state-$3" \
-    --token-file "$WORK/token" --model-root "$MODEL_ROOT" --tls-cert "$WORK/tls/$3.pem" --tls-key "$WORK/tls/$3.key" \
-    --tls-ca "$WORK/tls/ca.pem" >"$WORK/$3.out" 2>"$WORK/$3.err" &
-  PIDS+=("$!")
-  wait_agent_ready "$3" 100 >/dev/null
-}
-start_agent "$A" 10.79.0.1 head
-start_agent "$B" 10.79.0.2 worker
+netns_start_agent "$A" 10.79.0.1 head
+netns_start_agent "$B" 10.79.0.2 worker
 
 cat > "$WORK/cluster.yaml" <<YAML
 cluster: linktest
