@@ -205,6 +205,7 @@ absl::StatusOr<InterfaceCounters> ReadInterfaceNetdevCounters(const FactsRoots& 
   long long speed = -1;
   if (!absl::SimpleAtoi(AsAbsl(ReadAttribute(dir / "speed")), &speed) || speed <= 0) speed = -1;
   c.speed_mbps = speed;
+  c.has_device = fs::exists(dir / "device", ec);
   return c;
 }
 

@@ -22,6 +22,9 @@ struct InterfaceCounters {
   std::map<std::string, uint64_t> ethtool;  // driver statistics; empty when the driver offers none
   std::string ethtool_error;                // why `ethtool` is empty ("" when read or not offered)
   int64_t speed_mbps = -1;                  // class/net/IF/speed; -1 unknown
+  // class/net/IF/device exists: a NIC on a bus. Virtual interfaces (veth, bridge, lo) have none,
+  // and their speed_mbps is one the kernel made up (veth: always 10000), not a negotiated one.
+  bool has_device = false;
   std::string pcie_speed;                   // device/current_link_speed, e.g. "16.0 GT/s PCIe"; "" none
   std::string pcie_width;                   // device/current_link_width, e.g. "4"; "" none
   double pcie_gbps_ceiling = 0;             // PcieGbpsCeiling(speed, width); 0 unknown

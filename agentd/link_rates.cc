@@ -33,7 +33,8 @@ void LinkRates::Sample(std::chrono::steady_clock::time_point now) {
     r.interface = name;
     r.tx_bytes = tx->second;
     r.rx_bytes = rx->second;
-    r.speed_mbps = c->speed_mbps;
+    // A virtual interface's speed is made up: a fraction of it would mean nothing.
+    r.speed_mbps = c->has_device ? c->speed_mbps : -1;
     fresh[name] = r;
   }
   std::lock_guard<std::mutex> l(mu_);

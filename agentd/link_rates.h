@@ -30,7 +30,7 @@ struct LinkRate {
   std::string interface;
   uint64_t tx_bytes = 0;  // statistics/tx_bytes at the latest sample
   uint64_t rx_bytes = 0;
-  int64_t speed_mbps = -1;  // -1 unknown (down, virtual)
+  int64_t speed_mbps = -1;  // -1 unknown: down, or virtual (InterfaceCounters::has_device)
   // Bytes per second between the two latest samples; has_rate is false after the first sample
   // and after a counter went backwards (the interface was re-created).
   bool has_rate = false;

@@ -60,6 +60,7 @@ TEST(LinkCountersTest, FakeCx7HalfHasNetdevEthtoolAndPcie) {
   EXPECT_EQ(c->ethtool.at("rx_corrected_bits_phy"), 17u);
   EXPECT_EQ(c->ethtool_error, "");
   EXPECT_EQ(c->speed_mbps, 200000);
+  EXPECT_TRUE(c->has_device);
   EXPECT_EQ(c->pcie_speed, "32.0 GT/s PCIe");
   EXPECT_EQ(c->pcie_width, "4");
   // gen5 x4: the ~126 Gb/s per-half ceiling of the issue.
@@ -162,6 +163,7 @@ TEST(LinkCountersTest, RealLoopbackCountsWhatWeSend) {
   EXPECT_GE(delta.at("rx_packets"), 20u);
   EXPECT_GE(after->read_unix_ns, before->read_unix_ns);
   EXPECT_EQ(after->pcie_gbps_ceiling, 0) << "lo sits on no PCIe link";
+  EXPECT_FALSE(after->has_device) << "lo is virtual";
 }
 
 TEST(LinkCountersTest, DeltaDropsCountersThatWentBackOrAppearOnOneSide) {

@@ -86,6 +86,29 @@ TEST_F(LinkRatesTest, RateIsTheDeltaOverTheTimeBetweenSamples) {
   EXPECT_DOUBLE_EQ(latest[0].tx_bytes_per_second, 500);
 }
 
+TEST_F(LinkRatesTest, AVirtualInterfacesMadeUpSpeedIsNotExported) {
+  // A veth: statistics and a speed file (the kernel always says 10000), but no device/ link.
+  const std::string dir = roots_.sysfs_root + "/class/net/veth0";
+  WriteTextFile(dir + "/speed", "10000\n");
+  SetBytes("veth0", 1, 2);
+  SetBytes("enp1s0f0np0", 1, 2);
+  LinkRates rates(roots_, {"veth0", "enp1s0f0np0"});
+  rates.Sample(Clock::now());
+  const std::vector<LinkRate> latest = rates.Latest();
+  ASSERT_EQ(latest.size(), 2u);
+  EXPECT_EQ(latest[0].interface, "enp1s0f0np0");
+  EXPECT_EQ(latest[0].speed_mbps, 200000);
+  EXPECT_EQ(latest[1].interface, "veth0");
+  EXPECT_EQ(latest[1].speed_mbps, -1);
+  std::string text;  // "family{interface}" per series
+  for (const auto& f : LinkRateFamilies("n", latest)) {
+    for (const auto& m : f.metric) text += f.name + "{" + m.label[1].value + "}\n";
+  }
+  EXPECT_NE(text.find("tandem_link_speed_bytes_per_second{enp1s0f0np0}"), std::string::npos) << text;
+  EXPECT_EQ(text.find("tandem_link_speed_bytes_per_second{veth0}"), std::string::npos) << text;
+  EXPECT_NE(text.find("tandem_link_tx_bytes_total{veth0}"), std::string::npos) << text;
+}
+
 TEST_F(LinkRatesTest, AnInterfaceWithoutCountersHasNoSeriesUntilItHasThem) {
   LinkRates rates(roots_, {"enp1s0f0np0", "gone0"});
   rates.Sample(Clock::now());
