@@ -8,7 +8,7 @@ namespace tandem::engine {
 namespace {
 
 constexpr uint32_t kMagic = 0x50455453;  // "STEP"
-constexpr uint32_t kVersion = 2;  // 2: state_slot
+constexpr uint32_t kVersion = 3;  // 2: state_slot; 3: block and state copies
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -72,6 +72,14 @@ std::string StepBatch::Serialize() const {
     PutVector(out, s.tokens);
     PutVector(out, s.block_table);
   }
+  // One byte when there are no copies (nearly every step): a decode step's plan rides inside the
+  // driver's fixed-size command only while it is small (step_driver.cc).
+  const bool copies = !block_copies.empty() || !state_copies.empty();
+  Put<uint8_t>(out, copies ? 1 : 0);
+  if (copies) {
+    PutVector(out, block_copies);
+    PutVector(out, state_copies);
+  }
   return out;
 }
 
@@ -95,6 +103,11 @@ absl::StatusOr<StepBatch> StepBatch::Deserialize(const std::string& bytes) {
     s.want_logits = flags & 1;
     s.want_all_logits = flags & 2;
   }
+  uint8_t copies = 0;
+  if (!r.Get(&copies) || copies > 1 ||
+      (copies == 1 && (!r.GetVector(&batch.block_copies) || !r.GetVector(&batch.state_copies)))) {
+    return absl::InvalidArgumentError("step batch: truncated");
+  }
   if (!r.done()) return absl::InvalidArgumentError("step batch: trailing bytes");
   return batch;
 }
@@ -104,6 +117,21 @@ absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t bloc
   if (num_blocks <= 0) return absl::FailedPreconditionError("Forward before AllocateKvCache");
   if (state_slots == 0 && !batch.seqs.empty()) {
     return absl::FailedPreconditionError("Forward before allocating state slots");
+  }
+  // Copies: each inside its pool (a model without state has none), never onto itself.
+  auto check_copies = [](const std::vector<CopyOp>& copies, int32_t pool, const char* what) -> absl::Status {
+    for (const CopyOp& c : copies) {
+      if (c.src < 0 || c.src >= pool || c.dst < 0 || c.dst >= pool || c.src == c.dst) {
+        return absl::InvalidArgumentError(std::string("step: ") + what + " copy " + std::to_string(c.src) + " -> " +
+                                          std::to_string(c.dst) + " outside the pool of " + std::to_string(pool) +
+                                          " or onto itself");
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status st = check_copies(batch.block_copies, num_blocks, "KV block"); !st.ok()) return st;
+  if (absl::Status st = check_copies(batch.state_copies, std::max<int32_t>(state_slots, 0), "state slot"); !st.ok()) {
+    return st;
   }
   std::vector<bool> slot_taken(std::max<int32_t>(state_slots, 0), false);
   for (const auto& s : batch.seqs) {

@@ -24,8 +24,24 @@ struct SeqChunk {
   int32_t state_slot = -1;
 };
 
+// One copy of a KV block or of a state slot, src -> dst, whole (every layer, K and V, conv and
+// recurrent state alike).
+struct CopyOp {
+  int32_t src = 0;
+  int32_t dst = 0;
+};
+
 struct StepBatch {
   std::vector<SeqChunk> seqs;
+  // Copies the model makes at the start of the step, before any chunk reads or writes the cache:
+  // the choices of an n > 1 request start from their parent's state after the prompt (the
+  // parent's partial last KV block into a block of the child's own, the parent's state slot into
+  // the child's), taken before the parent's next token changes them. They ride with the step
+  // rather than a command of their own so that every rank applies them at the same point of the
+  // same step: the step that follows the fork and no later, without one more broadcast. Applied in
+  // list order (a block freed by one sequence may be the destination of a later copy).
+  std::vector<CopyOp> block_copies;
+  std::vector<CopyOp> state_copies;
 
   int64_t num_tokens() const;
   // A simple little-endian binary format (magic, version, then each chunk's fields).
@@ -39,7 +55,9 @@ struct StepBatch {
 // token ids inside the vocabulary (InvalidArgument naming the sequence). `state_slots` is the size
 // of the model's state pool, or kNoStateSlots for a model without per-sequence state; a model
 // with state needs every chunk's state_slot inside the pool and no two chunks of the step in one
-// slot (FailedPrecondition "Forward before allocating state slots" for an empty pool).
+// slot (FailedPrecondition "Forward before allocating state slots" for an empty pool). Copies
+// need source and destination inside their pool and distinct; a model without state takes no
+// state copies.
 inline constexpr int32_t kNoStateSlots = -1;
 absl::Status CheckBatch(const StepBatch& batch, int32_t num_blocks, int32_t block_size, int64_t vocab,
                         int32_t state_slots);

@@ -2,7 +2,8 @@
 //   admit new requests -> plan a step (Scheduler) -> Forward on every rank (StepDriver)
 //   -> sample each sequence that wanted logits -> detokenize, check stops -> callbacks.
 // A request is a Group of n choices, each one sequence of the scheduler (choices 1.. are forked
-// from choice 0 at its first token, sharing the prompt's KV blocks).
+// from choice 0 at its first token: they share the prompt's full KV blocks and start from copies
+// of its partial block and state slot, so the prompt is computed once; Scheduler::Fork).
 // Requests cross threads only through `mu_` (pending submissions, cancellations); everything
 // the loop owns (scheduler, per-request state) is touched by the engine thread alone.
 #include "engine/batching/llm_engine.h"
@@ -518,7 +519,7 @@ void LLMEngineImpl::HandleRow(Request& r, const Logits& logits, int64_t row) {
     g.prompt_logprobs.clear();
   }
   // The choices that draw from this row: r, or at the prompt's end of an n > 1 request, all of
-  // them (choices 1.. are forked here and share the prompt's KV).
+  // them (choices 1.. are forked here; their copies of the prompt's state ride with the next step).
   std::vector<Request*> drawers = {&r};
   if (g.req.n > 1 && !g.forked) {
     g.forked = true;

@@ -40,26 +40,53 @@ bool Scheduler::Fork(int64_t parent_id, int64_t child_id, int32_t first_token) {
   c.priority = parent.priority;
   const bool slots = config_.num_state_slots > 0;
   const bool run_now = num_running() < config_.max_num_seqs && (!slots || !free_slots_.empty());
-  if (run_now) {
-    if (slots) {
-      // The recurrent state after the prompt lives in the parent's slot only: start over.
-      c.state_slot = free_slots_.back();
-      free_slots_.pop_back();
-    } else {
-      // Only full blocks are shared: the partial last one is where the parent writes next.
-      const int32_t full = c.prompt_len / config_.block_size;
-      c.block_table.assign(parent.block_table.begin(), parent.block_table.begin() + full);
-      for (int32_t b : c.block_table) alloc_.Share(b);
-      c.num_computed = full * config_.block_size;
-    }
-    c.running = true;
-    running_.push_back(child_id);
-  } else {
+  if (!run_now) {
     // A waiting sequence holds no blocks, so waiting choices can never starve the pool.
     (c.priority ? priority_waiting_ : waiting_).push_front(child_id);
+    seqs_[child_id] = std::move(c);
+    return true;
   }
+  const int32_t full = c.prompt_len / config_.block_size;
+  const bool partial = c.prompt_len % config_.block_size != 0;
+  // The parent's blocks and slot hold the state after the prompt only until it computes more.
+  bool copy = parent.num_computed == parent.prompt_len && (!slots || parent.state_slot >= 0);
+  int32_t copy_block = -1;
+  if (copy && partial) {
+    absl::StatusOr<int32_t> b = alloc_.Allocate();
+    if (b.ok()) {
+      copy_block = *b;
+    } else {
+      copy = false;  // the pool is full: recompute rather than wait for a block
+    }
+  }
+  if (copy || !slots) {
+    // Full blocks are shared: nobody writes them again.
+    c.block_table.assign(parent.block_table.begin(), parent.block_table.begin() + full);
+    for (int32_t b : c.block_table) alloc_.Share(b);
+    c.num_computed = full * config_.block_size;
+  }
+  if (slots) {
+    c.state_slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  if (copy) {
+    if (partial) {
+      c.block_table.push_back(copy_block);
+      pending_copies_.push_back({child_id, false, {parent.block_table[full], copy_block}});
+    }
+    if (slots) pending_copies_.push_back({child_id, true, {parent.state_slot, c.state_slot}});
+    c.num_computed = c.prompt_len;
+  }
+  c.running = true;
+  running_.push_back(child_id);
   seqs_[child_id] = std::move(c);
   return true;
+}
+
+void Scheduler::DropCopies(int64_t seq_id) {
+  pending_copies_.erase(std::remove_if(pending_copies_.begin(), pending_copies_.end(),
+                                       [seq_id](const PendingCopy& p) { return p.child == seq_id; }),
+                        pending_copies_.end());
 }
 
 const SequenceState* Scheduler::Find(int64_t seq_id) const {
@@ -77,6 +104,7 @@ bool Scheduler::Remove(int64_t seq_id) {
   if (it == seqs_.end()) return false;
   alloc_.Free(it->second.block_table);
   ReleaseSlot(it->second);
+  DropCopies(seq_id);
   auto drop = [seq_id](auto& c) { c.erase(std::remove(c.begin(), c.end(), seq_id), c.end()); };
   drop(running_);
   drop(priority_waiting_);
@@ -126,6 +154,7 @@ void Scheduler::Preempt(int64_t seq_id, StepPlan& plan, int64_t& budget) {
   s.block_table.clear();
   // Its next prefill starts at position 0, which restarts whatever slot it gets then.
   ReleaseSlot(s);
+  DropCopies(seq_id);
   s.num_computed = 0;
   s.running = false;
   ++s.num_preemptions;
@@ -165,7 +194,10 @@ StepPlan Scheduler::Schedule() {
 
   // 2. Admission: priority, then preempted, then new; stop at the first that does not fit so
   // that the queue order holds.
-  if (!plan.preempted.empty()) return plan;
+  if (!plan.preempted.empty()) {
+    AttachCopies(plan);
+    return plan;
+  }
   const bool slots = config_.num_state_slots > 0;
   while (budget > 0 && num_running() < config_.max_num_seqs && (!slots || !free_slots_.empty())) {
     std::deque<int64_t>& queue = !priority_waiting_.empty() ? priority_waiting_ : waiting_;
@@ -185,7 +217,16 @@ StepPlan Scheduler::Schedule() {
     AddChunk(s, n, plan);
     budget -= n;
   }
+  AttachCopies(plan);
   return plan;
+}
+
+void Scheduler::AttachCopies(StepPlan& plan) {
+  if (plan.empty()) return;
+  for (const PendingCopy& p : pending_copies_) {
+    (p.state ? plan.batch.state_copies : plan.batch.block_copies).push_back(p.op);
+  }
+  pending_copies_.clear();
 }
 
 }  // namespace tandem::engine

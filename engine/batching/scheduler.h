@@ -17,9 +17,17 @@
 // max_prompt_logits_tokens.
 //
 // Choices (Fork): the choices of an n > 1 request are sequences forked from the one that ran the
-// prefill. A fork holds the prompt's full blocks with its parent (BlockAllocator counts holders)
-// and recomputes only the prompt's partial last block, into a block of its own, with its first
-// token: no KV is ever copied, and no block is written by two sequences.
+// prefill, right after its prompt's step. A fork holds the prompt's full blocks with its parent
+// (BlockAllocator counts holders), gets a copy of the prompt's partial last block in a block of
+// its own and, on a model with state slots, a copy of the parent's slot in a slot of its own:
+// it starts with the whole prompt computed, its first step a one-token decode of its first token.
+// The copies ride with the next plan (StepBatch::block_copies / state_copies), which the model
+// applies before anything of that step runs, so they see the parent's state after the prompt
+// whatever that step does (the parent's first decode, its slot or blocks reused after it ended).
+// No block is ever written by two sequences. A fork that finds no free block for its copy falls
+// back to recomputing: the partial last block (no state slots), or the whole prompt (state slots:
+// the state after the prompt comes from the copy only). A fork with no free slot, or beyond
+// max_num_seqs, waits holding nothing and prefills the prompt again when admitted.
 //
 // State slots (models with per-sequence recurrent state, SchedulerConfig::num_state_slots > 0):
 // a sequence takes a free slot when it is admitted and keeps it while it runs; finishing,
@@ -73,6 +81,7 @@ struct StepPlan {
   int64_t num_prefill_tokens = 0;    // tokens of chunks longer than one token or not at the end
   int64_t num_decode_tokens = 0;     // one-token chunks that continue a computed sequence
 
+  // No chunk (a plan without chunks carries no copies either: they wait for the next one).
   bool empty() const { return batch.seqs.empty(); }
 };
 
@@ -85,11 +94,11 @@ class Scheduler {
   void Add(int64_t seq_id, std::vector<int32_t> prompt, bool priority = false, bool want_prompt_logits = false);
   // A new sequence `child` with `parent`'s prompt followed by `first_token` (another choice of the
   // parent's request, its first token drawn from the parent's prefill logits). The parent must be
-  // running with its prompt computed. Without state slots the child holds the parent's full
-  // prompt blocks, so its first chunk is the prompt's partial last block plus `first_token`; with
-  // state slots (the state after the prompt cannot be shared) it prefills the whole prompt again.
-  // It runs at once when max_num_seqs and the slots allow, else it waits at the front of the
-  // queue holding no blocks. False (nothing done) for an unknown or unfit parent or a used id.
+  // running with its prompt computed. When max_num_seqs, a slot (state slots) and a block for the
+  // partial last one allow, the child runs at once from copies of the parent's state after the
+  // prompt (see the header comment; only while the parent has computed nothing past its prompt);
+  // else it recomputes as described there, or waits at the front of the queue holding no blocks.
+  // False (nothing done) for an unknown or unfit parent or a used id.
   bool Fork(int64_t parent_id, int64_t child_id, int32_t first_token);
   // Plans the next step and commits to it: blocks are allocated, num_computed advances past the
   // chunks, preemptions are applied. An empty plan means there is nothing that can run.
@@ -121,6 +130,10 @@ class Scheduler {
   void AddChunk(SequenceState& s, int32_t n, StepPlan& plan);
   // Gives a sequence's state slot (if it holds one) back to the free list.
   void ReleaseSlot(SequenceState& s);
+  // Drops the copies still pending for `seq_id` (it ended or was preempted before they ran).
+  void DropCopies(int64_t seq_id);
+  // Moves the pending copies into `plan` unless it is empty (they then wait for the next one).
+  void AttachCopies(StepPlan& plan);
 
   SchedulerConfig config_;
   BlockAllocator alloc_;
@@ -129,6 +142,13 @@ class Scheduler {
   std::deque<int64_t> priority_waiting_;  // probes
   std::deque<int64_t> waiting_;           // preempted ones at the front, then by arrival
   std::vector<int32_t> free_slots_;       // a stack: the last freed slot is reused first
+  // Forks' copies not yet in a plan, in fork order; each for the child that needs it.
+  struct PendingCopy {
+    int64_t child = 0;
+    bool state = false;  // a state slot, else a KV block
+    CopyOp op;
+  };
+  std::vector<PendingCopy> pending_copies_;
   int64_t num_preemptions_ = 0;
 };
 

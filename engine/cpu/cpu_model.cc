@@ -44,6 +44,8 @@ class CpuModel final : public Model {
   absl::StatusOr<Logits> Forward(const StepBatch& batch) override;
 
  private:
+  // The step's copies (StepBatch::block_copies / state_copies), before anything reads the cache.
+  void ApplyCopies(const StepBatch& batch);
   absl::Status AllReduce(std::vector<float>& x);
   absl::StatusOr<Logits> ComputeLogits(const StepBatch& batch, const StepContext& ctx, std::vector<float>& x,
                                        const std::vector<float>& delta);
@@ -122,6 +124,23 @@ absl::Status CpuModel::AllocateKvCache(int32_t num_blocks, int32_t block_size, i
   return absl::OkStatus();
 }
 
+void CpuModel::ApplyCopies(const StepBatch& batch) {
+  // A block of one layer's K (or V) is block_size tokens of (n_kv_heads, head_dim) elements of
+  // the cache's type: copied as bytes, so every element type is alike.
+  const int64_t block_bytes = static_cast<int64_t>(kv_.block_size()) * kv_spec_.num_kv_heads_local *
+                              kv_spec_.head_dim * kv_spec_.bytes_per_element;
+  for (const CopyOp& c : batch.block_copies) {
+    for (int64_t l = 0; l < kv_spec_.num_layers; ++l) {
+      for (char* pool : {kv_.keys<char>(l), kv_.values<char>(l)}) {
+        std::copy(pool + c.src * block_bytes, pool + (c.src + 1) * block_bytes, pool + c.dst * block_bytes);
+      }
+    }
+  }
+  for (const CopyOp& c : batch.state_copies) {
+    for (DecoderLayer& layer : layers_) layer.mixer->CopyState(c.src, c.dst);
+  }
+}
+
 absl::Status CpuModel::AllReduce(std::vector<float>& x) {
   if (shard_.world == 1) return absl::OkStatus();
   return comm_->AllReduceSum(x.data(), x.size());
@@ -129,6 +148,7 @@ absl::Status CpuModel::AllReduce(std::vector<float>& x) {
 
 absl::StatusOr<Logits> CpuModel::Forward(const StepBatch& batch) {
   RETURN_IF_ERROR(CheckBatch(batch, kv_.num_blocks(), kv_.block_size(), cfg_.vocab_size, num_state_slots_));
+  ApplyCopies(batch);
   StepContext ctx;
   ctx.m = PlanStepMeta(batch, /*pad_tables=*/false);
   std::vector<int32_t> meta(ctx.m.total());

@@ -1,5 +1,6 @@
 #include "engine/cpu/gated_deltanet.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +59,13 @@ void GatedDeltaNet::AllocateStates(int32_t slots) {
   conv_.assign(static_cast<size_t>(slots) * D_.conv_state_size(), 0.0f);
   S_.assign(static_cast<size_t>(slots) * D_.state_size(), 0.0f);
   next_pos_.assign(slots, -1);
+}
+
+void GatedDeltaNet::CopyState(int32_t src, int32_t dst) {
+  const int64_t c = D_.conv_state_size(), n = D_.state_size();
+  std::copy(conv_.begin() + src * c, conv_.begin() + (src + 1) * c, conv_.begin() + dst * c);
+  std::copy(S_.begin() + src * n, S_.begin() + (src + 1) * n, S_.begin() + dst * n);
+  next_pos_[dst] = next_pos_[src];
 }
 
 absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* x, float* out) {

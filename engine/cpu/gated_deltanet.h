@@ -44,6 +44,9 @@ class GatedDeltaNet final : public Mixer {
 
   // (Re)allocates the pool: `slots` empty slots.
   void AllocateStates(int32_t slots) override;
+  // Slot `dst` takes `src`'s conv and recurrent state and position (a forked choice continues
+  // where its parent's prompt ended).
+  void CopyState(int32_t src, int32_t dst) override;
   int32_t num_slots() const { return static_cast<int32_t>(next_pos_.size()); }
   // float32 conv state (conv_dim, K-1) and recurrent state (n_v, dk, dv) of one slot.
   int64_t state_bytes_per_slot() const override {

@@ -52,6 +52,8 @@ class Mixer {
   // slot (0: the mixer keeps none), and the pool of `slots` empty slots (re)allocated.
   virtual int64_t state_bytes_per_slot() const { return 0; }
   virtual void AllocateStates(int32_t slots) { (void)slots; }
+  // Slot `dst` becomes a copy of slot `src` (StepBatch::state_copies; both inside the pool).
+  virtual void CopyState(int32_t src, int32_t dst) { (void)src, (void)dst; }
 };
 
 class Ffn {

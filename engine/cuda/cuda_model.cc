@@ -112,6 +112,8 @@ class CudaModel final : public Model {
   void set_kv_scales(std::vector<kernels::KvScale> scales) { kv_scales_ = std::move(scales); }
 
  private:
+  // The step's copies (StepBatch::block_copies / state_copies) on stream_, ahead of its kernels.
+  absl::Status ApplyCopies(const StepBatch& batch);
   // The step's metadata in the pinned host buffer, its buffers grown, and the metadata on the device.
   absl::StatusOr<StepMeta> PrepareStep(const StepBatch& batch, bool pad_for_graph);
   absl::Status Reserve(const StepMeta& m);
@@ -424,10 +426,34 @@ absl::Status CudaModel::RunGraph(const StepMeta& m) {
   return absl::OkStatus();
 }
 
+absl::Status CudaModel::ApplyCopies(const StepBatch& batch) {
+  // The cache is (layers, num_blocks * block_size, kv_dim) of the KV type: a block is contiguous
+  // within a layer, copied as bytes for every element type. One copy per layer, K and V: a pitched
+  // copy of all layers at once would take a layer's bytes as its pitch, which may pass the
+  // device's maximum pitch (2^31 bytes) on a large pool.
+  const size_t block_bytes = static_cast<size_t>(block_size_) * L_.kv_dim() * kv_spec_.bytes_per_element;
+  const size_t layer_bytes = block_bytes * num_blocks_;
+  for (const CopyOp& c : batch.block_copies) {
+    for (int64_t l = 0; l < kv_spec_.num_layers; ++l) {
+      for (uint8_t* pool : {k_cache_.get(), v_cache_.get()}) {
+        uint8_t* layer = pool + l * layer_bytes;
+        RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(layer + c.dst * block_bytes, layer + c.src * block_bytes,
+                                                   block_bytes, cudaMemcpyDeviceToDevice, stream_),
+                                   "copy KV block"));
+      }
+    }
+  }
+  for (const CopyOp& c : batch.state_copies) {
+    for (DecoderLayer& layer : layers_) RETURN_IF_ERROR(layer.mixer->CopyState(c.src, c.dst, stream_));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
   RETURN_IF_ERROR(CheckBatch(batch, num_blocks_, block_size_, cfg_.vocab_size, num_state_slots_));
-  if (batch.seqs.empty()) return Logits{};
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), "cudaSetDevice"));  // the caller's thread may differ
+  RETURN_IF_ERROR(ApplyCopies(batch));
+  if (batch.seqs.empty()) return Logits{};
   bool decode = true;
   for (const auto& s : batch.seqs) decode &= s.tokens.size() == 1;
   const bool graph = use_graphs_ && decode;

@@ -105,6 +105,17 @@ absl::Status GatedDeltaNet::AllocateStates(int32_t slots) {
   return CudaStatus(cudaDeviceSynchronize(), "zero states");
 }
 
+absl::Status GatedDeltaNet::CopyState(int32_t src, int32_t dst, cudaStream_t stream) {
+  if (states_.get() == nullptr) return absl::FailedPreconditionError("gated deltanet: CopyState before AllocateStates");
+  const int64_t c = L_.conv_state_size(), n = L_.state_size();
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(conv_states_.get() + dst * c, conv_states_.get() + src * c,
+                                             c * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+                             "copy conv state"));
+  return CudaStatus(cudaMemcpyAsync(states_.get() + dst * n, states_.get() + src * n, n * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, stream),
+                    "copy recurrent state");
+}
+
 absl::Status GatedDeltaNet::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   const StepMeta& m = ctx.m;
   const int64_t T = m.T;

@@ -34,6 +34,8 @@ class GatedDeltaNet final : public Mixer {
   int64_t state_bytes_per_slot() const override;
   // Both pools for `slots` sequences, zeroed (contents of a previous pool are dropped).
   absl::Status AllocateStates(int32_t slots) override;
+  // Slot `dst` takes `src`'s conv and recurrent state (device-to-device on `stream`).
+  absl::Status CopyState(int32_t src, int32_t dst, cudaStream_t stream) override;
 
   // This rank's heads (all zero for a model without linear-attention heads).
   static kernels::DeltaNetLayout Layout(const ModelConfig& cfg, const TpShard& shard);

@@ -180,6 +180,12 @@ class Mixer {
     (void)slots;
     return absl::OkStatus();
   }
+  // Slot `dst` becomes a copy of slot `src` (StepBatch::state_copies; both inside the pool),
+  // enqueued on `stream` before the step's kernels.
+  virtual absl::Status CopyState(int32_t src, int32_t dst, cudaStream_t stream) {
+    (void)src, (void)dst, (void)stream;
+    return absl::OkStatus();
+  }
 };
 
 class Ffn {

@@ -50,7 +50,9 @@ class FakeModel final : public Model {
   // Makes the model keep per-sequence state like the hybrid models: every step then needs a state
   // slot per chunk (CheckBatch), and a chunk that does not start at position 0 must continue the
   // chunk its slot saw last (same sequence, next position), or Forward fails: a scheduler that
-  // hands one slot to two sequences, or forgets to restart a reused one, is caught.
+  // hands one slot to two sequences, or forgets to restart a reused one, is caught. A state copy
+  // (StepBatch::state_copies) hands the source's position to the destination slot, so a fork that
+  // continues at its prompt's end passes only when its copy was taken right after the prompt.
   void WithState(int64_t bytes_per_slot) { state_bytes_ = bytes_per_slot; }
   absl::StatusOr<Logits> Forward(const StepBatch& batch) override {
     {
@@ -108,17 +110,25 @@ class FakeModel final : public Model {
   struct SlotUse {
     int64_t seq_id = -1;
     int64_t next_pos = 0;
+    bool copied = false;  // a fork's copy, not yet continued
   };
   absl::Status TrackState(const StepBatch& batch) {
+    // A copied slot may be continued by any sequence (the fork it was copied for), at the
+    // position its source had reached when the step began.
+    for (const CopyOp& c : batch.state_copies) {
+      slot_owner_[c.dst] = slot_owner_[c.src];
+      slot_owner_[c.dst].copied = true;
+    }
     for (const SeqChunk& c : batch.seqs) {
       SlotUse& u = slot_owner_[c.state_slot];
-      if (c.start_pos != 0 && (u.seq_id != c.seq_id || u.next_pos != c.start_pos)) {
+      if (c.start_pos != 0 && ((u.seq_id != c.seq_id && !u.copied) || u.next_pos != c.start_pos)) {
         return absl::InternalError("fake model: sequence " + std::to_string(c.seq_id) + " continues at " +
                                    std::to_string(c.start_pos) + " in state slot " + std::to_string(c.state_slot) +
                                    " last used by sequence " + std::to_string(u.seq_id) + " up to " +
                                    std::to_string(u.next_pos));
       }
       u.seq_id = c.seq_id;
+      u.copied = false;
       u.next_pos = c.start_pos + static_cast<int64_t>(c.tokens.size());
     }
     return absl::OkStatus();

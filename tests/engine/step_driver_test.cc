@@ -35,7 +35,8 @@ TEST(StepDriver, WorkersRunWhatRankZeroSends) {
   constexpr int kWorld = 3;
   std::vector<std::unique_ptr<FakeModel>> models;
   for (int r = 0; r < kWorld; ++r) models.push_back(std::make_unique<FakeModel>(8, r, kWorld));
-  const std::vector<StepBatch> steps = {Step(1, 3), Step(2, 100)};  // inline, then a second broadcast
+  std::vector<StepBatch> steps = {Step(1, 3), Step(2, 100)};  // inline, then a second broadcast
+  steps[0].block_copies = {{0, 2}, {1, 3}};  // a fork's copies reach every rank with the step
   absl::Status st = RunRanksAsThreads(kWorld, [&](Comm& comm) -> absl::Status {
     FakeModel& model = *models[comm.rank()];
     if (comm.rank() != 0) return RunWorkerLoop(model, comm);

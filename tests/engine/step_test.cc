@@ -24,6 +24,8 @@ TEST(Step, SerializeRoundTripAndRejectsGarbage) {
   SeqChunk c = Chunk(-1, {4096}, 0, {});
   c.want_all_logits = true;
   b.seqs = {a, c};
+  b.block_copies = {{5, 8}, {2, 3}};
+  b.state_copies = {{0, 5}};
   const std::string bytes = b.Serialize();
   auto back = StepBatch::Deserialize(bytes);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -39,6 +41,11 @@ TEST(Step, SerializeRoundTripAndRejectsGarbage) {
   EXPECT_EQ(back->seqs[1].seq_id, -1);
   EXPECT_TRUE(back->seqs[1].want_all_logits);
   EXPECT_EQ(back->num_tokens(), 4);
+  ASSERT_EQ(back->block_copies.size(), 2u);
+  EXPECT_EQ(back->block_copies[1].src, 2);
+  EXPECT_EQ(back->block_copies[1].dst, 3);
+  ASSERT_EQ(back->state_copies.size(), 1u);
+  EXPECT_EQ(back->state_copies[0].dst, 5);
   // Every truncation is an error, never a crash; so is a bad magic or trailing bytes.
   for (size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(StepBatch::Deserialize(bytes.substr(0, n)).ok()) << n;
   EXPECT_FALSE(StepBatch::Deserialize("XXXX" + bytes.substr(4)).ok());
@@ -55,6 +62,27 @@ TEST(CheckBatch, AcceptsAValidStep) {
   b.seqs[1].state_slot = 0;
   EXPECT_TRUE(CheckBatch(b, 4, 4, 8, /*state_slots=*/3).ok());
   EXPECT_TRUE(CheckBatch(StepBatch{}, 4, 4, 8, /*state_slots=*/0).ok());
+}
+
+// Forks' copies: inside their pool, never onto themselves; no state copies without state slots.
+TEST(CheckBatch, CopiesMustBeInsideTheirPools) {
+  StepBatch b;
+  b.seqs = {Chunk(1, {7}, 3, {1})};
+  b.block_copies = {{0, 3}};
+  EXPECT_TRUE(CheckBatch(b, 4, 4, 8, kNoStateSlots).ok());
+  for (CopyOp bad : {CopyOp{0, 4}, CopyOp{-1, 2}, CopyOp{2, 2}}) {
+    b.block_copies = {{0, 3}, bad};
+    const absl::Status st = CheckBatch(b, 4, 4, 8, kNoStateSlots);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad.src << " -> " << bad.dst;
+    EXPECT_NE(st.message().find("KV block copy"), std::string::npos) << st;
+  }
+  b.block_copies.clear();
+  b.state_copies = {{0, 1}};
+  EXPECT_EQ(CheckBatch(b, 4, 4, 8, kNoStateSlots).code(), absl::StatusCode::kInvalidArgument);
+  b.seqs[0].state_slot = 2;
+  EXPECT_TRUE(CheckBatch(b, 4, 4, 8, /*state_slots=*/3).ok());
+  b.state_copies = {{0, 3}};
+  EXPECT_EQ(CheckBatch(b, 4, 4, 8, 3).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CheckBatch, StateSlotsMustBeInThePoolAndDistinct) {

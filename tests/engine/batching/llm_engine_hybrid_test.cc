@@ -4,7 +4,10 @@
 // each gives alone (and the golden prompts transformers' tokens), when 4 slots are reused by 16
 // requests, when a small KV pool forces preemption (the victim's slot goes to another sequence,
 // the victim recomputes from position 0 in a new one), and after a cancelled request frees its
-// slot for the next; n = 3 requests, whose choices prefill again each in a slot of its own.
+// slot for the next; n = 3 requests, whose choices start from copies of the prompt's state slot
+// and partial KV block. n = 4 requests compute their prompt once (the steps' prefill tokens), give
+// n = 1's tokens in every choice (greedy), choice i the tokens of n = 1 with seed + i (sampled), and
+// the same when the pool has no block for the copies (the choices recompute the prompt).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -76,9 +79,9 @@ TEST_P(EngineHybridTest, SixteenConcurrentGiveWhatEachGivesAlone) {
     EXPECT_EQ(e.Stats().state_slots_total, 4);
     const auto got = RunAll(e, cases, "16 on 4 slots");
     for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "4 slots, request " << i;
-    // n = 3 (the state after a prompt is not shared: choices 1 and 2 prefill again in slots of
-    // their own, two requests' choices waiting for slots) gives n = 1's tokens in every choice;
-    // then a cancelled n = 3 request gives every slot and block back.
+    // n = 3 (choices 1 and 2 start from copies of the prompt's slot in slots of their own, two
+    // requests' choices waiting for slots and then prefilling again) gives n = 1's tokens in every
+    // choice; then a cancelled n = 3 request gives every slot and block back.
     std::vector<std::unique_ptr<testing::ChoicesSink>> sinks;
     for (size_t i : {0, 1}) {
       GenerationRequest r = cases[i].request;
@@ -112,6 +115,38 @@ TEST_P(EngineHybridTest, SixteenConcurrentGiveWhatEachGivesAlone) {
     const auto got = RunAll(e, cases, "16 on 192 KV tokens");
     EXPECT_GT(e.Stats().preemptions, 0);
     for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "tiny KV pool, request " << i;
+  });
+}
+
+TEST_P(EngineHybridTest, ChoicesStartFromThePromptsStateAndDrawAsOneChoiceRequests) {
+  const std::vector<GenerationRequest> requests = testing::ForkPrompts(Cases(dir()));
+  ASSERT_EQ(requests.size(), 2u);
+  testing::PrefillCounter counter;
+  EngineOptions o = Options(4, 4096);
+  counter.Attach(o);
+  testing::WithEngineOn(dir(), tp(), o, nullptr, [&](LLMEngine& e) {
+    const std::string label = "cpu " + std::get<0>(GetParam()) + " tp" + std::to_string(tp());
+    for (const GenerationRequest& r : requests) testing::CheckChoicesShareThePrefill(e, r, counter, label);
+  });
+
+  // A pool of 3 blocks (48 tokens) holds a 40-token prompt and its 8 tokens and nothing else: the
+  // forks find no block for their copies, so they fall back to prefilling the prompt again, one
+  // after the other once the parent is done, and still give n = 1's tokens.
+  o = Options(4, 48);
+  counter.Attach(o);
+  testing::WithEngineOn(dir(), tp(), o, nullptr, [&](LLMEngine& e) {
+    GenerationRequest r = requests[1];
+    r.prompt_ids.resize(40);
+    r.params.max_tokens = 8;
+    int64_t prefill = 0;
+    const auto alone = testing::RunRequest(e, r, counter, &prefill);
+    r.n = 4;
+    const auto got = testing::RunRequest(e, r, counter, &prefill);
+    EXPECT_EQ(prefill, 40 + 3 * 41) << "the forks recompute their prompt and first token";
+    EXPECT_GT(e.Stats().preemptions, 0);
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(got[c], alone[0]) << "no block for the copies, choice " << c;
+    EXPECT_EQ(e.Stats().state_slots_used, 0);
+    EXPECT_EQ(e.Stats().kv_blocks_used, 0);
   });
 }
 

@@ -89,19 +89,23 @@ TEST(EngineOutputsFakeModelTest, ThreeChoicesWithLogprobsInOrder) {
   EXPECT_EQ(got.completion_tokens, 9);
   EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
   engine->Shutdown();
-  // Choices 1 and 2 held the prompt's first block with choice 0 and recomputed only positions
-  // 4, 5 and their first token: no step ever prefilled the prompt from position 0 again.
-  int from_zero = 0, forks = 0;
+  // Choices 1 and 2 held the prompt's first block with choice 0 and started from copies of its
+  // partial second block (positions 4, 5), carried by the step after the prompt's: no step
+  // computed a prompt position again, and all three decoded their first token at position 6.
+  int from_zero = 0, first_decodes = 0;
+  size_t copies = 0;
   for (const auto& bytes : fake.model.steps) {
     auto b = StepBatch::Deserialize(bytes);
     ASSERT_TRUE(b.ok());
     for (const auto& c : b->seqs) {
       from_zero += c.start_pos == 0 ? 1 : 0;
-      if (c.start_pos == 4 && c.tokens.size() == 3) ++forks;
+      if (c.start_pos == 6 && c.tokens.size() == 1) ++first_decodes;
     }
+    copies += b->block_copies.size();
   }
   EXPECT_EQ(from_zero, 1);
-  EXPECT_EQ(forks, 2);
+  EXPECT_EQ(first_decodes, 3);
+  EXPECT_EQ(copies, 2u);
 }
 
 // Choices that end at their first token (max_tokens 1; eos) end at once, each with its own

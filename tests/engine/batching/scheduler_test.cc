@@ -174,9 +174,18 @@ std::string Slots(const StepPlan& plan) {
   return s;
 }
 
+// "src>dst" per copy of a plan, blocks then "s" and slots, e.g. "2>3 s0>1".
+std::string Copies(const StepPlan& plan) {
+  std::string s;
+  for (const CopyOp& c : plan.batch.block_copies) s += (s.empty() ? "" : " ") + std::to_string(c.src) + ">" + std::to_string(c.dst);
+  for (const CopyOp& c : plan.batch.state_copies) s += (s.empty() ? "s" : " s") + std::to_string(c.src) + ">" + std::to_string(c.dst);
+  return s;
+}
+
 // Two choices forked from a prompt of 10 (blocks of 4): each holds the prompt's two full blocks
-// with the parent and recomputes positions 8, 9 and its own first token in a block of its own.
-TEST(SchedulerTest, ForksShareThePromptsFullBlocksAndRecomputeItsTail) {
+// with the parent and a copy of its partial third block (positions 8, 9), made by the next step
+// before the parent writes position 10 there; the choices' first chunks are one-token decodes.
+TEST(SchedulerTest, ForksShareThePromptsFullBlocksAndCopyItsPartialOne) {
   Scheduler s({8, 64, 4, 16});
   s.Add(1, Prompt(10));
   StepPlan p = s.Schedule();
@@ -188,27 +197,56 @@ TEST(SchedulerTest, ForksShareThePromptsFullBlocksAndRecomputeItsTail) {
   EXPECT_FALSE(s.Fork(9, 4, 66));   // no such parent
   const std::vector<int32_t> parent_blocks = s.Find(1)->block_table;
   ASSERT_EQ(parent_blocks.size(), 3u);
-  EXPECT_EQ(s.num_blocks_used(), 3);  // nothing new yet
+  EXPECT_EQ(s.num_blocks_used(), 5);  // the two copies' blocks
+  EXPECT_EQ(s.Find(2)->num_computed, 10);
   p = s.Schedule();
-  std::printf("after the forks: %s\n", Describe(p).c_str());
-  EXPECT_EQ(Describe(p), "1:10+1L 2:8+3L 3:8+3L");
-  EXPECT_EQ(p.batch.seqs[1].tokens, (std::vector<int32_t>{9, 10, 55}));
-  EXPECT_EQ(p.batch.seqs[2].tokens, (std::vector<int32_t>{9, 10, 66}));
+  std::printf("after the forks: %s, copies %s\n", Describe(p).c_str(), Copies(p).c_str());
+  EXPECT_EQ(Describe(p), "1:10+1L 2:10+1L 3:10+1L");
+  EXPECT_EQ(p.num_decode_tokens, 3);
+  EXPECT_EQ(p.num_prefill_tokens, 0);
+  EXPECT_EQ(p.batch.seqs[1].tokens, (std::vector<int32_t>{55}));
+  EXPECT_EQ(p.batch.seqs[2].tokens, (std::vector<int32_t>{66}));
+  ASSERT_EQ(p.batch.block_copies.size(), 2u);
+  EXPECT_TRUE(p.batch.state_copies.empty());
   for (int i : {1, 2}) {
     const auto& table = p.batch.seqs[i].block_table;
     ASSERT_EQ(table.size(), 3u);
     EXPECT_EQ(table[0], parent_blocks[0]);
     EXPECT_EQ(table[1], parent_blocks[1]);
-    EXPECT_NE(table[2], parent_blocks[2]);  // the tail block is each choice's own
+    EXPECT_NE(table[2], parent_blocks[2]);  // the tail block is each choice's own copy
+    EXPECT_EQ(p.batch.block_copies[i - 1].src, parent_blocks[2]);
+    EXPECT_EQ(p.batch.block_copies[i - 1].dst, table[2]);
   }
   EXPECT_NE(p.batch.seqs[1].block_table[2], p.batch.seqs[2].block_table[2]);
-  EXPECT_EQ(s.num_blocks_used(), 5);
+  EXPECT_EQ(Copies(s.Schedule()), "");  // once
   // The shared blocks stay until their last holder goes.
   s.Remove(1);
   s.Remove(2);
   EXPECT_EQ(s.num_blocks_used(), 3);
   s.Remove(3);
   EXPECT_EQ(s.num_blocks_used(), 0);
+}
+
+// A pool of 4 blocks, the parent holding 3: the first fork takes the last block for its copy; the
+// second finds none and recomputes the partial block into a block of its own, which it has to
+// wait for (preempted by the step, it holds nothing meanwhile).
+TEST(SchedulerTest, AForkWithoutABlockForItsCopyRecomputesThePartialBlock) {
+  Scheduler s({8, 64, 4, 4});
+  s.Add(1, Prompt(10));
+  Sample(s, s.Schedule());
+  ASSERT_TRUE(s.Fork(1, 2, 55));
+  ASSERT_TRUE(s.Fork(1, 3, 66));
+  EXPECT_EQ(s.Find(2)->num_computed, 10);
+  EXPECT_EQ(s.Find(3)->num_computed, 8);
+  EXPECT_EQ(s.Find(3)->block_table.size(), 2u);
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Describe(p), "1:10+1L 2:10+1L");
+  EXPECT_EQ(p.preempted, (std::vector<int64_t>{3}));
+  EXPECT_EQ(Copies(p), std::to_string(s.Find(1)->block_table[2]) + ">" + std::to_string(s.Find(2)->block_table[2]));
+  Sample(s, p);
+  s.Remove(1);
+  s.Remove(2);
+  EXPECT_EQ(Describe(s.Schedule()), "3:0+11L");  // its prompt and first token from scratch
 }
 
 TEST(SchedulerTest, AForkOfABlockAlignedPromptIsADecodeAndAForkWithoutRoomWaitsHoldingNothing) {
@@ -224,6 +262,7 @@ TEST(SchedulerTest, AForkOfABlockAlignedPromptIsADecodeAndAForkWithoutRoomWaitsH
   EXPECT_EQ(s.Find(3)->num_computed, 0);
   p = s.Schedule();
   EXPECT_EQ(Describe(p), "1:8+1L 2:8+1L");
+  EXPECT_EQ(Copies(p), "");  // no partial block: nothing to copy
   EXPECT_EQ(p.num_decode_tokens, 2);
   Sample(s, p);
   s.Remove(1);
@@ -232,7 +271,10 @@ TEST(SchedulerTest, AForkOfABlockAlignedPromptIsADecodeAndAForkWithoutRoomWaitsH
   EXPECT_EQ(p.batch.seqs[1].tokens.back(), 66);
 }
 
-TEST(SchedulerTest, WithStateSlotsAForkPrefillsAgainInASlotOfItsOwn) {
+// With state slots a fork gets a slot of its own holding a copy of its parent's (and the copy of
+// the partial block): it continues at the prompt's end. A fork that finds no free slot waits and
+// prefills again, in a fresh slot, when one is free.
+TEST(SchedulerTest, WithStateSlotsAForkStartsFromACopyOfItsParentsSlot) {
   SchedulerConfig config{4, 64, 4, 16};
   config.num_state_slots = 2;
   Scheduler s(config);
@@ -242,9 +284,49 @@ TEST(SchedulerTest, WithStateSlotsAForkPrefillsAgainInASlotOfItsOwn) {
   ASSERT_TRUE(s.Fork(1, 2, 55));
   ASSERT_TRUE(s.Fork(1, 3, 66));  // no slot left: waits
   p = s.Schedule();
-  EXPECT_EQ(Describe(p), "1:6+1L 2:0+7L");
+  EXPECT_EQ(Describe(p), "1:6+1L 2:6+1L");
   EXPECT_EQ(Slots(p), "1@0 2@1");
+  EXPECT_EQ(Copies(p), std::to_string(s.Find(1)->block_table[1]) + ">" + std::to_string(s.Find(2)->block_table[1]) +
+                           " s0>1");
+  EXPECT_EQ(p.num_prefill_tokens, 0);
   EXPECT_EQ(s.num_waiting(), 1);
+  Sample(s, p);
+  s.Remove(1);
+  p = s.Schedule();
+  EXPECT_EQ(Describe(p), "2:7+1L 3:0+7L");
+  EXPECT_EQ(Slots(p), "2@1 3@0");
+  EXPECT_EQ(Copies(p), "");
+}
+
+// A parent that ends at its first token (before the next step) leaves its forks' copies in place:
+// the step copies before anything reuses its slot or block. A fork that ends first takes its
+// copies with it; a fork that finds no block for its copy recomputes its whole prompt (the state
+// after the prompt exists only in the parent's slot).
+TEST(SchedulerTest, WithStateSlotsCopiesOutliveTheParentNotTheFork) {
+  SchedulerConfig config{4, 64, 4, 16};
+  config.num_state_slots = 3;
+  Scheduler s(config);
+  s.Add(1, Prompt(6));
+  Sample(s, s.Schedule());
+  ASSERT_TRUE(s.Fork(1, 2, 55));
+  ASSERT_TRUE(s.Fork(1, 3, 66));
+  const int32_t parent_tail = s.Find(1)->block_table[1];
+  const int32_t tail2 = s.Find(2)->block_table[1];
+  s.Remove(1);
+  s.Remove(3);
+  StepPlan p = s.Schedule();
+  EXPECT_EQ(Describe(p), "2:6+1L");
+  EXPECT_EQ(Copies(p), std::to_string(parent_tail) + ">" + std::to_string(tail2) + " s0>1");
+
+  SchedulerConfig small{4, 64, 4, /*num_blocks=*/2, /*num_state_slots=*/2};
+  Scheduler t(small);
+  t.Add(1, Prompt(6));
+  Sample(t, t.Schedule());
+  ASSERT_TRUE(t.Fork(1, 2, 55));
+  EXPECT_EQ(t.Find(2)->num_computed, 0);
+  EXPECT_TRUE(t.Find(2)->block_table.empty());
+  EXPECT_EQ(t.Find(2)->state_slot, 1);
+  EXPECT_EQ(Copies(t.Schedule()), "");
 }
 
 // Prompt logits come in chunks of at most max_prompt_logits_tokens, every row of the prompt up to
@@ -347,14 +429,19 @@ namespace {
 // Random arrivals, lengths, cancellations and a small pool: after every plan the invariants hold
 // (blocks in tables == blocks used, chunks covered by their tables and continuing where the
 // sequence stopped, budget and max_num_seqs respected), and every sequence finishes. With fewer
-// state slots than max_num_seqs: every running sequence holds its own slot, chunks carry it, a
-// chunk that continues a sequence is in the slot of its previous chunk, and all are given back.
+// state slots than max_num_seqs: every running sequence holds its own slot, chunks carry it, and
+// all are given back. The plans are played on a model of the cache (which token each KV slot
+// holds, which tokens each state slot has consumed), copies first: every chunk finds its
+// sequence's earlier tokens in its blocks and its state slot, forks' copies included.
 TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
+  int64_t all_copies[2] = {0, 0};  // without and with state slots
   for (int32_t slots : {0, 3})
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const SchedulerConfig cfg{/*max_num_seqs=*/5, /*max_num_batched_tokens=*/12, /*block_size=*/4,
                               /*num_blocks=*/12, slots};
-    std::unordered_map<int64_t, int32_t> last_slot;  // the slot of each sequence's last chunk
+    std::vector<std::vector<int32_t>> kv(cfg.num_blocks, std::vector<int32_t>(cfg.block_size, -1));
+    std::vector<std::vector<int32_t>> state(slots);  // the tokens each slot's state has consumed
+    int64_t copies = 0;
     std::mt19937_64 rng(seed);
     Scheduler s(cfg);
     std::unordered_map<int64_t, int> max_new;  // tokens each sequence may generate
@@ -370,6 +457,9 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
       }
       StepPlan p = s.Schedule();
       ++steps;
+      for (const CopyOp& c : p.batch.block_copies) kv[c.dst] = kv[c.src];
+      for (const CopyOp& c : p.batch.state_copies) state[c.dst] = state[c.src];
+      copies += static_cast<int64_t>(p.batch.block_copies.size() + p.batch.state_copies.size());
       int64_t tokens = 0, blocks = 0;
       for (const auto& c : p.batch.seqs) {
         const SequenceState* st = s.Find(c.seq_id);
@@ -381,12 +471,25 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
         ASSERT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), st->tokens.begin() + c.start_pos));
         ASSERT_EQ(c.want_logits, st->num_computed == static_cast<int32_t>(st->tokens.size()));
         ASSERT_EQ(c.state_slot, st->state_slot);
+        for (int32_t pos = 0; pos < c.start_pos; ++pos) {
+          ASSERT_EQ(kv[c.block_table[pos / cfg.block_size]][pos % cfg.block_size], st->tokens[pos])
+              << "seed " << seed << " seq " << c.seq_id << " reads position " << pos;
+        }
+        for (int32_t i = 0; i < static_cast<int32_t>(c.tokens.size()); ++i) {
+          const int32_t pos = c.start_pos + i;
+          kv[c.block_table[pos / cfg.block_size]][pos % cfg.block_size] = c.tokens[i];
+        }
         if (slots == 0) {
           ASSERT_EQ(c.state_slot, -1);
-        } else if (c.start_pos > 0) {
-          ASSERT_EQ(c.state_slot, last_slot.at(c.seq_id)) << "seed " << seed << " seq " << c.seq_id;
+          continue;
         }
-        last_slot[c.seq_id] = c.state_slot;
+        std::vector<int32_t>& consumed = state[c.state_slot];
+        if (c.start_pos == 0) consumed.clear();
+        ASSERT_TRUE(std::equal(consumed.begin(), consumed.end(), st->tokens.begin(), st->tokens.begin() + c.start_pos) &&
+                    static_cast<int32_t>(consumed.size()) == c.start_pos)
+            << "seed " << seed << " seq " << c.seq_id << " continues at " << c.start_pos << " a state of "
+            << consumed.size() << " tokens";
+        consumed.insert(consumed.end(), c.tokens.begin(), c.tokens.end());
       }
       std::vector<int64_t> live;  // every sequence added or forked so far
       for (int64_t id = 1; id < next_id; ++id) live.push_back(id);
@@ -451,14 +554,18 @@ TEST(SchedulerTest, RandomWorkloadKeepsInvariantsAndFinishes) {
     EXPECT_EQ(finished + cancelled, total + forks) << "seed " << seed;
     EXPECT_EQ(s.num_blocks_used(), 0);
     EXPECT_EQ(s.num_state_slots_used(), 0);
+    all_copies[slots > 0] += copies;
     if (seed <= 3) {
-      std::printf("slots %d seed %llu: %lld steps, %lld forks, %lld finished, %lld cancelled, %lld preemptions\n",
+      std::printf("slots %d seed %llu: %lld steps, %lld forks, %lld copies, %lld finished, %lld cancelled, "
+                  "%lld preemptions\n",
                   slots, static_cast<unsigned long long>(seed), static_cast<long long>(steps),
-                  static_cast<long long>(forks),
+                  static_cast<long long>(forks), static_cast<long long>(copies),
                   static_cast<long long>(finished), static_cast<long long>(cancelled),
                   static_cast<long long>(s.num_preemptions()));
     }
   }
+  EXPECT_GT(all_copies[0], 0) << "no fork started from a copied block";
+  EXPECT_GT(all_copies[1], 0) << "no fork started from a copied state slot";
 }
 
 }  // namespace
