@@ -1,6 +1,9 @@
 #include "engine/grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <tuple>
 
 #include "absl/status/status.h"
 
@@ -41,13 +44,21 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVoc
   }
   masks_.resize(el.size());
   ComputeFollowSets();
+  // String positions by their entry: the same piece and element, the same limits (as far as
+  // the vocabulary's tokens can tell them apart) and the same follow set.
   strings_ = FindStringPositions(grammar_, follow_);
-  for (const StringPosition& s : strings_) {
-    if (s.piece >= 0) {
-      vocab_->string_content();  // built now, while compiling, rather than at a decode step
-      break;
-    }
+  shared_.assign(el.size(), -1);
+  std::map<std::tuple<int32_t, int32_t, int32_t, int32_t, std::array<uint64_t, 4>>, int32_t> entries;
+  for (size_t pos = 0; pos < el.size(); ++pos) {
+    if (strings_[pos].piece < 0) continue;
+    // The vocabulary's buckets are built on the first such position, while compiling rather
+    // than at a decode step.
+    StringPosition& s = strings_[pos];
+    s = vocab_->string_content().Canonical(s);
+    const auto key = std::make_tuple(s.piece, s.element, s.lo, s.hi, follow_[owner_[pos]].bits);
+    shared_[pos] = entries.emplace(key, static_cast<int32_t>(entries.size())).first->second;
   }
+  shared_masks_.resize(entries.size());
 }
 
 void CompiledGrammar::ComputeFollowSets() {
@@ -314,24 +325,25 @@ PositionMask CompiledGrammar::WalkMask(int32_t pos) const {
 }
 
 const PositionMask& CompiledGrammar::MaskAt(int32_t pos) const {
+  std::unique_ptr<PositionMask>& entry = shared_[pos] >= 0 ? shared_masks_[shared_[pos]] : masks_[pos];
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (masks_[pos] != nullptr) return *masks_[pos];
+    if (entry != nullptr) return *entry;
   }
-  // Computed outside the lock (it takes milliseconds); a second thread may compute the same
-  // entry, and the first one stored wins.
+  // Computed outside the lock (a walk can take milliseconds); a second thread may compute the
+  // same entry, and the first one stored wins.
   auto m = std::make_unique<PositionMask>(ComputeMask(pos));
   std::lock_guard<std::mutex> l(mu_);
-  if (masks_[pos] == nullptr) {
+  if (entry == nullptr) {
     if (stored_ >= kMaxStoredMasks) {
       thread_local PositionMask unstored;
       unstored = std::move(*m);
       return unstored;
     }
-    masks_[pos] = std::move(m);
+    entry = std::move(m);
     ++stored_;
   }
-  return *masks_[pos];
+  return *entry;
 }
 
 }  // namespace tandem::grammar

@@ -81,9 +81,11 @@ class CompiledGrammar {
                   const ByteSet* follow, absl::FunctionRef<void(int32_t rank, TokenResult result)> visit) const;
 
   // The mask cache entry of byte-set position `pos`, computed on first use (thread-safe). At
-  // most kMaxStoredMasks entries are kept (each is a bit per token, 19 KB for Qwen3: a long
-  // bounded string reaches a new position at every token); beyond that an entry is computed
-  // each time into a per-thread slot, valid until this thread's next MaskAt.
+  // most kMaxStoredMasks entries are kept (each is a bit per token, 19 KB for Qwen3); beyond
+  // that an entry is computed each time into a per-thread slot, valid until this thread's next
+  // MaskAt. String positions with the same entry share it: a long bounded string reaches new
+  // positions at every token, but while more characters are left than any token holds, they
+  // all have the entries of the first ones.
   const PositionMask& MaskAt(int32_t pos) const;
   static constexpr size_t kMaxStoredMasks = 1024;
 
@@ -109,10 +111,12 @@ class CompiledGrammar {
   // leaves the rule of the cached position and goes on with another byte is only uncertain when
   // that byte can follow (a string's closing quote followed by ')' is rejected at once).
   std::vector<ByteSet> follow_;
-  std::vector<StringPosition> strings_;  // per position
+  std::vector<StringPosition> strings_;  // per position (StringContentIndex::Canonical)
+  std::vector<int32_t> shared_;          // per position: its entry in shared_masks_, or -1
   mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<PositionMask>> masks_;  // per position, null until computed
-  mutable size_t stored_ = 0;                                  // non-null entries of masks_
+  mutable std::vector<std::unique_ptr<PositionMask>> masks_;         // per position, null until computed
+  mutable std::vector<std::unique_ptr<PositionMask>> shared_masks_;  // string positions' entries
+  mutable size_t stored_ = 0;  // non-null entries of masks_ and shared_masks_
 };
 
 }  // namespace tandem::grammar

@@ -243,6 +243,7 @@ StringContentIndex::StringContentIndex(const TokenVocabulary& vocab) : vocab_(vo
             // Only a byte that starts no character can be one that follows the string: the
             // rules that take this path have no such byte in their follow sets.
             e.stops.push_back(Entry::Stop{rank, c.chars, static_cast<uint8_t>(t[c.stop])});
+            e.most_stopped = std::max(e.most_stopped, c.chars);
           }
         }
       }
@@ -261,6 +262,18 @@ StringContentIndex::StringContentIndex(const TokenVocabulary& vocab) : vocab_(vo
       for (size_t c = e.count_start.size() - 1; c-- > 0;) e.count_start[c] = std::min(e.count_start[c], e.count_start[c + 1]);
     }
   }
+}
+
+StringPosition StringContentIndex::Canonical(const StringPosition& at) const {
+  const Entry& e = entries_[at.piece][at.element];
+  const int32_t most_stopped = e.most_stopped;
+  const int32_t most_added = static_cast<int32_t>(e.count_start.size()) - 2;
+  StringPosition c = at;
+  // Above both, hi neither cuts the accepted tokens nor the stops; lo above every stop keeps
+  // none of them, as most_stopped + 1 does.
+  c.hi = std::min(at.hi, std::max(most_added, most_stopped));
+  c.lo = std::min(at.lo, most_stopped + 1);
+  return c;
 }
 
 void StringContentIndex::Mask(const StringPosition& at, const ByteSet& follow, PositionMask* out) const {

@@ -51,6 +51,11 @@ class StringContentIndex {
  public:
   explicit StringContentIndex(const TokenVocabulary& vocab);
 
+  // `at` with its limits brought within what this vocabulary's tokens can tell apart (a limit
+  // above the most characters any token adds acts as none): positions whose canonical forms
+  // are equal have the same entry.
+  StringPosition Canonical(const StringPosition& at) const;
+
   // Sets *out to the mask cache entry of `at` in a rule whose follow set is `follow` (what
   // CompiledGrammar's walk computes, bit for bit).
   void Mask(const StringPosition& at, const ByteSet& follow, PositionMask* out) const;
@@ -67,6 +72,7 @@ class StringContentIndex {
       uint8_t next;      // the byte that is not a character's start
     };
     std::vector<Stop> stops;  // by rank
+    int32_t most_stopped = -1;  // the most `chars` of any stop
   };
   const TokenVocabulary& vocab_;
   std::vector<std::vector<Entry>> entries_;  // [piece][element]

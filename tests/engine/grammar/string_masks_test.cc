@@ -28,10 +28,15 @@ std::shared_ptr<const CompiledGrammar> Schema(const std::string& schema, std::sh
 }
 
 // Every string-content position of `g` (every `stride`-th): MaskAt (the buckets, on a fresh
-// grammar) equals the walk. Returns how many were compared.
+// grammar, entries shared between positions as a walk through the string would share them)
+// equals the walk. Returns how many were compared.
 int CompareStringPositions(const CompiledGrammar& g, int stride = 1) {
+  const int32_t positions = static_cast<int32_t>(g.grammar().elements.size());
+  for (int32_t pos = 0; pos < positions; ++pos) {
+    if (g.IsStringContent(pos)) g.MaskAt(pos);
+  }
   int compared = 0, seen = 0;
-  for (int32_t pos = 0; pos < static_cast<int32_t>(g.grammar().elements.size()); ++pos) {
+  for (int32_t pos = 0; pos < positions; ++pos) {
     if (!g.IsStringContent(pos) || seen++ % stride != 0) continue;
     const PositionMask& fast = g.MaskAt(pos);
     const PositionMask walk = g.WalkMask(pos);
@@ -70,6 +75,7 @@ TEST(StringMasksTest, StringPositionsEqualTheWalkOverAwkwardTokens) {
       R"({"type":"string","minLength":1,"maxLength":1})",
       R"({"type":"string","minLength":2,"maxLength":5})",
       R"({"type":"string","minLength":3})",
+      R"({"type":"string","minLength":12,"maxLength":40})",
       R"({"type":"object","properties":{"k":{"type":"string","maxLength":3},"m":{}},"required":["k"]})",
       R"({"type":"array","items":{"type":"string","minLength":1,"maxLength":2},"maxItems":3})",
   };
@@ -117,7 +123,8 @@ TEST(StringMasksTest, OtherFollowersAndRefusedRules) {
 }
 
 // The real vocabulary: all 35 positions of an unbounded string and of a string of 1 or 2
-// characters (each walk takes tens of milliseconds: 105 of them).
+// characters (a walk inside a string takes up to tens of milliseconds: 105 of them), then a
+// sample of a long bounded string's, where most positions share their entries.
 TEST(StringMasksTest, StringPositionsEqualTheWalkOverQwen3Vocabulary) {
   auto tok = tokenizer::Tokenizer::LoadFromDir(::tandem::testing::TestdataDir() + "/qwen3-tokenizer");
   ASSERT_TRUE(tok.ok()) << tok.status();
@@ -127,6 +134,9 @@ TEST(StringMasksTest, StringPositionsEqualTheWalkOverQwen3Vocabulary) {
                   vocab);
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(CompareStringPositions(*g), 105);
+  auto long_string = Schema(R"({"type":"string","minLength":150,"maxLength":300})", vocab);
+  ASSERT_NE(long_string, nullptr);
+  EXPECT_EQ(CompareStringPositions(*long_string, 211), 50);
 }
 
 }  // namespace
