@@ -1,12 +1,20 @@
 // Interface counters for the link test: a fake CX-7 half (netdev statistics, `ethtool -S`
 // style statistics file, the PCIe link of its function), the ways such a tree can be wrong, the
-// real loopback interface of this machine through sysfs and the ethtool ioctl, and deltas.
+// real loopback interface of this machine and a veth pair in a namespace of the test's own
+// through sysfs and the ethtool ioctl, and deltas.
 #include "agentd/link_counters.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -164,6 +172,57 @@ TEST(LinkCountersTest, RealLoopbackCountsWhatWeSend) {
   EXPECT_GE(after->read_unix_ns, before->read_unix_ns);
   EXPECT_EQ(after->pcie_gbps_ceiling, 0) << "lo sits on no PCIe link";
   EXPECT_FALSE(after->has_device) << "lo is virtual";
+}
+
+// In a child process with a network and mount namespace of its own (root only; skipped
+// otherwise): a veth pair, whose driver offers ethtool statistics, read through the real ioctl.
+// The child mounts a sysfs of its namespace on /sys, as `ip netns exec` does, so nothing of the
+// machine's own network is touched. Its findings come back through a pipe.
+TEST(LinkCountersTest, RealVethInANamespaceOffersEthtoolStatistics) {
+  if (::geteuid() != 0 || std::system("command -v ip >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "needs root and iproute2";
+  }
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    auto report = [&](const std::string& text, int code) {
+      (void)!::write(fds[1], text.data(), text.size());
+      ::_exit(code);
+    };
+    if (::unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) report(std::string("skip: unshare: ") + std::strerror(errno), 77);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::umount2("/sys", MNT_DETACH) != 0 || ::mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0) {
+      report(std::string("skip: sysfs of the namespace: ") + std::strerror(errno), 77);
+    }
+    if (std::system("ip link add tdmv0 type veth peer name tdmv1 && ip link set tdmv0 up && ip link set tdmv1 up") != 0) {
+      report("skip: ip link add veth failed", 77);
+    }
+    auto c = ReadInterfaceCounters(FactsRoots{}, "tdmv0");
+    if (!c.ok()) report("read: " + std::string(c.status().message()), 1);
+    std::string out = "netdev=" + std::to_string(c->netdev.size()) + " ethtool=" + std::to_string(c->ethtool.size()) +
+                      " has_device=" + std::to_string(c->has_device) + " peer_ifindex=" +
+                      std::to_string(c->ethtool.count("peer_ifindex")) + " error=" + c->ethtool_error;
+    report(out, 0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << text;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << text;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << text;
+  std::cout << "veth: " << text << "\n";
+  EXPECT_NE(text.find("has_device=0"), std::string::npos) << text;
+  EXPECT_NE(text.find("peer_ifindex=1"), std::string::npos) << "veth's ethtool set names its peer: " << text;
+  EXPECT_NE(text.find("error="), std::string::npos);
+  EXPECT_EQ(text.substr(text.find("error=")), "error=") << "statistics were offered, so no reason is given";
+  EXPECT_EQ(text.find("netdev=0"), std::string::npos) << text;
 }
 
 TEST(LinkCountersTest, DeltaDropsCountersThatWentBackOrAppearOnOneSide) {
