@@ -67,6 +67,8 @@ TEST_P(cuda_llm_engine_hybrid, ChoicesStartFromThePromptsStateAndDrawAsOneChoice
   for (int tp : {1, 2}) {
     testing::PrefillCounter counter;
     EngineOptions o = Options(4);
+    // Both ranks share the one GPU here: a pool sized from device memory would be taken twice.
+    o.kv_tokens = 4096;
     counter.Attach(o);
     testing::WithEngineOn(dir, tp, o, nullptr, [&](LLMEngine& e) {
       for (const GenerationRequest& r : requests) {
