@@ -205,5 +205,79 @@ TEST_F(AgentServiceTest, HashWeightsEmptyOrRelativePathIsInvalid) {
   }
 }
 
+// The link test's two RPCs through gRPC with the cluster token: refused without it (they make the
+// agent listen and send), and one whole transfer on loopback with it. The real /sys: lo's
+// counters are read around the transfer.
+TEST(AgentServiceLinkTest, TokenRequiredThenAWholeTransferOnLoopback) {
+  const TokenAuth auth("link-test-token-0123456789");
+  AgentConfig cfg{"spark-a", FactsRoots{}, ""};
+  cfg.auth = &auth;
+  AgentService service(cfg, nullptr);
+  LoopbackServer server(&service);
+  auto stub = v1::Agent::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  auto prepare = [&](grpc::ClientContext* ctx, const std::string& token) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    TokenAuth::AddTo(ctx, token);
+  };
+  v1::LinkReceiveRequest rreq;
+  rreq.add_endpoints()->set_interface("lo");
+  rreq.mutable_endpoints(0)->set_ipv4("127.0.0.1");
+  rreq.set_token(std::string(32, 't'));
+  rreq.set_streams(1);
+  rreq.set_duration_ms(1000);
+  {
+    grpc::ClientContext ctx;
+    prepare(&ctx, "");
+    auto reader = stub->LinkReceive(&ctx, rreq);
+    v1::LinkReceiveEvent ev;
+    EXPECT_FALSE(reader->Read(&ev)) << "no listener for a caller without the token";
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    grpc::ClientContext sctx;
+    prepare(&sctx, "wrong-token");
+    v1::LinkSendResponse resp;
+    EXPECT_EQ(stub->LinkSend(&sctx, v1::LinkSendRequest{}, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    prepare(&ctx, "link-test-token-0123456789");
+    v1::LinkReceiveRequest bad = rreq;
+    bad.set_streams(0);
+    auto reader = stub->LinkReceive(&ctx, bad);
+    v1::LinkReceiveEvent ev;
+    EXPECT_FALSE(reader->Read(&ev));
+    const grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("streams must be 1..16"), std::string::npos) << st.error_message();
+  }
+  grpc::ClientContext rctx;
+  prepare(&rctx, "link-test-token-0123456789");
+  auto reader = stub->LinkReceive(&rctx, rreq);
+  v1::LinkReceiveEvent ev;
+  ASSERT_TRUE(reader->Read(&ev));
+  ASSERT_TRUE(ev.has_listening());
+  ASSERT_EQ(ev.listening().ports_size(), 1);
+  v1::LinkSendRequest sreq;
+  v1::LinkTarget* t = sreq.add_targets();
+  t->set_interface("lo");
+  t->set_local_ipv4("127.0.0.1");
+  t->set_remote_ipv4("127.0.0.1");
+  t->set_port(ev.listening().ports(0));
+  sreq.set_token(rreq.token());
+  sreq.set_streams(1);
+  sreq.set_duration_ms(1000);
+  grpc::ClientContext sctx;
+  prepare(&sctx, "link-test-token-0123456789");
+  v1::LinkSendResponse sent;
+  const grpc::Status sst = stub->LinkSend(&sctx, sreq, &sent);
+  ASSERT_TRUE(sst.ok()) << sst.error_message();
+  EXPECT_EQ(sent.rdma().rfind("rdma: ", 0), 0u) << sent.rdma();
+  ASSERT_TRUE(reader->Read(&ev));
+  ASSERT_TRUE(ev.has_summary());
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(sent.results_size(), 1);
+  EXPECT_GT(sent.results(0).bytes_sent(), 0u);
+  EXPECT_EQ(ev.summary().results(0).payload_bytes(), sent.results(0).bytes_sent());
+}
+
 }  // namespace
 }  // namespace tandem::agentd
