@@ -177,7 +177,8 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
   auto load_slots = [&](int buf, int kv0) {
     if (tid < kBN) {
       const uint32_t p = static_cast<uint32_t>(kv0 + tid);
-      sm_slot[buf][tid] = p < static_cast<uint32_t>(n_pos) ? table[p / bs] * static_cast<int32_t>(bs) + static_cast<int32_t>(p % bs) : -1;
+      const int32_t within = static_cast<int32_t>(p % bs);
+      sm_slot[buf][tid] = p < static_cast<uint32_t>(n_pos) ? table[p / bs] * static_cast<int32_t>(bs) + within : -1;
     }
   };
   auto dst_of = [&](int buf, int mat, int i) {  // mat 0: K, 1: V
@@ -257,6 +258,8 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
   // This thread's two rows (g and g + 8 of its warp's 16) and their positions; rows past the tile's
   // tokens (padding) take the last position: they compute but are never stored.
   const int g = lane / 4, c2 = (lane % 4) * 2;
+  // (Not at head_dim 256, whose registers are exactly full: the branch around the products spilled.)
+  const bool warp_has_rows = HD == 256 || warp * 16 < ntok * G;
   int row_pos[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -289,73 +292,77 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
       }
       __syncthreads();
     }
-    const __nv_bfloat16* ks = smem + 2 * cur * C::kTileElems;
-    const __nv_bfloat16* vs = ks + C::kTileElems;
+    // A warp whose 16 rows are all padding (a short last tile, a decode-style sequence) only helps
+    // stage the tiles: its products would be thrown away.
+    if (warp_has_rows) {
+      const __nv_bfloat16* ks = smem + 2 * cur * C::kTileElems;
+      const __nv_bfloat16* vs = ks + C::kTileElems;
 
-    // S = Q K^T: 16 rows x 64 positions per warp.
-    float sc[kBN / 8][4];
-#pragma unroll
-    for (int nb = 0; nb < kBN / 8; ++nb) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-#pragma unroll
-      for (int np = 0; np < kBN / 16; ++np) {
-        uint32_t b[4];
-        LdMatrixX4(b, SmemAddr(ks + np * 16 * kLd + kk * 16 + k_lane));
-        Mma(sc[2 * np], qf[kk], b[0], b[1]);
-        Mma(sc[2 * np + 1], qf[kk], b[2], b[3]);
-      }
-    }
-    // Causal mask where the tile reaches past the block's first position (the diagonal tiles).
-    if (kv0 + kBN - 1 > p_first) {
-#pragma unroll
-      for (int nb = 0; nb < kBN / 8; ++nb) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (kv0 + nb * 8 + c2 + (e & 1) > row_pos[e / 2]) sc[nb][e] = -INFINITY;
+      // S = Q K^T: 16 rows x 64 positions per warp.
+      float sc[kBN / 8][4];
+  #pragma unroll
+      for (int nb = 0; nb < kBN / 8; ++nb) sc[nb][0] = sc[nb][1] = sc[nb][2] = sc[nb][3] = 0.0f;
+  #pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+  #pragma unroll
+        for (int np = 0; np < kBN / 16; ++np) {
+          uint32_t b[4];
+          LdMatrixX4(b, SmemAddr(ks + np * 16 * kLd + kk * 16 + k_lane));
+          Mma(sc[2 * np], qf[kk], b[0], b[1]);
+          Mma(sc[2 * np + 1], qf[kk], b[2], b[3]);
         }
       }
-    }
-    // Online softmax per row (a row's 64 scores are spread over the 4 lanes of a quad). Tile 0 has
-    // position 0 unmasked for every row, so the running maximum is finite from then on.
-    float corr[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float mx = m_run[half];
-#pragma unroll
-      for (int nb = 0; nb < kBN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * half], sc[nb][2 * half + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      corr[half] = Exp2(m_run[half] - mx);
-      m_run[half] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nb = 0; nb < kBN / 8; ++nb) {
-#pragma unroll
-        for (int e = 2 * half; e < 2 * half + 2; ++e) {
-          sc[nb][e] = Exp2(sc[nb][e] - mx);
-          sum += sc[nb][e];
+      // Causal mask where the tile reaches past the block's first position (the diagonal tiles).
+      if (kv0 + kBN - 1 > p_first) {
+  #pragma unroll
+        for (int nb = 0; nb < kBN / 8; ++nb) {
+  #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (kv0 + nb * 8 + c2 + (e & 1) > row_pos[e / 2]) sc[nb][e] = -INFINITY;
+          }
         }
       }
-      l_run[half] = l_run[half] * corr[half] + sum;  // this lane's columns; the quad sums at the end
-    }
-#pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb) {
-      o[nb][0] *= corr[0], o[nb][1] *= corr[0];
-      o[nb][2] *= corr[1], o[nb][3] *= corr[1];
-    }
-    // O += P V: the scores' accumulator layout is the A fragment layout of the next product.
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      const uint32_t pa[4] = {PackBf16(sc[2 * kk][0], sc[2 * kk][1]), PackBf16(sc[2 * kk][2], sc[2 * kk][3]),
-                              PackBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              PackBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t b[4];
-        LdMatrixX4Trans(b, SmemAddr(vs + kk * 16 * kLd + dp * 16 + v_lane));
-        Mma(o[2 * dp], pa, b[0], b[1]);
-        Mma(o[2 * dp + 1], pa, b[2], b[3]);
+      // Online softmax per row (a row's 64 scores are spread over the 4 lanes of a quad). Tile 0 has
+      // position 0 unmasked for every row, so the running maximum is finite from then on.
+      float corr[2];
+  #pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = m_run[half];
+  #pragma unroll
+        for (int nb = 0; nb < kBN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * half], sc[nb][2 * half + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        corr[half] = Exp2(m_run[half] - mx);
+        m_run[half] = mx;
+        float sum = 0.0f;
+  #pragma unroll
+        for (int nb = 0; nb < kBN / 8; ++nb) {
+  #pragma unroll
+          for (int e = 2 * half; e < 2 * half + 2; ++e) {
+            sc[nb][e] = Exp2(sc[nb][e] - mx);
+            sum += sc[nb][e];
+          }
+        }
+        l_run[half] = l_run[half] * corr[half] + sum;  // this lane's columns; the quad sums at the end
+      }
+  #pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb) {
+        o[nb][0] *= corr[0], o[nb][1] *= corr[0];
+        o[nb][2] *= corr[1], o[nb][3] *= corr[1];
+      }
+      // O += P V: the scores' accumulator layout is the A fragment layout of the next product.
+  #pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+        const uint32_t pa[4] = {PackBf16(sc[2 * kk][0], sc[2 * kk][1]), PackBf16(sc[2 * kk][2], sc[2 * kk][3]),
+                                PackBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                                PackBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+  #pragma unroll
+        for (int dp = 0; dp < HD / 16; ++dp) {
+          uint32_t b[4];
+          LdMatrixX4Trans(b, SmemAddr(vs + kk * 16 * kLd + dp * 16 + v_lane));
+          Mma(o[2 * dp], pa, b[0], b[1]);
+          Mma(o[2 * dp + 1], pa, b[2], b[3]);
+        }
       }
     }
     if (more) {
