@@ -287,10 +287,15 @@ void CompiledGrammar::WalkTokens(const MatchState& start, std::vector<StackNode>
       decided = d + 1;
     }
     if (r != TokenResult::kRejected) visit(rank, r);
-    if (ranks == nullptr && decided <= b.size()) {
+    if (decided <= b.size()) {
       // The following tokens that share the deciding bytes get the same answer unseen; a
-      // rejected block is skipped whole.
-      if (r == TokenResult::kRejected) {
+      // rejected block is skipped whole (in a list of ranks, the ones inside the block).
+      if (ranks != nullptr) {
+        if (r == TokenResult::kRejected) {
+          const int32_t end = v.block_end(rank, decided);
+          while (i + 1 < count && (*ranks)[i + 1] < end) ++i;
+        }
+      } else if (r == TokenResult::kRejected) {
         i = static_cast<size_t>(v.block_end(rank, decided)) - 1;
       } else {
         while (i + 1 < count && static_cast<size_t>(v.lcp()[i + 1]) >= decided) visit(static_cast<int32_t>(++i), r);
