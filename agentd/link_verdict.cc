@@ -95,8 +95,15 @@ void ApplyRules(const HalfSample& s, double best_gbps_other_halves, LinkVerdict&
     v.hint = kHintDropped;
     return;
   }
+  // "Nothing lost" only means something when there were loss counters to watch.
+  size_t watched = 0;
+  for (const auto* m : {&s.sender_netdev, &s.sender_ethtool, &s.receiver_netdev, &s.receiver_ethtool}) {
+    for (const auto& [name, delta] : *m) watched += IsLossCounter(name) ? 1 : 0;
+  }
   std::vector<std::string> clean;
-  clean.push_back("no discard or drop counter moved on either side");
+  clean.push_back(watched > 0 ? "no discard or drop counter moved on either side (" + std::to_string(watched) +
+                                    " watched)"
+                              : "no discard or drop counter was read on either side");
   if (s.tcp_segments_out > 0) clean.push_back(retrans_text);
   if (tx_phy && rx_phy) {
     clean.push_back("sender tx_bytes_phy +" + std::to_string(*tx_phy) + ", receiver rx_bytes_phy +" +

@@ -188,6 +188,12 @@ TEST(LinkVerdictTest, UnknownLinkIsJudgedAgainstTheBestOtherHalf) {
   v = JudgeHalf(s, 0);
   EXPECT_EQ(v.kind, LinkVerdictKind::kHealthy) << Show(v);
   EXPECT_TRUE(HasLine(v, "nothing to compare")) << Show(v);
+  // No counters read at all: the evidence does not claim that none moved.
+  s.sender_netdev.clear();
+  s.receiver_netdev.clear();
+  v = JudgeHalf(s, 20);
+  EXPECT_TRUE(HasLine(v, "no discard or drop counter was read")) << Show(v);
+  EXPECT_FALSE(HasLine(v, "moved on either side")) << Show(v);
 }
 
 TEST(LinkVerdictTest, FailedOrEmptyTransferHasNoData) {
