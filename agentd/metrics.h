@@ -1,6 +1,7 @@
 // Prometheus metrics of the agent on --metrics-listen. Node facts are read at scrape time (a
 // Collectable of our own), so `tandem_node_info` and the memory gauges are as fresh as the
-// facts served over gRPC. Hashing progress gauges are set by the hashing RPC as it runs.
+// facts served over gRPC. Hashing progress gauges are set by the hashing RPC as it runs. Link
+// utilisation comes from a LinkRates sampler (agentd/link_rates.h) once one is set.
 #pragma once
 
 #include <functional>
