@@ -221,10 +221,14 @@ LinkPairResult JudgeLinkPair(const LinkPairPlan& plan, const absl::StatusOr<v1::
     out.halves.push_back(std::move(h));
   }
   for (size_t i = 0; i < out.halves.size(); ++i) {
+    // A half is compared with its siblings: the other halves on links of the same speed (the two
+    // halves of one CX-7 port), not with a management network that happens to share the pair.
     double best_other = 0;
     for (size_t j = 0; j < out.halves.size(); ++j) {
       const agentd::HalfSample& o = out.halves[j].sample;
-      if (j != i && o.error.empty()) best_other = std::max(best_other, Gbps(o.payload_bytes, o.seconds));
+      if (j != i && o.error.empty() && o.speed_mbps == out.halves[i].sample.speed_mbps) {
+        best_other = std::max(best_other, Gbps(o.payload_bytes, o.seconds));
+      }
     }
     LinkHalfResult& h = out.halves[i];
     h.verdict = agentd::JudgeHalf(h.sample, best_other);

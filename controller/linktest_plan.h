@@ -59,7 +59,7 @@ struct LinkPairResult {
 };
 
 // Both ends' replies to one pair's transfer, judged half by half; each half is compared with the
-// fastest other half of the same pair.
+// fastest other half of the same pair on a link of the same speed (unknown counts as a speed).
 LinkPairResult JudgeLinkPair(const LinkPairPlan& plan, const absl::StatusOr<v1::LinkSendResponse>& sent,
                              const absl::StatusOr<v1::LinkReceiveSummary>& received);
 

@@ -181,6 +181,19 @@ TEST(LinktestJudgeTest, CannedRepliesBecomeVerdicts) {
   EXPECT_EQ(r.halves[1].verdict.kind, LinkVerdictKind::kHostNotSending);
   EXPECT_NEAR(r.total_gbps, 162, 0.01);
 
+  // A management network in the same pair (1 Gb/s link) is not a sibling of the 200 Gb/s halves:
+  // judged against its own link, it is healthy rather than "unused" next to them.
+  {
+    v1::LinkSendResponse tx3 = tx;
+    v1::LinkReceiveSummary rx3 = rx;
+    AddHalf(&tx3, &rx3, "eth0", 0.9, 0, 1000, 1000);
+    LinkPairPlan three = TwoHalves();
+    three.halves.push_back({"eth0", "10.0.0.5", "eth0", "10.0.0.6"});
+    const LinkPairResult m = JudgeLinkPair(three, tx3, rx3);
+    EXPECT_EQ(m.halves[2].verdict.kind, LinkVerdictKind::kHealthy) << m.halves[2].verdict.evidence[0];
+    EXPECT_EQ(m.halves[1].verdict.kind, LinkVerdictKind::kHostNotSending);
+  }
+
   // Retransmits on f1 make it dropped-on-path; a stream's failure is evidence, not a verdict.
   tx.mutable_results(1)->set_tcp_retransmits(tx.results(1).tcp_segments_out() / 20);
   tx.mutable_results(1)->set_error("connect to 192.168.101.2:4000: no answer within 5 s");
