@@ -135,9 +135,20 @@ absl::StatusOr<std::unique_ptr<AllReduceBuffer>> MakeBuffer(engine::Comm& comm, 
   return std::unique_ptr<AllReduceBuffer>(std::make_unique<HostBuffer>(comm, n));
 }
 
-// One loop: a checked all-reduce, `warmup` untimed ones, then `iters` timed ones (seconds each).
+// How many warm-ups and timed iterations fit `budget` when one all-reduce took `one_s` (at least
+// one timed; warm-ups give way first).
+std::pair<int32_t, int32_t> FitBudget(int warmup, int iters, double one_s, std::chrono::milliseconds budget) {
+  const double fit = std::chrono::duration<double>(budget).count() / std::max(one_s, 1e-9);
+  const int32_t fits = static_cast<int32_t>(std::min<double>(fit, 1e9));
+  const int32_t w = std::clamp(fits - 1, 0, warmup);
+  return {w, std::clamp(fits - w, 1, std::max(iters, 1))};
+}
+
+// One loop: a checked all-reduce, `warmup` untimed ones, then `iters` timed ones (seconds each),
+// both cut to what fits `budget` going by the checked one. A count every rank must share (one
+// more all-reduce on one rank would wait out its deadline), so rank 0's is broadcast.
 absl::StatusOr<std::vector<double>> TimeLoop(engine::Comm& comm, size_t bytes, int warmup, int iters,
-                                             const char* name) {
+                                             std::chrono::milliseconds budget, const char* name) {
   const size_t n = bytes / sizeof(float);
   ASSIGN_OR_RETURN(std::unique_ptr<AllReduceBuffer> buf, MakeBuffer(comm, n));
   const int world = comm.world_size();
@@ -146,13 +157,20 @@ absl::StatusOr<std::vector<double>> TimeLoop(engine::Comm& comm, size_t bytes, i
   };
   // Small integers sum exactly in float, in any order, so every rank must see exactly this.
   if (absl::Status st = buf->Fill(static_cast<float>(comm.rank() + 1)); !st.ok()) return fail(st, "check");
+  const auto c0 = Clock::now();
   if (absl::Status st = buf->AllReduce(); !st.ok()) return fail(st, "check");
+  const double check_s = SecondsSince(c0);
   ASSIGN_OR_RETURN(std::string wrong, buf->Mismatch(static_cast<float>(world * (world + 1) / 2)));
   if (!wrong.empty()) {
     return absl::DataLossError(absl::StrCat(name, " all-reduce of ", bytes, " bytes returned a wrong sum: ", wrong));
   }
   // Zeros stay zeros: the timed all-reduces never overflow or reach slow (denormal) values.
   if (absl::Status st = buf->Fill(0.0f); !st.ok()) return fail(st, "reset");
+  const auto [w, k] = FitBudget(warmup, iters, check_s, budget);
+  int32_t counts[2] = {w, k};
+  if (absl::Status st = comm.Broadcast(counts, sizeof counts, 0); !st.ok()) return fail(st, "counts");
+  warmup = counts[0];
+  iters = counts[1];
   for (int i = 0; i < warmup; ++i) {
     if (absl::Status st = buf->AllReduce(); !st.ok()) return fail(st, "warm-up");
   }
@@ -232,8 +250,8 @@ double AllReduceBusBandwidth(double algbw, int world) {
 
 absl::Status MeasureCollectives(engine::Comm& comm, const CollectiveLoops& loops, v1::CheckFabricResponse* out) {
   out->set_transport(comm.transport());
-  ASSIGN_OR_RETURN(std::vector<double> small,
-                   TimeLoop(comm, loops.small_bytes, loops.small_warmup, loops.small_iters, "small"));
+  ASSIGN_OR_RETURN(std::vector<double> small, TimeLoop(comm, loops.small_bytes, loops.small_warmup, loops.small_iters,
+                                                       loops.loop_budget, "small"));
   const TimeSummary s = SummarizeTimes(small);
   out->set_small_bytes(loops.small_bytes);
   out->set_small_iters(static_cast<uint32_t>(small.size()));
@@ -242,8 +260,8 @@ absl::Status MeasureCollectives(engine::Comm& comm, const CollectiveLoops& loops
   out->set_small_min_us(s.min * 1e6);
   out->set_small_max_us(s.max * 1e6);
 
-  ASSIGN_OR_RETURN(std::vector<double> large,
-                   TimeLoop(comm, loops.large_bytes, loops.large_warmup, loops.large_iters, "large"));
+  ASSIGN_OR_RETURN(std::vector<double> large, TimeLoop(comm, loops.large_bytes, loops.large_warmup, loops.large_iters,
+                                                       loops.loop_budget, "large"));
   const TimeSummary l = SummarizeTimes(large);
   out->set_large_bytes(loops.large_bytes);
   out->set_large_iters(static_cast<uint32_t>(large.size()));

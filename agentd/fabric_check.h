@@ -19,6 +19,7 @@
 // DeadlineExceeded naming it, after timeout_ms; each all-reduce has collective_timeout_ms.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,11 @@ struct CollectiveLoops {
   size_t large_bytes = size_t{64} << 20;
   int large_iters = 10;
   int large_warmup = 2;
+  // Each loop runs only the warm-ups and timed iterations that fit this budget, going by how long
+  // its checked all-reduce took (warm-ups give way first; at least one is timed): a degraded link
+  // (a 64 MiB all-reduce over 50 Mbit/s takes 11 s) gives its figures in about this time instead of
+  // minutes. The response says how many iterations were timed.
+  std::chrono::milliseconds loop_budget{20000};
 };
 
 // The loops a request asks for: its non-zero fields over the defaults. InvalidArgument beyond the

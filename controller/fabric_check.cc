@@ -123,12 +123,30 @@ FabricReport RunFabricCheck(const ClusterPlan& plan, ClusterAgents& agents, cons
   return rep;
 }
 
-absl::StatusOr<FabricReport> RunClusterFabricCheck(const ClusterContext& ctx, const FabricCheckOptions& options) {
+FabricReport RunClusterFabricCheck(const ClusterSpec& spec, const AgentCredentials& credentials,
+                                   const FabricCheckOptions& options) {
+  ClusterContext ctx;
+  ctx.spec = spec;
+  ctx.credentials = credentials;
+  ctx.agents = GrpcClusterAgents(credentials);
   UpOptions facts_only;
   facts_only.hash_weights = false;
   const PreflightReport preflight = RunPreflight(ctx, facts_only);
-  ASSIGN_OR_RETURN(ClusterPlan plan, MakeClusterPlan(ctx.spec, preflight, 0, ""));
-  return RunFabricCheck(plan, *ctx.agents, options);
+  absl::StatusOr<ClusterPlan> plan = MakeClusterPlan(spec, preflight, 0, "");
+  if (!plan.ok()) {
+    FabricReport none;
+    none.problems.push_back(absl::StrCat("no group plan: ", plan.status().message()));
+    return none;
+  }
+  return RunFabricCheck(*plan, *ctx.agents, options);
+}
+
+std::string WithCollectives(const std::string& output, bool json, const FabricReport* fabric) {
+  if (!json) return fabric == nullptr ? output : absl::StrCat(output, "\n", FormatFabricTable(*fabric));
+  nlohmann::json j = nlohmann::json::parse(output, nullptr, false);
+  if (!j.is_object()) return output;  // not linktest's object: leave it as it is
+  j["collectives"] = fabric == nullptr ? nlohmann::json(nullptr) : FabricReportJson(*fabric);
+  return j.dump(2) + "\n";
 }
 
 absl::Status FabricVerdict(const FabricReport& report) {

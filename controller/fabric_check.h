@@ -18,14 +18,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "controller/agent_credentials.h"
 #include "controller/cluster_agents.h"
 #include "controller/cluster_plan.h"
 #include "controller/cluster_spec.h"
 #include "tandem/v1/agent.pb.h"
 
 namespace tandem::controller {
-
-struct ClusterContext;  // controller/cluster_ops.h
 
 struct FabricCheckOptions {
   uint64_t check_id = 0;  // names the store prefix "fabric/<id>/"; 0 = the clock's unix ms
@@ -75,8 +74,14 @@ struct FabricReport {
 FabricReport RunFabricCheck(const ClusterPlan& plan, ClusterAgents& agents, const FabricCheckOptions& options);
 
 // For `linktest`: the plan `up` would make (facts-only preflight for the comm environment;
-// weights are not hashed), then RunFabricCheck. An error only when no plan can be made.
-absl::StatusOr<FabricReport> RunClusterFabricCheck(const ClusterContext& ctx, const FabricCheckOptions& options);
+// weights are not hashed), then RunFabricCheck; a plan that cannot be made is the report's one
+// problem. `credentials` reach the agents as every tandemctl call does.
+FabricReport RunClusterFabricCheck(const ClusterSpec& spec, const AgentCredentials& credentials,
+                                   const FabricCheckOptions& options);
+
+// linktest's output with the collectives added: `fabric`'s table after `output`, or with `json`
+// the key "collectives" added to the JSON object `output` (null when `fabric` is).
+std::string WithCollectives(const std::string& output, bool json, const FabricReport* fabric);
 
 // OK, or FailedPrecondition naming every problem ("fabric check failed: ...; ...").
 absl::Status FabricVerdict(const FabricReport& report);

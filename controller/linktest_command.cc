@@ -12,6 +12,7 @@
 #include "controller/agent_client.h"
 #include "controller/agent_credentials.h"
 #include "controller/cluster_spec.h"
+#include "controller/fabric_check.h"
 #include "controller/linktest_plan.h"
 #include "controller/preflight_command.h"
 #include "controller/rpc_error.h"
@@ -168,6 +169,8 @@ void AddLinktestFlags(CLI::App* command, LinktestCommandOptions* o) {
       ->delimiter(',')
       ->type_name("LIST")
       ->default_str("");
+  command->add_flag("--no-collectives", o->no_collectives,
+                    "skip the group's own all-reduces (docs/linktest.md \"Collectives\")");
 }
 
 int RunLinktest(const LinktestCommandOptions& o) {
@@ -193,13 +196,18 @@ int RunLinktest(const LinktestCommandOptions& o) {
   for (const LinkPairPlan& plan : PlanLinkPairs(*spec, facts, *lists)) {
     report.pairs.push_back(RunPair(*spec, plan, *credentials, o));
   }
-  // The group's own collectives (issue 19, controller/fabric_check.h) are measured after the
-  // transfers, so that they do not share the wire with them, and join the report here.
+  // The group's own collectives (controller/fabric_check.h) after the transfers, so that they do
+  // not share the wire with them; a cluster of one node has none.
+  std::optional<FabricReport> fabric;
+  if (!o.no_collectives && spec->nodes.size() > 1) {
+    fabric = RunClusterFabricCheck(*spec, *credentials, FabricCheckOptionsFromSpec(spec->fabric_check));
+  }
   report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string text = o.json ? FormatLinktestJson(report) : FormatLinktestTable(report);
+  const std::string text = WithCollectives(o.json ? FormatLinktestJson(report) : FormatLinktestTable(report), o.json,
+                                           fabric ? &*fabric : nullptr);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
-  return report.ok() ? kExitOk : kExitChecksFailed;
+  return report.ok() && (!fabric || fabric->ok()) ? kExitOk : kExitChecksFailed;
 }
 
 }  // namespace tandem::controller

@@ -25,6 +25,7 @@ struct LinktestCommandOptions {
   // GetFacts' deadline, and what the transfer RPCs get beyond the duration.
   std::chrono::milliseconds timeout{20000};
   std::vector<std::string> interfaces;       // --interfaces: "IF" (every node) or "NODE=IF"
+  bool no_collectives = false;               // --no-collectives: skip the group's all-reduces
 };
 
 void AddLinktestFlags(CLI::App* command, LinktestCommandOptions* options);

@@ -105,6 +105,22 @@ TEST(MeasureCollectivesTest, GlooRanksAsThreadsReportTheirFigures) {
   }
 }
 
+TEST(MeasureCollectivesTest, ALoopBudgetCutsEveryRanksIterationsAlike) {
+  CollectiveLoops l = QuickLoops();
+  l.loop_budget = std::chrono::milliseconds(0);  // no room: no warm-up, one timed iteration
+  std::vector<v1::CheckFabricResponse> out(2);
+  absl::Status st = engine::RunRanksAsThreads(2, [&](engine::Comm& comm) {
+    return MeasureCollectives(comm, l, &out[comm.rank()]);
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  for (const auto& r : out) {
+    EXPECT_EQ(r.small_iters(), 1u);
+    EXPECT_EQ(r.large_iters(), 1u);
+    EXPECT_EQ(r.small_median_us(), r.small_p99_us());
+    EXPECT_GT(r.large_busbw_gbps(), 0);
+  }
+}
+
 // Claims two ranks but sums nothing: the check must not report a speed for a wrong result.
 class NoSumComm final : public engine::Comm {
  public:

@@ -194,6 +194,22 @@ TEST(FabricReportOutputTest, TableAndJson) {
   ASSERT_EQ(j["problems"].size(), 1u);
 }
 
+TEST(FabricReportOutputTest, LinktestOutputGainsTheCollectives) {
+  FabricAgents agents;
+  agents.answers["10.0.0.1:9300"] = Figures(0, 20, 35, 22.0);
+  agents.answers["10.0.0.2:9300"] = Figures(1, 24, 31, 21.5);
+  FabricReport rep = RunFabricCheck(TwoRankPlan(), agents, FabricCheckOptions{});
+  const std::string text = WithCollectives("PASS: 4 halves tested\n", false, &rep);
+  EXPECT_EQ(text.rfind("PASS: 4 halves tested\n\nfabric check ", 0), 0u) << text;
+  EXPECT_EQ(WithCollectives("PASS\n", false, nullptr), "PASS\n");
+  nlohmann::json j = nlohmann::json::parse(WithCollectives(R"({"ok": true, "pairs": []})", true, &rep));
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_TRUE(j["collectives"]["ok"].get<bool>());
+  EXPECT_EQ(j["collectives"]["busbw_gbps"], 21.5);
+  nlohmann::json skipped = nlohmann::json::parse(WithCollectives(R"({"ok": true})", true, nullptr));
+  EXPECT_TRUE(skipped["collectives"].is_null());
+}
+
 TEST(FabricReportOutputTest, OptionsFromClusterYaml) {
   FabricCheckSpec spec;
   spec.enabled = true;
