@@ -5,6 +5,7 @@
 #include <cuda_fp8.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
@@ -105,7 +106,8 @@ __device__ __forceinline__ uint4 ToBf16x8(const uint2& raw) {
 // Which (sequence, tile) block `b` takes: sequences' tiles are numbered in order, and inside a
 // sequence the last tile (the one with the most K/V to read) comes first, so the long blocks start in
 // the first wave and the short ones fill the tail. False past the step's last tile. Block-uniform.
-__device__ __forceinline__ bool FindTile(const int32_t* seq_starts, int S, int tq, int b, int* s_out, int* j_out) {
+__device__ __forceinline__ bool FindTile(const int32_t* seq_starts, int S, int done_below, int tq, int b, int* s_out,
+                                         int* j_out) {
   __shared__ int red[kMaxWarps];
   const int threads = static_cast<int>(blockDim.x);
   __shared__ int found_s, found_j;
@@ -113,7 +115,8 @@ __device__ __forceinline__ bool FindTile(const int32_t* seq_starts, int S, int t
   int before = 0;  // tiles of the sequences already scanned
   for (int s0 = 0; s0 < S; s0 += threads) {
     const int s = s0 + static_cast<int>(threadIdx.x);
-    const int n = s < S ? (seq_starts[s + 1] - seq_starts[s] + tq - 1) / tq : 0;
+    // A sequence whose tokens all lie below done_below has no tiles: the caller computed it.
+    const int n = s < S && seq_starts[s + 1] > done_below ? (seq_starts[s + 1] - seq_starts[s] + tq - 1) / tq : 0;
     int total = 0;
     const int first = before + BlockExclusiveScan(n, red, &total);  // its barriers order found_s = -1
     if (b >= first && b < first + n) found_s = s, found_j = n - 1 - (b - first);
@@ -133,8 +136,8 @@ __device__ __forceinline__ bool FindTile(const int32_t* seq_starts, int S, int t
 template <int HD, typename KV>
 __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
     AttentionPrefillKernel(float* out, const float* q, const KV* kc, const KV* vc, const int32_t* block_tables,
-                           const int32_t* pos, const int32_t* seq_starts, int S, AttentionShape A, float q_scale,
-                           float v_scale) {
+                           const int32_t* pos, const int32_t* seq_starts, int S, int done_below, AttentionShape A,
+                           float q_scale, float v_scale) {
   using C = Tile<HD>;
   constexpr int kThreads = C::kThreads, kRows = C::kRows, kBN = C::kBN, kLd = C::kLd;
   constexpr int kCols = HD / 8;                // 8-element chunks per K/V row
@@ -159,7 +162,7 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
   const int n_kv_heads = static_cast<int>(A.n_kv_heads);
   const int kvh = static_cast<int>(blockIdx.x) % n_kv_heads;
   int s = 0, j = 0;
-  if (!FindTile(seq_starts, S, tq, static_cast<int>(blockIdx.x) / n_kv_heads, &s, &j)) return;
+  if (!FindTile(seq_starts, S, done_below, tq, static_cast<int>(blockIdx.x) / n_kv_heads, &s, &j)) return;
   const int t0 = seq_starts[s] + j * tq, ntok = min(tq, seq_starts[s + 1] - t0);
   const int p_first = pos[t0], p_last = pos[t0 + ntok - 1];
   const int n_pos = p_last + 1, n_tiles = (n_pos + kBN - 1) / kBN;
@@ -395,8 +398,8 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
 
 template <int HD, typename KV>
 void LaunchHd(float* out, const float* q, const KV* k_cache, const KV* v_cache, const int32_t* block_tables,
-              const int32_t* pos, const int32_t* seq_starts, int64_t T, int64_t S, const AttentionShape& A,
-              float q_scale, float v_scale, cudaStream_t stream) {
+              const int32_t* pos, const int32_t* seq_starts, int64_t T, int64_t S, int64_t done_below,
+              const AttentionShape& A, float q_scale, float v_scale, cudaStream_t stream) {
   using C = Tile<HD>;
   const auto kernel = AttentionPrefillKernel<HD, KV>;
   // Above 48 KB a block's dynamic shared memory must be allowed per kernel (and per device: set on
@@ -407,24 +410,30 @@ void LaunchHd(float* out, const float* q, const KV* k_cache, const KV* v_cache, 
   const int64_t blocks = ((T + tq - 1) / tq + S) * A.n_kv_heads;
   KERNEL_REQUIRE(blocks <= INT32_MAX);
   Launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream, out, q, k_cache,
-         v_cache, block_tables, pos, seq_starts, static_cast<int>(S), A, q_scale, v_scale);
+         v_cache, block_tables, pos, seq_starts, static_cast<int>(S), static_cast<int>(done_below), A, q_scale,
+         v_scale);
   KERNEL_CHECK();
 }
 
 template <typename KV>
 void LaunchPrefill(float* out, const float* q, const KV* k_cache, const KV* v_cache, const int32_t* block_tables,
                    const int32_t* pos, const int32_t* seq_starts, int64_t T, int64_t S, const AttentionShape& A,
-                   float scale, KvScale kv_scale, cudaStream_t stream) {
+                   float scale, KvScale kv_scale, int64_t done_below, cudaStream_t stream) {
   KERNEL_REQUIRE(attention_prefill_supported(A));
   if (T == 0) return;
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(q) % 16 == 0 && S >= 1 && S <= T && T <= INT32_MAX);
+  KERNEL_REQUIRE(done_below >= 0 && done_below <= T);
   // The scores are kept in base 2 (ex2 is the hardware's exponential): log2 e joins the scale.
   const float q_scale = scale * kv_scale.k * kLog2e;
+  const auto launch = [&](auto hd) {
+    LaunchHd<decltype(hd)::value>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, done_below, A, q_scale,
+                                  kv_scale.v, stream);
+  };
   switch (A.head_dim) {
-    case 32: LaunchHd<32>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
-    case 64: LaunchHd<64>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
-    case 128: LaunchHd<128>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
-    default: LaunchHd<256>(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, q_scale, kv_scale.v, stream); break;
+    case 32: launch(std::integral_constant<int, 32>{}); break;
+    case 64: launch(std::integral_constant<int, 64>{}); break;
+    case 128: launch(std::integral_constant<int, 128>{}); break;
+    default: launch(std::integral_constant<int, 256>{}); break;
   }
 }
 
@@ -439,24 +448,27 @@ bool attention_prefill_supported(const AttentionShape& A) {
 
 void attention_prefill(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,
                        const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
-                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale) {
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale,
+                       int64_t done_below) {
   LaunchPrefill(out, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
                 reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, pos, seq_starts, T, S, A, scale,
-                kv_scale, stream);
+                kv_scale, done_below, stream);
 }
 
 void attention_prefill(float* out, const float* q, const float* k_cache, const float* v_cache,
                        const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
-                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale) {
-  LaunchPrefill(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, scale, kv_scale, stream);
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale,
+                       int64_t done_below) {
+  LaunchPrefill(out, q, k_cache, v_cache, block_tables, pos, seq_starts, T, S, A, scale, kv_scale, done_below, stream);
 }
 
 void attention_prefill(float* out, const float* q, const fp8_e4m3* k_cache, const fp8_e4m3* v_cache,
                        const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
-                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale) {
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale,
+                       int64_t done_below) {
   LaunchPrefill(out, q, reinterpret_cast<const __nv_fp8_e4m3*>(k_cache),
                 reinterpret_cast<const __nv_fp8_e4m3*>(v_cache), block_tables, pos, seq_starts, T, S, A, scale,
-                kv_scale, stream);
+                kv_scale, done_below, stream);
 }
 
 }  // namespace tandem::kernels

@@ -39,14 +39,20 @@ bool attention_prefill_supported(const AttentionShape& A);
 // 16-byte aligned. Sequences of one token are fine (decode-style rows of a mixed step) but use
 // one token of a block's 128 / group. No scratch. Not for stream capture: the launch sets the
 // kernel's shared-memory limit (69,632 bytes at head_dim 128, 67,584 at 256).
+// Sequences whose tokens all lie below token `done_below` are left alone: the caller computes them
+// (the engine gives the short sequences at the head of a mixed step, its decodes, to paged_attention,
+// which splits a long context across blocks where this kernel would walk it in one).
 void attention_prefill(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,
                        const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
-                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale = {});
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale = {},
+                       int64_t done_below = 0);
 void attention_prefill(float* out, const float* q, const float* k_cache, const float* v_cache,
                        const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
-                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale = {});
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale = {},
+                       int64_t done_below = 0);
 void attention_prefill(float* out, const float* q, const fp8_e4m3* k_cache, const fp8_e4m3* v_cache,
                        const int32_t* block_tables, const int32_t* pos, const int32_t* seq_starts, int64_t T,
-                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale = {});
+                       int64_t S, const AttentionShape& A, float scale, cudaStream_t stream, KvScale kv_scale = {},
+                       int64_t done_below = 0);
 
 }  // namespace tandem::kernels

@@ -258,9 +258,24 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
                                  ctx.norm_offset, kv_scale);
   // Prefill-sized steps (never captured): tiled attention on the tensor cores, one pass over each
   // sequence's K/V per tile of tokens and kv head, where the shape allows (kernels/attention_prefill.h).
+  // The first S tokens go through paged_attention before it: the sequences lying wholly among them
+  // (a mixed step puts its decodes first) keep its split of a long context across blocks, which the
+  // tiled kernel would walk in one block per kv head, and the tiled kernel leaves them alone. Only
+  // where the scratch reserved for T tokens holds that launch's partitions (it always does unless
+  // a rank has very few heads).
   if (kernels::UseGemmPath(m.T, ctx.stream) && kernels::attention_prefill_supported(A)) {
+    int64_t head = m.S > 1 ? std::min(m.T, m.S) : 0;
+    if (kernels::attention_scratch_floats(head, A, ctx.max_positions) >
+        kernels::attention_scratch_floats(m.T, A, ctx.max_positions)) {
+      head = 0;
+    }
+    if (head > 0) {
+      kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
+                               ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), head, A,
+                               ctx.max_positions, scale, ctx.stream, kv_scale);
+    }
     kernels::attention_prefill(a.att.get(), a.qkv.get(), k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(),
-                               ctx.meta + m.seq_starts(), m.T, m.S, A, scale, ctx.stream, kv_scale);
+                               ctx.meta + m.seq_starts(), m.T, m.S, A, scale, ctx.stream, kv_scale, head);
     return;
   }
   kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,

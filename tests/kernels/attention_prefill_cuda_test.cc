@@ -48,6 +48,57 @@ struct Case {
   std::vector<Seq> seqs;
 };
 
+// A step's metadata over shuffled blocks: the tables (entries past a sequence's blocks name a
+// block far outside the cache), each token's sequence and position, the sequences' first tokens,
+// and the cache slots no sequence may read (past each sequence's last position, and whole blocks
+// no sequence uses), which the caller fills with NaN.
+struct Step {
+  AttentionShape A;
+  int64_t T = 0, S = 0, num_blocks = 0;
+  std::vector<int32_t> tables, token_seq, pos, seq_starts;
+  std::vector<int64_t> unused_slots;
+};
+
+Step MakeStep(const Case& c) {
+  Step st;
+  AttentionShape& A = st.A;
+  A.n_heads = c.nh, A.n_kv_heads = c.nkv, A.head_dim = c.hd, A.block_size = c.bs;
+  A.q_stride = c.nh * c.hd + 2 * c.nkv * c.hd;  // q rows inside the fused qkv buffer
+  st.S = static_cast<int64_t>(c.seqs.size());
+  for (const Seq& s : c.seqs) A.max_blocks = std::max<int64_t>(A.max_blocks, (s.prefix + s.chunk + c.bs - 1) / c.bs);
+  st.num_blocks = st.S * A.max_blocks + 3;
+  std::vector<int32_t> perm(st.num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), Rng());
+  constexpr int32_t kFarBlock = 1 << 28;  // past the cache: reading through it faults
+  st.tables.assign(st.S * A.max_blocks, kFarBlock);
+  int64_t next_block = 0;
+  for (int64_t s = 0; s < st.S; ++s) {
+    const int64_t n = c.seqs[s].prefix + c.seqs[s].chunk, used = (n + c.bs - 1) / c.bs;
+    for (int64_t b = 0; b < used; ++b) st.tables[s * A.max_blocks + b] = perm[next_block++];
+    const int64_t last_block = st.tables[s * A.max_blocks + used - 1];
+    for (int64_t p = n; p < used * c.bs; ++p) st.unused_slots.push_back(last_block * c.bs + p % c.bs);
+    st.seq_starts.push_back(static_cast<int32_t>(st.token_seq.size()));
+    for (int32_t i = 0; i < c.seqs[s].chunk; ++i) {
+      st.token_seq.push_back(static_cast<int32_t>(s));
+      st.pos.push_back(c.seqs[s].prefix + i);
+    }
+  }
+  st.T = static_cast<int64_t>(st.pos.size());
+  st.seq_starts.push_back(static_cast<int32_t>(st.T));
+  for (int64_t b = next_block; b < st.num_blocks; ++b) {
+    for (int64_t o = 0; o < c.bs; ++o) st.unused_slots.push_back(perm[b] * c.bs + o);
+  }
+  return st;
+}
+
+// NaN in every slot of `cache` that no sequence of `st` may read.
+template <typename KV>
+void PoisonUnused(std::vector<KV>& cache, const Step& st, KV nan) {
+  const int64_t kv_dim = st.A.n_kv_heads * st.A.head_dim;
+  for (const int64_t slot : st.unused_slots) std::fill_n(cache.begin() + slot * kv_dim, kv_dim, nan);
+}
+
 // The reference over tokens split across the host's cores (it is single-threaded, and a 2100-token
 // step at 32 heads is ~10^10 multiply-adds in double).
 template <typename KV>
@@ -104,49 +155,19 @@ TEST(attention_prefill_cuda, MatchesPagedAttentionReference) {
       {16, 2, 256, 16, {{0, 300}, {500, 77}, {9, 1}, {0, 8}}},
   };
   for (const Case& c : cases) {
-    AttentionShape A;
-    A.n_heads = c.nh, A.n_kv_heads = c.nkv, A.head_dim = c.hd, A.block_size = c.bs;
-    A.q_stride = c.nh * c.hd + 2 * c.nkv * c.hd;  // q rows inside the fused qkv buffer
+    const Step st = MakeStep(c);
+    const AttentionShape& A = st.A;
+    const int64_t T = st.T, S = st.S, kv_dim = c.nkv * c.hd, num_blocks = st.num_blocks;
+    const std::vector<int32_t>&tables = st.tables, &token_seq = st.token_seq, &pos = st.pos, &seq_starts = st.seq_starts;
     ASSERT_TRUE(attention_prefill_supported(A));
-    const int64_t S = static_cast<int64_t>(c.seqs.size()), kv_dim = c.nkv * c.hd;
-    for (const Seq& s : c.seqs) A.max_blocks = std::max<int64_t>(A.max_blocks, (s.prefix + s.chunk + c.bs - 1) / c.bs);
-    const int64_t num_blocks = S * A.max_blocks + 3;
-    std::vector<int32_t> perm(num_blocks);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), Rng());
-    constexpr int32_t kFarBlock = 1 << 28;  // past the cache: reading through it faults
-    std::vector<int32_t> tables(S * A.max_blocks, kFarBlock), token_seq, pos, seq_starts;
-    std::vector<int64_t> unused_slots;  // slots past a sequence's positions
-    int64_t next_block = 0;
-    for (int64_t s = 0; s < S; ++s) {
-      const int64_t n = c.seqs[s].prefix + c.seqs[s].chunk, used = (n + c.bs - 1) / c.bs;
-      for (int64_t b = 0; b < used; ++b) tables[s * A.max_blocks + b] = perm[next_block++];
-      const int64_t last_block = tables[s * A.max_blocks + used - 1];
-      for (int64_t p = n; p < used * c.bs; ++p) unused_slots.push_back(last_block * c.bs + p % c.bs);
-      seq_starts.push_back(static_cast<int32_t>(token_seq.size()));
-      for (int32_t i = 0; i < c.seqs[s].chunk; ++i) {
-        token_seq.push_back(static_cast<int32_t>(s));
-        pos.push_back(c.seqs[s].prefix + i);
-      }
-    }
-    const int64_t T = static_cast<int64_t>(pos.size());
-    seq_starts.push_back(static_cast<int32_t>(T));
-    // Every slot of a block no sequence uses is NaN too.
-    for (int64_t b = next_block; b < num_blocks; ++b) {
-      for (int64_t o = 0; o < c.bs; ++o) unused_slots.push_back(perm[b] * c.bs + o);
-    }
-    auto poison = [&](auto& cache, auto nan) {
-      for (const int64_t slot : unused_slots) std::fill_n(cache.begin() + slot * kv_dim, kv_dim, nan);
-    };
-
     auto q = RandomFloats(T * A.q_stride);
     auto kc = RandomBf16(num_blocks * c.bs * kv_dim), vc = RandomBf16(num_blocks * c.bs * kv_dim);
     auto kf = testing::Bf16ToFloats(kc), vf = testing::Bf16ToFloats(vc);
     for (auto& v : vf) v += 1e-3f;  // values bf16 cannot hold: the kernel rounds them
     auto k8 = testing::RandomE4m3(kc.size()), v8 = testing::RandomE4m3(vc.size());
-    poison(kc, bf16_bits{0x7fc0}), poison(vc, bf16_bits{0x7fc0});
-    poison(kf, NAN), poison(vf, NAN);
-    poison(k8, fp8_e4m3{kE4m3NanBits}), poison(v8, fp8_e4m3{kE4m3NanBits});
+    for (auto* cache : {&kc, &vc}) PoisonUnused(*cache, st, bf16_bits{0x7fc0});
+    for (auto* cache : {&kf, &vf}) PoisonUnused(*cache, st, static_cast<float>(NAN));
+    for (auto* cache : {&k8, &v8}) PoisonUnused(*cache, st, fp8_e4m3{kE4m3NanBits});
 
     DeviceBuffer<float> d_q(q), d_out(T * c.nh * c.hd);
     DeviceBuffer<int32_t> d_tables(tables), d_pos(pos), d_starts(seq_starts);
@@ -180,28 +201,15 @@ TEST(attention_prefill_cuda, MatchesPagedAttentionReference) {
 // the causal work's TFLOP/s (4 x head_dim x heads per (query, key) pair with key <= query).
 TEST(attention_prefill_cuda, QwenShapeAgainstPagedAttentionAndTimed) {
   SKIP_WITHOUT_GPU();
-  for (const auto& [seqs, len] : std::vector<std::pair<int64_t, int64_t>>{{1, 512}, {1, 2048}, {8, 1024}}) {
-    AttentionShape A;
-    A.n_heads = 32, A.n_kv_heads = 4, A.head_dim = 128, A.block_size = 16;
-    A.q_stride = A.n_heads * A.head_dim + 2 * A.n_kv_heads * A.head_dim;
-    A.max_blocks = len / A.block_size;
-    const int64_t T = seqs * len, kv_dim = A.n_kv_heads * A.head_dim, num_blocks = seqs * A.max_blocks;
-    std::vector<int32_t> tables(num_blocks), token_seq, pos, seq_starts;
-    std::iota(tables.begin(), tables.end(), 0);
-    std::shuffle(tables.begin(), tables.end(), Rng());
-    for (int64_t s = 0; s < seqs; ++s) {
-      seq_starts.push_back(static_cast<int32_t>(s * len));
-      for (int64_t i = 0; i < len; ++i) {
-        token_seq.push_back(static_cast<int32_t>(s));
-        pos.push_back(static_cast<int32_t>(i));
-      }
-    }
-    seq_starts.push_back(static_cast<int32_t>(T));
+  for (const auto& [seqs, len] : std::vector<std::pair<int64_t, int32_t>>{{1, 512}, {1, 2048}, {8, 1024}}) {
+    const Step st = MakeStep({32, 4, 128, 16, std::vector<Seq>(seqs, Seq{0, len})});
+    const AttentionShape& A = st.A;
+    const int64_t T = st.T, kv_dim = A.n_kv_heads * A.head_dim, num_blocks = st.num_blocks;
     DeviceBuffer<float> d_q(RandomFloats(T * A.q_stride)), d_out(T * A.n_heads * A.head_dim),
         d_want(T * A.n_heads * A.head_dim), d_scratch(attention_scratch_floats(T, A, len));
     DeviceBuffer<bf16_bits> d_k(RandomBf16(num_blocks * A.block_size * kv_dim)),
         d_v(RandomBf16(num_blocks * A.block_size * kv_dim));
-    DeviceBuffer<int32_t> d_tables(tables), d_seq(token_seq), d_pos(pos), d_starts(seq_starts);
+    DeviceBuffer<int32_t> d_tables(st.tables), d_seq(st.token_seq), d_pos(st.pos), d_starts(st.seq_starts);
     DeviceBuffer<uint32_t> d_counters(attention_counter_count(T, A));
     CUDA_CHECK(cudaMemset(d_counters.get(), 0, attention_counter_count(T, A) * sizeof(uint32_t)));
     const float scale = 1.0f / std::sqrt(static_cast<float>(A.head_dim));
@@ -241,6 +249,50 @@ TEST(attention_prefill_cuda, QwenShapeAgainstPagedAttentionAndTimed) {
     std::printf("%-24s one layer: tiled %.3f ms (%.0f TFLOP/s), paged_attention %.3f ms (%.1f TFLOP/s): %.1fx\n",
                 tag.c_str(), t_tiled, flop / t_tiled * 1e-9, t_paged, flop / t_paged * 1e-9, t_paged / t_tiled);
   }
+}
+
+// A mixed step as the engine runs it (engine/cuda/layers.cc): decodes at long contexts first, then
+// prefill chunks. paged_attention takes the first S tokens, attention_prefill with done_below = S
+// the rest. First attention_prefill alone: the rows of the sequences wholly below S must keep the
+// poison (left alone) and every other row match the reference; then both launches: every row.
+TEST(attention_prefill_cuda, MixedStepHeadLeftToPagedAttention) {
+  SKIP_WITHOUT_GPU();
+  const Case c{32, 4, 128, 16, {{3000, 1}, {40, 1}, {1500, 1}, {0, 100}, {200, 64}}};
+  const Step st = MakeStep(c);
+  const AttentionShape& A = st.A;
+  const int64_t T = st.T, S = st.S, kv_dim = c.nkv * c.hd, row = c.nh * c.hd, decodes = 3;
+  auto q = RandomFloats(T * A.q_stride);
+  auto kc = RandomBf16(st.num_blocks * c.bs * kv_dim), vc = RandomBf16(st.num_blocks * c.bs * kv_dim);
+  for (auto* cache : {&kc, &vc}) PoisonUnused(*cache, st, bf16_bits{0x7fc0});
+  DeviceBuffer<float> d_q(q), d_out(T * row), d_scratch(attention_scratch_floats(T, A, 3001));
+  DeviceBuffer<bf16_bits> d_k(kc), d_v(vc);
+  DeviceBuffer<int32_t> d_tables(st.tables), d_seq(st.token_seq), d_pos(st.pos), d_starts(st.seq_starts);
+  DeviceBuffer<uint32_t> d_counters(attention_counter_count(T, A));
+  CUDA_CHECK(cudaMemset(d_counters.get(), 0, attention_counter_count(T, A) * sizeof(uint32_t)));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  const std::vector<float> want = Reference(q, kc, vc, st.tables, st.token_seq, st.pos, A, scale, {});
+  auto tiled = [&] {
+    attention_prefill(d_out.get(), d_q.get(), d_k.get(), d_v.get(), d_tables.get(), d_pos.get(), d_starts.get(), T, S,
+                      A, scale, nullptr, {}, /*done_below=*/S);
+  };
+
+  d_out.Poison();
+  tiled();
+  std::vector<float> got = d_out.Download();
+  for (int64_t i = 0; i < decodes * row; ++i) {
+    ASSERT_TRUE(std::isnan(got[i])) << "row of a decode below done_below written, value " << i;
+  }
+  const std::vector<float> rest_got(got.begin() + decodes * row, got.end()),
+      rest_want(want.begin() + decodes * row, want.end());
+  ExpectClose("mixed step: the tiled kernel's rows", rest_got, rest_want, kBound);
+
+  d_out.Poison();
+  paged_attention(d_out.get(), d_scratch.get(), d_counters.get(), d_q.get(), d_k.get(), d_v.get(), d_tables.get(),
+                  d_seq.get(), d_pos.get(), /*T=*/S, A, 3001, scale, nullptr);
+  tiled();
+  got = d_out.Download();
+  ExpectClose("mixed step: paged head + tiled rest", got, want, kBound);
+  EXPECT_LT(WorstRow(got, want, c.hd), kRowBound);
 }
 
 // Unsupported shapes are refused (the engine then takes paged_attention).
