@@ -20,7 +20,8 @@ struct InterfaceCounters {
   std::string name;
   std::map<std::string, uint64_t> netdev;   // statistics/* (rx_bytes, tx_bytes, rx_dropped, ...)
   std::map<std::string, uint64_t> ethtool;  // driver statistics; empty when the driver offers none
-  std::string ethtool_error;                // why `ethtool` is empty ("" when read or not offered)
+  std::string ethtool_error;                // why `ethtool` is empty: the driver offers none (lo:
+                                            // EOPNOTSUPP) or the read failed; "" when read
   int64_t speed_mbps = -1;                  // class/net/IF/speed; -1 unknown
   // class/net/IF/device exists: a NIC on a bus. Virtual interfaces (veth, bridge, lo) have none,
   // and their speed_mbps is one the kernel made up (veth: always 10000), not a negotiated one.
