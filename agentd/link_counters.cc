@@ -95,7 +95,12 @@ std::map<std::string, uint64_t> ReadEthtoolIoctl(const std::string& ifname, std:
     return out;
   }
 
-  std::vector<uint8_t> strings_buf(sizeof(struct ethtool_gstrings) + size_t{n} * ETH_GSTRING_LEN);
+  // The kernel fills GSTRINGS and GSTATS with the count it sees at that moment, not the one we
+  // pass, so a set that grew since GSSET_INFO (channels added with `ethtool -L`) would write past
+  // a buffer sized to n. Room for twice as many, plus some, keeps such a race inside our memory;
+  // the returned counts then show it and the read is refused below.
+  const size_t room = 2 * size_t{n} + 64;
+  std::vector<uint8_t> strings_buf(sizeof(struct ethtool_gstrings) + room * ETH_GSTRING_LEN);
   auto* strings = reinterpret_cast<struct ethtool_gstrings*>(strings_buf.data());
   strings->cmd = ETHTOOL_GSTRINGS;
   strings->string_set = ETH_SS_STATS;
@@ -105,7 +110,7 @@ std::map<std::string, uint64_t> ReadEthtoolIoctl(const std::string& ifname, std:
     return out;
   }
 
-  std::vector<uint8_t> stats_buf(sizeof(struct ethtool_stats) + size_t{n} * sizeof(uint64_t));
+  std::vector<uint8_t> stats_buf(sizeof(struct ethtool_stats) + room * sizeof(uint64_t));
   auto* stats = reinterpret_cast<struct ethtool_stats*>(stats_buf.data());
   stats->cmd = ETHTOOL_GSTATS;
   stats->n_stats = n;
@@ -113,8 +118,8 @@ std::map<std::string, uint64_t> ReadEthtoolIoctl(const std::string& ifname, std:
     *why = ErrnoText("ETHTOOL_GSTATS", errno);
     return out;
   }
-  // The kernel writes back how many it filled; a driver whose set changed size between the calls
-  // (a queue added) would misalign names and values, so such a read is refused, not guessed.
+  // The kernel writes back how many it filled; a set that changed size between the calls would
+  // misalign names and values, so such a read is refused, not guessed.
   if (strings->len != n || stats->n_stats != n) {
     *why = "ethtool statistics changed size while being read (" + std::to_string(n) + " names, " +
            std::to_string(strings->len) + "/" + std::to_string(stats->n_stats) + " returned)";
