@@ -1,16 +1,22 @@
 // agentd/fabric_check.h: the figures (median, p99, bus bandwidth), the timed loops over Gloo with
 // ranks as threads on loopback, a transport that corrupts the sum, and whole checks of two "agents"
 // (two FabricCheck objects, rank 1 reaching rank 0's store directly): their figures, the store
-// left empty, a rank that never joins, refusals and a second check at once.
+// left empty, a rank that never joins, refusals and a second check at once; and the RPC: what
+// ControlService puts on the wire for a check that failed and for one it refused.
 #include "agentd/fabric_check.h"
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <future>
 #include <thread>
 
+#include "agentd/auth.h"
+#include "agentd/control_service.h"
+#include "agentd/engine_host.h"
 #include "engine/comm/rank_threads.h"
+#include "tests/common/null_comm.h"
 
 namespace tandem::agentd {
 namespace {
@@ -121,22 +127,8 @@ TEST(MeasureCollectivesTest, ALoopBudgetCutsEveryRanksIterationsAlike) {
   }
 }
 
-// Claims two ranks but sums nothing: the check must not report a speed for a wrong result.
-class NoSumComm final : public engine::Comm {
- public:
-  int rank() const override { return 0; }
-  int world_size() const override { return 2; }
-  absl::Status AllReduceSum(float*, size_t) override { return absl::OkStatus(); }
-  absl::Status Broadcast(void*, size_t, int) override { return absl::OkStatus(); }
-  absl::Status Gather(const float*, size_t, float*, int) override { return absl::OkStatus(); }
-  absl::Status Barrier() override { return absl::OkStatus(); }
-  void Abort(const std::string&) override {}
-  bool aborted() const override { return false; }
-  std::string transport() const override { return "broken"; }
-};
-
 TEST(MeasureCollectivesTest, AWrongSumIsDataLossNotAFigure) {
-  NoSumComm comm;
+  tandem::testing::NullComm comm(0, 2);  // claims two ranks but sums nothing
   v1::CheckFabricResponse out;
   absl::Status st = MeasureCollectives(comm, QuickLoops(), &out);
   EXPECT_TRUE(absl::IsDataLoss(st)) << st;
@@ -265,6 +257,56 @@ TEST_F(FabricCheckTest, ASecondCheckOnTheSameAgentIsUnavailableWhileOneRuns) {
   absl::StatusOr<v1::CheckFabricResponse> w = worker.Run(Request(14, 1));
   EXPECT_TRUE(w.ok()) << w.status();
   EXPECT_TRUE(first.get().ok());
+}
+
+// AgentControl.CheckFabric over gRPC on loopback: a failed check carries CHECK_FAILED details (the
+// controller words it "the agent answered ..."), a refusal REFUSED, and an idle EngineHost is no
+// reason to refuse.
+TEST(CheckFabricRpcTest, AFailedCheckAndARefusalCarryTheirOutcome) {
+  RendezvousStore store;
+  EngineHostOptions ho;
+  ho.node_name = "unit";
+  ho.local_store = &store;
+  EngineHost host(ho);
+  FabricCheckOptions fo;
+  fo.local_store = &store;
+  fo.busy = [&host] { return FabricCheckBusyReason(host.Status()); };
+  FabricCheck fabric(fo);
+  TokenAuth auth("t0k-t0k-t0k-t0k!");
+  ControlService service(&host, &store, &auth, &fabric);
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_GT(port, 0);
+  auto stub = v1::AgentControl::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto call = [&](const v1::CheckFabricRequest& req) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    ctx.AddMetadata("authorization", "Bearer t0k-t0k-t0k-t0k!");
+    v1::CheckFabricResponse resp;
+    return stub->CheckFabric(&ctx, req, &resp);
+  };
+  v1::CheckFabricRequest req;
+  req.set_check_id(21);
+  req.set_world_size(2);
+  req.set_timeout_ms(200);
+  const grpc::Status failed = call(req);
+  EXPECT_EQ(failed.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << failed.error_message();
+  v1::ControlError e;
+  ASSERT_TRUE(e.ParseFromString(failed.error_details()));
+  EXPECT_EQ(e.outcome(), v1::ControlError::CHECK_FAILED);
+  EXPECT_NE(e.message().find("rank 1 of 2 did not join"), std::string::npos) << e.message();
+
+  req.set_world_size(1);
+  const grpc::Status refused = call(req);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(e.ParseFromString(refused.error_details()));
+  EXPECT_EQ(e.outcome(), v1::ControlError::REFUSED);
+  server->Shutdown(std::chrono::system_clock::now() + 1s);
+  host.Shutdown();
 }
 
 }  // namespace

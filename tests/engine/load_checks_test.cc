@@ -5,28 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "engine/comm/comm.h"
+#include "tests/common/null_comm.h"
 #include "tests/engine/model/tiny_config.h"
 
 namespace tandem::engine {
 namespace {
-
-// A comm that only says who it is.
-class NamedComm final : public Comm {
- public:
-  NamedComm(int rank, int world) : rank_(rank), world_(world) {}
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
-  absl::Status AllReduceSum(float*, size_t) override { return absl::OkStatus(); }
-  absl::Status Broadcast(void*, size_t, int) override { return absl::OkStatus(); }
-  absl::Status Gather(const float*, size_t, float*, int) override { return absl::OkStatus(); }
-  absl::Status Barrier() override { return absl::OkStatus(); }
-  void Abort(const std::string&) override {}
-  bool aborted() const override { return false; }
-  std::string transport() const override { return "named"; }
-
- private:
-  int rank_, world_;
-};
 
 void ExpectError(const absl::Status& st, absl::StatusCode code, const std::string& want) {
   EXPECT_EQ(st.code(), code) << st;
@@ -101,7 +84,7 @@ TEST(CheckComm, ComesWithTheRankAndWorldItClaims) {
   EXPECT_TRUE(CheckComm(o).ok());  // one rank, no comm
   o.world = 2;
   ExpectError(CheckComm(o), absl::StatusCode::kInvalidArgument, "tensor-parallel size 2 needs a comm");
-  NamedComm comm(1, 2);
+  tandem::testing::NullComm comm(1, 2);
   o.comm = &comm;
   o.rank = 0;
   ExpectError(CheckComm(o), absl::StatusCode::kInvalidArgument, "comm is rank 1 of 2, options say rank 0 of 2");
