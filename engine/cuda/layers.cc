@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "common/status.h"
@@ -262,8 +263,10 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // (a mixed step puts its decodes first) keep its split of a long context across blocks, which the
   // tiled kernel would walk in one block per kv head, and the tiled kernel leaves them alone. Only
   // where the scratch reserved for T tokens holds that launch's partitions (it always does unless
-  // a rank has very few heads).
-  if (kernels::UseGemmPath(m.T, ctx.stream) && kernels::attention_prefill_supported(A)) {
+  // a rank has very few heads). A float32 cache keeps paged_attention: the tensor cores would round
+  // its K and V to bf16, which a bf16 cache measured above the float32 golden bound (docs/cuda.md).
+  constexpr bool kRoundsCache = std::is_same_v<KV, float>;
+  if (!kRoundsCache && kernels::UseGemmPath(m.T, ctx.stream) && kernels::attention_prefill_supported(A)) {
     int64_t head = m.S > 1 ? std::min(m.T, m.S) : 0;
     if (kernels::attention_scratch_floats(head, A, ctx.max_positions) >
         kernels::attention_scratch_floats(m.T, A, ctx.max_positions)) {
