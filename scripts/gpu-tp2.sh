@@ -6,7 +6,8 @@
 #   b. bench: cuda_decode_bench --synthetic qwen3-30b-a3b --batches 1 --contexts 1024 at --tp 1
 #      and --tp 2: the batch-1 decode speed-up (target >= 1.4x) and the all-reduce lines it prints.
 #   c. cluster: two tandem-agentd on loopback, CUDA_VISIBLE_DEVICES=0 and =1, `tandemctl up` with
-#      engine.backend cuda and TP=2 (NCCL) on a random-weight Qwen3-MoE of qwen3moe-tiny's shape
+#      engine.backend cuda and TP=2 (NCCL; fabric_check: the group's all-reduce latency and busbw
+#      before the load) on a random-weight Qwen3-MoE of qwen3moe-tiny's shape
 #      carrying the real tokenizer (tandem-infer make-model), one chat completion, then a long
 #      streaming request during which one agent gets kill -9: the client must see the stream end
 #      with an error within 5 s. Then `tandemctl down`.
@@ -229,6 +230,7 @@ $engine_keys
   max_model_len: 4096
 api:
   listen: 127.0.0.1:$api_port
+fabric_check: true              # the group's own all-reduces (NCCL for cuda) before the load
 $(cluster_secrets_yaml)
 $(two_local_nodes_yaml)
 YAML
@@ -236,7 +238,9 @@ YAML
   if [[ -z $c_fail ]]; then
     t0=$EPOCHREALTIME
     if run 600 c-up "$TANDEMCTL" up -f "$WORK/cluster.yaml"; then
-      add "c. tandemctl up (tp2, $backend)" PASS "$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }'); $(grep -o -E 'transport[^,;]*|nccl[^ ]*|gloo[^ ]*' "$LOG/c-up.log" 2>/dev/null | head -1)"
+      add "c. tandemctl up (tp2, $backend)" PASS "$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }'); $(grep -o -E '^fabric: transport [^ ]+' "$LOG/c-up.log" 2>/dev/null | head -1 | cut -d' ' -f2-)"
+      # The fabric check's summary line (4 KiB all-reduce latency, 64 MiB busbw; table in c-up.log).
+      add "c. fabric check (tp2, $backend)" PASS "$(grep -o -E 'fabric: ok: .*' "$LOG/c-up.log" 2>/dev/null | head -1)"
     else
       c_fail="up"
       add "c. tandemctl up (tp2, $backend)" FAIL "see $LOG/c-up.log"
