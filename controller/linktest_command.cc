@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -137,6 +138,21 @@ LinkPairResult RunPair(const ClusterSpec& spec, LinkPairPlan plan, const AgentCr
     reader->Finish();
     plan.error = absl::StrCat("on ", plan.from_name, ": ", AgentRpcError(sst, "LinkSend", rpc_timeout).message());
     return JudgeLinkPair(plan, v1::LinkSendResponse{}, v1::LinkReceiveSummary{});
+  }
+  // No stream reached the receiver (a firewall, a half that is down): it would wait out its
+  // grace for them. Stop it now; every half is judged from the sender's reasons.
+  const bool none_connected = std::all_of(sresp.results().begin(), sresp.results().end(),
+                                          [](const v1::LinkSendResult& r) { return r.streams_ok() == 0; });
+  if (none_connected && sresp.results_size() == rreq.endpoints_size()) {
+    rctx.TryCancel();
+    reader->Finish();
+    v1::LinkReceiveSummary nothing;
+    for (const v1::LinkEndpoint& e : rreq.endpoints()) {
+      v1::LinkReceiveResult* r = nothing.add_results();
+      r->set_interface(e.interface());
+      r->set_error("not waited for: no stream of the sender connected");
+    }
+    return JudgeLinkPair(plan, sresp, nothing);
   }
   absl::StatusOr<v1::LinkReceiveSummary> summary = absl::InternalError("the receiver ended without a summary");
   while (reader->Read(&ev)) {

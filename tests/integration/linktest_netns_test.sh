@@ -111,6 +111,26 @@ check shaped 1 host-not-sending dropped-on-path
 
 for dev in "$H1A" "$H2A"; do ip netns exec "$A" tc qdisc del dev "$dev" root; done
 for dev in "$H1B" "$H2B"; do ip netns exec "$B" tc qdisc del dev "$dev" root; done
+
+# Half 2 alone, with the worker's end down: no stream connects in either direction. Both halves
+# are no-data with the sender's reason, and the controller stops the receiver at once instead of
+# letting it wait out its 15 s grace (two pairs in well under 2 x 18 s).
+ip -n "$B" link set "$H2B" down
+linktest down --no-collectives --interfaces "head=$H2A,worker=$H2B"
+echo "--- worker's end of half 2 down"
+python3 - "$WORK/down.json" "$(cat "$WORK/down.rc")" <<'PY'
+import json, sys
+report, rc = json.load(open(sys.argv[1])), sys.argv[2]
+ok = rc == "1" and report["wall_s"] < 15 and len(report["pairs"]) == 2
+for p in report["pairs"]:
+    for h in p["halves"]:
+        print(f"{p['from']} -> {p['to']} {h['interface']}: {h['verdict']}: {h['evidence']}")
+        ok = ok and h["verdict"] == "no-data" and len(p["halves"]) == 1
+print(f"exit {rc}, {report['wall_s']:.1f} s")
+sys.exit(0 if ok else 1)
+PY
+ip -n "$B" link set "$H2B" up
+
 linktest clean
 echo "--- qdiscs cleared"
 check clean 0 healthy healthy
