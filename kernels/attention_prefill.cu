@@ -261,7 +261,8 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
   // This thread's two rows (g and g + 8 of its warp's 16) and their positions; rows past the tile's
   // tokens (padding) take the last position: they compute but are never stored.
   const int g = lane / 4, c2 = (lane % 4) * 2;
-  // (Not at head_dim 256, whose registers are exactly full: the branch around the products spilled.)
+  // Whether the warp has a row of the tile's tokens (see the loop); taken as true at head_dim 256,
+  // whose registers are exactly full: a branch around the products spilled there.
   const bool warp_has_rows = HD == 256 || warp * 16 < ntok * G;
   int row_pos[2];
 #pragma unroll
