@@ -1,8 +1,9 @@
 // The group's own collectives (issue 19, docs/linktest.md "Collectives") on the loopback CPU
 // cluster (two real tandem-agentd processes, token + mutual TLS, Gloo over 127.0.0.1; fixture:
 // loopback_cluster.h): `up` with `fabric_check: true` reports the figures before it loads, a missed
-// threshold stops `up` with nothing loaded, and a rank whose agent never comes is named at the
-// check's deadline (the controller's RunFabricCheck in this process against the real agents).
+// threshold stops `up` with nothing loaded, `linktest` adds them after its transfers (and leaves
+// them out with --no-collectives), and a rank whose agent never comes is named at the check's
+// deadline (the controller's RunFabricCheck in this process against the real agents).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -93,6 +94,29 @@ TEST_F(FabricCheckIntegration, AMissedThresholdStopsUpWithNothingLoaded) {
   CtlResult st = Ctl({"status", "-f", cluster.string(), "--json"});
   ASSERT_TRUE(st.json.is_object()) << st.out;
   for (const auto& n : st.json["nodes"]) EXPECT_EQ(n["state"], "idle") << n.dump();
+}
+
+TEST_F(FabricCheckIntegration, LinktestAddsTheCollectivesAfterItsTransfers) {
+  StartAgent(0);
+  StartAgent(1);
+  fs::path cluster = WriteCluster("token");
+  CtlResult lt = Ctl({"linktest", "-f", cluster.string(), "--json", "--duration", "1s", "--streams", "1"});
+  ASSERT_TRUE(lt.json.is_object()) << lt.out;
+  // The transfers' verdicts over lo are not this test's business: only the collectives are printed.
+  std::printf("linktest exit %d, collectives: %s\n", lt.exit_code, lt.json["collectives"].dump(2).c_str());
+  EXPECT_FALSE(lt.json["pairs"].empty());  // the transfers ran first
+  const nlohmann::json& c = lt.json["collectives"];
+  ASSERT_TRUE(c.is_object()) << lt.out;
+  EXPECT_TRUE(c["ok"].get<bool>()) << c.dump(2);
+  EXPECT_EQ(c["transport"], "gloo/tcp");
+  ASSERT_EQ(c["ranks"].size(), 2u);
+  EXPECT_GT(c["latency_median_us"].get<double>(), 0);
+  EXPECT_GT(c["busbw_gbps"].get<double>(), 0);
+
+  CtlResult without = Ctl({"linktest", "-f", cluster.string(), "--json", "--duration", "1s", "--streams", "1",
+                           "--no-collectives"});
+  ASSERT_TRUE(without.json.is_object()) << without.out;
+  EXPECT_TRUE(without.json["collectives"].is_null()) << without.out;
 }
 
 TEST_F(FabricCheckIntegration, ARankWhoseAgentNeverComesIsNamedAtTheDeadline) {
