@@ -195,6 +195,7 @@ struct LinkReceiver::Endpoint {
   std::atomic<uint64_t> bytes{0};
   std::atomic<int64_t> first_ns{std::numeric_limits<int64_t>::max()};
   std::atomic<int64_t> last_ns{0};
+  std::atomic<int> expected{-1};      // streams the sender connected here; -1 until a header said
   std::vector<std::thread> readers;   // touched by this endpoint's acceptor thread only
 };
 
@@ -241,53 +242,63 @@ v1::LinkListening LinkReceiver::Listening() const {
 
 namespace {
 
-// One accepted connection: the token first (wrong or missing: refused), then payload until the
-// sender closes it.
-void ReadConnection(int raw_fd, const std::string& token, uint32_t streams, std::atomic<uint32_t>* slots,
-                    std::atomic<uint32_t>* finished, std::atomic<uint32_t>* refused, std::atomic<uint64_t>* bytes,
-                    std::atomic<int64_t>* first_ns, std::atomic<int64_t>* last_ns, const std::atomic<bool>& stop,
-                    Clock::time_point deadline) {
-  Fd fd(raw_fd);
-  std::string got(token.size(), '\0');
+// Reads exactly `size` bytes into `out`; false when the peer closed, failed, or stop/deadline came first.
+bool ReadExactly(int fd, char* out, size_t size, const std::atomic<bool>& stop, Clock::time_point deadline) {
   size_t have = 0;
-  while (have < got.size()) {
-    if (!WaitFor(fd.get(), POLLIN, stop, deadline)) break;
-    const ssize_t n = ::recv(fd.get(), got.data() + have, got.size() - have, 0);
-    if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) break;
-    if (n > 0) have += static_cast<size_t>(n);
-  }
-  if (have < got.size() || !ConstantTimeEquals(got, token) || slots->fetch_add(1) >= streams) {
-    refused->fetch_add(1);
-    return;
-  }
-  std::vector<char> buf(kRecvChunk);
-  uint64_t local_bytes = 0;
-  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
-  while (WaitFor(fd.get(), POLLIN, stop, deadline)) {
-    const ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
+  while (have < size) {
+    if (!WaitFor(fd, POLLIN, stop, deadline)) return false;
+    const ssize_t n = ::recv(fd, out + have, size - have, 0);
     if (n > 0) {
-      const int64_t now = NowNs();
-      if (local_bytes == 0) first = now;
-      last = now;
-      local_bytes += static_cast<uint64_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    finished->fetch_add(1);  // the sender closed (0) or reset the stream: it is over either way
-    break;
-  }
-  bytes->fetch_add(local_bytes);
-  if (local_bytes > 0) {
-    int64_t f = first_ns->load();
-    while (first < f && !first_ns->compare_exchange_weak(f, first)) {
-    }
-    int64_t l = last_ns->load();
-    while (last > l && !last_ns->compare_exchange_weak(l, last)) {
+      have += static_cast<size_t>(n);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      return false;
     }
   }
+  return true;
 }
 
 }  // namespace
+
+void LinkReceiver::ReadConnection(Endpoint* ep, int raw_fd, const std::atomic<bool>& stop) {
+  Fd fd(raw_fd);
+  // The token, then one byte per endpoint: how many streams the sender connected to each. A
+  // connection without both, or one more than `streams`, is refused.
+  std::string got(token_.size(), '\0');
+  std::string counts(endpoints_.size(), '\0');
+  if (!ReadExactly(fd.get(), got.data(), got.size(), stop, deadline_) || !ConstantTimeEquals(got, token_) ||
+      !ReadExactly(fd.get(), counts.data(), counts.size(), stop, deadline_) ||
+      std::any_of(counts.begin(), counts.end(), [&](char c) { return static_cast<uint8_t>(c) > streams_; }) ||
+      ep->slots.fetch_add(1) >= streams_) {
+    ep->refused.fetch_add(1);
+    return;
+  }
+  for (size_t i = 0; i < endpoints_.size(); ++i) endpoints_[i]->expected.store(static_cast<uint8_t>(counts[i]));
+  std::vector<char> buf(kRecvChunk);
+  uint64_t bytes = 0;
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  while (WaitFor(fd.get(), POLLIN, stop, deadline_)) {
+    const ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
+    if (n > 0) {
+      const int64_t now = NowNs();
+      if (bytes == 0) first = now;
+      last = now;
+      bytes += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    ep->finished.fetch_add(1);  // the sender closed (0) or reset the stream: it is over either way
+    break;
+  }
+  ep->bytes.fetch_add(bytes);
+  if (bytes > 0) {
+    int64_t f = ep->first_ns.load();
+    while (first < f && !ep->first_ns.compare_exchange_weak(f, first)) {
+    }
+    int64_t l = ep->last_ns.load();
+    while (last > l && !ep->last_ns.compare_exchange_weak(l, last)) {
+    }
+  }
+}
 
 v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled) {
   std::atomic<bool> stop{false};
@@ -298,16 +309,18 @@ v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled)
       while (WaitFor(ep->listener.get(), POLLIN, stop, deadline_)) {
         const int fd = ::accept4(ep->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) continue;
-        ep->readers.emplace_back(ReadConnection, fd, token_, streams_, &ep->slots, &ep->finished, &ep->refused,
-                                 &ep->bytes, &ep->first_ns, &ep->last_ns, std::cref(stop), deadline_);
+        ep->readers.emplace_back([this, ep, fd, &stop] { ReadConnection(ep, fd, stop); });
       }
       ep->listener.reset();  // nothing listens once the test is over
       for (std::thread& t : ep->readers) t.join();
     });
   }
   for (;;) {
+    // Until a stream's header says how many connected, every endpoint waits for all `streams`.
     const bool all_done = std::all_of(endpoints_.begin(), endpoints_.end(), [&](const auto& ep) {
-      return ep->slots.load() >= streams_ && ep->finished.load() >= streams_;
+      const int expected = ep->expected.load();
+      const uint32_t want = expected >= 0 ? static_cast<uint32_t>(expected) : streams_;
+      return ep->slots.load() >= want && ep->finished.load() >= want;
     });
     if (all_done || Clock::now() >= deadline_ || cancelled()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -395,11 +408,16 @@ absl::StatusOr<Fd> ConnectStream(const v1::LinkTarget& t, const std::string& tok
   return fd;
 }
 
-// Sends until `end`, then closes its half and waits for the receiver to close (all bytes
-// taken), and reads TCP_INFO.
-void SendStream(Stream* s, const char* chunk, Clock::time_point start, Clock::time_point end,
-                const std::atomic<bool>& stop) {
+// Sends the header (streams connected per target), then payload until `end`; then closes its
+// half, waits for the receiver to close (all bytes taken), and reads TCP_INFO.
+void SendStream(Stream* s, const std::string& header, const char* chunk, Clock::time_point start,
+                Clock::time_point end, const std::atomic<bool>& stop) {
   const int fd = s->fd.get();
+  if (absl::Status st = SendAll(fd, header.data(), header.size()); !st.ok()) {
+    s->error = std::string(st.message());
+    s->fd.reset();
+    return;
+  }
   // Short send timeouts so that the duration is kept to within a slice; a stream that moves
   // nothing for kSendStall has failed.
   SetSendTimeout(fd, std::chrono::milliseconds(200));
@@ -497,13 +515,18 @@ absl::StatusOr<v1::LinkSendResponse> RunLinkSend(const FactsRoots& roots, const 
         }
       },
       cancelled, &stop);
+  // The receiver stops waiting for the streams that did not connect once it knows how many did.
+  std::string header(request.targets_size(), '\0');
+  for (const Stream& st : streams) {
+    if (st.fd.get() >= 0) ++header[st.target];
+  }
   const std::vector<char> chunk(kSendChunk, '\x5a');
   const Clock::time_point start = Clock::now();
   const Clock::time_point end = start + std::chrono::milliseconds(request.duration_ms());
   RunAll(
       streams.size(),
       [&](size_t i) {
-        if (streams[i].fd.get() >= 0) SendStream(&streams[i], chunk.data(), start, end, stop);
+        if (streams[i].fd.get() >= 0) SendStream(&streams[i], header, chunk.data(), start, end, stop);
       },
       cancelled, &stop);
 

@@ -4,11 +4,16 @@
 // interfaces) is measured as it is used. The interface counters are read before and after on
 // both ends (agentd/link_counters.h); the controller judges each half from both sides.
 //
+// On the wire, every stream starts with the 32-byte token and then one byte per target: how many
+// streams the sender connected to each, so that the receiver does not wait for streams that
+// will never come; the payload follows.
+//
 // Every blocking call has a deadline: connects 5 s, a send that moves nothing for 2 s fails its
 // stream, the sender waits at most 5 s for the receiver to take the last bytes, and the receiver
 // stops duration + 15 s after it started listening whatever the sender does.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -67,6 +72,7 @@ class LinkReceiver {
  private:
   struct Endpoint;
   LinkReceiver(const FactsRoots& roots, const v1::LinkReceiveRequest& request);
+  void ReadConnection(Endpoint* ep, int fd, const std::atomic<bool>& stop);
 
   FactsRoots roots_;
   std::string token_;

@@ -148,6 +148,45 @@ TEST(LinkTransferTest, WrongTokenIsRefusedAndCountsNothing) {
   EXPECT_NE(r.error().find("token"), std::string::npos) << r.error();
 }
 
+// A port on 127.0.0.1 that nothing listens on (bound, then closed).
+uint32_t ClosedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  socklen_t len = sizeof(sa);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
+// One half's streams cannot connect: the streams' header tells the receiver, which stops when the
+// other half is done instead of waiting out its 15 s grace for streams that will not come.
+TEST(LinkTransferTest, ReceiverStopsOnceTheStreamsThatConnectedAreDone) {
+  const std::vector<LocalIpv4> local = ListLocalIpv4();
+  if (!HasLoopback(local)) GTEST_SKIP() << "no 127.0.0.1 on lo here";
+  v1::LinkReceiveRequest rreq = ReceiveRequest(2);
+  *rreq.add_endpoints() = rreq.endpoints(0);
+  auto receiver = LinkReceiver::Open(FactsRoots{}, rreq, local);
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  const auto start = std::chrono::steady_clock::now();
+  auto summary = std::async(std::launch::async, [&] { return (*receiver)->Run([] { return false; }); });
+  v1::LinkSendRequest sreq = SendRequest((*receiver)->Listening().ports(0), 2, kToken);
+  *sreq.add_targets() = sreq.targets(0);
+  sreq.mutable_targets(1)->set_port(ClosedPort());
+  auto sent = RunLinkSend(FactsRoots{}, sreq, local, [] { return false; });
+  const v1::LinkReceiveSummary got = summary.get();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_EQ(sent->results(0).streams_ok(), 2u);
+  EXPECT_EQ(sent->results(1).streams_ok(), 0u);
+  EXPECT_NE(sent->results(1).error().find("Connection refused"), std::string::npos) << sent->results(1).error();
+  EXPECT_EQ(got.results(0).payload_bytes(), sent->results(0).bytes_sent());
+  EXPECT_EQ(got.results(1).connections(), 0u);
+  EXPECT_LT(seconds, 5.0) << "the receiver waited for streams the sender never connected";
+}
+
 TEST(LinkTransferTest, LimitsAreRefusedBeforeAnythingListens) {
   const std::vector<LocalIpv4> local = {{"eth9", "10.1.2.3", 24}};
   auto refused = [&](v1::LinkReceiveRequest r) {
