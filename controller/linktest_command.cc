@@ -211,6 +211,14 @@ int RunLinktest(const LinktestCommandOptions& o) {
   report.streams = o.streams;
   for (const LinkPairPlan& plan : PlanLinkPairs(*spec, facts, *lists)) {
     report.pairs.push_back(RunPair(*spec, plan, *credentials, o));
+    const LinkPairResult& r = report.pairs.back();
+    std::vector<std::string> verdicts;
+    for (const LinkHalfResult& h : r.halves) {
+      verdicts.push_back(absl::StrCat(h.plan.interface, " ", agentd::LinkVerdictName(h.verdict.kind)));
+    }
+    std::fprintf(stderr, "linktest: %s -> %s: %s\n", r.from.c_str(), r.to.c_str(),
+                 r.error.empty() ? absl::StrFormat("%.2f Gb/s (%s)", r.total_gbps, absl::StrJoin(verdicts, ", ")).c_str()
+                                 : ("failed: " + r.error).c_str());
   }
   // The group's own collectives (controller/fabric_check.h) after the transfers, so that they do
   // not share the wire with them; a cluster of one node has none.

@@ -134,6 +134,9 @@ ip -n "$B" link set "$H2B" up
 linktest clean
 echo "--- qdiscs cleared"
 check clean 0 healthy healthy
+# Progress on stderr: each pair's line before and its result after.
+grep -q "^linktest: worker -> head: .* Gb/s (.*healthy.*healthy)" "$WORK/clean.progress.err" ||
+  { echo "no result line for worker -> head on stderr:"; cat "$WORK/clean.progress.err"; exit 1; }
 
 # Nothing listens once the tests are over: the agents' gRPC ports are the only listeners.
 extra=$(ip netns exec "$B" ss -Htln | grep -v ':7101 ' || true)
