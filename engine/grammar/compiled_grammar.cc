@@ -185,6 +185,17 @@ MatchState CompiledGrammar::Start(std::vector<StackNode>* pool) const {
   return s;
 }
 
+MatchState CompiledGrammar::Resume(int32_t node, std::vector<StackNode>* pool) const {
+  MatchState s;
+  std::vector<StackNode> seen;
+  if (node == kRootParent) {
+    s.can_end = true;
+  } else {
+    Expand(node, pool, &s, &seen);
+  }
+  return s;
+}
+
 void CompiledGrammar::Advance(const MatchState& from, uint8_t byte, std::vector<StackNode>* pool,
                               MatchState* to) const {
   thread_local std::vector<StackNode> seen;

@@ -53,6 +53,10 @@ enum class TokenResult : uint8_t { kAccepted, kRejected, kUncertain };
 struct PositionMask {
   std::vector<uint64_t> accepted;     // bit per token id: accepted whatever the stack below
   std::vector<int32_t> uncertain;     // ranks (TokenVocabulary::rank), ascending: need the stack
+  // String content positions only (else empty): per uncertain token, the offset of its first
+  // byte after the string's characters. Such a token is taken exactly when its bytes from
+  // there are taken after the string's rule ends (GrammarMatcher checks each such rest once).
+  std::vector<int32_t> leave;
 };
 
 class CompiledGrammar {
@@ -65,6 +69,9 @@ class CompiledGrammar {
 
   // The state at the start: the closure of the root rule's alternatives.
   MatchState Start(std::vector<StackNode>* pool) const;
+  // The state that returning to stack node `node` gives (the tops reachable from it without
+  // consuming a byte), as when the rule above it ends. New nodes are appended to `pool`.
+  MatchState Resume(int32_t node, std::vector<StackNode>* pool) const;
   // The state after `byte` from `from` (tops empty: the byte is not allowed). New nodes are
   // appended to `pool`.
   void Advance(const MatchState& from, uint8_t byte, std::vector<StackNode>* pool, MatchState* to) const;

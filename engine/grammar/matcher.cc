@@ -1,6 +1,8 @@
 #include "engine/grammar/matcher.h"
 
 #include <algorithm>
+#include <array>
+#include <string_view>
 #include <unordered_map>
 
 namespace tandem::grammar {
@@ -97,18 +99,23 @@ void GrammarMatcher::ComputeMask(std::vector<uint64_t>* mask) {
     for (int32_t id : v.eos_ids()) set(id);
   }
   // Cached entries of the distinct top positions: their accepted tokens, and the uncertain
-  // ones not already accepted, checked against the whole state below.
+  // ones not already accepted, checked against the whole state below; those of string
+  // positions are checked per top, from where they leave the string (CheckLeaving).
   uncertain_.clear();
-  std::vector<int32_t> positions;
-  for (int32_t top : state_.tops) positions.push_back(pool_[top].pos);
-  std::sort(positions.begin(), positions.end());
-  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
-  for (int32_t pos : positions) {
-    const PositionMask& m = grammar_->MaskAt(pos);
+  std::vector<std::pair<int32_t, int32_t>> tops;  // (position, top node)
+  for (int32_t top : state_.tops) tops.emplace_back(pool_[top].pos, top);
+  std::sort(tops.begin(), tops.end());
+  size_t positions = 0;
+  for (size_t i = 0; i < tops.size(); ++positions) {
+    const int32_t pos = tops[i].first;
+    const PositionMask& m = grammar_->MaskAt(pos);  // valid until the next MaskAt
     for (size_t w = 0; w < m.accepted.size(); ++w) (*mask)[w] |= m.accepted[w];
-    uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
+    if (m.leave.empty()) uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
+    for (; i < tops.size() && tops[i].first == pos; ++i) {
+      if (!m.leave.empty()) CheckLeaving(m, pool_[tops[i].second].parent, mask);
+    }
   }
-  if (positions.size() > 1) {
+  if (positions > 1) {
     std::sort(uncertain_.begin(), uncertain_.end());
     uncertain_.erase(std::unique(uncertain_.begin(), uncertain_.end()), uncertain_.end());
   }
@@ -122,6 +129,43 @@ void GrammarMatcher::ComputeMask(std::vector<uint64_t>* mask) {
   grammar_->WalkTokens(state_, &pool_, &uncertain_, nullptr, [&](int32_t rank, TokenResult r) {
     if (r == TokenResult::kAccepted) set(v.sorted()[rank]);
   });
+}
+
+void GrammarMatcher::CheckLeaving(const PositionMask& m, int32_t parent, std::vector<uint64_t>* mask) {
+  // After the string's characters the stack returns to `parent`; a token that the string
+  // leaves at byte k is taken when its bytes from k are taken from there. Those rests mostly
+  // begin alike (",  "}  ": ...), so the state after each distinct first byte is made once.
+  const TokenVocabulary& v = grammar_->vocab();
+  const size_t before = pool_.size();
+  const MatchState after = grammar_->Resume(parent, &pool_);
+  auto rest_of = [&](size_t i) { return v.sorted_bytes(m.uncertain[i]).substr(static_cast<size_t>(m.leave[i])); };
+  std::array<int16_t, 256> first_state;  // first byte -> index into leave_states_, -1 if none yet
+  first_state.fill(-1);
+  size_t used = 0;
+  for (size_t i = 0; i < m.uncertain.size(); ++i) {
+    const uint8_t b = static_cast<uint8_t>(rest_of(i)[0]);
+    if (first_state[b] >= 0) continue;
+    if (leave_states_.size() <= used) leave_states_.resize(used + 1);
+    grammar_->Advance(after, b, &pool_, &leave_states_[used]);
+    first_state[b] = static_cast<int16_t>(used++);
+  }
+  const size_t mark = pool_.size();
+  MatchState cur, next;
+  for (size_t i = 0; i < m.uncertain.size(); ++i) {
+    const int32_t id = v.sorted()[m.uncertain[i]];
+    if (((*mask)[id >> 6] >> (id & 63)) & 1) continue;
+    const std::string_view rest = rest_of(i);
+    const MatchState& first = leave_states_[first_state[static_cast<uint8_t>(rest[0])]];
+    bool ok = first.matched;
+    for (size_t k = 1; k < rest.size() && ok; ++k) {
+      grammar_->Advance(k == 1 ? first : cur, static_cast<uint8_t>(rest[k]), &pool_, &next);
+      ok = next.matched;
+      std::swap(cur, next);
+    }
+    pool_.resize(mark);
+    if (ok) (*mask)[id >> 6] |= uint64_t{1} << (id & 63);
+  }
+  pool_.resize(before);
 }
 
 int64_t GrammarMatcher::MinBytesToEnd() const {

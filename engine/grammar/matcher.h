@@ -53,6 +53,9 @@ class GrammarMatcher {
  private:
   // FillMask for a state not in recent_ (mask zeroed, the state not terminated).
   void ComputeMask(std::vector<uint64_t>* mask);
+  // Sets in `mask` the uncertain tokens of string position entry `m` that a top at it with
+  // stack node `parent` below takes.
+  void CheckLeaving(const PositionMask& m, int32_t parent, std::vector<uint64_t>* mask);
   // Runs `bytes` from state_ into *out (false: some byte was not allowed).
   bool Run(std::string_view bytes, MatchState* out);
 
@@ -60,7 +63,8 @@ class GrammarMatcher {
   std::vector<StackNode> pool_;  // every stack node of this sequence (the state's tails)
   MatchState state_;
   bool terminated_ = false;
-  std::vector<int32_t> uncertain_;  // FillMask scratch
+  std::vector<int32_t> uncertain_;        // FillMask scratch
+  std::vector<MatchState> leave_states_;  // CheckLeaving scratch
   // The masks of the last few states, by the states' (position, parent node) pairs: inside a
   // string or a number every token leads back to the same state (tail calls keep the parent),
   // and its mask, uncertain tokens checked included, is then a copy.

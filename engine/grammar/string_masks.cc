@@ -242,7 +242,7 @@ StringContentIndex::StringContentIndex(const TokenVocabulary& vocab) : vocab_(vo
           } else if (!leads.Has(static_cast<uint8_t>(t[c.stop]))) {
             // Only a byte that starts no character can be one that follows the string: the
             // rules that take this path have no such byte in their follow sets.
-            e.stops.push_back(Entry::Stop{rank, c.chars, static_cast<uint8_t>(t[c.stop])});
+            e.stops.push_back(Entry::Stop{rank, c.chars, static_cast<int32_t>(c.stop), static_cast<uint8_t>(t[c.stop])});
             e.most_stopped = std::max(e.most_stopped, c.chars);
           }
         }
@@ -295,8 +295,12 @@ void StringContentIndex::Mask(const StringPosition& at, const ByteSet& follow, P
     for (size_t x = from; x < to; ++x) out->accepted[e.ids_by_count[x] >> 6] ^= uint64_t{1} << (e.ids_by_count[x] & 63);
   }
   out->uncertain.clear();
+  out->leave.clear();
   for (const Entry::Stop& s : e.stops) {
-    if (s.chars >= at.lo && s.chars <= at.hi && follow.Has(s.next)) out->uncertain.push_back(s.rank);
+    if (s.chars >= at.lo && s.chars <= at.hi && follow.Has(s.next)) {
+      out->uncertain.push_back(s.rank);
+      out->leave.push_back(s.at);
+    }
   }
 }
 

@@ -69,6 +69,7 @@ class StringContentIndex {
     struct Stop {
       int32_t rank;      // TokenVocabulary::rank
       int32_t chars;     // whole characters after the first one, before `next`
+      int32_t at;        // the offset of `next` in the token
       uint8_t next;      // the byte that is not a character's start
     };
     std::vector<Stop> stops;  // by rank
