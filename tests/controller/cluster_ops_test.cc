@@ -242,6 +242,23 @@ class FakeNode final : public NodeControl {
     st.set_transport("gloo/tcp");
     return st;
   }
+  // Every rank measures the same: 50 us for 4 KiB, 2 GB/s (fabric_check: true in the spec).
+  absl::StatusOr<v1::CheckFabricResponse> CheckFabric(const v1::CheckFabricRequest& req,
+                                                      milliseconds timeout) override {
+    agents_->Record({agent_, "CheckFabric", timeout, req.timeout_ms()});
+    v1::CheckFabricResponse r;
+    r.set_rank(static_cast<int32_t>(req.rank()));
+    r.set_transport("gloo/tcp");
+    r.set_small_bytes(4096);
+    r.set_small_iters(200);
+    r.set_small_median_us(50);
+    r.set_small_p99_us(80);
+    r.set_large_bytes(64 << 20);
+    r.set_large_iters(10);
+    r.set_large_algbw_gbps(2);
+    r.set_large_busbw_gbps(2);
+    return r;
+  }
 
  private:
   FakeAgents* agents_;
@@ -386,6 +403,45 @@ TEST_F(ClusterOpsTest, BringsUpEveryPhaseInOrder) {
   EXPECT_EQ(st->last_generation, 1u);
   EXPECT_EQ(st->golden_generation, 1u);
   EXPECT_EQ(st->golden_ids, (std::vector<int32_t>{7, 8, 9}));
+}
+
+constexpr char kProbeYaml[] = "probe:\n  prompt_ids: [1, 2, 3]\n  timeout: 5s\n";
+
+TEST_F(ClusterOpsTest, FabricCheckRunsBetweenThePlanAndTheLoad) {
+  MakeCluster(2, std::string(kProbeYaml) + "fabric_check: {timeout: 7s}\n");
+  absl::StatusOr<UpResult> up = Up();
+  ASSERT_TRUE(up.ok()) << up.status() << "\n" << Lines();
+  EXPECT_EQ(PhaseNames(), (std::vector<std::string>{"preflight", "plan", "fabric", "load", "join", "probe", "serving"}));
+  ASSERT_TRUE(trace_.fabric.has_value());
+  EXPECT_TRUE(trace_.fabric->ok());
+  EXPECT_TRUE(Said("fabric: ok: latency median 50.0 us, p99 80.0 us, busbw 2.000 GB/s")) << Lines();
+  // Both ranks were asked, with the spec's timeout, before any weights were loaded.
+  std::vector<Call> calls = agents_->Calls();
+  size_t last_check = 0, first_load = calls.size();
+  int checks = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i].rpc == "CheckFabric") {
+      last_check = i;
+      ++checks;
+      EXPECT_EQ(calls[i].request_timeout_ms, 7000u);
+    }
+    if (calls[i].rpc == "LoadModel") first_load = std::min(first_load, i);
+  }
+  EXPECT_EQ(checks, 2);
+  EXPECT_LT(last_check, first_load);
+}
+
+TEST_F(ClusterOpsTest, AFabricCheckBelowItsThresholdStopsUpBeforeTheLoad) {
+  MakeCluster(2, std::string(kProbeYaml) + "fabric_check: {min_busbw_gbps: 10}\n");
+  absl::Status st = UpFailsIn("fabric");
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("n1 (rank 0): bus bandwidth 2 GB/s is below fabric_check.min_busbw_gbps 10"),
+            std::string::npos)
+      << st;
+  EXPECT_TRUE(Said("fabric: FAILED: ")) << Lines();
+  // Nothing was loaded, so nothing is torn down either.
+  EXPECT_TRUE(agents_->Agents("LoadModel").empty());
+  EXPECT_TRUE(agents_->Agents("LeaveGroup(unload)").empty());
 }
 
 TEST_F(ClusterOpsTest, EveryCallCarriesItsDeadline) {
