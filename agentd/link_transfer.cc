@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -116,15 +115,10 @@ void BindToDevice(int fd, const std::string& interface) {
   (void)setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface.c_str(), static_cast<socklen_t>(interface.size()));
 }
 
-// A virtual interface (veth, bridge, loopback: no device/ under class/net/IF) reports a speed
-// the kernel made up (veth: always 10000) rather than one it negotiated; judging a transfer
-// against it would call every busy veth "not sending". Such speeds are left unknown.
-bool HasDevice(const FactsRoots& roots, const std::string& interface) {
-  std::error_code ec;
-  return std::filesystem::exists(std::filesystem::path(roots.sysfs_root) / "class/net" / interface / "device", ec);
-}
-
-v1::LinkCounterDelta Delta(const FactsRoots& roots, const absl::StatusOr<InterfaceCounters>& before,
+// A virtual interface (veth, bridge, loopback: no device) reports a speed the kernel made up
+// (veth: always 10000) rather than one it negotiated; judging a transfer against it would call
+// every busy veth "not sending". Such speeds are left unknown.
+v1::LinkCounterDelta Delta(const absl::StatusOr<InterfaceCounters>& before,
                            const absl::StatusOr<InterfaceCounters>& after) {
   v1::LinkCounterDelta d;
   d.set_speed_mbps(-1);
@@ -135,7 +129,7 @@ v1::LinkCounterDelta Delta(const FactsRoots& roots, const absl::StatusOr<Interfa
   for (const auto& [k, v] : CounterDelta(before->netdev, after->netdev)) (*d.mutable_netdev())[k] = v;
   for (const auto& [k, v] : CounterDelta(before->ethtool, after->ethtool)) (*d.mutable_ethtool())[k] = v;
   d.set_ethtool_error(after->ethtool_error);
-  d.set_speed_mbps(HasDevice(roots, after->name) ? after->speed_mbps : -1);
+  d.set_speed_mbps(after->has_device ? after->speed_mbps : -1);
   d.set_pcie_gbps_ceiling(after->pcie_gbps_ceiling);
   return d;
 }
@@ -337,7 +331,7 @@ v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled)
     const uint32_t accepted = std::min(ep->slots.load(), streams_);
     r->set_connections(accepted);
     r->set_refused(ep->refused.load());
-    *r->mutable_counters() = Delta(roots_, ep->before, ReadInterfaceCounters(roots_, ep->interface));
+    *r->mutable_counters() = Delta(ep->before, ReadInterfaceCounters(roots_, ep->interface));
     if (accepted == 0) {
       r->set_error("no connection with the test's token arrived");
     } else if (ep->finished.load() < accepted) {
@@ -546,7 +540,7 @@ absl::StatusOr<v1::LinkSendResponse> RunLinkSend(const FactsRoots& roots, const 
         r->set_error(s.error);
       }
     }
-    *r->mutable_counters() = Delta(roots, before[t], ReadInterfaceCounters(roots, request.targets(t).interface()));
+    *r->mutable_counters() = Delta(before[t], ReadInterfaceCounters(roots, request.targets(t).interface()));
   }
   if (stop.load()) return absl::CancelledError("the link test was cancelled");
   return response;
