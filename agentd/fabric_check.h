@@ -3,13 +3,15 @@
 // would use (Gloo for cpu, NCCL on kCudaRankDevice for cuda, with the same comm environment),
 // WITHOUT a model, times small and large all-reduces, and tears the comm down.
 //
-// Keeping it apart from a serving group. A check is refused while the rank has a model (loading,
-// loaded, joining, ready, serving), not merely kept under its own store prefix, because:
+// Keeping it apart from a serving group. A check is refused unless the rank is idle (a failed rank
+// may still hold its weights), not merely kept under its own store prefix, because:
 //  - the comm environment (NCCL_*, GLOO_*) is set process-wide, as JoinGroup does; changing it
 //    under a live group would change what its next communicator sees;
 //  - the figures would measure the fabric AND the serving traffic on it, and the check's 64 MiB
 //    all-reduces would slow the group's decode steps;
 //  - a second NCCL communicator on the serving GPU competes for its memory.
+// The state is read when the check starts; a LoadModel that arrives during a check is not held off
+// (the controller runs a check while no command of its own loads: linktest, or up before its load).
 // It still rendezvouses under its own prefix, "fabric/<check_id>/" of the head's store, never
 // "gen<g>/": a group's ranks and a check's can never read each other's addresses, and rank 0
 // drops the check's keys when it is done (the store is bounded).
