@@ -5,6 +5,7 @@
 #include "engine/grammar/string_masks.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -44,6 +45,15 @@ int CompareStringPositions(const CompiledGrammar& g, int stride = 1) {
     for (size_t w = 0; w < walk.accepted.size(); ++w) differ += __builtin_popcountll(walk.accepted[w] ^ fast.accepted[w]);
     EXPECT_EQ(differ, 0) << "accepted tokens differ at position " << pos;
     EXPECT_EQ(fast.uncertain, walk.uncertain) << "uncertain tokens differ at position " << pos;
+    // Where each uncertain token leaves the string: at a byte that may follow it (the closing
+    // quote, or the control byte of OtherFollowersAndRefusedRules), never inside a character.
+    EXPECT_EQ(fast.leave.size(), fast.uncertain.size());
+    for (size_t i = 0; i < fast.leave.size() && i < fast.uncertain.size(); ++i) {
+      const std::string_view t = g.vocab().sorted_bytes(fast.uncertain[i]);
+      EXPECT_LT(static_cast<size_t>(fast.leave[i]), t.size());
+      if (static_cast<size_t>(fast.leave[i]) >= t.size()) continue;
+      EXPECT_TRUE(t[fast.leave[i]] == '"' || t[fast.leave[i]] == '\x01') << "\"" << t << "\" leaves at " << fast.leave[i];
+    }
     ++compared;
   }
   return compared;
