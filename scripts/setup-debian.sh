@@ -10,6 +10,7 @@ PKGS=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libyaml-cpp-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libgloo-dev libcli11-dev libsystemd-dev
+  libibverbs-dev  # linktest's RDMA WRITE transfer (agentd/link_rdma.h); without it: "rdma: not built in"
   systemd iproute2 prometheus clang libclang-rt-14-dev python3
   lintian  # tests/packaging: the .deb packages' lintian tags (docs/install.md)
 )
