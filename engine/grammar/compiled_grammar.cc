@@ -131,6 +131,11 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
     return absl::InvalidArgumentError("grammar: the root rule " + g->grammar_.rules[g->grammar_.root].name +
                                       " matches no finite text");
   }
+  // The first step of every request reaches the start state's positions: their entries are
+  // made now, with the grammar, rather than at that decode step.
+  std::vector<StackNode> pool;
+  const MatchState start = g->Start(&pool);
+  for (int32_t top : start.tops) g->MaskAt(pool[top].pos);
   return std::shared_ptr<const CompiledGrammar>(std::move(g));
 }
 

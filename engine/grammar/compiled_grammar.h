@@ -101,6 +101,11 @@ class CompiledGrammar {
   // (string_masks.h) for the same result. Tests compare the two.
   PositionMask WalkMask(int32_t pos) const;
   bool IsStringContent(int32_t pos) const { return strings_[pos].piece >= 0; }
+  // How many entries are stored (those of the start state's positions from Compile on).
+  size_t StoredMasks() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return stored_;
+  }
 
  private:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
