@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bench/decode_bench_prefill.h"
 #include "bench/decode_bytes.h"
 #include "bench/decode_kernel_table.h"
 #include "bench/format_compare.h"
@@ -190,19 +191,23 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   // first step.
   if (comm != nullptr) RETURN_IF_ERROR(comm->Barrier());
   out += "KV cache: " + o.kv_dtype + "\n";
-  const int max_b = *std::max_element(o.batches.begin(), o.batches.end());
   const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
-  const int max_ctx = *std::max_element(o.contexts.begin(), o.contexts.end());
-  const int max_pf = o.prefill_lengths.empty() ? 0 : *std::max_element(o.prefill_lengths.begin(), o.prefill_lengths.end());
-  const int blocks_per_seq = (std::max(max_ctx + o.steps * (o.runs + 2) + 1, max_pf) + o.block_size - 1) / o.block_size;
-  RETURN_IF_ERROR(model->AllocateKvCache(max_b * blocks_per_seq, o.block_size, max_b));
+  const int blocks_per_seq = DecodeBlocksPerSeq(o);
+  // One pool for the decode points and the prefill rows (bench/decode_bench_prefill.h), refused
+  // naming the flag that asks too much before it is allocated.
+  const KvCacheSpec kv = model->kv_spec();
+  size_t free_bytes = 0, total_bytes = 0;
+  RETURN_IF_ERROR(CudaOk(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  RETURN_IF_ERROR(CheckKvPoolFits(o, static_cast<double>(kv.bytes_per_token()),
+                                  static_cast<double>(kv.state_bytes_per_slot), static_cast<double>(free_bytes)));
+  const KvPool pool = PlanKvPool(o);
+  RETURN_IF_ERROR(model->AllocateKvCache(static_cast<int32_t>(pool.blocks), o.block_size, pool.state_slots));
   RETURN_IF_ERROR(FillKvRandom(*model, o.seed + 99));
 
   // Bytes a decode step must read ON THIS GPU (this rank's shard at TP > 1): the weights every
   // step reads, the distinct experts the router picked (measured), the embedding rows, each
   // sequence's KV (the engine's bytes per token: full-attention layers only) and each sequence's
   // recurrent state, read and written (the engine's slot size; the shapes' count when it has none).
-  const KvCacheSpec kv = model->kv_spec();
   const double kv_token_bytes = static_cast<double>(kv.bytes_per_token());
   const double state_bytes = kv.has_state() ? static_cast<double>(kv.state_bytes_per_slot) : reads.StateBytesPerSeq();
   if (rank == 0) out += ReadsSummary(reads, kv, state_bytes, rank, world);
@@ -242,29 +247,21 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   // The same step without graphs: the launch gaps the graph removes.
   RETURN_IF_ERROR(bench_point(o.batches.front(), o.contexts.front(), false));
 
-  if (!o.prefill_lengths.empty()) {
-    out += "\n| prefill tokens | ms (median, min-max) | tokens/s |\n| ---: | ---: | ---: |\n";
-    for (int P : o.prefill_lengths) {
-      StepBatch b;
-      SeqChunk c;
-      c.seq_id = 0;
-      for (int i = 0; i < P; ++i) c.tokens.push_back((i * 7919) % 150000);
-      for (int i = 0; i < (P + o.block_size - 1) / o.block_size; ++i) c.block_table.push_back(i);
-      c.want_logits = true;
-      c.state_slot = 0;
-      b.seqs.push_back(std::move(c));
-      RETURN_IF_ERROR(model->Forward(b).status());  // warm-up (allocates activations)
-      std::vector<double> ms;
-      for (int r = 0; r < std::max(3, o.runs / 2); ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        RETURN_IF_ERROR(model->Forward(b).status());
-        ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()));
-      }
-      if (rank != 0) continue;
-      const Spread s = Summarize(ms);
-      out += Fmt("| %.0f | %.1f (%.1f-%.1f) |", P, s.median, s.min, s.max) + Fmt(" %.0f |\n", P * 1e3 / s.median);
+  // Prefill: one step per run holding a row's N prompts (N = 1 for --prefill), after a warm-up
+  // step that grows the activations to its size; timed like the decode points, over --runs.
+  std::vector<PrefillTiming> prefill;
+  for (const PrefillRow& row : PrefillRows(o)) {
+    const StepBatch b = PrefillStep(row.shape, o.block_size);
+    RETURN_IF_ERROR(model->Forward(b).status());
+    PrefillTiming t{row, {}};
+    for (int r = 0; r < o.runs; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(model->Forward(b).status());
+      t.ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()));
     }
+    prefill.push_back(std::move(t));
   }
+  if (rank == 0) out += PrefillTable(prefill);
   // Every rank's model is freed before any rank loads the next format.
   model.reset();
   if (comm != nullptr) RETURN_IF_ERROR(comm->Barrier());

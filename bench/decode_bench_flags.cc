@@ -5,6 +5,7 @@
 #include <iterator>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/synthetic_configs.h"
@@ -26,6 +27,30 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& s) {
     if (part.empty() || *end != '\0' || v <= 0) return absl::InvalidArgumentError("bad number list: " + s);
     out.push_back(static_cast<int>(v));
     i = j + 1;
+  }
+  return out;
+}
+
+// --prefill-batch: "NxL" rows separated by commas; an empty value turns the rows off. A row listed
+// twice would only time the same step twice.
+absl::StatusOr<std::vector<PrefillBatch>> ParsePrefillBatches(const std::string& s) {
+  std::vector<PrefillBatch> out;
+  if (s.empty()) return out;
+  for (const absl::string_view part : absl::StrSplit(s, ',')) {
+    const std::vector<std::string> nl = absl::StrSplit(part, 'x');
+    // Digits only (SimpleAtoi alone would take " 8" and "+8"), and more than zero.
+    auto count = [](const std::string& d, int* v) {
+      return !d.empty() && d.find_first_not_of("0123456789") == std::string::npos && absl::SimpleAtoi(d, v) && *v > 0;
+    };
+    PrefillBatch b;
+    if (nl.size() != 2 || !count(nl[0], &b.sequences) || !count(nl[1], &b.tokens)) {
+      return absl::InvalidArgumentError("bench: bad --prefill-batch row '" + std::string(part) +
+                                        "' (SEQUENCESxTOKENS, or a list of them: 8x1024,4x2048; empty for none)");
+    }
+    if (std::find(out.begin(), out.end(), b) != out.end()) {
+      return absl::InvalidArgumentError("bench: --prefill-batch lists " + PrefillBatchName(b) + " twice");
+    }
+    out.push_back(b);
   }
   return out;
 }
@@ -53,6 +78,10 @@ absl::StatusOr<std::vector<kernels::WeightFormat>> ParseWeights(const std::strin
 
 }  // namespace
 
+std::string PrefillBatchName(const PrefillBatch& b) {
+  return std::to_string(b.sequences) + "x" + std::to_string(b.tokens);
+}
+
 std::string WeightFormatName(kernels::WeightFormat f) {
   switch (f) {
     case kernels::WeightFormat::kFp8Block:
@@ -67,11 +96,14 @@ std::string WeightFormatName(kernels::WeightFormat f) {
 
 std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
-         "             [--prefill 512,2048] [--runs N] [--steps N] [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4]\n"
-         "             [--no-kernel-table]\n"
+         "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
+         "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
+         "  --prefill 512,2048: prefill rows of one sequence of that many tokens\n"
+         "  --prefill-batch NxL[,NxL...]: prefill rows of N prompts of L tokens each in one step (default 8x1024;\n"
+         "    an empty value, --prefill-batch=, runs none); tokens/s counts all N x L tokens\n"
          "  --tp N: N ranks as threads, rank r on GPU r (NCCL); bytes and GB/s are one GPU's shard\n"
          "  --kv-dtype T: the KV cache's element type: bf16 (default), f32 or fp8 (e4m3, scale 1)\n"
          "  --weights F: random weights of the linears a quantized checkpoint quantizes (attention, DeltaNet\n"
@@ -111,6 +143,9 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       ASSIGN_OR_RETURN(std::string v, value());
       ASSIGN_OR_RETURN(auto list, ParseInts(v));
       (f == "--batches" ? o.batches : f == "--contexts" ? o.contexts : o.prefill_lengths) = list;
+    } else if (f == "--prefill-batch") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(o.prefill_batches, ParsePrefillBatches(v));
     } else if (f == "--kv-dtype") {
       ASSIGN_OR_RETURN(o.kv_dtype, value());
     } else if (f == "--weights") {

@@ -11,11 +11,22 @@
 
 namespace tandem::bench {
 
+// One batched prefill row: `sequences` prompts of `tokens` tokens each, all in one model step, each
+// from position 0 in KV blocks (and a state slot) of its own, as the serving scheduler batches the
+// prompts that arrive together.
+struct PrefillBatch {
+  int sequences = 0;
+  int tokens = 0;
+  bool operator==(const PrefillBatch&) const = default;
+};
+
 struct DecodeBenchOptions {
   std::string synthetic = "qwen3-30b-a3b";  // the shapes: SyntheticModelNames() (bench/synthetic_configs.h)
   std::vector<int> batches = {1, 8, 32};
   std::vector<int> contexts = {1024, 4096};
-  std::vector<int> prefill_lengths = {512, 2048};
+  std::vector<int> prefill_lengths = {512, 2048};  // --prefill: one sequence per step
+  // --prefill-batch 8x1024,4x2048: several prompts in one step (an empty value: no such rows).
+  std::vector<PrefillBatch> prefill_batches = {{8, 1024}};
   int runs = 5;       // timed runs per point (median and spread reported)
   int steps = 32;     // decode steps per run
   int block_size = 16;
@@ -35,14 +46,18 @@ struct DecodeBenchOptions {
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 
-// Parses bench flags (--synthetic NAME --batches 1,8 --contexts 1024 --prefill 512 --runs N
-// --steps N --kv-dtype bf16|f32|fp8 --weights bf16,fp8,nvfp4 --tp N --no-kernel-table --help);
+// Parses bench flags (--synthetic NAME --batches 1,8 --contexts 1024 --prefill 512
+// --prefill-batch 8x1024 --runs N --steps N --kv-dtype bf16|f32|fp8 --weights bf16,fp8,nvfp4 --tp N
+// --no-kernel-table --help);
 // InvalidArgument naming a bad flag or value, NotFound listing the known names for an unknown
 // --synthetic.
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args);
 
 // The flags and the known --synthetic names (`bench --help`).
 std::string DecodeBenchUsage();
+
+// "8x1024": a --prefill-batch row as the flag spells it.
+std::string PrefillBatchName(const PrefillBatch& b);
 
 // "bf16", "fp8", "nvfp4": the --weights names.
 std::string WeightFormatName(kernels::WeightFormat f);

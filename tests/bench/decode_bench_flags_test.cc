@@ -99,5 +99,46 @@ TEST(DecodeBenchFlags, BadWeightsAreNamed) {
   EXPECT_FALSE(ParseDecodeBenchFlags({"--weights"}).ok());
 }
 
+// --prefill-batch: 8x1024 by default, a list of NxL rows, and an empty value for none.
+TEST(DecodeBenchFlags, PrefillBatchDefaultListAndEmpty) {
+  auto def = ParseDecodeBenchFlags({});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->prefill_batches, (std::vector<PrefillBatch>{{8, 1024}}));
+  EXPECT_EQ(def->prefill_lengths, (std::vector<int>{512, 2048}));
+  auto list = ParseDecodeBenchFlags({"--prefill-batch", "8x1024,4x2048,32x64"});
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->prefill_batches, (std::vector<PrefillBatch>{{8, 1024}, {4, 2048}, {32, 64}}));
+  auto joined = ParseDecodeBenchFlags({"--prefill-batch=2x16"});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->prefill_batches, (std::vector<PrefillBatch>{{2, 16}}));
+  for (auto args : {std::vector<std::string>{"--prefill-batch="}, std::vector<std::string>{"--prefill-batch", ""}}) {
+    auto off = ParseDecodeBenchFlags(args);
+    ASSERT_TRUE(off.ok()) << off.status();
+    EXPECT_TRUE(off->prefill_batches.empty());
+  }
+  EXPECT_EQ(PrefillBatchName({4, 2048}), "4x2048");
+  EXPECT_NE(DecodeBenchUsage().find("--prefill-batch 8x1024"), std::string::npos) << DecodeBenchUsage();
+}
+
+// A malformed row is refused naming it; a row listed twice too.
+TEST(DecodeBenchFlags, BadPrefillBatchIsNamed) {
+  for (const char* bad :
+       {"8", "8x", "x1024", "0x1024", "8x0", "8x1024x2", "8*1024", "-1x8", "+8x1024", " 8x1024", "8x1e3"}) {
+    auto o = ParseDecodeBenchFlags({"--prefill-batch", std::string("4x16,") + bad});
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(std::string(o.status().message()),
+              std::string("bench: bad --prefill-batch row '") + bad +
+                  "' (SEQUENCESxTOKENS, or a list of them: 8x1024,4x2048; empty for none)");
+  }
+  auto trailing = ParseDecodeBenchFlags({"--prefill-batch", "8x1024,"});
+  ASSERT_FALSE(trailing.ok());
+  EXPECT_NE(trailing.status().message().find("row ''"), absl::string_view::npos) << trailing.status();
+  auto twice = ParseDecodeBenchFlags({"--prefill-batch", "8x1024,2x64,8x1024"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(std::string(twice.status().message()), "bench: --prefill-batch lists 8x1024 twice");
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--prefill-batch"}).ok());
+}
+
 }  // namespace
 }  // namespace tandem::bench
