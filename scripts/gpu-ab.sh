@@ -38,7 +38,8 @@ for i in $(seq 1 "$runs"); do
 done
 
 # The bench's decode rows: | batch | context | graphs | step ms (median, min-max) | ...
-# and prefill rows: | tokens | ms (median, min-max) | tokens/s |
+# and prefill rows: | sequences | tokens per sequence | ms (median, min-max) | tokens/s | (builds
+# before session 17: | tokens | ms | tokens/s |, one sequence: keyed alike so that the two compare)
 python3 - "$log" "$runs" <<'PY'
 import glob, os, re, statistics, sys
 log, runs = sys.argv[1], int(sys.argv[2])
@@ -49,7 +50,9 @@ def cases(path):
         if len(c) >= 4 and c[0].isdigit() and c[1].isdigit() and c[2] in ('yes', 'no'):
             out['decode b%s ctx%s graphs=%s' % (c[0], c[1], c[2])] = float(c[3].split()[0])
         elif len(c) == 3 and c[0].isdigit() and re.match(r'^[\d.]+ \(', c[1]):
-            out['prefill %s tokens' % c[0]] = float(c[1].split()[0])
+            out['prefill 1 x %s tokens' % c[0]] = float(c[1].split()[0])
+        elif len(c) == 4 and c[0].isdigit() and c[1].isdigit() and re.match(r'^[\d.]+ \(', c[2]):
+            out['prefill %s x %s tokens' % (c[0], c[1])] = float(c[2].split()[0])
     return out
 res = {s: [cases(os.path.join(log, '%s.%d.log' % (s, i))) for i in range(1, runs + 1)] for s in 'AB'}
 print('\n| case (ms per step) | A median (min-max over %d runs) | B median (min-max) | B vs A |' % runs)
