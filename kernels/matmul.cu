@@ -4,6 +4,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul_batched.h"
 #include "kernels/matvec.cuh"
 
 namespace tandem::kernels {
@@ -56,6 +57,11 @@ void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0 || out == 0) return;
   if (UseGemmPath(T, stream) && gemm_bf16(y, x, w, T, in, out, stream)) return;  // prefill: cuBLAS (gemm.h)
+  // Decode batches: W read once per 32 tokens on the tensor cores (matmul_batched.h).
+  if (T >= kMatmulBatchedMinTokens && MatmulBatchedSupported(in, out)) {
+    matmul_batched(y, x, w, T, in, out, stream);
+    return;
+  }
   matvec_bf16(y, x, w, T, in, out, stream);
 }
 

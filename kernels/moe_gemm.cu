@@ -7,6 +7,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
+#include "kernels/moe_pairs.cuh"
 
 namespace tandem::kernels {
 
@@ -20,42 +21,12 @@ constexpr int kBK = 32;           // reduction step held in shared memory (doubl
 constexpr int kLds = kBK + 8;     // bf16 row stride in shared memory: 80 bytes, off the bank period
 constexpr int kLdc = kBN + 4;     // float row stride of the output tile
 constexpr int kThreads = 256;     // 8 warps, each a 32x32 piece of the 64x128 tile
-constexpr int kSortThreads = 1024;
-static_assert(kSortThreads == kMaxExperts, "the sort gives each thread one expert");
 
 constexpr int kPipeBytes = 2 * (kBM + kBN) * kLds * 2;
 constexpr int kOutBytes = kBM * kLdc * 4;
 constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
 
 enum class MoeOp { kGateUp, kDown };
-
-// One block: pairs sorted by expert (order within an expert is arbitrary: each pair's row of the
-// product does not depend on its neighbours in the tile) and the tile table
-// tiles[j] = (expert, first sorted slot, rows, 0); entries past the last tile get expert -1.
-__global__ void __launch_bounds__(kSortThreads) MoeSortKernel(int4* tiles, int32_t* sorted, const int32_t* ids,
-                                                              int n_pairs, int tile_bound) {
-  __shared__ int cursor[kMaxExperts];
-  __shared__ int warp_sums[32];
-  const int e = threadIdx.x;
-  cursor[e] = 0;
-  __syncthreads();
-  for (int p = threadIdx.x; p < n_pairs; p += kSortThreads) {
-    const int id = ids[p];
-    if (id < 0 || id >= kMaxExperts) __trap();  // a router bug; see kMaxExperts
-    atomicAdd(&cursor[id], 1);
-  }
-  __syncthreads();
-  const int count = cursor[e];
-  int total_pairs, total_tiles;
-  const int start = BlockExclusiveScan(count, warp_sums, &total_pairs);
-  const int ntiles = (count + kBM - 1) / kBM;
-  const int tile0 = BlockExclusiveScan(ntiles, warp_sums, &total_tiles);
-  for (int j = 0; j < ntiles; ++j) tiles[tile0 + j] = make_int4(e, start + j * kBM, min(kBM, count - j * kBM), 0);
-  for (int j = total_tiles + threadIdx.x; j < tile_bound; j += kSortThreads) tiles[j] = make_int4(-1, 0, 0, 0);
-  cursor[e] = start;  // only thread e touches cursor[e] since the count was read
-  __syncthreads();
-  for (int p = threadIdx.x; p < n_pairs; p += kSortThreads) sorted[atomicAdd(&cursor[ids[p]], 1)] = p;
-}
 
 // Grid (tile_bound, n tiles). A: the pairs' float32 rows (gate_up: x[p / K], H wide; down: act[p],
 // I wide). B: 128 rows of the expert's weights. See moe_gemm.h for what each op writes.
@@ -197,42 +168,16 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
   }
 }
 
-// out[t][h] = sum over k in order of part[t*K + k][h]. Grid (ceil(H / 4 / 128), T), 128 threads.
-__global__ void __launch_bounds__(128) MoeReduceKernel(float* out, const float* part, int64_t K, int64_t H) {
-  const int64_t h = (static_cast<int64_t>(blockIdx.x) * 128 + threadIdx.x) * 4;
-  const int64_t t = blockIdx.y;
-  if (h >= H) return;
-  float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int64_t k = 0; k < K; ++k) {
-    const float4 v = *reinterpret_cast<const float4*>(part + (t * K + k) * H + h);
-    s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-  }
-  *reinterpret_cast<float4*>(out + t * H + h) = s;
-}
-
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-struct SortedPairs {
-  const int32_t* sorted;
-  const int4* tiles;
-  int64_t tile_bound;
-};
-
-int64_t TileBound(int64_t n_pairs) { return (n_pairs + kBM - 1) / kBM + std::min(n_pairs, kMaxExperts); }
 // Scratch slot 1: the tile table and the sorted pairs.
-size_t SortBytes(int64_t n_pairs) { return TileBound(n_pairs) * sizeof(int4) + n_pairs * sizeof(int32_t); }
+size_t SortBytes(int64_t n_pairs) { return MoeSortBytes(n_pairs, kBM); }
 // Scratch slot 2: moe_down_grouped's weighted partial rows.
 size_t PartialBytes(int64_t T, int64_t K, int64_t H) { return static_cast<size_t>(T * K * H) * sizeof(float); }
 bool SizesSupported(int64_t H, int64_t I) { return H % 64 == 0 && I % 64 == 0 && H > 0 && I > 0; }
 
-SortedPairs SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) {
-  const int64_t tile_bound = TileBound(n_pairs);
-  auto* tiles = static_cast<int4*>(StreamScratch(stream, 1, SortBytes(n_pairs)));
-  auto* sorted = reinterpret_cast<int32_t*>(tiles + tile_bound);
-  MoeSortKernel<<<1, kSortThreads, 0, stream>>>(tiles, sorted, ids, static_cast<int>(n_pairs),
-                                               static_cast<int>(tile_bound));
-  KERNEL_CHECK();
-  return {sorted, tiles, tile_bound};
+MoeSorted SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) {
+  return MoeSortPairs(StreamScratch(stream, 1, SortBytes(n_pairs)), ids, n_pairs, kBM, stream);
 }
 
 }  // namespace
@@ -251,7 +196,7 @@ bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const b
                          int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
   if (!MoeGroupedSupported(x, gate_up, H, I) || !Aligned16(act) || T * K > INT32_MAX / 2) return false;
   if (T * K == 0) return true;
-  const SortedPairs s = SortPairs(ids, T * K, stream);
+  const MoeSorted s = SortPairs(ids, T * K, stream);
   const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>(I / (kBN / 2)));
   MoeGroupedKernel<MoeOp::kGateUp><<<grid, kThreads, 0, stream>>>(act, x, s.sorted, s.tiles, nullptr, gate_up, K, H, I);
   KERNEL_CHECK();
@@ -263,14 +208,12 @@ bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const fl
   // T is the reduction's grid.y.
   if (!MoeGroupedSupported(act, down, H, I) || !Aligned16(out) || T * K > INT32_MAX / 2 || T > 65535) return false;
   if (T * K == 0) return true;
-  const SortedPairs s = SortPairs(ids, T * K, stream);
+  const MoeSorted s = SortPairs(ids, T * K, stream);
   auto* part = static_cast<float*>(StreamScratch(stream, 2, PartialBytes(T, K, H)));
   const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>((H + kBN - 1) / kBN));
   MoeGroupedKernel<MoeOp::kDown><<<grid, kThreads, 0, stream>>>(part, act, s.sorted, s.tiles, weights, down, K, H, I);
   KERNEL_CHECK();
-  MoeReduceKernel<<<dim3(static_cast<unsigned>((H / 4 + 127) / 128), static_cast<unsigned>(T)), 128, 0, stream>>>(
-      out, part, K, H);
-  KERNEL_CHECK();
+  MoeReducePairs(out, part, T, K, H, stream);
   return true;
 }
 

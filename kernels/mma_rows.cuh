@@ -1,0 +1,156 @@
+// Weight rows times a few token rows on bf16 tensor cores, for decode batches (moe_batched.cu,
+// matmul_batched.cu): a warp holds 16 rows of W, a k step of 32 at a time, and multiplies them by
+// up to kNTiles x 8 tokens (mma.sync m16n8k16, float accumulate). W is read once for all tokens.
+//
+// The lane (g = lane / 4, c = lane % 4) loads 16 bytes of weight rows g and g + 8 and of token g's
+// row per k step: elements 8c..8c+7 of the step. mma k index 2c + j (j < 2) is element 8c + j,
+// 2c + 8 + j is 8c + 2 + j, 16 + 2c + j is 8c + 4 + j, 24 + 2c + j is 8c + 6 + j: one permutation
+// of k for the weights and the tokens alike, so the dot products are unchanged.
+//
+// The tokens' values enter as two bf16 parts, hi = bf16(v) and lo = bf16(v - hi), each multiplied
+// by the (exact) bf16 weights: the products see the float32 activations to ~2^-16, as the
+// matrix-vector kernels do, so a sequence's logits do not depend on the batch it runs in.
+//
+// Rows are few (16 per warp) and long, so the warps of a block share their 16 rows and split k
+// (WarpSlice), then add their partial products in shared memory (SumWarps): enough warps stream
+// at once even for a 2048 x 2048 product.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace tandem::kernels::mma_rows {
+
+constexpr int kNTiles = 4;  // up to 32 tokens per pass
+
+// d += A (16 x 16 row-major bf16) B (16 x 8 column-major bf16) (PTX ISA "mma.m16n8k16" layouts).
+__device__ __forceinline__ void Mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // built for sm_90 and sm_121 only (CMAKE_CUDA_ARCHITECTURES)
+#endif
+}
+
+__device__ __forceinline__ uint32_t PackBf16(__nv_bfloat16 lo_elem, __nv_bfloat16 hi_elem) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(lo_elem)) |
+         (static_cast<uint32_t>(__bfloat16_as_ushort(hi_elem)) << 16);
+}
+
+// Splits elements (a, b) into the hi word and the lo word of a bf16 pair.
+__device__ __forceinline__ void SplitPair(float a, float b, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat16 ha = __float2bfloat16_rn(a), hb = __float2bfloat16_rn(b);
+  hi = PackBf16(ha, hb);
+  lo = PackBf16(__float2bfloat16_rn(a - __bfloat162float(ha)), __float2bfloat16_rn(b - __bfloat162float(hb)));
+}
+
+// Token rows in float32: the lane's 8 elements at k, split into hi and lo words.
+struct FloatRows {
+  using Elem = float;
+  __device__ __forceinline__ static void Load(const float* p, int64_t k, int64_t /*lo_offset*/, uint4& hi, uint4& lo) {
+    const float4 v0 = __ldg(reinterpret_cast<const float4*>(p + k));
+    const float4 v1 = __ldg(reinterpret_cast<const float4*>(p + k + 4));
+    SplitPair(v0.x, v0.y, hi.x, lo.x);
+    SplitPair(v0.z, v0.w, hi.y, lo.y);
+    SplitPair(v1.x, v1.y, hi.z, lo.z);
+    SplitPair(v1.z, v1.w, hi.w, lo.w);
+  }
+};
+
+// One k step: acc[m][j] += rows (a[2m], a[2m+1]) x token n-tile j, for the first nt n-tiles.
+template <int M, typename Src>
+__device__ __forceinline__ void MmaStep(float (&acc)[M][kNTiles][4], const uint4 (&a)[2 * M],
+                                        const typename Src::Elem* const (&xr)[kNTiles], int64_t k,
+                                        int64_t lo_offset, int nt) {
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j) {
+    if (j >= nt) break;
+    uint4 bh, bl;
+    Src::Load(xr[j], k, lo_offset, bh, bl);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const uint4 r0 = a[2 * m], r8 = a[2 * m + 1];
+      Mma16816(acc[m][j], r0.x, r8.x, r0.y, r8.y, bh.x, bh.y);
+      Mma16816(acc[m][j], r0.z, r8.z, r0.w, r8.w, bh.z, bh.w);
+      Mma16816(acc[m][j], r0.x, r8.x, r0.y, r8.y, bl.x, bl.y);
+      Mma16816(acc[m][j], r0.z, r8.z, r0.w, r8.w, bl.z, bl.w);
+    }
+  }
+}
+
+// acc[m] += weight rows w[2m] (row g), w[2m+1] (row g + 8), already offset to the lane's 8c, times
+// the token rows xr (offset likewise) over k in [k_begin, k_end), both multiples of 32: U k steps
+// per round with all their 16-byte weight loads in flight together, then the remaining steps.
+template <int M, int U, typename Src>
+__device__ __forceinline__ void MmaRows(float (&acc)[M][kNTiles][4], const uint16_t* const (&w)[2 * M],
+                                        const typename Src::Elem* const (&xr)[kNTiles], int64_t k_begin,
+                                        int64_t k_end, int64_t lo_offset, int nt) {
+  int64_t k = k_begin;
+  for (; k + 32 * U <= k_end; k += 32 * U) {
+    uint4 a[U][2 * M];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int r = 0; r < 2 * M; ++r) a[u][r] = __ldcs(reinterpret_cast<const uint4*>(w[r] + k + 32 * u));
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) MmaStep<M, Src>(acc, a[u], xr, k + 32 * u, lo_offset, nt);
+  }
+  for (; k < k_end; k += 32) {
+    uint4 a[2 * M];
+#pragma unroll
+    for (int r = 0; r < 2 * M; ++r) a[r] = __ldcs(reinterpret_cast<const uint4*>(w[r] + k));
+    MmaStep<M, Src>(acc, a, xr, k, lo_offset, nt);
+  }
+}
+
+// The block's W warps each multiplied the same rows over their own slice of k: warp w's slice of
+// a kdim-long row (kdim % 32 == 0), possibly empty.
+template <int W>
+__device__ __forceinline__ void WarpSlice(int64_t kdim, int warp, int64_t* begin, int64_t* end) {
+  const int64_t steps = kdim / 32, per = (steps + W - 1) / W;
+  *begin = min(steps, per * warp) * 32;
+  *end = min(steps, per * (warp + 1)) * 32;
+}
+
+// Floats of shared memory SumWarps needs.
+template <int M, int W>
+constexpr int kSumFloats = W * M * kNTiles * 4 * 32;
+
+// Adds the W warps' acc in warp order (a fixed order: the same bits every run) into warp 0's acc.
+// Every thread of the block must call it (it has a barrier); afterwards only warp 0's acc is the sum.
+template <int M, int W>
+__device__ __forceinline__ void SumWarps(float (&acc)[M][kNTiles][4], float* smem, int warp, int lane) {
+  constexpr int kVals = M * kNTiles * 4;
+  float* mine = smem + warp * kVals * 32;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mine[((m * kNTiles + j) * 4 + i) * 32 + lane] = acc[m][j][i];
+    }
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float sum = 0.0f;
+        for (int w = 0; w < W; ++w) sum += smem[(w * kVals + (m * kNTiles + j) * 4 + i) * 32 + lane];
+        acc[m][j][i] = sum;
+      }
+    }
+  }
+}
+
+}  // namespace tandem::kernels::mma_rows

@@ -1,0 +1,44 @@
+// Routed experts for decode batches (a few to a few dozen tokens): each chosen expert's weights are
+// read once per step and multiplied by all of its tokens on tensor cores, where moe_gate_up /
+// moe_down (moe.h) read an expert once per token that chose it.
+//
+//  1. The pairs are sorted by expert into tiles of up to 32 pairs (moe_pairs.cuh).
+//  2. gate_up: a warp holds 16 gate rows and the 16 matching up rows of the tile's expert, a k
+//     step at a time, and multiplies them by the tile's tokens in groups of 8 (kernels/mma_rows.cuh:
+//     bf16 mma.sync, sm_80 on, the GB10 included; the float32 activations enter as bf16 hi + lo,
+//     so a batch gives a sequence the logits it gets alone). act[p] = silu(gate) * up.
+//  3. down: the same with 16 rows of the expert's down matrix; part[p] = weights[p] * row.
+//  4. out[t] = sum over k in order of part[t*K + k]: deterministic, no float atomics.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+#include "kernels/stream.h"
+
+namespace tandem::kernels {
+
+// The smallest decode batch the engine sends here: below it the per-token kernels (moe.h), which
+// start loading while the router finishes and need no sort, were faster on the H200 (same-run A/B
+// at 8, 16, 24 and 32 tokens in docs/bench/decode-h200.md).
+constexpr int64_t kMoeBatchedMinTokens = 24;
+
+// The largest step the engine sends here (larger decode batches are rare; prefill takes moe_gemm.h).
+constexpr int64_t kMoeBatchedMaxTokens = 256;
+
+// Whether moe_batched takes these sizes: H and I multiples of 32.
+bool MoeBatchedSupported(int64_t H, int64_t I);
+
+// Device bytes of the scratch moe_batched needs for T tokens of K experts each.
+size_t MoeBatchedScratchBytes(int64_t T, int64_t K, int64_t H, int64_t I);
+
+// act (T*K, I) as moe_gate_up writes it, then
+// out (T, H) = sum_k weights[t*K+k] * moe_down(silu(x W_gate^T) * (x W_up^T)) of expert ids[t*K+k],
+// as ref::moe_gate_up followed by ref::moe_down. gate_up (E, 2I, H), down (E, H, I) as in moe.h.
+// `scratch`: MoeBatchedScratchBytes bytes, 16-byte aligned, owned by the caller (so a captured
+// graph keeps a valid address). Ids in [0, kMaxExperts) (moe_gemm.h).
+void moe_batched(float* out, float* act, const float* x, const int32_t* ids, const float* weights, const bf16_bits* gate_up,
+                 const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, void* scratch,
+                 cudaStream_t stream);
+
+}  // namespace tandem::kernels
