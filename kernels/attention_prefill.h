@@ -37,8 +37,9 @@ bool attention_prefill_supported(const AttentionShape& A);
 // first one may be past 0: a chunk after cached tokens), and its block table is row s of
 // block_tables. Every position 0..pos[t] must already be in the cache. q (T, q_stride) float,
 // 16-byte aligned. Sequences of one token are fine (decode-style rows of a mixed step) but use
-// one token of a block's 128 / group. No scratch. Not for stream capture: the launch sets the
-// kernel's shared-memory limit (69,632 bytes at head_dim 128, 67,584 at 256).
+// one token of a block's 128 / group. No scratch. Graphs capture it (the engine's decode batches:
+// engine/cuda/layers.cc): the launch also sets the kernel's shared-memory limit (69,632 bytes at
+// head_dim 128, 67,584 at 256), a driver call that is not a stream operation.
 // Sequences whose tokens all lie below token `done_below` are left alone: the caller computes them
 // (the engine gives the short sequences at the head of a mixed step, its decodes, to paged_attention,
 // which splits a long context across blocks where this kernel would walk it in one).

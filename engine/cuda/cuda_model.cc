@@ -27,6 +27,7 @@
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/moe_batched.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/router_topk.h"
@@ -291,6 +292,11 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
       RETURN_IF_ERROR(a_.expert_ids.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.expert_w.Reserve(T * K, &grew));
       RETURN_IF_ERROR(a_.act.Reserve(act, &grew));
+      if (cfg_.num_experts > 0) {  // room for every decode batch up to this step's size
+        const int64_t Tb = std::min(T, kernels::kMoeBatchedMaxTokens);
+        const size_t bytes = kernels::MoeBatchedScratchBytes(Tb, K, H, shard_.moe_inter);
+        RETURN_IF_ERROR(a_.moe_batch.Reserve(static_cast<int64_t>((bytes + 3) / 4), &grew));
+      }
       RETURN_IF_ERROR(a_.linear.Reserve(GatedDeltaNet::ScratchFloats(GatedDeltaNet::Layout(cfg_, shard_), T), &grew));
       cap_tokens_ = T;
     }

@@ -14,6 +14,8 @@
 #include "kernels/attention_prefill.h"
 #include "kernels/matmul.h"
 #include "kernels/gemm.h"
+#include "kernels/matmul_batched.h"
+#include "kernels/moe_batched.h"
 #include "kernels/moe.h"
 #include "kernels/norm_matmul.h"
 #include "kernels/qk_norm_rope.h"
@@ -188,7 +190,11 @@ absl::Status RandomWeights::Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t
 void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out,
                              bool keep_xn, bool float_input) {
   const int64_t T = m.T;
-  if (fuse) {
+  // From kMatmulBatchedMinTokens the product takes the tensor cores (matmul_bf16 -> matmul_batched),
+  // which have no fused norm: the norm runs first, in place, as on prefill steps.
+  const bool batched = !float_input && T >= kernels::kMatmulBatchedMinTokens &&
+                       kernels::MatmulBatchedSupported(hidden, out) && !kernels::UseGemmPath(T, stream);
+  if (fuse && !batched) {
     kernels::add_rmsnorm_matmul(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, w, T, hidden, out, eps,
                                 stream, norm_offset);
     std::swap(x, x_next);
@@ -266,6 +272,18 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // a rank has very few heads). A float32 cache keeps paged_attention: the tensor cores would round
   // its K and V to bf16, which a bf16 cache measured above the float32 golden bound (docs/cuda.md).
   constexpr bool kRoundsCache = std::is_same_v<KV, float>;
+  // Decode batches of kTiledDecodeMinTokens sequences or more take the tiled kernel too (graphs capture
+  // it): one block per (sequence, kv head) reads each K/V tile once for the group's q heads, where
+  // paged_attention reads it once per q head. Same-run A/B on the H200 (docs/bench/decode-h200.md):
+  // batch 8 / 24 / 32 at ctx 1k 11.39 / 24.88 / 28.25 ms per step against 12.31 / 30.35 / 36.40,
+  // and 15.09 / 31.74 against 18.46 / 59.35 at ctx 4k (batch 8 / 32).
+  constexpr int64_t kTiledDecodeMinTokens = 8;
+  if (!kRoundsCache && m.T >= kTiledDecodeMinTokens && !kernels::UseGemmPath(m.T, ctx.stream) &&
+      kernels::attention_prefill_supported(A)) {
+    kernels::attention_prefill(a.att.get(), a.qkv.get(), k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(),
+                               ctx.meta + m.seq_starts(), m.T, m.S, A, scale, ctx.stream, kv_scale, 0);
+    return;
+  }
   if (!kRoundsCache && kernels::UseGemmPath(m.T, ctx.stream) && kernels::attention_prefill_supported(A)) {
     int64_t head = m.S > 1 ? std::min(m.T, m.S) : 0;
     if (kernels::attention_scratch_floats(head, A, ctx.max_positions) >
@@ -376,7 +394,14 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
   kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
                        ctx.stream, shared_as_expert_);
-  if (!gate_up_.quantized() && !down_.quantized()) {
+  // Decode batches from kMoeBatchedMinTokens: each chosen expert read once for all of its tokens.
+  const bool batched = T >= kernels::kMoeBatchedMinTokens && T <= kernels::kMoeBatchedMaxTokens &&
+                       kernels::MoeBatchedSupported(H, I) && !kernels::UseGemmPath(T, ctx.stream) &&
+                       a.moe_batch.size() * 4 >= static_cast<int64_t>(kernels::MoeBatchedScratchBytes(T, Ks, H, I));
+  if (!gate_up_.quantized() && !down_.quantized() && batched) {
+    kernels::moe_batched(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
+                         down_.bf16(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
+  } else if (!gate_up_.quantized() && !down_.quantized()) {
     kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream);
     kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
                       ctx.stream, /*follows_gate_up=*/true);

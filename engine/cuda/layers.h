@@ -114,6 +114,7 @@ struct Activations {
   DeviceArray<int32_t> expert_ids;  // (T, K)
   DeviceArray<float> expert_w;      // (T, K)
   DeviceArray<float> act;           // (T*K, I) or dense (T, 2I) + (T, I)
+  DeviceArray<float> moe_batch;     // kernels/moe_batched.h's scratch (decode batches of bf16 experts)
   DeviceArray<float> linear;        // the Gated DeltaNet's scratch (GatedDeltaNet::ScratchFloats)
   DeviceArray<float> attn_scratch;
   DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
