@@ -74,8 +74,8 @@ TEST_P(decode_bench_prefill_cuda, BatchedRowsMatchEachPromptAlone) {
       const std::vector<float> got(batched->row(s), batched->row(s) + batched->vocab);
       const std::vector<float> want(one->row(0), one->row(0) + one->vocab);
       const double rel = engine::testing::RelativeError(got, want);
-      std::printf("  %s, prefill %s, sequence %d vs alone: max abs diff / max abs logit = %.3g\n", name.c_str(),
-                  PrefillBatchName(row.shape).c_str(), s, rel);
+      std::printf("  %s, prefill %s, sequence %d vs alone: logits rel err (max abs diff / max abs logit) = %.3g\n",
+                  name.c_str(), PrefillBatchName(row.shape).c_str(), s, rel);
       EXPECT_LT(rel, kBound) << PrefillBatchName(row.shape) << " sequence " << s;
     }
   }
