@@ -1,9 +1,10 @@
 // The cuda backend's roofline benchmark: a model of real shapes with random weights made on the
-// GPU, decode tokens/s at several batch sizes and contexts, prefill tokens/s, the bytes each
-// decode step must read, the achieved GB/s, and the device-to-device copy bandwidth measured in
-// the same run as the ceiling. Used by `tandem-infer bench --backend cuda` and cuda_decode_bench.
-// The CPU side (shapes, flags, byte accounting) is in synthetic_configs.h, decode_bench_flags.h and
-// decode_bytes.h.
+// GPU, decode tokens/s at several batch sizes and contexts, prefill tokens/s (one prompt per step,
+// and several prompts in one step as the server batches them), the bytes each decode step must
+// read, the achieved GB/s, and the device-to-device copy bandwidth measured in the same run as the
+// ceiling. Used by `tandem-infer bench --backend cuda` and cuda_decode_bench. The CPU side (shapes,
+// flags, byte accounting, prefill steps, KV pool and table) is in synthetic_configs.h,
+// decode_bench_flags.h, decode_bytes.h and decode_bench_prefill.h.
 #pragma once
 
 #include <functional>
