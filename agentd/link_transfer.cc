@@ -191,13 +191,19 @@ struct LinkReceiver::Endpoint {
   std::atomic<int64_t> last_ns{0};
   std::atomic<int> expected{-1};      // streams the sender connected here; -1 until a header said
   std::vector<std::thread> readers;   // touched by this endpoint's acceptor thread only
+  std::unique_ptr<RdmaReceiveHalf> rdma;  // null: no RDMA on this half (rdma_info.error says why)
+  v1::LinkRdmaQp rdma_info;
+  v1::LinkRdmaResult rdma_result;
 };
 
-LinkReceiver::LinkReceiver(const FactsRoots& roots, const v1::LinkReceiveRequest& request)
+LinkReceiver::LinkReceiver(const FactsRoots& roots, const v1::LinkReceiveRequest& request, LinkTransport transport)
     : roots_(roots),
       token_(request.token()),
       streams_(request.streams()),
-      deadline_(Clock::now() + std::chrono::milliseconds(request.duration_ms()) + kLinkReceiveGrace) {}
+      transport_(transport),
+      // With both transports the sender writes over RDMA for another duration after TCP.
+      deadline_(Clock::now() + std::chrono::milliseconds(request.duration_ms()) * (transport == LinkTransport::kBoth ? 2 : 1) +
+                kLinkReceiveGrace) {}
 
 LinkReceiver::~LinkReceiver() = default;
 
@@ -206,12 +212,19 @@ absl::StatusOr<std::unique_ptr<LinkReceiver>> LinkReceiver::Open(const FactsRoot
                                                                  const std::vector<LocalIpv4>& local) {
   RETURN_IF_ERROR(CheckLimits(request.token(), request.streams(), request.duration_ms(), request.endpoints_size(),
                               "endpoints"));
-  std::unique_ptr<LinkReceiver> r(new LinkReceiver(roots, request));
+  ASSIGN_OR_RETURN(LinkTransport transport, ParseLinkTransport(request.transport()));
+  std::unique_ptr<LinkReceiver> r(new LinkReceiver(roots, request, transport));
   for (const v1::LinkEndpoint& e : request.endpoints()) {
     ASSIGN_OR_RETURN(LocalIpv4 l, FindLocal(local, e.interface(), e.ipv4()));
     ASSIGN_OR_RETURN(sockaddr_in sa, Ipv4Sockaddr(l.address, 0));
     auto ep = std::make_unique<Endpoint>();
     ep->interface = l.interface;
+    ASSIGN_OR_RETURN(ep->rdma, RdmaReceiveHalf::Open(transport, roots, l.interface, l.address, &ep->rdma_info));
+    if (transport == LinkTransport::kRdma) {
+      ep->expected.store(0);  // no TCP streams come
+      r->endpoints_.push_back(std::move(ep));
+      continue;
+    }
     ep->listener = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (ep->listener.get() < 0) return absl::InternalError(Errno("socket"));
     BindToDevice(ep->listener.get(), l.interface);
@@ -230,7 +243,10 @@ absl::StatusOr<std::unique_ptr<LinkReceiver>> LinkReceiver::Open(const FactsRoot
 
 v1::LinkListening LinkReceiver::Listening() const {
   v1::LinkListening out;
-  for (const auto& ep : endpoints_) out.add_ports(ep->port);
+  for (const auto& ep : endpoints_) {
+    out.add_ports(ep->port);
+    if (transport_ != LinkTransport::kTcp) *out.add_rdma() = ep->rdma_info;
+  }
   return out;
 }
 
@@ -297,8 +313,13 @@ void LinkReceiver::ReadConnection(Endpoint* ep, int raw_fd, const std::atomic<bo
 v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> acceptors;
+  std::vector<std::thread> rdma_halves;  // wait for their sender's control stream meanwhile
   for (auto& ep_ptr : endpoints_) {
     Endpoint* ep = ep_ptr.get();
+    if (ep->rdma) {
+      rdma_halves.emplace_back([this, ep, &cancelled] { ep->rdma_result = ep->rdma->Run(token_, deadline_, cancelled); });
+    }
+    if (ep->listener.get() < 0) continue;
     acceptors.emplace_back([this, ep, &stop] {
       while (WaitFor(ep->listener.get(), POLLIN, stop, deadline_)) {
         const int fd = ::accept4(ep->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -321,6 +342,7 @@ v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled)
   }
   stop.store(true);
   for (std::thread& t : acceptors) t.join();
+  for (std::thread& t : rdma_halves) t.join();
 
   v1::LinkReceiveSummary summary;
   for (const auto& ep : endpoints_) {
@@ -332,6 +354,17 @@ v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled)
     r->set_connections(accepted);
     r->set_refused(ep->refused.load());
     *r->mutable_counters() = Delta(ep->before, ReadInterfaceCounters(roots_, ep->interface));
+    if (transport_ != LinkTransport::kTcp) {
+      *r->mutable_rdma() = ep->rdma_result;
+      if (!ep->rdma) r->mutable_rdma()->set_error(ep->rdma_info.error());
+    }
+    if (transport_ == LinkTransport::kRdma) {
+      // The RDMA writes are the half's payload; the receiver knows them from the sender's report.
+      r->set_payload_bytes(ep->rdma_result.bytes());
+      r->set_seconds(ep->rdma_result.seconds());
+      r->set_error(ep->rdma_result.error());
+      continue;
+    }
     if (accepted == 0) {
       r->set_error("no connection with the test's token arrived");
     } else if (ep->finished.load() < accepted) {
@@ -481,19 +514,24 @@ absl::StatusOr<v1::LinkSendResponse> RunLinkSend(const FactsRoots& roots, const 
                                                  const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(CheckLimits(request.token(), request.streams(), request.duration_ms(), request.targets_size(),
                               "targets"));
+  ASSIGN_OR_RETURN(LinkTransport transport, ParseLinkTransport(request.transport()));
+  const bool tcp = transport != LinkTransport::kRdma;
   for (const v1::LinkTarget& t : request.targets()) {
     ASSIGN_OR_RETURN(LocalIpv4 l, FindLocal(local, t.interface(), t.local_ipv4()));
     if (!SameIpv4Subnet(l, t.remote_ipv4())) {
       return absl::InvalidArgumentError(absl::StrCat("target ", t.remote_ipv4(), " is not in the subnet of ", l.interface,
                                                      " (", l.address, "/", l.prefix, "): the agent sends nowhere else"));
     }
-    if (t.port() < 1 || t.port() > 65535) return absl::InvalidArgumentError(absl::StrCat("bad port ", t.port()));
+    if (tcp && (t.port() < 1 || t.port() > 65535)) return absl::InvalidArgumentError(absl::StrCat("bad port ", t.port()));
+    if (t.rdma().control_port() > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("bad rdma control port ", t.rdma().control_port()));
+    }
   }
   std::vector<absl::StatusOr<InterfaceCounters>> before;
   for (const v1::LinkTarget& t : request.targets()) before.push_back(ReadInterfaceCounters(roots, t.interface()));
 
   std::vector<Stream> streams;
-  for (int t = 0; t < request.targets_size(); ++t) {
+  for (int t = 0; t < request.targets_size() && tcp; ++t) {
     for (uint32_t i = 0; i < request.streams(); ++i) streams.emplace_back().target = t;
   }
   std::atomic<bool> stop{false};
@@ -524,9 +562,34 @@ absl::StatusOr<v1::LinkSendResponse> RunLinkSend(const FactsRoots& roots, const 
       },
       cancelled, &stop);
 
+  // RDMA after TCP, so that the two do not share the wire; every half at once again.
+  std::vector<v1::LinkRdmaResult> rdma(request.targets_size());
+  if (transport != LinkTransport::kTcp) {
+    RdmaWriteOptions options;
+    options.duration = std::chrono::milliseconds(request.duration_ms());
+    RunAll(
+        rdma.size(),
+        [&](size_t i) {
+          const v1::LinkTarget& t = request.targets(static_cast<int>(i));
+          if (t.rdma().control_port() == 0) {
+            rdma[i].set_error(t.rdma().error().empty() ? "the receiver offered no RDMA queue pair" : t.rdma().error());
+          } else if (!stop.load()) {
+            rdma[i] = RunRdmaSendHalf(roots, t, request.token(), options, [&] { return stop.load(); });
+          }
+        },
+        cancelled, &stop);
+  }
   v1::LinkSendResponse response;
   for (int t = 0; t < request.targets_size(); ++t) {
     v1::LinkSendResult* r = response.add_results();
+    if (transport != LinkTransport::kTcp) *r->mutable_rdma() = rdma[t];
+    if (!tcp) {
+      // The RDMA writes are the half's payload.
+      r->set_bytes_sent(rdma[t].bytes());
+      r->set_seconds(rdma[t].seconds());
+      r->set_streams_ok(rdma[t].error().empty() ? 1 : 0);
+      r->set_error(rdma[t].error());
+    }
     r->set_interface(request.targets(t).interface());
     for (const Stream& s : streams) {
       if (s.target != t) continue;

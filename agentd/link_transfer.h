@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agentd/link_rdma.h"
 #include "agentd/node_facts.h"
 #include "tandem/v1/agent.pb.h"
 
@@ -48,8 +49,10 @@ std::vector<LocalIpv4> ListLocalIpv4();
 // True when `address` lies in address/prefix of `net`.
 bool SameIpv4Subnet(const LocalIpv4& net, const std::string& address);
 
-// The receiving end. Open binds one listener per endpoint (ephemeral port) and reads the
-// counters; Run accepts and counts; the destructor closes whatever is still open.
+// The receiving end. Open binds one listener per endpoint (ephemeral port; none for transport
+// "rdma"), opens the RDMA halves the transport asks for, and reads the counters; Run accepts and
+// counts (the RDMA halves wait for their sender meanwhile); the destructor closes whatever is
+// still open.
 class LinkReceiver {
  public:
   // INVALID_ARGUMENT for a limit or an endpoint whose interface does not hold its address;
@@ -71,20 +74,23 @@ class LinkReceiver {
 
  private:
   struct Endpoint;
-  LinkReceiver(const FactsRoots& roots, const v1::LinkReceiveRequest& request);
+  LinkReceiver(const FactsRoots& roots, const v1::LinkReceiveRequest& request, LinkTransport transport);
   void ReadConnection(Endpoint* ep, int fd, const std::atomic<bool>& stop);
 
   FactsRoots roots_;
   std::string token_;
   uint32_t streams_;
+  LinkTransport transport_;
   std::chrono::steady_clock::time_point deadline_;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
 };
 
 // The sending end: connects `streams` TCP streams per target (all before any sends), then sends
-// on all of them at once for the duration. INVALID_ARGUMENT for a limit, an interface that does
-// not hold the local address, or a remote address outside that interface's subnet; a stream's
-// own failure is in its target's result.
+// on all of them at once for the duration; then, on the targets whose `rdma` names the
+// receiver's queue pair, RDMA WRITEs on all of them at once for the duration (agentd/link_rdma.h;
+// transport "rdma": those alone, and they are the halves' payload). INVALID_ARGUMENT for a
+// limit, an interface that does not hold the local address, or a remote address outside that
+// interface's subnet; a stream's own failure is in its target's result.
 absl::StatusOr<v1::LinkSendResponse> RunLinkSend(const FactsRoots& roots, const v1::LinkSendRequest& request,
                                                  const std::vector<LocalIpv4>& local,
                                                  const std::function<bool()>& cancelled);

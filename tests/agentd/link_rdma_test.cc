@@ -4,6 +4,8 @@
 // loop's window, deadline and counting against a fake verbs path.
 #include "agentd/link_rdma.h"
 
+#include <future>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include <fstream>
 #include <set>
 
+#include "agentd/link_transfer.h"
 #include "tests/common/test_util.h"
 
 namespace tandem::agentd {
@@ -184,6 +187,71 @@ TEST_F(FakeSysfs, SenderWithoutAPortSaysWhy) {
   v1::LinkRdmaResult r = RunRdmaSendHalf(roots_, t, std::string(32, 'k'), RdmaWriteOptions(), [] { return false; });
   EXPECT_EQ(r.error(), "no RDMA device has a GID on lo");
   EXPECT_EQ(r.bytes(), 0u);
+}
+
+// Both ends of a transfer on lo under a transport, with this test's sysfs (no RDMA device).
+bool HasLoopback() {
+  for (const LocalIpv4& l : ListLocalIpv4()) {
+    if (l.interface == "lo" && l.address == "127.0.0.1") return true;
+  }
+  return false;
+}
+
+v1::LinkReceiveRequest LoopbackReceive(const std::string& transport) {
+  v1::LinkReceiveRequest r;
+  v1::LinkEndpoint* e = r.add_endpoints();
+  e->set_interface("lo");
+  e->set_ipv4("127.0.0.1");
+  r.set_token(std::string(kLinkTokenBytes, 'k'));
+  r.set_streams(1);
+  r.set_duration_ms(1000);
+  r.set_transport(transport);
+  return r;
+}
+
+TEST_F(FakeSysfs, TransferWithRdmaWithoutDevicesIsRefusedBeforeAnythingListens) {
+  if (!HasLoopback()) GTEST_SKIP() << "no 127.0.0.1 on lo here";
+  auto receiver = LinkReceiver::Open(roots_, LoopbackReceive("rdma"), ListLocalIpv4());
+  ASSERT_EQ(receiver.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(receiver.status().message(), "rdma on lo: no RDMA device has a GID on lo");
+  EXPECT_EQ(LinkReceiver::Open(roots_, LoopbackReceive("udp"), ListLocalIpv4()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FakeSysfs, TransferWithBothWithoutDevicesRunsTcpAndSaysWhy) {
+  if (!HasLoopback()) GTEST_SKIP() << "no 127.0.0.1 on lo here";
+  const std::vector<LocalIpv4> local = ListLocalIpv4();
+  auto receiver = LinkReceiver::Open(roots_, LoopbackReceive(""), local);
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  const v1::LinkListening listening = (*receiver)->Listening();
+  ASSERT_EQ(listening.rdma_size(), 1);
+  EXPECT_EQ(listening.rdma(0).control_port(), 0u);
+  EXPECT_EQ(listening.rdma(0).error(), "rdma on lo: no RDMA device has a GID on lo; TCP only");
+
+  v1::LinkSendRequest send;
+  v1::LinkTarget* t = send.add_targets();
+  t->set_interface("lo");
+  t->set_local_ipv4("127.0.0.1");
+  t->set_remote_ipv4("127.0.0.1");
+  t->set_port(listening.ports(0));
+  *t->mutable_rdma() = listening.rdma(0);
+  send.set_token(std::string(kLinkTokenBytes, 'k'));
+  send.set_streams(1);
+  send.set_duration_ms(1000);
+  std::atomic<bool> sender_done{false};
+  auto summary = std::async(std::launch::async, [&] { return (*receiver)->Run([&] { return sender_done.load(); }); });
+  absl::StatusOr<v1::LinkSendResponse> sent = RunLinkSend(roots_, send, local, [] { return false; });
+  sender_done.store(true);
+  const v1::LinkReceiveSummary got = summary.get();
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  const v1::LinkSendResult& s = sent->results(0);
+  EXPECT_EQ(s.streams_ok(), 1u) << s.error();
+  EXPECT_GT(s.bytes_sent(), 0u);
+  EXPECT_EQ(s.rdma().error(), "rdma on lo: no RDMA device has a GID on lo; TCP only");
+  EXPECT_EQ(s.rdma().bytes(), 0u);
+  ASSERT_EQ(got.results_size(), 1);
+  EXPECT_EQ(got.results(0).payload_bytes(), s.bytes_sent());
+  EXPECT_EQ(got.results(0).rdma().error(), s.rdma().error());
 }
 
 // A verbs path that completes writes on the next poll, optionally failing one, never
