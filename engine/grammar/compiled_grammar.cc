@@ -131,11 +131,15 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::Compile(
     return absl::InvalidArgumentError("grammar: the root rule " + g->grammar_.rules[g->grammar_.root].name +
                                       " matches no finite text");
   }
-  // The first step of every request reaches the start state's positions: their entries are
-  // made now, with the grammar, rather than at that decode step.
-  std::vector<StackNode> pool;
-  const MatchState start = g->Start(&pool);
-  for (int32_t top : start.tops) g->MaskAt(pool[top].pos);
+  // Entries outside string content take a walk of the vocabulary (a few to a hundred
+  // microseconds each), and a request reaches new ones at many steps: they are made now, with
+  // the grammar, once per schema, rather than at decode steps.
+  size_t made = 0;
+  for (int32_t pos = 0; pos < static_cast<int32_t>(g->grammar_.elements.size()) && made < kCompiledMasks; ++pos) {
+    if (g->grammar_.elements[pos].kind != Element::Kind::kBytes || g->IsStringContent(pos)) continue;
+    g->MaskAt(pos);
+    ++made;
+  }
   return std::shared_ptr<const CompiledGrammar>(std::move(g));
 }
 
@@ -188,6 +192,29 @@ MatchState CompiledGrammar::Start(std::vector<StackNode>* pool) const {
     Expand(static_cast<int32_t>(pool->size() - 1), pool, &s, &seen);
   }
   return s;
+}
+
+void PositionMask::AddAcceptedTo(std::vector<uint64_t>* mask) const {
+  if (sparse) {
+    for (int32_t id : accepted_ids) (*mask)[id >> 6] |= uint64_t{1} << (id & 63);
+    return;
+  }
+  for (size_t w = 0; w < accepted.size(); ++w) (*mask)[w] |= accepted[w];
+}
+
+void PositionMask::MakeSparse(size_t most) {
+  if (sparse) return;
+  size_t count = 0;
+  for (uint64_t w : accepted) count += static_cast<size_t>(__builtin_popcountll(w));
+  if (count > most) return;
+  accepted_ids.clear();
+  for (size_t w = 0; w < accepted.size(); ++w) {
+    for (uint64_t bits = accepted[w]; bits != 0; bits &= bits - 1) {
+      accepted_ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+    }
+  }
+  accepted = {};
+  sparse = true;
 }
 
 MatchState CompiledGrammar::Resume(int32_t node, std::vector<StackNode>* pool) const {
@@ -354,6 +381,7 @@ const PositionMask& CompiledGrammar::MaskAt(int32_t pos) const {
   // Computed outside the lock (a walk can take milliseconds); a second thread may compute the
   // same entry, and the first one stored wins.
   auto m = std::make_unique<PositionMask>(ComputeMask(pos));
+  m->MakeSparse(kSparseIds);
   std::lock_guard<std::mutex> l(mu_);
   if (entry == nullptr) {
     if (stored_ >= kMaxStoredMasks) {

@@ -52,11 +52,20 @@ enum class TokenResult : uint8_t { kAccepted, kRejected, kUncertain };
 // What one grammar position accepts, from the mask cache.
 struct PositionMask {
   std::vector<uint64_t> accepted;     // bit per token id: accepted whatever the stack below
+  // A stored entry that accepts few tokens keeps their ids here instead (ascending; `accepted`
+  // then empty): most positions outside strings accept a handful of the 151k.
+  std::vector<int32_t> accepted_ids;
+  bool sparse = false;
   std::vector<int32_t> uncertain;     // ranks (TokenVocabulary::rank), ascending: need the stack
   // String content positions only (else empty): per uncertain token, the offset of its first
   // byte after the string's characters. Such a token is taken exactly when its bytes from
   // there are taken after the string's rule ends (GrammarMatcher checks each such rest once).
   std::vector<int32_t> leave;
+
+  // ORs the accepted tokens into `mask` (a bit per token id).
+  void AddAcceptedTo(std::vector<uint64_t>* mask) const;
+  // Turns `accepted` into `accepted_ids` when it has at most `most` tokens.
+  void MakeSparse(size_t most);
 };
 
 class CompiledGrammar {
@@ -95,13 +104,17 @@ class CompiledGrammar {
   // all have the entries of the first ones.
   const PositionMask& MaskAt(int32_t pos) const;
   static constexpr size_t kMaxStoredMasks = 1024;
+  static constexpr size_t kCompiledMasks = 512;
+  static constexpr size_t kSparseIds = 1024;  // PositionMask::MakeSparse below this many tokens
 
   // The entry of `pos` by walking the vocabulary: what MaskAt computes, except inside JSON
   // string content (IsStringContent), where MaskAt reads the vocabulary's buckets
   // (string_masks.h) for the same result. Tests compare the two.
   PositionMask WalkMask(int32_t pos) const;
   bool IsStringContent(int32_t pos) const { return strings_[pos].piece >= 0; }
-  // How many entries are stored (those of the start state's positions from Compile on).
+  // How many entries are stored. Compile makes those of every position outside string content
+  // (at most kCompiledMasks), so that a request's decode steps find them; entries of string
+  // content are made when first reached (microseconds each) and shared.
   size_t StoredMasks() const {
     std::lock_guard<std::mutex> l(mu_);
     return stored_;

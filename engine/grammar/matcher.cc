@@ -109,7 +109,7 @@ void GrammarMatcher::ComputeMask(std::vector<uint64_t>* mask) {
   for (size_t i = 0; i < tops.size(); ++positions) {
     const int32_t pos = tops[i].first;
     const PositionMask& m = grammar_->MaskAt(pos);  // valid until the next MaskAt
-    for (size_t w = 0; w < m.accepted.size(); ++w) (*mask)[w] |= m.accepted[w];
+    m.AddAcceptedTo(mask);
     if (m.leave.empty()) uncertain_.insert(uncertain_.end(), m.uncertain.begin(), m.uncertain.end());
     for (; i < tops.size() && tops[i].first == pos; ++i) {
       if (!m.leave.empty()) CheckLeaving(m, pool_[tops[i].second].parent, mask);
