@@ -27,13 +27,14 @@ using std::chrono::milliseconds;
 constexpr char kFooter[] =
     "Every ordered pair of nodes (A -> B) in turn: a timed TCP transfer over every interface of A whose subnet holds "
     "an address of B (nodes[].linktest.interfaces or --interfaces choose them), all at the same time, with both "
-    "ends' interface counters read around it. One row per interface: Gb/s, verdict (healthy, host-not-sending, "
+    "ends' interface counters read around it; then, where the interfaces have RoCE v2 RDMA ports, RDMA WRITEs "
+    "for the same time (--transport). One row per interface: Gb/s, verdict (healthy, host-not-sending, "
     "dropped-on-path, pcie-bound, half-unused, no-data), the evidence and a hint (docs/linktest.md).\n"
     "exit status: 0 every half healthy or at its PCIe ceiling, 1 a half is not, a pair could not run or nothing "
     "could be paired, 2 bad usage or cluster file.\n"
     "--json: {\"ok\", \"duration_s\", \"streams\", \"wall_s\", \"pairs\": [{\"from\", \"to\", \"total_gbps\", "
     "\"rdma\", \"error\", \"halves\": [{\"interface\", \"peer_interface\", \"gbps\", \"verdict\", \"evidence\", "
-    "\"hint\", ...}]}]}.";
+    "\"hint\", \"rdma\", ...}]}]}.";
 
 // "--name DURATION": "5s", "500ms", or a bare number of seconds, within [min, max].
 CLI::Option* AddDuration(CLI::App* app, const std::string& name, milliseconds* out, const std::string& help,
@@ -88,7 +89,8 @@ LinkPairResult RunPair(const ClusterSpec& spec, LinkPairPlan plan, const AgentCr
     plan.error = "no random bytes for the test's token (OpenSSL RAND_bytes failed)";
     return JudgeLinkPair(plan, v1::LinkSendResponse{}, v1::LinkReceiveSummary{});
   }
-  const milliseconds rpc_timeout = o.duration + o.timeout;
+  // With both transports the sender runs RDMA for another duration after TCP.
+  const milliseconds rpc_timeout = o.duration * (o.transport == "both" || o.transport.empty() ? 2 : 1) + o.timeout;
   std::vector<std::string> shown;
   v1::LinkReceiveRequest rreq;
   for (const LinkHalfPlan& h : plan.halves) {
@@ -100,6 +102,7 @@ LinkPairResult RunPair(const ClusterSpec& spec, LinkPairPlan plan, const AgentCr
   rreq.set_token(token);
   rreq.set_streams(static_cast<uint32_t>(o.streams));
   rreq.set_duration_ms(static_cast<uint32_t>(o.duration.count()));
+  rreq.set_transport(o.transport);
   std::fprintf(stderr, "linktest: %s -> %s over %s for %.1f s\n", plan.from_name.c_str(), plan.to_name.c_str(),
                absl::StrJoin(shown, ", ").c_str(), o.duration.count() / 1000.0);
 
@@ -124,10 +127,13 @@ LinkPairResult RunPair(const ClusterSpec& spec, LinkPairPlan plan, const AgentCr
     t->set_local_ipv4(plan.halves[i].ipv4);
     t->set_remote_ipv4(plan.halves[i].peer_ipv4);
     t->set_port(ev.listening().ports(static_cast<int>(i)));
+    // The receiver's queue pair (or why it has none, which the sender reports back).
+    if (static_cast<int>(i) < ev.listening().rdma_size()) *t->mutable_rdma() = ev.listening().rdma(static_cast<int>(i));
   }
   sreq.set_token(token);
   sreq.set_streams(rreq.streams());
   sreq.set_duration_ms(rreq.duration_ms());
+  sreq.set_transport(o.transport);
   LinkAgent sender(spec.nodes[plan.from].agent, credentials);
   grpc::ClientContext sctx;
   sender.Prepare(&sctx, rpc_timeout);
@@ -185,6 +191,9 @@ void AddLinktestFlags(CLI::App* command, LinktestCommandOptions* o) {
       ->delimiter(',')
       ->type_name("LIST")
       ->default_str("");
+  command->add_option("--transport", o->transport,
+                      "tcp, rdma or both (default: both where the interfaces have RoCE v2 RDMA ports, tcp elsewhere)")
+      ->check(CLI::IsMember({"tcp", "rdma", "both"}));
   command->add_flag("--no-collectives", o->no_collectives,
                     "skip the group's own all-reduces (docs/linktest.md \"Collectives\")");
 }

@@ -26,6 +26,7 @@ struct LinktestCommandOptions {
   std::chrono::milliseconds timeout{20000};
   std::vector<std::string> interfaces;       // --interfaces: "IF" (every node) or "NODE=IF"
   bool no_collectives = false;               // --no-collectives: skip the group's all-reduces
+  std::string transport;                     // --transport tcp|rdma|both ("": both where RDMA exists)
 };
 
 void AddLinktestFlags(CLI::App* command, LinktestCommandOptions* options);

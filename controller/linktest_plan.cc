@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -200,6 +201,9 @@ LinkPairResult JudgeLinkPair(const LinkPairPlan& plan, const absl::StatusOr<v1::
       const v1::LinkSendResult& tx = sent->results(static_cast<int>(i));
       const v1::LinkReceiveResult& rx = received->results(static_cast<int>(i));
       h.bytes_sent = tx.bytes_sent();
+      h.has_rdma = tx.has_rdma();
+      h.rdma = tx.rdma();
+      h.peer_rdma = rx.rdma();
       s.payload_bytes = rx.payload_bytes();
       // The receiver's first-to-last byte span is the transfer; the sender's clock (start to the
       // receiver's close) stands in when the receiver saw a single read.
@@ -257,6 +261,26 @@ bool LinktestReport::ok() const {
   return true;
 }
 
+namespace {
+
+// "rdma: 97.310 Gb/s over mlx5_0 port 1 GID index 3 (...)" or why it did not run.
+std::string DescribeRdmaHalf(const LinkHalfResult& h) {
+  const v1::LinkRdmaResult& r = h.rdma;
+  if (r.writes() == 0 && !r.error().empty()) {
+    return absl::StartsWith(r.error(), "rdma") ? r.error() : "rdma: " + r.error();
+  }
+  std::string line = absl::StrFormat("rdma: %.3f Gb/s", Gbps(r.bytes(), r.seconds()));
+  if (!r.device().empty()) absl::StrAppend(&line, " over ", r.device(), " port ", r.port(), " GID index ", r.gid_index());
+  absl::StrAppend(&line, " (", r.writes(), " writes in ", absl::StrFormat("%.2f", r.seconds()), " s)");
+  if (!r.error().empty()) absl::StrAppend(&line, "; ", r.error());
+  if (!h.peer_rdma.error().empty() && h.peer_rdma.error() != r.error()) {
+    absl::StrAppend(&line, "; receiver: ", h.peer_rdma.error());
+  }
+  return line;
+}
+
+}  // namespace
+
 std::string FormatLinktestTable(const LinktestReport& r) {
   std::string out = absl::StrFormat("linktest: %.1f s per pair, %d streams per interface, every interface of a pair at once\n",
                                     r.duration_s, r.streams);
@@ -278,6 +302,7 @@ std::string FormatLinktestTable(const LinktestReport& r) {
       absl::StrAppendFormat(&out, "  %-16s %-16s %9.3f  %s\n", h.plan.interface, h.plan.peer_interface, h.verdict.gbps,
                             agentd::LinkVerdictName(h.verdict.kind));
       for (const std::string& e : h.verdict.evidence) absl::StrAppend(&out, "      ", e, "\n");
+      if (h.has_rdma) absl::StrAppend(&out, "      ", DescribeRdmaHalf(h), "\n");
       if (!h.verdict.hint.empty()) absl::StrAppend(&out, "      hint: ", h.verdict.hint, "\n");
     }
   }
@@ -312,6 +337,19 @@ std::string FormatLinktestJson(const LinktestReport& r) {
                         {"sender_counters", {{"netdev", s.sender_netdev}, {"ethtool", s.sender_ethtool}}},
                         {"receiver_counters", {{"netdev", s.receiver_netdev}, {"ethtool", s.receiver_ethtool}}},
                         {"error", s.error}});
+      if (h.has_rdma) {
+        halves.back()["rdma"] = {{"device", h.rdma.device()},
+                                 {"port", h.rdma.port()},
+                                 {"gid_index", h.rdma.gid_index()},
+                                 {"gbps", Gbps(h.rdma.bytes(), h.rdma.seconds())},
+                                 {"bytes", h.rdma.bytes()},
+                                 {"writes", h.rdma.writes()},
+                                 {"seconds", h.rdma.seconds()},
+                                 {"error", h.rdma.error()},
+                                 {"receiver_error", h.peer_rdma.error()},
+                                 {"sender_port_counters", ToMap(h.rdma.port_counters())},
+                                 {"receiver_port_counters", ToMap(h.peer_rdma.port_counters())}};
+      }
     }
     pairs.push_back({{"from", p.from},
                      {"to", p.to},

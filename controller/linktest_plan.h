@@ -48,6 +48,11 @@ struct LinkHalfResult {
   agentd::HalfSample sample;
   agentd::LinkVerdict verdict;
   uint64_t bytes_sent = 0;
+  // The half's RDMA WRITE transfer, when it ran or was tried (agentd/link_rdma.h): the sender's
+  // figures, and the receiver's error and port counters.
+  bool has_rdma = false;
+  v1::LinkRdmaResult rdma;
+  v1::LinkRdmaResult peer_rdma;
 };
 
 struct LinkPairResult {

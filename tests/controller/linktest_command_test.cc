@@ -260,6 +260,47 @@ TEST(LinktestOutputTest, TableAndJsonCarryEveryHalf) {
   EXPECT_FALSE(report.ok());
 }
 
+// A half that ran RDMA WRITEs beside TCP shows their rate and the port and GID index chosen; a
+// half that could not says why (the TCP figure stands).
+TEST(LinktestOutputTest, RdmaHalvesShowRateOrReason) {
+  v1::LinkSendResponse tx;
+  v1::LinkReceiveSummary rx;
+  AddHalf(&tx, &rx, "f0", 100, 0, 200000, 200000);
+  AddHalf(&tx, &rx, "f1", 100, 0, 200000, 200000);
+  v1::LinkRdmaResult* ran = tx.mutable_results(0)->mutable_rdma();
+  ran->set_device("mlx5_0");
+  ran->set_port(1);
+  ran->set_gid_index(3);
+  ran->set_bytes(uint64_t{60} << 30);
+  ran->set_writes(61440);
+  ran->set_seconds(5.0);
+  (*ran->mutable_port_counters())["port_xmit_bytes"] = uint64_t{61} << 30;
+  tx.mutable_results(1)->mutable_rdma()->set_error("rdma on f1: no RDMA device has a GID on f1; TCP only");
+  rx.mutable_results(1)->mutable_rdma()->set_error("rdma on f1: no RDMA device has a GID on f1; TCP only");
+  LinktestReport report;
+  report.pairs.push_back(JudgeLinkPair(TwoHalves(), tx, rx));
+  const std::string table = FormatLinktestTable(report);
+  EXPECT_NE(table.find("rdma: 103.079 Gb/s over mlx5_0 port 1 GID index 3 (61440 writes in 5.00 s)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("      rdma on f1: no RDMA device has a GID on f1; TCP only\n"),
+            std::string::npos)
+      << table;
+  const nlohmann::json j = nlohmann::json::parse(FormatLinktestJson(report));
+  EXPECT_EQ(j["pairs"][0]["halves"][0]["rdma"]["gid_index"], 3);
+  EXPECT_EQ(j["pairs"][0]["halves"][0]["rdma"]["sender_port_counters"]["port_xmit_bytes"], uint64_t{61} << 30);
+  EXPECT_NEAR(j["pairs"][0]["halves"][0]["rdma"]["gbps"].get<double>(), 103.079, 1e-3);
+  EXPECT_EQ(j["pairs"][0]["halves"][1]["rdma"]["receiver_error"], "rdma on f1: no RDMA device has a GID on f1; TCP only");
+
+  // A TCP-only run has no rdma line or key.
+  v1::LinkSendResponse tcp_tx;
+  v1::LinkReceiveSummary tcp_rx;
+  AddHalf(&tcp_tx, &tcp_rx, "f0", 100, 0, 200000, 200000);
+  AddHalf(&tcp_tx, &tcp_rx, "f1", 100, 0, 200000, 200000);
+  report.pairs = {JudgeLinkPair(TwoHalves(), tcp_tx, tcp_rx)};
+  EXPECT_EQ(FormatLinktestTable(report).find("rdma:"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(FormatLinktestJson(report))["pairs"][0]["halves"][0].contains("rdma"));
+}
+
 TEST(LinktestFlagsTest, DurationsAndListsParseAsWritten) {
   auto parse = [](const std::vector<std::string>& args, LinktestCommandOptions* o) {
     CLI::App app("t");
@@ -282,6 +323,10 @@ TEST(LinktestFlagsTest, DurationsAndListsParseAsWritten) {
   EXPECT_FALSE(parse({"--streams", "0"}, &d).ok());
   ASSERT_TRUE(parse({"--duration", "1500ms"}, &d).ok());
   EXPECT_EQ(d.duration, std::chrono::milliseconds(1500));
+  EXPECT_EQ(d.transport, "");  // both where RDMA exists
+  ASSERT_TRUE(parse({"--transport", "rdma"}, &d).ok());
+  EXPECT_EQ(d.transport, "rdma");
+  EXPECT_FALSE(parse({"--transport", "roce"}, &d).ok());
 }
 
 }  // namespace
