@@ -382,6 +382,7 @@ v1::LinkRdmaResult RdmaReceiveHalf::Run(const std::string& token, Clock::time_po
       if (!got.ok() || !ConstantTimeEquals(*got, token)) continue;
       v1::LinkRdmaQp sender;
       RETURN_IF_ERROR(ReadFrame(conn.get(), &sender, step, cancelled));
+      if (!sender.error().empty()) return absl::UnavailableError(absl::StrCat("the sender: ", sender.error()));
       v1::LinkRdmaResult ready;
       if (absl::Status rtr = qp_->ReadyToReceive(sender); !rtr.ok()) ready.set_error(std::string(rtr.message()));
       RETURN_IF_ERROR(WriteAll(conn.get(), EncodeRdmaFrame(ready), step, cancelled));
@@ -407,15 +408,11 @@ v1::LinkRdmaResult RdmaReceiveHalf::Run(const std::string& token, Clock::time_po
 v1::LinkRdmaResult RunRdmaSendHalf(const FactsRoots& roots, const v1::LinkTarget& target, const std::string& token,
                                    const RdmaWriteOptions& options, const Cancelled& cancelled) {
   v1::LinkRdmaResult result;
-  absl::StatusOr<RdmaPortChoice> port = FindRoceV2Port(roots, target.interface(), target.local_ipv4());
-  if (!port.ok()) {
-    result.set_error(std::string(port.status().message()));
-    return result;
-  }
-  Describe(*port, &result);
+  absl::StatusOr<RdmaPortChoice> port = absl::UnknownError("not looked up");
   absl::StatusOr<std::map<std::string, uint64_t>> before = absl::UnknownError("not read");
   absl::Status st = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<RdmaQueuePair> qp, RdmaQueuePair::Open(*port, options.buffer_bytes, options.window));
+    // The control stream comes first: when this end cannot run RDMA, the receiver hears why at
+    // once instead of waiting out its deadline for a stream that never comes.
     ASSIGN_OR_RETURN(Socket s, BoundSocket(target.interface(), target.local_ipv4()));
     ASSIGN_OR_RETURN(sockaddr_in to, Address(target.remote_ipv4(), target.rdma().control_port()));
     const std::string where = absl::StrCat(target.remote_ipv4(), ":", target.rdma().control_port());
@@ -430,19 +427,35 @@ v1::LinkRdmaResult RunRdmaSendHalf(const FactsRoots& roots, const v1::LinkTarget
     socklen_t len = sizeof(err);
     getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) return absl::UnavailableError(absl::StrCat("rdma control: connect to ", where, ": ", std::strerror(err)));
-    RETURN_IF_ERROR(WriteAll(s.get(), token + EncodeRdmaFrame(qp->Info()), step, cancelled));
+
+    absl::StatusOr<std::unique_ptr<RdmaQueuePair>> qp = absl::UnknownError("not opened");
+    port = FindRoceV2Port(roots, target.interface(), target.local_ipv4());
+    if (port.ok()) {
+      Describe(*port, &result);
+      qp = RdmaQueuePair::Open(*port, options.buffer_bytes, options.window);
+    }
+    const absl::Status opened = port.ok() ? qp.status() : port.status();
+    v1::LinkRdmaQp mine;
+    if (opened.ok()) {
+      mine = (*qp)->Info();
+    } else {
+      mine.set_error(std::string(opened.message()));
+    }
+    RETURN_IF_ERROR(WriteAll(s.get(), token + EncodeRdmaFrame(mine), step, cancelled));
+    RETURN_IF_ERROR(opened);
     v1::LinkRdmaResult ready;
     RETURN_IF_ERROR(ReadFrame(s.get(), &ready, step, cancelled));
     if (!ready.error().empty()) return absl::UnavailableError(absl::StrCat("the receiver: ", ready.error()));
-    RETURN_IF_ERROR(qp->ReadyToReceive(target.rdma()));
-    RETURN_IF_ERROR(qp->ReadyToSend());
+    RETURN_IF_ERROR((*qp)->ReadyToReceive(target.rdma()));
+    RETURN_IF_ERROR((*qp)->ReadyToSend());
     RdmaWriteOptions o = options;
     o.buffer_bytes = std::min<uint64_t>(options.buffer_bytes, target.rdma().len());
     if (o.buffer_bytes < o.write_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("the receiver's buffer (", o.buffer_bytes, " bytes) is smaller than a write"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the receiver's buffer (", o.buffer_bytes, " bytes) is smaller than a write"));
     }
     before = ReadRdmaPortCounters(roots, port->device, port->port);
-    v1::LinkRdmaResult writes = RunRdmaWrites(*qp, o, cancelled);
+    v1::LinkRdmaResult writes = RunRdmaWrites(**qp, o, cancelled);
     result.set_bytes(writes.bytes());
     result.set_writes(writes.writes());
     result.set_seconds(writes.seconds());
@@ -451,7 +464,7 @@ v1::LinkRdmaResult RunRdmaSendHalf(const FactsRoots& roots, const v1::LinkTarget
     return WriteAll(s.get(), EncodeRdmaFrame(result), step, cancelled);
   }();
   if (!st.ok() && result.error().empty()) result.set_error(std::string(st.message()));
-  SetCounterDelta(before, ReadRdmaPortCounters(roots, port->device, port->port), &result);
+  if (port.ok()) SetCounterDelta(before, ReadRdmaPortCounters(roots, port->device, port->port), &result);
   return result;
 }
 

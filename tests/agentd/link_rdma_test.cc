@@ -9,6 +9,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -179,14 +185,52 @@ TEST_F(FakeSysfs, AGidInSysfsWithoutAVerbsDeviceStillFallsBack) {
   EXPECT_THAT(info.error(), HasSubstr("; TCP only"));
 }
 
-TEST_F(FakeSysfs, SenderWithoutAPortSaysWhy) {
+// A sender that cannot run RDMA still opens the control stream and tells the receiver why, so
+// the receiver does not wait out its deadline. The receiver here is the test, on lo.
+TEST_F(FakeSysfs, SenderWithoutAPortTellsTheReceiverWhy) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
+
   v1::LinkTarget t;
   t.set_interface("lo");
   t.set_local_ipv4("127.0.0.1");
   t.set_remote_ipv4("127.0.0.1");
-  v1::LinkRdmaResult r = RunRdmaSendHalf(roots_, t, std::string(32, 'k'), RdmaWriteOptions(), [] { return false; });
+  t.mutable_rdma()->set_control_port(ntohs(sa.sin_port));
+  const std::string token(kLinkTokenBytes, 'k');
+  auto sent = std::async(std::launch::async,
+                         [&] { return RunRdmaSendHalf(roots_, t, token, RdmaWriteOptions(), [] { return false; }); });
+  pollfd p{listener, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "the sender never connected";
+  const int conn = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  timeval tv{5, 0};
+  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::recv(conn, buf, sizeof(buf), 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(conn);
+  ::close(listener);
+  const v1::LinkRdmaResult r = sent.get();
   EXPECT_EQ(r.error(), "no RDMA device has a GID on lo");
   EXPECT_EQ(r.bytes(), 0u);
+  ASSERT_GT(got.size(), token.size());
+  EXPECT_EQ(got.substr(0, token.size()), token);
+  v1::LinkRdmaQp sender;
+  ASSERT_TRUE(DecodeRdmaFrame(got.substr(token.size()), &sender).ok());
+  EXPECT_EQ(sender.error(), "no RDMA device has a GID on lo");
+  EXPECT_EQ(sender.qp_num(), 0u);
+
+  // No receiver at all: the connect's failure is the reason.
+  t.mutable_rdma()->set_control_port(ntohs(sa.sin_port));
+  const v1::LinkRdmaResult refused = RunRdmaSendHalf(roots_, t, token, RdmaWriteOptions(), [] { return false; });
+  EXPECT_THAT(refused.error(), HasSubstr("rdma control: connect to 127.0.0.1:"));
 }
 
 // Both ends of a transfer on lo under a transport, with this test's sysfs (no RDMA device).
