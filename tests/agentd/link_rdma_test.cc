@@ -42,7 +42,7 @@ void Gid(const fs::path& root, const std::string& dev, int port, int idx, const 
   Write(p / "gid_attrs/ndevs" / std::to_string(idx), ndev);
 }
 
-class FakeSysfs : public ::testing::Test {
+class RdmaSysfs : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = fs::path(::testing::TempDir()) / ("rdma_" + std::to_string(::getpid()) + "_" +
@@ -71,7 +71,7 @@ class FakeSysfs : public ::testing::Test {
   FactsRoots roots_;
 };
 
-TEST_F(FakeSysfs, ChoosesTheRoceV2GidOfTheInterfacesAddress) {
+TEST_F(RdmaSysfs, ChoosesTheRoceV2GidOfTheInterfacesAddress) {
   Cx7Table();
   absl::StatusOr<RdmaPortChoice> c = FindRoceV2Port(roots_, "enp1s0f0np0", "10.0.0.1");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -86,7 +86,7 @@ TEST_F(FakeSysfs, ChoosesTheRoceV2GidOfTheInterfacesAddress) {
   EXPECT_EQ(other->gid_index, 3u);
 }
 
-TEST_F(FakeSysfs, SaysWhatItSawWhenNoEntryFits) {
+TEST_F(RdmaSysfs, SaysWhatItSawWhenNoEntryFits) {
   Cx7Table();
   absl::StatusOr<RdmaPortChoice> c = FindRoceV2Port(roots_, "enp1s0f0np0", "10.0.0.7");
   ASSERT_EQ(c.status().code(), absl::StatusCode::kNotFound);
@@ -101,7 +101,7 @@ TEST_F(FakeSysfs, SaysWhatItSawWhenNoEntryFits) {
   EXPECT_EQ(none.status().message(), "no RDMA device has a GID on eth9");
 }
 
-TEST_F(FakeSysfs, PortDataCountersAreWordsAndComeBackAsBytes) {
+TEST_F(RdmaSysfs, PortDataCountersAreWordsAndComeBackAsBytes) {
   const fs::path c = root_ / "class/infiniband/mlx5_0/ports/1/counters";
   Write(c / "port_xmit_data", "1000");
   Write(c / "port_rcv_data", "250");
@@ -150,7 +150,7 @@ TEST(RdmaTransport, Parses) {
   EXPECT_EQ(ParseLinkTransport("roce").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(FakeSysfs, RdmaWithoutDevicesFailsClearlyAndBothFallsBackToTcp) {
+TEST_F(RdmaSysfs, RdmaWithoutDevicesFailsClearlyAndBothFallsBackToTcp) {
   v1::LinkRdmaQp info;
   auto rdma = RdmaReceiveHalf::Open(LinkTransport::kRdma, roots_, "lo", "127.0.0.1", &info);
   ASSERT_EQ(rdma.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -168,7 +168,7 @@ TEST_F(FakeSysfs, RdmaWithoutDevicesFailsClearlyAndBothFallsBackToTcp) {
   EXPECT_THAT(info.error(), HasSubstr("tcp only"));
 }
 
-TEST_F(FakeSysfs, AGidInSysfsWithoutAVerbsDeviceStillFallsBack) {
+TEST_F(RdmaSysfs, AGidInSysfsWithoutAVerbsDeviceStillFallsBack) {
   // sysfs names a port but libibverbs cannot open it (this test machine has no RDMA device, or
   // the build has no libibverbs): the verbs side's reason reaches the operator.
   Gid(root_, "mlx5_0", 1, 3, "0000:0000:0000:0000:0000:ffff:7f00:0001", "RoCE v2", "lo");
@@ -187,7 +187,7 @@ TEST_F(FakeSysfs, AGidInSysfsWithoutAVerbsDeviceStillFallsBack) {
 
 // A sender that cannot run RDMA still opens the control stream and tells the receiver why, so
 // the receiver does not wait out its deadline. The receiver here is the test, on lo.
-TEST_F(FakeSysfs, SenderWithoutAPortTellsTheReceiverWhy) {
+TEST_F(RdmaSysfs, SenderWithoutAPortTellsTheReceiverWhy) {
   const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(listener, 0);
   sockaddr_in sa{};
@@ -253,7 +253,7 @@ v1::LinkReceiveRequest LoopbackReceive(const std::string& transport) {
   return r;
 }
 
-TEST_F(FakeSysfs, TransferWithRdmaWithoutDevicesIsRefusedBeforeAnythingListens) {
+TEST_F(RdmaSysfs, TransferWithRdmaWithoutDevicesIsRefusedBeforeAnythingListens) {
   if (!HasLoopback()) GTEST_SKIP() << "no 127.0.0.1 on lo here";
   auto receiver = LinkReceiver::Open(roots_, LoopbackReceive("rdma"), ListLocalIpv4());
   ASSERT_EQ(receiver.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -262,7 +262,7 @@ TEST_F(FakeSysfs, TransferWithRdmaWithoutDevicesIsRefusedBeforeAnythingListens) 
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(FakeSysfs, TransferWithBothWithoutDevicesRunsTcpAndSaysWhy) {
+TEST_F(RdmaSysfs, TransferWithBothWithoutDevicesRunsTcpAndSaysWhy) {
   if (!HasLoopback()) GTEST_SKIP() << "no 127.0.0.1 on lo here";
   const std::vector<LocalIpv4> local = ListLocalIpv4();
   auto receiver = LinkReceiver::Open(roots_, LoopbackReceive(""), local);
@@ -302,6 +302,7 @@ TEST_F(FakeSysfs, TransferWithBothWithoutDevicesRunsTcpAndSaysWhy) {
 // completing, or refusing a post. It checks the loop's invariants as it goes.
 class FakePath : public RdmaWritePath {
  public:
+  explicit FakePath(const RdmaWriteOptions& o) : buffer_bytes(o.buffer_bytes), window(o.window) {}
   uint64_t buffer_bytes = 0;
   int window = 0;
   int64_t fail_completion = -1;
@@ -349,9 +350,7 @@ RdmaWriteOptions SmallOptions() {
 
 TEST(RdmaWrites, KeepsTheWindowAndCountsCompletedWrites) {
   const RdmaWriteOptions o = SmallOptions();
-  FakePath path;
-  path.buffer_bytes = o.buffer_bytes;
-  path.window = o.window;
+  FakePath path(o);
   const auto start = std::chrono::steady_clock::now();
   v1::LinkRdmaResult r = RunRdmaWrites(path, o, [] { return false; });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -371,9 +370,7 @@ TEST(RdmaWrites, KeepsTheWindowAndCountsCompletedWrites) {
 TEST(RdmaWrites, AWriteThatNeverCompletesEndsTheTransferAtTheStallDeadline) {
   RdmaWriteOptions o = SmallOptions();
   o.duration = std::chrono::milliseconds(5000);
-  FakePath path;
-  path.buffer_bytes = o.buffer_bytes;
-  path.window = o.window;
+  FakePath path(o);
   path.never_complete = true;
   const auto start = std::chrono::steady_clock::now();
   v1::LinkRdmaResult r = RunRdmaWrites(path, o, [] { return false; });
@@ -385,9 +382,7 @@ TEST(RdmaWrites, AWriteThatNeverCompletesEndsTheTransferAtTheStallDeadline) {
 
 TEST(RdmaWrites, AFailedCompletionOrPostIsNamed) {
   const RdmaWriteOptions o = SmallOptions();
-  FakePath failing;
-  failing.buffer_bytes = o.buffer_bytes;
-  failing.window = o.window;
+  FakePath failing(o);
   failing.fail_completion = 9;
   v1::LinkRdmaResult r = RunRdmaWrites(failing, o, [] { return false; });
   EXPECT_EQ(r.error(), "write 9: work completion: transport retry counter exceeded");
@@ -395,9 +390,7 @@ TEST(RdmaWrites, AFailedCompletionOrPostIsNamed) {
   EXPECT_EQ(r.writes(), 11u);
   EXPECT_EQ(r.bytes(), 11u * o.write_bytes);
 
-  FakePath refusing;
-  refusing.buffer_bytes = o.buffer_bytes;
-  refusing.window = o.window;
+  FakePath refusing(o);
   refusing.refuse_post = 6;
   r = RunRdmaWrites(refusing, o, [] { return false; });
   EXPECT_EQ(r.error(), "ibv_post_send: No memory (errno 12)");
@@ -406,9 +399,7 @@ TEST(RdmaWrites, AFailedCompletionOrPostIsNamed) {
 TEST(RdmaWrites, StopsWhenCancelled) {
   RdmaWriteOptions o = SmallOptions();
   o.duration = std::chrono::milliseconds(10000);
-  FakePath path;
-  path.buffer_bytes = o.buffer_bytes;
-  path.window = o.window;
+  FakePath path(o);
   int calls = 0;
   const auto start = std::chrono::steady_clock::now();
   v1::LinkRdmaResult r = RunRdmaWrites(path, o, [&] { return ++calls > 100; });
