@@ -363,19 +363,18 @@ absl::StatusOr<std::unique_ptr<RdmaReceiveHalf>> RdmaReceiveHalf::Open(LinkTrans
   return nullptr;
 }
 
-v1::LinkRdmaResult RdmaReceiveHalf::Run(const std::string& token, Clock::time_point deadline,
-                                        const Cancelled& cancelled) {
+v1::LinkRdmaResult ServeRdmaControl(int listener, const std::string& token, Clock::time_point deadline,
+                                    const Cancelled& cancelled,
+                                    const std::function<absl::Status(const v1::LinkRdmaQp&)>& ready_to_receive) {
   v1::LinkRdmaResult result;
-  Describe(port_, &result);
-  const auto before = ReadRdmaPortCounters(roots_, port_.device, port_.port);
   absl::Status st = [&]() -> absl::Status {
     // Connections without the token are closed and the wait goes on: the port is on the half's
     // address only, but anyone on that subnet can reach it.
     for (;;) {
-      if (!Await(listener_, POLLIN, deadline, cancelled)) {
+      if (!Await(listener, POLLIN, deadline, cancelled)) {
         return absl::DeadlineExceededError("the sender never opened the rdma control stream");
       }
-      Socket conn(::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      Socket conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
       if (conn.get() < 0) continue;
       const Clock::time_point step = std::min(deadline, Clock::now() + kControlStep);
       absl::StatusOr<std::string> got = ReadExact(conn.get(), token.size(), step, cancelled);
@@ -384,7 +383,7 @@ v1::LinkRdmaResult RdmaReceiveHalf::Run(const std::string& token, Clock::time_po
       RETURN_IF_ERROR(ReadFrame(conn.get(), &sender, step, cancelled));
       if (!sender.error().empty()) return absl::UnavailableError(absl::StrCat("the sender: ", sender.error()));
       v1::LinkRdmaResult ready;
-      if (absl::Status rtr = qp_->ReadyToReceive(sender); !rtr.ok()) ready.set_error(std::string(rtr.message()));
+      if (absl::Status rtr = ready_to_receive(sender); !rtr.ok()) ready.set_error(std::string(rtr.message()));
       RETURN_IF_ERROR(WriteAll(conn.get(), EncodeRdmaFrame(ready), step, cancelled));
       if (!ready.error().empty()) return absl::UnavailableError(ready.error());
       // The sender writes for the duration, then reports.
@@ -398,6 +397,15 @@ v1::LinkRdmaResult RdmaReceiveHalf::Run(const std::string& token, Clock::time_po
     }
   }();
   if (!st.ok()) result.set_error(std::string(st.message()));
+  return result;
+}
+
+v1::LinkRdmaResult RdmaReceiveHalf::Run(const std::string& token, Clock::time_point deadline,
+                                        const Cancelled& cancelled) {
+  const auto before = ReadRdmaPortCounters(roots_, port_.device, port_.port);
+  v1::LinkRdmaResult result = ServeRdmaControl(listener_, token, deadline, cancelled,
+                                               [this](const v1::LinkRdmaQp& s) { return qp_->ReadyToReceive(s); });
+  Describe(port_, &result);
   SetCounterDelta(before, ReadRdmaPortCounters(roots_, port_.device, port_.port), &result);
   return result;
 }
@@ -426,7 +434,9 @@ v1::LinkRdmaResult RunRdmaSendHalf(const FactsRoots& roots, const v1::LinkTarget
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return absl::UnavailableError(absl::StrCat("rdma control: connect to ", where, ": ", std::strerror(err)));
+    if (err != 0) {
+      return absl::UnavailableError(absl::StrCat("rdma control: connect to ", where, ": ", std::strerror(err)));
+    }
 
     absl::StatusOr<std::unique_ptr<RdmaQueuePair>> qp = absl::UnknownError("not opened");
     port = FindRoceV2Port(roots, target.interface(), target.local_ipv4());

@@ -142,6 +142,15 @@ class RdmaReceiveHalf {
   int listener_ = -1;
 };
 
+// The receiver's side of one half's control stream on `listener` (RdmaReceiveHalf::Run; its own
+// entry so that tests run it without a device): skips connections without `token`, reads the
+// sender's LinkRdmaQp (or its reason for having none), calls `ready_to_receive` with it, answers,
+// and returns the sender's final report; at `deadline` or on `cancelled()`, why it did not get one.
+v1::LinkRdmaResult ServeRdmaControl(int listener, const std::string& token,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    const std::function<bool()>& cancelled,
+                                    const std::function<absl::Status(const v1::LinkRdmaQp&)>& ready_to_receive);
+
 // The sending end of one half (target.rdma is the receiver's queue pair): opens the objects on
 // the port of target.interface, exchanges over the control stream, writes for `options.duration`
 // and reports. Every failure is in the result's error, naming the call.

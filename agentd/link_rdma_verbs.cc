@@ -235,7 +235,8 @@ absl::Status RdmaQueuePair::Poll(std::vector<Completion>* out) {
     Completion c;
     c.wr_id = wc[i].wr_id;
     if (wc[i].status != IBV_WC_SUCCESS) {
-      c.error = absl::StrCat("work completion: ", ibv_wc_status_str(wc[i].status), " (vendor error ", wc[i].vendor_err, ")");
+      c.error = absl::StrCat("work completion: ", ibv_wc_status_str(wc[i].status), " (vendor error ",
+                             wc[i].vendor_err, ")");
     }
     out->push_back(std::move(c));
   }

@@ -202,7 +202,8 @@ LinkReceiver::LinkReceiver(const FactsRoots& roots, const v1::LinkReceiveRequest
       streams_(request.streams()),
       transport_(transport),
       // With both transports the sender writes over RDMA for another duration after TCP.
-      deadline_(Clock::now() + std::chrono::milliseconds(request.duration_ms()) * (transport == LinkTransport::kBoth ? 2 : 1) +
+      deadline_(Clock::now() +
+                std::chrono::milliseconds(request.duration_ms()) * (transport == LinkTransport::kBoth ? 2 : 1) +
                 kLinkReceiveGrace) {}
 
 LinkReceiver::~LinkReceiver() = default;
@@ -317,7 +318,8 @@ v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled)
   for (auto& ep_ptr : endpoints_) {
     Endpoint* ep = ep_ptr.get();
     if (ep->rdma) {
-      rdma_halves.emplace_back([this, ep, &cancelled] { ep->rdma_result = ep->rdma->Run(token_, deadline_, cancelled); });
+      rdma_halves.emplace_back(
+          [this, ep, &cancelled] { ep->rdma_result = ep->rdma->Run(token_, deadline_, cancelled); });
     }
     if (ep->listener.get() < 0) continue;
     acceptors.emplace_back([this, ep, &stop] {

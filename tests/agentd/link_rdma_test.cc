@@ -1,7 +1,8 @@
 // linktest's RDMA side without an RDMA device: the netdev -> (device, port, GID index) choice on
-// a fake sysfs tree, the port counters' word-to-byte conversion, the control stream's frames,
-// the transport choice (rdma fails clearly, both falls back to TCP saying why) and the write
-// loop's window, deadline and counting against a fake verbs path.
+// a fake sysfs tree, the port counters' word-to-byte conversion, the control stream's frames and
+// both ends of its exchange (the verbs calls aside), the transport choice (rdma fails clearly,
+// both falls back to TCP saying why) and the write loop's window, deadline and counting against
+// a fake verbs path.
 #include "agentd/link_rdma.h"
 
 #include <future>
@@ -185,51 +186,150 @@ TEST_F(RdmaSysfs, AGidInSysfsWithoutAVerbsDeviceStillFallsBack) {
   EXPECT_THAT(info.error(), HasSubstr("; TCP only"));
 }
 
-// A sender that cannot run RDMA still opens the control stream and tells the receiver why, so
-// the receiver does not wait out its deadline. The receiver here is the test, on lo.
-TEST_F(RdmaSysfs, SenderWithoutAPortTellsTheReceiverWhy) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
+// A TCP listener on 127.0.0.1 (its port in *port), and a blocking client with 5 s timeouts.
+int ListenOnLoopback(uint32_t* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(sa);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  ASSERT_EQ(::listen(listener, 1), 0);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  EXPECT_EQ(::listen(fd, 4), 0);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
 
+int ConnectLoopback(uint32_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  return fd;
+}
+
+void Send(int fd, const std::string& bytes) {
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// One frame from a blocking socket (the test's side of the control stream).
+v1::LinkRdmaResult ReceiveResultFrame(int fd) {
+  std::string got;
+  char buf[512];
+  while (got.size() < 4 || got.size() < 4 + ntohl(*reinterpret_cast<const uint32_t*>(got.data()))) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  v1::LinkRdmaResult r;
+  EXPECT_TRUE(DecodeRdmaFrame(got, &r).ok()) << got.size() << " bytes";
+  return r;
+}
+
+const std::string kRdmaToken(kLinkTokenBytes, 'k');
+auto InFiveSeconds() { return std::chrono::steady_clock::now() + std::chrono::seconds(5); }
+
+TEST(RdmaControl, SkipsStrangersReadiesTheQueuePairAndReturnsTheSendersReport) {
+  uint32_t port = 0;
+  const int listener = ListenOnLoopback(&port);
+  v1::LinkRdmaQp seen;
+  auto served = std::async(std::launch::async, [&] {
+    return ServeRdmaControl(listener, kRdmaToken, InFiveSeconds(), [] { return false; },
+                            [&](const v1::LinkRdmaQp& q) {
+                              seen = q;
+                              return absl::OkStatus();
+                            });
+  });
+  const int stranger = ConnectLoopback(port);
+  Send(stranger, std::string(kLinkTokenBytes, 'x'));
+  ::close(stranger);
+
+  const int sender = ConnectLoopback(port);
+  v1::LinkRdmaQp mine;
+  mine.set_qp_num(77);
+  mine.set_psn(0x123456);
+  mine.set_gid(std::string(16, '\x01'));
+  Send(sender, kRdmaToken + EncodeRdmaFrame(mine));
+  EXPECT_EQ(ReceiveResultFrame(sender).error(), "") << "the receiver is ready";
+  v1::LinkRdmaResult report;
+  report.set_bytes(uint64_t{5} << 30);
+  report.set_writes(5120);
+  report.set_seconds(1.25);
+  Send(sender, EncodeRdmaFrame(report));
+  const v1::LinkRdmaResult r = served.get();
+  ::close(sender);
+  ::close(listener);
+  EXPECT_EQ(seen.qp_num(), 77u);
+  EXPECT_EQ(seen.psn(), 0x123456u);
+  EXPECT_EQ(r.error(), "");
+  EXPECT_EQ(r.bytes(), uint64_t{5} << 30);
+  EXPECT_EQ(r.writes(), 5120u);
+  EXPECT_DOUBLE_EQ(r.seconds(), 1.25);
+}
+
+TEST(RdmaControl, AQueuePairThatCannotBeReadiedIsToldToTheSender) {
+  uint32_t port = 0;
+  const int listener = ListenOnLoopback(&port);
+  auto served = std::async(std::launch::async, [&] {
+    return ServeRdmaControl(listener, kRdmaToken, InFiveSeconds(), [] { return false; },
+                            [](const v1::LinkRdmaQp&) {
+                              return absl::UnavailableError("ibv_modify_qp(RTR): Invalid argument (errno 22)");
+                            });
+  });
+  const int sender = ConnectLoopback(port);
+  Send(sender, kRdmaToken + EncodeRdmaFrame(v1::LinkRdmaQp()));
+  EXPECT_EQ(ReceiveResultFrame(sender).error(), "ibv_modify_qp(RTR): Invalid argument (errno 22)");
+  EXPECT_EQ(served.get().error(), "ibv_modify_qp(RTR): Invalid argument (errno 22)");
+  ::close(sender);
+  ::close(listener);
+}
+
+TEST(RdmaControl, NoSenderEndsAtTheDeadline) {
+  uint32_t port = 0;
+  const int listener = ListenOnLoopback(&port);
+  const auto start = std::chrono::steady_clock::now();
+  const v1::LinkRdmaResult r =
+      ServeRdmaControl(listener, kRdmaToken, start + std::chrono::milliseconds(200), [] { return false; },
+                       [](const v1::LinkRdmaQp&) { return absl::OkStatus(); });
+  ::close(listener);
+  EXPECT_EQ(r.error(), "the sender never opened the rdma control stream");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+}
+
+// A sender that cannot run RDMA still opens the control stream and tells the receiver why, so
+// the receiver does not wait out its deadline.
+TEST_F(RdmaSysfs, ASenderWithoutAPortTellsTheReceiverWhy) {
+  uint32_t port = 0;
+  const int listener = ListenOnLoopback(&port);
+  bool readied = false;
+  auto served = std::async(std::launch::async, [&] {
+    return ServeRdmaControl(listener, kRdmaToken, InFiveSeconds(), [] { return false; },
+                            [&](const v1::LinkRdmaQp&) {
+                              readied = true;
+                              return absl::OkStatus();
+                            });
+  });
   v1::LinkTarget t;
   t.set_interface("lo");
   t.set_local_ipv4("127.0.0.1");
   t.set_remote_ipv4("127.0.0.1");
-  t.mutable_rdma()->set_control_port(ntohs(sa.sin_port));
-  const std::string token(kLinkTokenBytes, 'k');
-  auto sent = std::async(std::launch::async,
-                         [&] { return RunRdmaSendHalf(roots_, t, token, RdmaWriteOptions(), [] { return false; }); });
-  pollfd p{listener, POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "the sender never connected";
-  const int conn = ::accept(listener, nullptr, nullptr);
-  ASSERT_GE(conn, 0);
-  timeval tv{5, 0};
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  std::string got;
-  char buf[512];
-  for (ssize_t n; (n = ::recv(conn, buf, sizeof(buf), 0)) > 0;) got.append(buf, static_cast<size_t>(n));
-  ::close(conn);
+  t.mutable_rdma()->set_control_port(port);
+  const auto start = std::chrono::steady_clock::now();
+  const v1::LinkRdmaResult sent = RunRdmaSendHalf(roots_, t, kRdmaToken, RdmaWriteOptions(), [] { return false; });
+  const v1::LinkRdmaResult got = served.get();
   ::close(listener);
-  const v1::LinkRdmaResult r = sent.get();
-  EXPECT_EQ(r.error(), "no RDMA device has a GID on lo");
-  EXPECT_EQ(r.bytes(), 0u);
-  ASSERT_GT(got.size(), token.size());
-  EXPECT_EQ(got.substr(0, token.size()), token);
-  v1::LinkRdmaQp sender;
-  ASSERT_TRUE(DecodeRdmaFrame(got.substr(token.size()), &sender).ok());
-  EXPECT_EQ(sender.error(), "no RDMA device has a GID on lo");
-  EXPECT_EQ(sender.qp_num(), 0u);
+  EXPECT_EQ(sent.error(), "no RDMA device has a GID on lo");
+  EXPECT_EQ(sent.bytes(), 0u);
+  EXPECT_EQ(got.error(), "the sender: no RDMA device has a GID on lo");
+  EXPECT_FALSE(readied);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
 
   // No receiver at all: the connect's failure is the reason.
-  t.mutable_rdma()->set_control_port(ntohs(sa.sin_port));
-  const v1::LinkRdmaResult refused = RunRdmaSendHalf(roots_, t, token, RdmaWriteOptions(), [] { return false; });
+  const v1::LinkRdmaResult refused = RunRdmaSendHalf(roots_, t, kRdmaToken, RdmaWriteOptions(), [] { return false; });
   EXPECT_THAT(refused.error(), HasSubstr("rdma control: connect to 127.0.0.1:"));
 }
 
@@ -313,7 +413,9 @@ class FakePath : public RdmaWritePath {
   std::vector<std::string> violations;
 
   absl::Status PostWrite(uint64_t wr_id, uint64_t offset, uint32_t bytes) override {
-    if (static_cast<int64_t>(wr_id) == refuse_post) return absl::UnavailableError("ibv_post_send: No memory (errno 12)");
+    if (static_cast<int64_t>(wr_id) == refuse_post) {
+      return absl::UnavailableError("ibv_post_send: No memory (errno 12)");
+    }
     if (offset + bytes > buffer_bytes) violations.push_back("write past the buffer");
     pending_.push_back(wr_id);
     ++posted;
