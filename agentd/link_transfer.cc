@@ -365,6 +365,7 @@ v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled)
       r->set_payload_bytes(ep->rdma_result.bytes());
       r->set_seconds(ep->rdma_result.seconds());
       r->set_error(ep->rdma_result.error());
+      r->set_connections(ep->rdma_result.error().empty() ? 1 : 0);  // the control stream stands for the streams
       continue;
     }
     if (accepted == 0) {
