@@ -273,19 +273,15 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // its K and V to bf16, which a bf16 cache measured above the float32 golden bound (docs/cuda.md).
   constexpr bool kRoundsCache = std::is_same_v<KV, float>;
   // Decode batches of kTiledDecodeMinTokens sequences or more take the tiled kernel too (graphs capture
-  // it): one block per (sequence, kv head) reads each K/V tile once for the group's q heads, where
-  // paged_attention reads it once per q head. Same-run A/B on the H200 (docs/bench/decode-h200.md):
-  // batch 8 / 24 / 32 at ctx 1k 11.39 / 24.88 / 28.25 ms per step against 12.31 / 30.35 / 36.40,
-  // and 15.09 / 31.74 against 18.46 / 59.35 at ctx 4k (batch 8 / 32).
+  // it), every sequence of them (no paged head): one block per (sequence, kv head) reads each K/V
+  // tile once for the group's q heads, where paged_attention reads it once per q head. Same-run A/B
+  // on the H200 (docs/bench/decode-h200.md): batch 8 / 24 / 32 at ctx 1k 11.39 / 24.88 / 28.25 ms
+  // per step against 12.31 / 30.35 / 36.40, and 15.09 / 31.74 against 18.46 / 59.35 at ctx 4k
+  // (batch 8 / 32).
   constexpr int64_t kTiledDecodeMinTokens = 8;
-  if (!kRoundsCache && m.T >= kTiledDecodeMinTokens && !kernels::UseGemmPath(m.T, ctx.stream) &&
-      kernels::attention_prefill_supported(A)) {
-    kernels::attention_prefill(a.att.get(), a.qkv.get(), k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(),
-                               ctx.meta + m.seq_starts(), m.T, m.S, A, scale, ctx.stream, kv_scale, 0);
-    return;
-  }
-  if (!kRoundsCache && kernels::UseGemmPath(m.T, ctx.stream) && kernels::attention_prefill_supported(A)) {
-    int64_t head = m.S > 1 ? std::min(m.T, m.S) : 0;
+  const bool prefill = kernels::UseGemmPath(m.T, ctx.stream);
+  if (!kRoundsCache && (prefill || m.T >= kTiledDecodeMinTokens) && kernels::attention_prefill_supported(A)) {
+    int64_t head = prefill && m.S > 1 ? std::min(m.T, m.S) : 0;
     if (kernels::attention_scratch_floats(head, A, ctx.max_positions) >
         kernels::attention_scratch_floats(m.T, A, ctx.max_positions)) {
       head = 0;
