@@ -217,52 +217,14 @@ v1::LinkRdmaResult RunRdmaWrites(RdmaWritePath& path, const RdmaWriteOptions& op
 namespace {
 
 constexpr auto kControlStep = std::chrono::seconds(5);  // a connect, or an answer expected now
-constexpr int kPollSliceMs = 50;
-
-class Socket {
- public:
-  explicit Socket(int fd = -1) : fd_(fd) {}
-  Socket(Socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  ~Socket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 using Cancelled = std::function<bool()>;
 
-std::string Errno(const std::string& what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
-
-// Waits for `events` on fd; false on deadline or cancel.
-bool Await(int fd, short events, Clock::time_point deadline, const Cancelled& cancelled) {
-  while (Clock::now() < deadline && !cancelled()) {
-    pollfd p{fd, events, 0};
-    const int r = ::poll(&p, 1, kPollSliceMs);
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) return false;
-  }
-  return false;
-}
-
-absl::StatusOr<sockaddr_in> Address(const std::string& ipv4, uint32_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, ipv4.c_str(), &sa.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: \"", ipv4, "\""));
-  }
-  return sa;
-}
-
 // A non-blocking socket bound to the half's interface (where allowed) and address.
-absl::StatusOr<Socket> BoundSocket(const std::string& interface, const std::string& ipv4) {
-  ASSIGN_OR_RETURN(sockaddr_in sa, Address(ipv4, 0));
-  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+absl::StatusOr<Fd> BoundSocket(const std::string& interface, const std::string& ipv4) {
+  ASSIGN_OR_RETURN(sockaddr_in sa, Ipv4Sockaddr(ipv4, 0));
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (s.get() < 0) return absl::InternalError(Errno("socket"));
-  (void)setsockopt(s.get(), SOL_SOCKET, SO_BINDTODEVICE, interface.c_str(), static_cast<socklen_t>(interface.size()));
+  BindToDevice(s.get(), interface);
   if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
     return absl::UnavailableError(Errno(absl::StrCat("bind to ", ipv4)));
   }
@@ -271,7 +233,7 @@ absl::StatusOr<Socket> BoundSocket(const std::string& interface, const std::stri
 
 absl::Status WriteAll(int fd, std::string_view data, Clock::time_point deadline, const Cancelled& cancelled) {
   while (!data.empty()) {
-    if (!Await(fd, POLLOUT, deadline, cancelled)) return absl::DeadlineExceededError("rdma control: send timed out");
+    if (!WaitFor(fd, POLLOUT, deadline, cancelled)) return absl::DeadlineExceededError("rdma control: send timed out");
     const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) return absl::UnavailableError(Errno("rdma control: send"));
@@ -284,7 +246,7 @@ absl::StatusOr<std::string> ReadExact(int fd, size_t size, Clock::time_point dea
   std::string out(size, '\0');
   size_t have = 0;
   while (have < size) {
-    if (!Await(fd, POLLIN, deadline, cancelled)) {
+    if (!WaitFor(fd, POLLIN, deadline, cancelled)) {
       return absl::DeadlineExceededError("rdma control: the other end did not answer in time");
     }
     const ssize_t n = ::recv(fd, out.data() + have, size - have, 0);
@@ -324,9 +286,7 @@ void Describe(const RdmaPortChoice& port, v1::LinkRdmaResult* r) {
 // ---------------------------------------------------------------------------------------------
 // Receiver
 
-RdmaReceiveHalf::~RdmaReceiveHalf() {
-  if (listener_ >= 0) ::close(listener_);
-}
+RdmaReceiveHalf::~RdmaReceiveHalf() = default;
 
 absl::StatusOr<std::unique_ptr<RdmaReceiveHalf>> RdmaReceiveHalf::Open(LinkTransport transport,
                                                                        const FactsRoots& roots,
@@ -344,15 +304,14 @@ absl::StatusOr<std::unique_ptr<RdmaReceiveHalf>> RdmaReceiveHalf::Open(LinkTrans
     ASSIGN_OR_RETURN(half->port_, FindRoceV2Port(roots, interface, ipv4));
     ASSIGN_OR_RETURN(half->qp_, RdmaQueuePair::Open(half->port_, RdmaWriteOptions().buffer_bytes,
                                                    RdmaWriteOptions().window));
-    ASSIGN_OR_RETURN(Socket s, BoundSocket(interface, ipv4));
+    ASSIGN_OR_RETURN(Fd s, BoundSocket(interface, ipv4));
     if (::listen(s.get(), 4) != 0) return absl::UnavailableError(Errno(absl::StrCat("listen on ", ipv4)));
     sockaddr_in sa{};
     socklen_t len = sizeof(sa);
     ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&sa), &len);
     *info = half->qp_->Info();
     info->set_control_port(ntohs(sa.sin_port));
-    half->listener_ = ::dup(s.get());
-    if (half->listener_ < 0) return absl::InternalError(Errno("dup"));
+    half->listener_ = std::move(s);
     return absl::OkStatus();
   }();
   if (st.ok()) return half;
@@ -371,10 +330,10 @@ v1::LinkRdmaResult ServeRdmaControl(int listener, const std::string& token, Cloc
     // Connections without the token are closed and the wait goes on: the port is on the half's
     // address only, but anyone on that subnet can reach it.
     for (;;) {
-      if (!Await(listener, POLLIN, deadline, cancelled)) {
+      if (!WaitFor(listener, POLLIN, deadline, cancelled)) {
         return absl::DeadlineExceededError("the sender never opened the rdma control stream");
       }
-      Socket conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      Fd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
       if (conn.get() < 0) continue;
       const Clock::time_point step = std::min(deadline, Clock::now() + kControlStep);
       absl::StatusOr<std::string> got = ReadExact(conn.get(), token.size(), step, cancelled);
@@ -403,7 +362,7 @@ v1::LinkRdmaResult ServeRdmaControl(int listener, const std::string& token, Cloc
 v1::LinkRdmaResult RdmaReceiveHalf::Run(const std::string& token, Clock::time_point deadline,
                                         const Cancelled& cancelled) {
   const auto before = ReadRdmaPortCounters(roots_, port_.device, port_.port);
-  v1::LinkRdmaResult result = ServeRdmaControl(listener_, token, deadline, cancelled,
+  v1::LinkRdmaResult result = ServeRdmaControl(listener_.get(), token, deadline, cancelled,
                                                [this](const v1::LinkRdmaQp& s) { return qp_->ReadyToReceive(s); });
   Describe(port_, &result);
   SetCounterDelta(before, ReadRdmaPortCounters(roots_, port_.device, port_.port), &result);
@@ -421,14 +380,14 @@ v1::LinkRdmaResult RunRdmaSendHalf(const FactsRoots& roots, const v1::LinkTarget
   absl::Status st = [&]() -> absl::Status {
     // The control stream comes first: when this end cannot run RDMA, the receiver hears why at
     // once instead of waiting out its deadline for a stream that never comes.
-    ASSIGN_OR_RETURN(Socket s, BoundSocket(target.interface(), target.local_ipv4()));
-    ASSIGN_OR_RETURN(sockaddr_in to, Address(target.remote_ipv4(), target.rdma().control_port()));
+    ASSIGN_OR_RETURN(Fd s, BoundSocket(target.interface(), target.local_ipv4()));
+    ASSIGN_OR_RETURN(sockaddr_in to, Ipv4Sockaddr(target.remote_ipv4(), target.rdma().control_port()));
     const std::string where = absl::StrCat(target.remote_ipv4(), ":", target.rdma().control_port());
     Clock::time_point step = Clock::now() + kControlStep;
     if (::connect(s.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 && errno != EINPROGRESS) {
       return absl::UnavailableError(Errno(absl::StrCat("rdma control: connect to ", where)));
     }
-    if (!Await(s.get(), POLLOUT, step, cancelled)) {
+    if (!WaitFor(s.get(), POLLOUT, step, cancelled)) {
       return absl::DeadlineExceededError(absl::StrCat("rdma control: connect to ", where, ": no answer within 5 s"));
     }
     int err = 0;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agentd/link_socket.h"
 #include "agentd/node_facts.h"
 #include "tandem/v1/agent.pb.h"
 
@@ -139,7 +140,7 @@ class RdmaReceiveHalf {
   FactsRoots roots_;
   RdmaPortChoice port_;
   std::unique_ptr<RdmaQueuePair> qp_;
-  int listener_ = -1;
+  Fd listener_;  // the control stream's
 };
 
 // The receiver's side of one half's control stream on `listener` (RdmaReceiveHalf::Run; its own

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "agentd/auth.h"
 #include "agentd/link_counters.h"
+#include "agentd/link_socket.h"
 #include "common/status.h"
 
 namespace tandem::agentd {
@@ -31,35 +32,8 @@ using Clock = std::chrono::steady_clock;
 constexpr int kConnectTimeoutMs = 5000;
 constexpr auto kSendStall = std::chrono::seconds(2);
 constexpr auto kDrainTimeout = std::chrono::seconds(5);
-constexpr int kPollSliceMs = 50;  // how often blocked loops look at the stop flag
 constexpr size_t kSendChunk = 1 << 20;
 constexpr size_t kRecvChunk = 256 << 10;
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.release();
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -99,22 +73,6 @@ absl::StatusOr<LocalIpv4> FindLocal(const std::vector<LocalIpv4>& local, const s
                                                  absl::StrJoin(has, ", "), ")"));
 }
 
-absl::StatusOr<sockaddr_in> Ipv4Sockaddr(const std::string& address, uint32_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: \"", address, "\""));
-  }
-  return sa;
-}
-
-// Keeps the socket on the interface the half is about even when another interface holds a route
-// to the same subnet. Needs CAP_NET_RAW; without it the bind to the local address has to do.
-void BindToDevice(int fd, const std::string& interface) {
-  (void)setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface.c_str(), static_cast<socklen_t>(interface.size()));
-}
-
 // A virtual interface (veth, bridge, loopback: no device) reports a speed the kernel made up
 // (veth: always 10000) rather than one it negotiated; judging a transfer against it would call
 // every busy veth "not sending". Such speeds are left unknown.
@@ -132,17 +90,6 @@ v1::LinkCounterDelta Delta(const absl::StatusOr<InterfaceCounters>& before,
   d.set_speed_mbps(after->has_device ? after->speed_mbps : -1);
   d.set_pcie_gbps_ceiling(after->pcie_gbps_ceiling);
   return d;
-}
-
-// Polls `fd` for `events` until one arrives (true), `stop` is set or `until` passes (false).
-bool WaitFor(int fd, short events, const std::atomic<bool>& stop, Clock::time_point until) {
-  while (!stop.load() && Clock::now() < until) {
-    pollfd p{fd, events, 0};
-    const int r = ::poll(&p, 1, kPollSliceMs);
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) return false;
-  }
-  return false;
 }
 
 }  // namespace
@@ -231,7 +178,7 @@ absl::StatusOr<std::unique_ptr<LinkReceiver>> LinkReceiver::Open(const FactsRoot
     BindToDevice(ep->listener.get(), l.interface);
     if (::bind(ep->listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
         ::listen(ep->listener.get(), 64) != 0) {
-      return absl::InternalError(Errno(absl::StrCat("listen on ", l.address, " (", l.interface, ")").c_str()));
+      return absl::InternalError(Errno(absl::StrCat("listen on ", l.address, " (", l.interface, ")")));
     }
     socklen_t len = sizeof(sa);
     ::getsockname(ep->listener.get(), reinterpret_cast<sockaddr*>(&sa), &len);
@@ -257,7 +204,7 @@ namespace {
 bool ReadExactly(int fd, char* out, size_t size, const std::atomic<bool>& stop, Clock::time_point deadline) {
   size_t have = 0;
   while (have < size) {
-    if (!WaitFor(fd, POLLIN, stop, deadline)) return false;
+    if (!WaitFor(fd, POLLIN, deadline, [&stop] { return stop.load(); })) return false;
     const ssize_t n = ::recv(fd, out + have, size - have, 0);
     if (n > 0) {
       have += static_cast<size_t>(n);
@@ -287,7 +234,7 @@ void LinkReceiver::ReadConnection(Endpoint* ep, int raw_fd, const std::atomic<bo
   std::vector<char> buf(kRecvChunk);
   uint64_t bytes = 0;
   int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
-  while (WaitFor(fd.get(), POLLIN, stop, deadline_)) {
+  while (WaitFor(fd.get(), POLLIN, deadline_, [&stop] { return stop.load(); })) {
     const ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
     if (n > 0) {
       const int64_t now = NowNs();
@@ -323,7 +270,7 @@ v1::LinkReceiveSummary LinkReceiver::Run(const std::function<bool()>& cancelled)
     }
     if (ep->listener.get() < 0) continue;
     acceptors.emplace_back([this, ep, &stop] {
-      while (WaitFor(ep->listener.get(), POLLIN, stop, deadline_)) {
+      while (WaitFor(ep->listener.get(), POLLIN, deadline_, [&stop] { return stop.load(); })) {
         const int fd = ::accept4(ep->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) continue;
         ep->readers.emplace_back([this, ep, fd, &stop] { ReadConnection(ep, fd, stop); });
@@ -418,12 +365,13 @@ absl::StatusOr<Fd> ConnectStream(const v1::LinkTarget& t, const std::string& tok
   if (fd.get() < 0) return absl::InternalError(Errno("socket"));
   BindToDevice(fd.get(), t.interface());
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("bind to ", t.local_ipv4()).c_str()));
+    return absl::UnavailableError(Errno(absl::StrCat("bind to ", t.local_ipv4())));
   }
   const std::string to = absl::StrCat(t.remote_ipv4(), ":", t.port());
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
-    if (errno != EINPROGRESS) return absl::UnavailableError(Errno(absl::StrCat("connect to ", to).c_str()));
-    if (!WaitFor(fd.get(), POLLOUT, stop, Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs))) {
+    if (errno != EINPROGRESS) return absl::UnavailableError(Errno(absl::StrCat("connect to ", to)));
+    const Clock::time_point until = Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
+    if (!WaitFor(fd.get(), POLLOUT, until, [&stop] { return stop.load(); })) {
       return absl::DeadlineExceededError(absl::StrCat("connect to ", to, ": no answer within ", kConnectTimeoutMs / 1000, " s"));
     }
     int err = 0;
@@ -473,7 +421,7 @@ void SendStream(Stream* s, const std::string& header, const char* chunk, Clock::
   bool drained = false;
   char sink[4096];
   const Clock::time_point drain_end = Clock::now() + kDrainTimeout;
-  while (s->error.empty() && WaitFor(fd, POLLIN, stop, drain_end)) {
+  while (s->error.empty() && WaitFor(fd, POLLIN, drain_end, [&stop] { return stop.load(); })) {
     const ssize_t n = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
       drained = n == 0;

@@ -1,0 +1,48 @@
+#include "agentd/link_socket.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::agentd {
+
+constexpr int kPollSliceMs = 50;  // how often blocked loops look at the stop condition
+
+void Fd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::string Errno(const std::string& what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
+
+absl::StatusOr<sockaddr_in> Ipv4Sockaddr(const std::string& address, uint32_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: \"", address, "\""));
+  }
+  return sa;
+}
+
+void BindToDevice(int fd, const std::string& interface) {
+  (void)setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface.c_str(), static_cast<socklen_t>(interface.size()));
+}
+
+bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point until, absl::FunctionRef<bool()> stopped) {
+  while (!stopped() && std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, kPollSliceMs);
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return false;
+  }
+  return false;
+}
+
+}  // namespace tandem::agentd
