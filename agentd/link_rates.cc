@@ -38,21 +38,19 @@ void LinkRates::Sample(std::chrono::steady_clock::time_point now) {
     fresh[name] = r;
   }
   std::lock_guard<std::mutex> l(mu_);
+  const double seconds = std::chrono::duration<double>(now - latest_at_).count();
   for (auto& [name, r] : fresh) {
-    auto prev = previous_.find(name);
-    if (prev != previous_.end()) {
-      const double seconds = std::chrono::duration<double>(now - prev->second.at).count();
-      // A counter that went backwards belongs to a re-created interface: no rate this time.
-      if (seconds > 0 && r.tx_bytes >= prev->second.tx_bytes && r.rx_bytes >= prev->second.rx_bytes) {
-        r.has_rate = true;
-        r.tx_bytes_per_second = static_cast<double>(r.tx_bytes - prev->second.tx_bytes) / seconds;
-        r.rx_bytes_per_second = static_cast<double>(r.rx_bytes - prev->second.rx_bytes) / seconds;
-      }
+    auto prev = latest_.find(name);
+    // A counter that went backwards belongs to a re-created interface: no rate this time.
+    if (prev != latest_.end() && seconds > 0 && r.tx_bytes >= prev->second.tx_bytes &&
+        r.rx_bytes >= prev->second.rx_bytes) {
+      r.has_rate = true;
+      r.tx_bytes_per_second = static_cast<double>(r.tx_bytes - prev->second.tx_bytes) / seconds;
+      r.rx_bytes_per_second = static_cast<double>(r.rx_bytes - prev->second.rx_bytes) / seconds;
     }
   }
-  previous_.clear();
-  for (const auto& [name, r] : fresh) previous_[name] = Previous{r.tx_bytes, r.rx_bytes, now};
   latest_ = std::move(fresh);
+  latest_at_ = now;
 }
 
 void LinkRates::Start(std::chrono::milliseconds period) {

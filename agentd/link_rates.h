@@ -61,17 +61,11 @@ class LinkRates {
   std::vector<LinkRate> Latest() const;
 
  private:
-  struct Previous {
-    uint64_t tx_bytes = 0;
-    uint64_t rx_bytes = 0;
-    std::chrono::steady_clock::time_point at;
-  };
-
   const FactsRoots roots_;
   const std::vector<std::string> configured_;
   mutable std::mutex mu_;
-  std::map<std::string, LinkRate> latest_;     // guarded by mu_
-  std::map<std::string, Previous> previous_;  // guarded by mu_
+  std::map<std::string, LinkRate> latest_;            // guarded by mu_
+  std::chrono::steady_clock::time_point latest_at_;  // when latest_ was read; guarded by mu_
   std::condition_variable wake_;
   bool stopping_ = false;  // guarded by mu_
   std::thread thread_;
