@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/net_address.h"
 
 namespace tandem::controller {
 namespace {
@@ -40,13 +41,6 @@ bool ParseCidr(const std::string& interface, const std::string& cidr, Address* o
 bool InSubnet(const Address& net, uint32_t host) {
   const uint32_t mask = net.prefix == 0 ? 0 : ~0u << (32 - net.prefix);
   return (net.host & mask) == (host & mask);
-}
-
-bool IsLoopbackAgent(const std::string& agent) {
-  std::string host;
-  int port = 0;
-  if (!SplitHostPort(agent, &host, &port)) return false;
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 // The addresses a node tests from: its list, or the automatic choice. `missing` gets the names
@@ -119,7 +113,7 @@ std::vector<LinkPairPlan> PlanLinkPairs(const ClusterSpec& spec,
                                         const std::vector<absl::StatusOr<v1::NodeFacts>>& facts,
                                         const std::vector<std::vector<std::string>>& lists) {
   const bool loopback_cluster = std::all_of(spec.nodes.begin(), spec.nodes.end(),
-                                            [](const NodeSpec& n) { return IsLoopbackAgent(n.agent); });
+                                            [](const NodeSpec& n) { return IsLoopbackHost(n.agent); });
   std::vector<std::vector<Address>> cand(spec.nodes.size());
   std::vector<std::string> node_error(spec.nodes.size());
   for (size_t i = 0; i < spec.nodes.size(); ++i) {
