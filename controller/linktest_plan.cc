@@ -242,15 +242,19 @@ LinkPairResult JudgeLinkPair(const LinkPairPlan& plan, const absl::StatusOr<v1::
   return out;
 }
 
+namespace {
+
+// A half passes when it is healthy or as fast as its own PCIe link lets it be.
+bool HalfPassed(const LinkHalfResult& h) {
+  return h.verdict.kind == agentd::LinkVerdictKind::kHealthy || h.verdict.kind == agentd::LinkVerdictKind::kPcieBound;
+}
+
+}  // namespace
+
 bool LinktestReport::ok() const {
   if (pairs.empty()) return false;
   for (const LinkPairResult& p : pairs) {
-    if (!p.error.empty()) return false;
-    for (const LinkHalfResult& h : p.halves) {
-      if (h.verdict.kind != agentd::LinkVerdictKind::kHealthy && h.verdict.kind != agentd::LinkVerdictKind::kPcieBound) {
-        return false;
-      }
-    }
+    if (!p.error.empty() || !std::all_of(p.halves.begin(), p.halves.end(), HalfPassed)) return false;
   }
   return true;
 }
@@ -290,9 +294,7 @@ std::string FormatLinktestTable(const LinktestReport& r) {
     absl::StrAppendFormat(&out, "  %-16s %-16s %9s  %s\n", "INTERFACE", "PEER", "GB/S", "VERDICT");
     for (const LinkHalfResult& h : p.halves) {
       ++halves;
-      const bool good = h.verdict.kind == agentd::LinkVerdictKind::kHealthy ||
-                        h.verdict.kind == agentd::LinkVerdictKind::kPcieBound;
-      if (!good) ++bad;
+      if (!HalfPassed(h)) ++bad;
       absl::StrAppendFormat(&out, "  %-16s %-16s %9.3f  %s\n", h.plan.interface, h.plan.peer_interface, h.verdict.gbps,
                             agentd::LinkVerdictName(h.verdict.kind));
       for (const std::string& e : h.verdict.evidence) absl::StrAppend(&out, "      ", e, "\n");
