@@ -33,9 +33,12 @@ class AgentClient {
                                                   const std::function<void(const v1::HashProgress&)>& on_progress,
                                                   bool ignore_cache = false);
 
- private:
+  // For a caller that drives a call itself (linktest keeps LinkReceive's stream open around
+  // LinkSend): the deadline and the token on `ctx`, and the stub.
   void Prepare(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) const;
+  v1::Agent::Stub& stub() { return *stub_; }
 
+ private:
   std::string address_;
   std::string token_;
   std::unique_ptr<v1::Agent::Stub> stub_;

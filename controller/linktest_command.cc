@@ -63,22 +63,6 @@ std::string NewToken() {
   return token;
 }
 
-class LinkAgent {
- public:
-  LinkAgent(const std::string& address, const AgentCredentials& credentials)
-      : token_(credentials.token), stub_(v1::Agent::NewStub(grpc::CreateChannel(address, credentials.Channel()))) {}
-
-  void Prepare(grpc::ClientContext* ctx, milliseconds timeout) const {
-    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
-    if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
-  }
-  v1::Agent::Stub& stub() { return *stub_; }
-
- private:
-  std::string token_;
-  std::unique_ptr<v1::Agent::Stub> stub_;
-};
-
 // One pair's transfer: the receiver listens first, then the sender runs; a sender that fails
 // cancels the receiver so that it stops listening at once.
 LinkPairResult RunPair(const ClusterSpec& spec, LinkPairPlan plan, const AgentCredentials& credentials,
@@ -106,7 +90,7 @@ LinkPairResult RunPair(const ClusterSpec& spec, LinkPairPlan plan, const AgentCr
   std::fprintf(stderr, "linktest: %s -> %s over %s for %.1f s\n", plan.from_name.c_str(), plan.to_name.c_str(),
                absl::StrJoin(shown, ", ").c_str(), o.duration.count() / 1000.0);
 
-  LinkAgent receiver(spec.nodes[plan.to].agent, credentials);
+  AgentClient receiver(spec.nodes[plan.to].agent, credentials);
   grpc::ClientContext rctx;
   receiver.Prepare(&rctx, rpc_timeout);
   std::unique_ptr<grpc::ClientReader<v1::LinkReceiveEvent>> reader = receiver.stub().LinkReceive(&rctx, rreq);
@@ -134,7 +118,7 @@ LinkPairResult RunPair(const ClusterSpec& spec, LinkPairPlan plan, const AgentCr
   sreq.set_streams(rreq.streams());
   sreq.set_duration_ms(rreq.duration_ms());
   sreq.set_transport(o.transport);
-  LinkAgent sender(spec.nodes[plan.from].agent, credentials);
+  AgentClient sender(spec.nodes[plan.from].agent, credentials);
   grpc::ClientContext sctx;
   sender.Prepare(&sctx, rpc_timeout);
   v1::LinkSendResponse sresp;
