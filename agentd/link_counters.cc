@@ -5,7 +5,6 @@
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -16,6 +15,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "agentd/link_socket.h"
 #include "common/status.h"
 
 namespace tandem::agentd {
@@ -33,24 +33,13 @@ bool IsRealSysfs(const std::string& root) {
   return r == "/sys";
 }
 
-// A datagram socket to carry SIOCETHTOOL, closed when it goes out of scope. ethtool(8) tries
-// AF_INET first and AF_UNIX when IPv4 is not compiled in; so do we.
-class IoctlSocket {
- public:
-  IoctlSocket() {
-    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  }
-  ~IoctlSocket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  IoctlSocket(const IoctlSocket&) = delete;
-  IoctlSocket& operator=(const IoctlSocket&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
+// A datagram socket to carry SIOCETHTOOL. ethtool(8) tries AF_INET first and AF_UNIX when IPv4
+// is not compiled in; so do we.
+Fd IoctlSocket() {
+  Fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) fd = Fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  return fd;
+}
 
 // One SIOCETHTOOL call; errno is left for the caller on failure.
 bool Ethtool(int fd, const std::string& ifname, void* cmd) {
@@ -70,8 +59,8 @@ std::string ErrnoText(const char* what, int err) {
 // (GSTATS). A driver that offers none is not an error; `*why` says so and the map stays empty.
 std::map<std::string, uint64_t> ReadEthtoolIoctl(const std::string& ifname, std::string* why) {
   std::map<std::string, uint64_t> out;
-  IoctlSocket sock;
-  if (sock.fd() < 0) {
+  const Fd sock = IoctlSocket();
+  if (sock.get() < 0) {
     *why = ErrnoText("socket for SIOCETHTOOL", errno);
     return out;
   }
@@ -80,7 +69,7 @@ std::map<std::string, uint64_t> ReadEthtoolIoctl(const std::string& ifname, std:
   auto* sset = reinterpret_cast<struct ethtool_sset_info*>(sset_buf.data());
   sset->cmd = ETHTOOL_GSSET_INFO;
   sset->sset_mask = 1ULL << ETH_SS_STATS;
-  if (!Ethtool(sock.fd(), ifname, sset)) {
+  if (!Ethtool(sock.get(), ifname, sset)) {
     *why = ErrnoText("ETHTOOL_GSSET_INFO", errno);
     return out;
   }
@@ -105,7 +94,7 @@ std::map<std::string, uint64_t> ReadEthtoolIoctl(const std::string& ifname, std:
   strings->cmd = ETHTOOL_GSTRINGS;
   strings->string_set = ETH_SS_STATS;
   strings->len = n;
-  if (!Ethtool(sock.fd(), ifname, strings)) {
+  if (!Ethtool(sock.get(), ifname, strings)) {
     *why = ErrnoText("ETHTOOL_GSTRINGS", errno);
     return out;
   }
@@ -114,7 +103,7 @@ std::map<std::string, uint64_t> ReadEthtoolIoctl(const std::string& ifname, std:
   auto* stats = reinterpret_cast<struct ethtool_stats*>(stats_buf.data());
   stats->cmd = ETHTOOL_GSTATS;
   stats->n_stats = n;
-  if (!Ethtool(sock.fd(), ifname, stats)) {
+  if (!Ethtool(sock.get(), ifname, stats)) {
     *why = ErrnoText("ETHTOOL_GSTATS", errno);
     return out;
   }
