@@ -146,10 +146,12 @@ void ApplyRules(const HalfSample& s, double best_gbps_other_halves, LinkVerdict&
     expected = best_gbps_other_halves;
     expected_from = "the best other half";
   }
+  const std::string share_text = expected > 0 ? rate_text + " is " + Fmt("%.0f%%", 100.0 * v.gbps / expected) +
+                                                    " of " + Fmt("%.1f Gb/s", expected) + " (" + expected_from + ")"
+                                              : "";
   if (expected > 0 && v.gbps < kNotSendingFraction * expected) {
     v.kind = LinkVerdictKind::kHostNotSending;
-    v.evidence.push_back(rate_text + " is " + Fmt("%.0f%%", 100.0 * v.gbps / expected) + " of " +
-                         Fmt("%.1f Gb/s", expected) + " (" + expected_from + ")");
+    v.evidence.push_back(share_text);
     v.evidence.insert(v.evidence.end(), clean.begin(), clean.end());
     v.hint = kHintNotSending;
     return;
@@ -157,8 +159,7 @@ void ApplyRules(const HalfSample& s, double best_gbps_other_halves, LinkVerdict&
 
   v.kind = LinkVerdictKind::kHealthy;
   if (expected > 0) {
-    v.evidence.push_back(rate_text + " is " + Fmt("%.0f%%", 100.0 * v.gbps / expected) + " of " +
-                         Fmt("%.1f Gb/s", expected) + " (" + expected_from + ")");
+    v.evidence.push_back(share_text);
   } else {
     v.evidence.push_back(rate_text + "; nothing to compare it with (link speed, PCIe link and other halves unknown)");
   }
