@@ -305,19 +305,27 @@ class SpecParser {
     return absl::OkStatus();
   }
 
+  // A list of distinct, non-empty names (nccl.hca, nodes[].linktest.interfaces); `what` names
+  // one in the message about an empty entry ("empty device name").
+  absl::StatusOr<std::vector<std::string>> NameList(const YAML::Node& list, const std::string& display,
+                                                    const char* what) const {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string n = list[i].Scalar();
+      const std::string d = absl::StrCat(display, "[", i, "]");
+      if (n.empty()) return Error(list[i], d, absl::StrCat("empty ", what, " name"));
+      if (std::find(names.begin(), names.end(), n) != names.end()) {
+        return Error(list[i], d, absl::StrCat("\"", n, "\" listed twice"));
+      }
+      names.push_back(n);
+    }
+    return names;
+  }
+
   absl::StatusOr<NcclSpec> Nccl(const YAML::Node& nccl, const std::string& display, NcclSpec base) const {
     if (!nccl.IsDefined() || nccl.IsNull()) return base;
     if (YAML::Node hca = nccl["hca"]; hca.IsDefined()) {
-      std::vector<std::string> names;
-      std::set<std::string> seen;
-      for (size_t i = 0; i < hca.size(); ++i) {
-        std::string n = hca[i].Scalar();
-        std::string d = absl::StrCat(display, ".hca[", i, "]");
-        if (n.empty()) return Error(hca[i], d, "empty device name");
-        if (!seen.insert(n).second) return Error(hca[i], d, absl::StrCat("\"", n, "\" listed twice"));
-        names.push_back(n);
-      }
-      base.hca = names;
+      ASSIGN_OR_RETURN(base.hca, NameList(hca, display + ".hca", "device"));
     }
     ASSIGN_OR_RETURN(std::string ifname, String(nccl, "socket_ifname", display + ".socket_ifname", false));
     if (!ifname.empty()) base.socket_ifname = ifname;
@@ -478,16 +486,7 @@ class SpecParser {
       }
       ASSIGN_OR_RETURN(node.nccl, Nccl(n["nccl"], d + ".nccl", nccl_defaults));
       if (YAML::Node lt = n["linktest"]; lt.IsDefined() && lt["interfaces"].IsDefined()) {
-        for (size_t j = 0; j < lt["interfaces"].size(); ++j) {
-          const std::string name = lt["interfaces"][j].Scalar();
-          const std::string dj = absl::StrCat(d, ".linktest.interfaces[", j, "]");
-          if (name.empty()) return Error(lt["interfaces"][j], dj, "empty interface name");
-          if (std::find(node.linktest_interfaces.begin(), node.linktest_interfaces.end(), name) !=
-              node.linktest_interfaces.end()) {
-            return Error(lt["interfaces"][j], dj, absl::StrCat("\"", name, "\" listed twice"));
-          }
-          node.linktest_interfaces.push_back(name);
-        }
+        ASSIGN_OR_RETURN(node.linktest_interfaces, NameList(lt["interfaces"], d + ".linktest.interfaces", "interface"));
       }
       spec.nodes.push_back(std::move(node));
     }
