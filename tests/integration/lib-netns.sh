@@ -22,14 +22,20 @@ netns_pair() {
   PIDS=()
   trap netns_cleanup EXIT
   ip netns add "$B"
-  ip link add "$VA" type veth peer name "$VB"
-  ip link set "$VA" netns "$A"
-  ip link set "$VB" netns "$B"
-  ip -n "$A" addr add "$prefix.1/24" dev "$VA"
-  ip -n "$B" addr add "$prefix.2/24" dev "$VB"
   for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-  ip -n "$A" link set "$VA" up
-  ip -n "$B" link set "$VB" up
+  netns_veth "$VA" "$prefix.1" "$VB" "$prefix.2"
+}
+
+# netns_veth DEV_A IP_A DEV_B IP_B: a veth pair from $A to $B, IP_A/24 on DEV_A in $A and IP_B/24
+# on DEV_B in $B, both up.
+netns_veth() {
+  ip link add "$1" type veth peer name "$3"
+  ip link set "$1" netns "$A"
+  ip link set "$3" netns "$B"
+  ip -n "$A" addr add "$2/24" dev "$1"
+  ip -n "$B" addr add "$4/24" dev "$3"
+  ip -n "$A" link set "$1" up
+  ip -n "$B" link set "$3" up
 }
 
 netns_cleanup() {

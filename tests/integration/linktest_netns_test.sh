@@ -13,15 +13,7 @@ AGENTD="$1" TANDEMCTL="$2" MODEL="$3"
 command -v tc >/dev/null || { echo "linktest netns test SKIPPED: needs tc (iproute2)"; exit 77; }
 netns_pair "linktest netns test" 10.79.0
 # The two halves: h1 and h2, each a veth pair from A to B.
-for h in 1 2; do
-  ip link add "h$h$tag"a type veth peer name "h$h$tag"b
-  ip link set "h$h$tag"a netns "$A"
-  ip link set "h$h$tag"b netns "$B"
-  ip -n "$A" addr add "10.79.$h.1/24" dev "h$h$tag"a
-  ip -n "$B" addr add "10.79.$h.2/24" dev "h$h$tag"b
-  ip -n "$A" link set "h$h$tag"a up
-  ip -n "$B" link set "h$h$tag"b up
-done
+for h in 1 2; do netns_veth "h$h${tag}a" "10.79.$h.1" "h$h${tag}b" "10.79.$h.2"; done
 H1A="h1${tag}a" H1B="h1${tag}b" H2A="h2${tag}a" H2B="h2${tag}b"
 make_cluster_secrets head=10.79.0.1:7101 worker=10.79.0.2:7101
 MODEL_ROOT="$(dirname "$(readlink -f "$MODEL")")"
