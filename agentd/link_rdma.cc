@@ -244,16 +244,8 @@ absl::Status WriteAll(int fd, std::string_view data, Clock::time_point deadline,
 
 absl::StatusOr<std::string> ReadExact(int fd, size_t size, Clock::time_point deadline, const Cancelled& cancelled) {
   std::string out(size, '\0');
-  size_t have = 0;
-  while (have < size) {
-    if (!WaitFor(fd, POLLIN, deadline, cancelled)) {
-      return absl::DeadlineExceededError("rdma control: the other end did not answer in time");
-    }
-    const ssize_t n = ::recv(fd, out.data() + have, size - have, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n == 0) return absl::UnavailableError("rdma control: the other end closed the stream");
-    if (n < 0) return absl::UnavailableError(Errno("rdma control: recv"));
-    have += static_cast<size_t>(n);
+  if (absl::Status st = RecvExactly(fd, out.data(), size, deadline, cancelled); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("rdma control: ", st.message()));
   }
   return out;
 }

@@ -45,4 +45,20 @@ bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point until, 
   return false;
 }
 
+absl::Status RecvExactly(int fd, char* out, size_t size, std::chrono::steady_clock::time_point until,
+                         absl::FunctionRef<bool()> stopped) {
+  size_t have = 0;
+  while (have < size) {
+    if (!WaitFor(fd, POLLIN, until, stopped)) {
+      return absl::DeadlineExceededError("the other end did not answer in time");
+    }
+    const ssize_t n = ::recv(fd, out + have, size - have, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n == 0) return absl::UnavailableError("the other end closed the stream");
+    if (n < 0) return absl::UnavailableError(Errno("recv"));
+    have += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::agentd

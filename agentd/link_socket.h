@@ -7,11 +7,13 @@
 #include <netinet/in.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace tandem::agentd {
@@ -51,5 +53,11 @@ void BindToDevice(int fd, const std::string& interface);
 // Polls `fd` for `events` in 50 ms slices until one arrives (true), `stopped()` is true or
 // `until` passes (false).
 bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point until, absl::FunctionRef<bool()> stopped);
+
+// Reads exactly `size` bytes of the stream `fd` into `out`, waiting as WaitFor does.
+// DEADLINE_EXCEEDED when `until` passes or `stopped()` first ("the other end did not answer in
+// time"); UNAVAILABLE when the other end closed the stream or recv failed.
+absl::Status RecvExactly(int fd, char* out, size_t size, std::chrono::steady_clock::time_point until,
+                         absl::FunctionRef<bool()> stopped);
 
 }  // namespace tandem::agentd

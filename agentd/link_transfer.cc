@@ -198,33 +198,15 @@ v1::LinkListening LinkReceiver::Listening() const {
   return out;
 }
 
-namespace {
-
-// Reads exactly `size` bytes into `out`; false when the peer closed, failed, or stop/deadline came first.
-bool ReadExactly(int fd, char* out, size_t size, const std::atomic<bool>& stop, Clock::time_point deadline) {
-  size_t have = 0;
-  while (have < size) {
-    if (!WaitFor(fd, POLLIN, deadline, [&stop] { return stop.load(); })) return false;
-    const ssize_t n = ::recv(fd, out + have, size - have, 0);
-    if (n > 0) {
-      have += static_cast<size_t>(n);
-    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 void LinkReceiver::ReadConnection(Endpoint* ep, int raw_fd, const std::atomic<bool>& stop) {
   Fd fd(raw_fd);
   // The token, then one byte per endpoint: how many streams the sender connected to each. A
   // connection without both, or one more than `streams`, is refused.
   std::string got(token_.size(), '\0');
   std::string counts(endpoints_.size(), '\0');
-  if (!ReadExactly(fd.get(), got.data(), got.size(), stop, deadline_) || !ConstantTimeEquals(got, token_) ||
-      !ReadExactly(fd.get(), counts.data(), counts.size(), stop, deadline_) ||
+  auto stopped = [&stop] { return stop.load(); };
+  if (!RecvExactly(fd.get(), got.data(), got.size(), deadline_, stopped).ok() || !ConstantTimeEquals(got, token_) ||
+      !RecvExactly(fd.get(), counts.data(), counts.size(), deadline_, stopped).ok() ||
       std::any_of(counts.begin(), counts.end(), [&](char c) { return static_cast<uint8_t>(c) > streams_; }) ||
       ep->slots.fetch_add(1) >= streams_) {
     ep->refused.fetch_add(1);
@@ -234,7 +216,7 @@ void LinkReceiver::ReadConnection(Endpoint* ep, int raw_fd, const std::atomic<bo
   std::vector<char> buf(kRecvChunk);
   uint64_t bytes = 0;
   int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
-  while (WaitFor(fd.get(), POLLIN, deadline_, [&stop] { return stop.load(); })) {
+  while (WaitFor(fd.get(), POLLIN, deadline_, stopped)) {
     const ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
     if (n > 0) {
       const int64_t now = NowNs();
