@@ -195,15 +195,13 @@ MatchState CompiledGrammar::Start(std::vector<StackNode>* pool) const {
 }
 
 void PositionMask::AddAcceptedTo(std::vector<uint64_t>* mask) const {
-  if (sparse) {
-    for (int32_t id : accepted_ids) (*mask)[id >> 6] |= uint64_t{1} << (id & 63);
-    return;
-  }
+  // One of the two is empty.
   for (size_t w = 0; w < accepted.size(); ++w) (*mask)[w] |= accepted[w];
+  for (int32_t id : accepted_ids) (*mask)[id >> 6] |= uint64_t{1} << (id & 63);
 }
 
 void PositionMask::MakeSparse(size_t most) {
-  if (sparse) return;
+  if (sparse()) return;
   size_t count = 0;
   for (uint64_t w : accepted) count += static_cast<size_t>(__builtin_popcountll(w));
   if (count > most) return;
@@ -214,7 +212,6 @@ void PositionMask::MakeSparse(size_t most) {
     }
   }
   accepted = {};
-  sparse = true;
 }
 
 MatchState CompiledGrammar::Resume(int32_t node, std::vector<StackNode>* pool) const {

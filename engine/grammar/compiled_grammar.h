@@ -55,7 +55,6 @@ struct PositionMask {
   // A stored entry that accepts few tokens keeps their ids here instead (ascending; `accepted`
   // then empty): most positions outside strings accept a handful of the 151k.
   std::vector<int32_t> accepted_ids;
-  bool sparse = false;
   std::vector<int32_t> uncertain;     // ranks (TokenVocabulary::rank), ascending: need the stack
   // String content positions only (else empty): per uncertain token, the offset of its first
   // byte after the string's characters. Such a token is taken exactly when its bytes from
@@ -66,6 +65,8 @@ struct PositionMask {
   void AddAcceptedTo(std::vector<uint64_t>* mask) const;
   // Turns `accepted` into `accepted_ids` when it has at most `most` tokens.
   void MakeSparse(size_t most);
+  // Whether the accepted tokens are kept as ids (a bitset has a word per 64 tokens, never none).
+  bool sparse() const { return accepted.empty(); }
 };
 
 class CompiledGrammar {

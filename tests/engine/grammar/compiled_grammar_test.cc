@@ -44,7 +44,7 @@ TEST(CompiledGrammarTest, CompileMakesTheEntriesOutsideStrings) {
     std::vector<StackNode> pool;
     const MatchState start = g->Start(&pool);
     ASSERT_FALSE(start.tops.empty());
-    EXPECT_TRUE(g->MaskAt(pool[start.tops[0]].pos).sparse) << schema;
+    EXPECT_TRUE(g->MaskAt(pool[start.tops[0]].pos).sparse()) << schema;
   }
 }
 
