@@ -328,17 +328,17 @@ void CompiledGrammar::WalkTokens(const MatchState& start, std::vector<StackNode>
     }
     if (r != TokenResult::kRejected) visit(rank, r);
     if (decided <= b.size()) {
-      // The following tokens that share the deciding bytes get the same answer unseen; a
-      // rejected block is skipped whole (in a list of ranks, the ones inside the block).
+      // The following tokens that share the deciding bytes (up to `end`) get the same answer
+      // unseen; a rejected block is skipped whole (in a list of ranks, the ones inside the block).
+      const size_t end = static_cast<size_t>(v.block_end(rank, decided));
       if (ranks != nullptr) {
         if (r == TokenResult::kRejected) {
-          const int32_t end = v.block_end(rank, decided);
-          while (i + 1 < count && (*ranks)[i + 1] < end) ++i;
+          while (i + 1 < count && static_cast<size_t>((*ranks)[i + 1]) < end) ++i;
         }
       } else if (r == TokenResult::kRejected) {
-        i = static_cast<size_t>(v.block_end(rank, decided)) - 1;
+        i = end - 1;
       } else {
-        while (i + 1 < count && static_cast<size_t>(v.lcp()[i + 1]) >= decided) visit(static_cast<int32_t>(++i), r);
+        while (i + 1 < end) visit(static_cast<int32_t>(++i), r);
       }
     }
   }
