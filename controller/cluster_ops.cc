@@ -27,13 +27,6 @@ int64_t UnixMs() {
   return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Runs fn(i) for every node on its own thread and waits for all.
-void ForEachNode(size_t n, const std::function<void(size_t)>& fn) {
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < n; ++i) threads.emplace_back(fn, i);
-  for (auto& t : threads) t.join();
-}
-
 // OK when every node succeeded; else "name: message; name: message" over the failed ones,
 // with the first failure's code.
 absl::Status NodeFailures(const ClusterSpec& spec, const std::vector<absl::Status>& per_node) {
@@ -94,6 +87,12 @@ absl::StatusOr<ProbeAnswer> JudgeProbe(const ProbeSpec& p, uint64_t generation,
 }
 
 }  // namespace
+
+void ForEachNode(size_t n, const std::function<void(size_t)>& fn) {
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) threads.emplace_back(fn, i);
+  for (auto& t : threads) t.join();
+}
 
 absl::StatusOr<ClusterContext> LoadClusterContext(const std::string& cluster_file, const std::string& state_dir) {
   ClusterContext ctx;

@@ -38,6 +38,9 @@ struct ClusterContext {
 // Loads cluster.yaml and the files it names. kInvalidArgument (file:line: key) for a bad spec.
 absl::StatusOr<ClusterContext> LoadClusterContext(const std::string& cluster_file, const std::string& state_dir);
 
+// Runs fn(i) for every i below n (every node, every rank) on its own thread and waits for all.
+void ForEachNode(size_t n, const std::function<void(size_t)>& fn);
+
 // Progress and result lines ("load local1: weights 3.1/12.0 MB"); called from several threads
 // but serialized by the callee's caller (cluster_ops holds a lock while calling it).
 using ReportLine = std::function<void(const std::string&)>;

@@ -1,7 +1,6 @@
 #include "controller/fabric_check.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -88,36 +87,32 @@ FabricReport RunFabricCheck(const ClusterPlan& plan, ClusterAgents& agents, cons
   if (!plan.ranks.empty()) rep.backend = plan.ranks[0].load.backend();
   const milliseconds deadline = options.timeout + options.measure_budget;
   // All at once: every rank waits in the rendezvous for the others, in whatever order they come.
-  std::vector<std::thread> calls;
-  for (size_t i = 0; i < plan.ranks.size(); ++i) {
-    calls.emplace_back([&, i] {
-      const RankPlan& p = plan.ranks[i];
-      FabricRankReport& r = rep.ranks[i];
-      r.rank = p.rank;
-      r.node = p.node;
-      r.agent = p.agent;
-      v1::CheckFabricRequest req;
-      req.set_check_id(rep.check_id);
-      req.set_rank(p.join.rank());
-      req.set_world_size(p.join.world_size());
-      req.set_store_endpoint(p.join.store_endpoint());
-      req.set_comm_host(p.join.comm_host());
-      *req.mutable_comm_env() = p.join.comm_env();
-      req.set_backend(p.load.backend());
-      req.set_timeout_ms(static_cast<uint32_t>(options.timeout.count()));
-      req.set_collective_timeout_ms(static_cast<uint32_t>(options.collective_timeout.count()));
-      req.set_small_bytes(options.small_bytes);
-      req.set_small_iters(options.small_iters);
-      req.set_small_warmup(options.small_warmup);
-      req.set_large_bytes(options.large_bytes);
-      req.set_large_iters(options.large_iters);
-      req.set_large_warmup(options.large_warmup);
-      absl::StatusOr<v1::CheckFabricResponse> resp = agents.Control(p.agent)->CheckFabric(req, deadline);
-      r.status = resp.status();
-      if (resp.ok()) r.figures = std::move(*resp);
-    });
-  }
-  for (auto& t : calls) t.join();
+  ForEachNode(plan.ranks.size(), [&](size_t i) {
+    const RankPlan& p = plan.ranks[i];
+    FabricRankReport& r = rep.ranks[i];
+    r.rank = p.rank;
+    r.node = p.node;
+    r.agent = p.agent;
+    v1::CheckFabricRequest req;
+    req.set_check_id(rep.check_id);
+    req.set_rank(p.join.rank());
+    req.set_world_size(p.join.world_size());
+    req.set_store_endpoint(p.join.store_endpoint());
+    req.set_comm_host(p.join.comm_host());
+    *req.mutable_comm_env() = p.join.comm_env();
+    req.set_backend(p.load.backend());
+    req.set_timeout_ms(static_cast<uint32_t>(options.timeout.count()));
+    req.set_collective_timeout_ms(static_cast<uint32_t>(options.collective_timeout.count()));
+    req.set_small_bytes(options.small_bytes);
+    req.set_small_iters(options.small_iters);
+    req.set_small_warmup(options.small_warmup);
+    req.set_large_bytes(options.large_bytes);
+    req.set_large_iters(options.large_iters);
+    req.set_large_warmup(options.large_warmup);
+    absl::StatusOr<v1::CheckFabricResponse> resp = agents.Control(p.agent)->CheckFabric(req, deadline);
+    r.status = resp.status();
+    if (resp.ok()) r.figures = std::move(*resp);
+  });
   Summarize(rep);
   rep.seconds = std::chrono::duration<double>(Steady::now() - t0).count();
   return rep;

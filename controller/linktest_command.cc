@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "controller/agent_client.h"
 #include "controller/agent_credentials.h"
+#include "controller/cluster_ops.h"
 #include "controller/cluster_spec.h"
 #include "controller/fabric_check.h"
 #include "controller/linktest_plan.h"
@@ -192,13 +192,8 @@ int RunLinktest(const LinktestCommandOptions& o) {
   if (!lists.ok()) return ReportBadConfig(lists.status(), o.json);
 
   std::vector<absl::StatusOr<v1::NodeFacts>> facts(spec->nodes.size(), absl::UnknownError("not asked"));
-  {
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < spec->nodes.size(); ++i) {
-      threads.emplace_back([&, i] { facts[i] = AgentClient(spec->nodes[i].agent, *credentials).GetFacts("", o.timeout); });
-    }
-    for (std::thread& t : threads) t.join();
-  }
+  ForEachNode(spec->nodes.size(),
+              [&](size_t i) { facts[i] = AgentClient(spec->nodes[i].agent, *credentials).GetFacts("", o.timeout); });
   LinktestReport report;
   report.duration_s = o.duration.count() / 1000.0;
   report.streams = o.streams;
