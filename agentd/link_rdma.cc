@@ -219,18 +219,6 @@ namespace {
 constexpr auto kControlStep = std::chrono::seconds(5);  // a connect, or an answer expected now
 using Cancelled = std::function<bool()>;
 
-// A non-blocking socket bound to the half's interface (where allowed) and address.
-absl::StatusOr<Fd> BoundSocket(const std::string& interface, const std::string& ipv4) {
-  ASSIGN_OR_RETURN(sockaddr_in sa, Ipv4Sockaddr(ipv4, 0));
-  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (s.get() < 0) return absl::InternalError(Errno("socket"));
-  BindToDevice(s.get(), interface);
-  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("bind to ", ipv4)));
-  }
-  return s;
-}
-
 absl::Status WriteAll(int fd, std::string_view data, Clock::time_point deadline, const Cancelled& cancelled) {
   while (!data.empty()) {
     if (!WaitFor(fd, POLLOUT, deadline, cancelled)) return absl::DeadlineExceededError("rdma control: send timed out");
@@ -374,19 +362,10 @@ v1::LinkRdmaResult RunRdmaSendHalf(const FactsRoots& roots, const v1::LinkTarget
     // once instead of waiting out its deadline for a stream that never comes.
     ASSIGN_OR_RETURN(Fd s, BoundSocket(target.interface(), target.local_ipv4()));
     ASSIGN_OR_RETURN(sockaddr_in to, Ipv4Sockaddr(target.remote_ipv4(), target.rdma().control_port()));
-    const std::string where = absl::StrCat(target.remote_ipv4(), ":", target.rdma().control_port());
     Clock::time_point step = Clock::now() + kControlStep;
-    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 && errno != EINPROGRESS) {
-      return absl::UnavailableError(Errno(absl::StrCat("rdma control: connect to ", where)));
-    }
-    if (!WaitFor(s.get(), POLLOUT, step, cancelled)) {
-      return absl::DeadlineExceededError(absl::StrCat("rdma control: connect to ", where, ": no answer within 5 s"));
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      return absl::UnavailableError(absl::StrCat("rdma control: connect to ", where, ": ", std::strerror(err)));
+    if (absl::Status c = ConnectWithin(s.get(), to, kControlStep, cancelled); !c.ok()) {
+      return absl::Status(c.code(), absl::StrCat("rdma control: connect to ", target.remote_ipv4(), ":",
+                                                 target.rdma().control_port(), ": ", c.message()));
     }
 
     absl::StatusOr<std::unique_ptr<RdmaQueuePair>> qp = absl::UnknownError("not opened");

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace tandem::agentd {
 
@@ -33,6 +34,31 @@ absl::StatusOr<sockaddr_in> Ipv4Sockaddr(const std::string& address, uint32_t po
 
 void BindToDevice(int fd, const std::string& interface) {
   (void)setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface.c_str(), static_cast<socklen_t>(interface.size()));
+}
+
+absl::StatusOr<Fd> BoundSocket(const std::string& interface, const std::string& ipv4) {
+  ASSIGN_OR_RETURN(sockaddr_in sa, Ipv4Sockaddr(ipv4, 0));
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (s.get() < 0) return absl::InternalError(Errno("socket"));
+  BindToDevice(s.get(), interface);
+  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return absl::UnavailableError(Errno(absl::StrCat("bind to ", ipv4)));
+  }
+  return s;
+}
+
+absl::Status ConnectWithin(int fd, const sockaddr_in& to, std::chrono::milliseconds timeout,
+                           absl::FunctionRef<bool()> stopped) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0) return absl::OkStatus();
+  if (errno != EINPROGRESS) return absl::UnavailableError(std::strerror(errno));
+  if (!WaitFor(fd, POLLOUT, std::chrono::steady_clock::now() + timeout, stopped)) {
+    return absl::DeadlineExceededError(absl::StrCat("no answer within ", timeout.count() / 1000, " s"));
+  }
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) return absl::UnavailableError(std::strerror(err));
+  return absl::OkStatus();
 }
 
 bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point until, absl::FunctionRef<bool()> stopped) {

@@ -50,6 +50,15 @@ absl::StatusOr<sockaddr_in> Ipv4Sockaddr(const std::string& address, uint32_t po
 // to the same subnet. Needs CAP_NET_RAW; without it the bind to the local address has to do.
 void BindToDevice(int fd, const std::string& interface);
 
+// A non-blocking TCP socket bound to `interface` (where allowed, BindToDevice) and `ipv4`, port 0.
+absl::StatusOr<Fd> BoundSocket(const std::string& interface, const std::string& ipv4);
+
+// Connects the non-blocking `fd` to `to` within `timeout`, giving up early when `stopped()`:
+// UNAVAILABLE with the reason, or DEADLINE_EXCEEDED "no answer within N s". Callers put what they
+// connected to in front of the message.
+absl::Status ConnectWithin(int fd, const sockaddr_in& to, std::chrono::milliseconds timeout,
+                           absl::FunctionRef<bool()> stopped);
+
 // Polls `fd` for `events` in 50 ms slices until one arrives (true), `stopped()` is true or
 // `until` passes (false).
 bool WaitFor(int fd, short events, std::chrono::steady_clock::time_point until, absl::FunctionRef<bool()> stopped);

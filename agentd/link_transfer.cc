@@ -29,7 +29,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kConnectTimeoutMs = 5000;
+constexpr std::chrono::milliseconds kConnectTimeout{5000};
 constexpr auto kSendStall = std::chrono::seconds(2);
 constexpr auto kDrainTimeout = std::chrono::seconds(5);
 constexpr size_t kSendChunk = 1 << 20;
@@ -339,27 +339,12 @@ void SetSendTimeout(int fd, std::chrono::milliseconds t) {
 }
 
 // A blocking socket bound to the target's interface and local address, connected within
-// kConnectTimeoutMs, that has sent the token.
+// kConnectTimeout, that has sent the token.
 absl::StatusOr<Fd> ConnectStream(const v1::LinkTarget& t, const std::string& token, const std::atomic<bool>& stop) {
-  ASSIGN_OR_RETURN(sockaddr_in local, Ipv4Sockaddr(t.local_ipv4(), 0));
   ASSIGN_OR_RETURN(sockaddr_in remote, Ipv4Sockaddr(t.remote_ipv4(), t.port()));
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (fd.get() < 0) return absl::InternalError(Errno("socket"));
-  BindToDevice(fd.get(), t.interface());
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("bind to ", t.local_ipv4())));
-  }
-  const std::string to = absl::StrCat(t.remote_ipv4(), ":", t.port());
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
-    if (errno != EINPROGRESS) return absl::UnavailableError(Errno(absl::StrCat("connect to ", to)));
-    const Clock::time_point until = Clock::now() + std::chrono::milliseconds(kConnectTimeoutMs);
-    if (!WaitFor(fd.get(), POLLOUT, until, [&stop] { return stop.load(); })) {
-      return absl::DeadlineExceededError(absl::StrCat("connect to ", to, ": no answer within ", kConnectTimeoutMs / 1000, " s"));
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return absl::UnavailableError(absl::StrCat("connect to ", to, ": ", std::strerror(err)));
+  ASSIGN_OR_RETURN(Fd fd, BoundSocket(t.interface(), t.local_ipv4()));
+  if (absl::Status c = ConnectWithin(fd.get(), remote, kConnectTimeout, [&stop] { return stop.load(); }); !c.ok()) {
+    return absl::Status(c.code(), absl::StrCat("connect to ", t.remote_ipv4(), ":", t.port(), ": ", c.message()));
   }
   const int flags = fcntl(fd.get(), F_GETFL);
   fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
