@@ -1,7 +1,9 @@
 // The socket plumbing both of linktest's transfers use (agentd/link_transfer.cc for the TCP
-// streams, agentd/link_rdma.cc for the RDMA control stream): an owning descriptor, errno text,
-// an IPv4 sockaddr from text, the bind to an interface, and a poll that keeps looking at a stop
-// condition so that no blocked call outlives its deadline or a cancel.
+// streams, agentd/link_rdma.cc for the RDMA control stream): an owning descriptor (also the
+// ethtool ioctl's socket in agentd/link_counters.cc), errno text, an IPv4 sockaddr from text, a
+// socket bound to one interface, a connect and an exact read with deadlines, and the poll under
+// them that keeps looking at a stop condition, so that no blocked call outlives its deadline or
+// a cancel.
 #pragma once
 
 #include <netinet/in.h>
