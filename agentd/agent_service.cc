@@ -11,11 +11,13 @@ namespace tandem::agentd {
 AgentService::AgentService(AgentConfig config, AgentMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics), hasher_(config_.state_dir) {}
 
+grpc::Status AgentService::Authorize(const grpc::ServerContext& context, const char* method) const {
+  return config_.auth != nullptr ? config_.auth->Check(context, method) : grpc::Status::OK;
+}
+
 grpc::Status AgentService::GetFacts(grpc::ServerContext* context, const v1::GetFactsRequest* request,
                                     v1::NodeFacts* response) {
-  if (config_.auth != nullptr) {
-    if (grpc::Status st = config_.auth->Check(*context, "Agent.GetFacts"); !st.ok()) return st;
-  }
+  if (grpc::Status st = Authorize(*context, "Agent.GetFacts"); !st.ok()) return st;
   // The model folder fact only for a path inside the roots; otherwise the fact says why not
   // (the other facts stay useful for preflight).
   absl::StatusOr<std::string> model = request->model_path().empty() ? absl::StatusOr<std::string>("")
@@ -34,9 +36,7 @@ grpc::Status AgentService::GetFacts(grpc::ServerContext* context, const v1::GetF
 
 grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::HashWeightsRequest* request,
                                        grpc::ServerWriter<v1::HashWeightsEvent>* writer) {
-  if (config_.auth != nullptr) {
-    if (grpc::Status st = config_.auth->Check(*context, "Agent.HashWeights"); !st.ok()) return st;
-  }
+  if (grpc::Status st = Authorize(*context, "Agent.HashWeights"); !st.ok()) return st;
   if (request->model_path().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_path is empty");
   }
@@ -80,9 +80,7 @@ grpc::Status AgentService::HashWeights(grpc::ServerContext* context, const v1::H
 
 grpc::Status AgentService::LinkReceive(grpc::ServerContext* context, const v1::LinkReceiveRequest* request,
                                        grpc::ServerWriter<v1::LinkReceiveEvent>* writer) {
-  if (config_.auth != nullptr) {
-    if (grpc::Status st = config_.auth->Check(*context, "Agent.LinkReceive"); !st.ok()) return st;
-  }
+  if (grpc::Status st = Authorize(*context, "Agent.LinkReceive"); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<LinkReceiver>> receiver = LinkReceiver::Open(config_.roots, *request, ListLocalIpv4());
   if (!receiver.ok()) {
     TLOG(WARN) << "link test receive refused for " << context->peer() << ": " << StatusText(receiver.status());
@@ -101,9 +99,7 @@ grpc::Status AgentService::LinkReceive(grpc::ServerContext* context, const v1::L
 
 grpc::Status AgentService::LinkSend(grpc::ServerContext* context, const v1::LinkSendRequest* request,
                                     v1::LinkSendResponse* response) {
-  if (config_.auth != nullptr) {
-    if (grpc::Status st = config_.auth->Check(*context, "Agent.LinkSend"); !st.ok()) return st;
-  }
+  if (grpc::Status st = Authorize(*context, "Agent.LinkSend"); !st.ok()) return st;
   TLOG(INFO) << "link test: sending on " << request->targets_size() << " interfaces for " << context->peer();
   absl::StatusOr<v1::LinkSendResponse> sent =
       RunLinkSend(config_.roots, *request, ListLocalIpv4(), [context] { return context->IsCancelled(); });
