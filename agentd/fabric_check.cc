@@ -317,7 +317,7 @@ absl::StatusOr<v1::CheckFabricResponse> FabricCheck::Run(const v1::CheckFabricRe
     }
   }
   const std::string prefix = FabricCheckPrefix(req.check_id());
-  absl::StatusOr<v1::CheckFabricResponse> r = RunLocked(req, loops);
+  absl::StatusOr<v1::CheckFabricResponse> r = RunLocked(req, backend, loops);
   // Rank 0 holds the keys; by now every rank has read them (or will never come).
   if (req.rank() == 0) options_.local_store->DropPrefix(prefix + "/");
   if (!r.ok()) {
@@ -332,11 +332,11 @@ absl::StatusOr<v1::CheckFabricResponse> FabricCheck::Run(const v1::CheckFabricRe
 }
 
 absl::StatusOr<v1::CheckFabricResponse> FabricCheck::RunLocked(const v1::CheckFabricRequest& req,
+                                                              const std::string& backend,
                                                               const CollectiveLoops& loops) {
   const auto t0 = Clock::now();
   const milliseconds timeout(req.timeout_ms() > 0 ? req.timeout_ms() : 60000);
   const auto deadline = t0 + timeout;
-  const std::string backend = req.backend().empty() ? "cpu" : req.backend();
   v1::CheckFabricResponse out;
   out.set_rank(static_cast<int32_t>(req.rank()));
   ASSIGN_OR_RETURN(std::string device, PrepareRankDevice(backend));

@@ -107,7 +107,8 @@ class FabricCheck {
   absl::StatusOr<v1::CheckFabricResponse> Run(const v1::CheckFabricRequest& request);
 
  private:
-  absl::StatusOr<v1::CheckFabricResponse> RunLocked(const v1::CheckFabricRequest& request,
+  // `backend`: the request's, "cpu" when it names none.
+  absl::StatusOr<v1::CheckFabricResponse> RunLocked(const v1::CheckFabricRequest& request, const std::string& backend,
                                                     const CollectiveLoops& loops);
 
   const FabricCheckOptions options_;
