@@ -68,14 +68,10 @@ absl::StatusOr<v1::JoinGroupResponse> EngineHost::JoinGroup(const v1::JoinGroupR
   }
   // The comm environment is set process-wide (this agent hosts one rank), so only the transport's
   // own variables: any other name (LD_PRELOAD, PATH...) would reach every later subprocess.
-  for (const auto& [k, v] : req.comm_env().env()) {
-    if (!IsCommEnvName(k)) {
-      return absl::InvalidArgumentError("comm_env: " + k + " is not an NCCL_* or GLOO_* variable");
-    }
-  }
+  RETURN_IF_ERROR(CheckCommEnv(req.comm_env()));
   RETURN_IF_ERROR(LeaveLocked(false, "rejoining"));  // remnants of a failed or stopped group
 
-  for (const auto& [k, v] : req.comm_env().env()) setenv(k.c_str(), v.c_str(), 1);
+  SetCommEnv(req.comm_env());
 
   auto g = std::make_shared<Group>();
   g->generation = req.generation();

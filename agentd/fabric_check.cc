@@ -304,9 +304,7 @@ absl::StatusOr<v1::CheckFabricResponse> FabricCheck::Run(const v1::CheckFabricRe
   if (backend != "cpu" && backend != "cuda") {
     return absl::InvalidArgumentError("backend \"" + backend + "\": cpu or cuda");
   }
-  for (const auto& [k, v] : req.comm_env().env()) {
-    if (!IsCommEnvName(k)) return absl::InvalidArgumentError("comm_env: " + k + " is not an NCCL_* or GLOO_* variable");
-  }
+  RETURN_IF_ERROR(CheckCommEnv(req.comm_env()));
   ASSIGN_OR_RETURN(CollectiveLoops loops, LoopsOf(req));
   std::unique_lock<std::mutex> lock(running_, std::try_to_lock);
   if (!lock.owns_lock()) return absl::UnavailableError("another fabric check is running on this agent");
@@ -342,7 +340,7 @@ absl::StatusOr<v1::CheckFabricResponse> FabricCheck::RunLocked(const v1::CheckFa
   ASSIGN_OR_RETURN(std::string device, PrepareRankDevice(backend));
   out.set_device(device);
   // Process-wide, as JoinGroup sets it: the check must see what the group's comm will see.
-  for (const auto& [k, v] : req.comm_env().env()) setenv(k.c_str(), v.c_str(), 1);
+  SetCommEnv(req.comm_env());
 
   std::unique_ptr<engine::Store> remote;
   engine::Store* base = options_.local_store;

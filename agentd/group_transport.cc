@@ -101,6 +101,17 @@ bool IsCommEnvName(const std::string& name) {
   return true;
 }
 
+absl::Status CheckCommEnv(const v1::CommEnv& env) {
+  for (const auto& [k, v] : env.env()) {
+    if (!IsCommEnvName(k)) return absl::InvalidArgumentError("comm_env: " + k + " is not an NCCL_* or GLOO_* variable");
+  }
+  return absl::OkStatus();
+}
+
+void SetCommEnv(const v1::CommEnv& env) {
+  for (const auto& [k, v] : env.env()) setenv(k.c_str(), v.c_str(), 1);
+}
+
 std::string HeartbeatKey(uint64_t generation, int rank) {
   return absl::StrCat(engine::GenerationPrefix(generation), "/alive/", rank);
 }

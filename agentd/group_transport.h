@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "engine/comm/comm.h"
 #include "engine/comm/store.h"
+#include "tandem/v1/agent.pb.h"
 
 namespace tandem::agentd {
 
@@ -58,6 +59,10 @@ absl::StatusOr<std::unique_ptr<engine::Comm>> CreateGroupComm(const GroupCommOpt
 // only names a JoinGroup or CheckFabric may set in the agent's environment (process-wide: any
 // other name, LD_PRELOAD or PATH, would reach every later subprocess).
 bool IsCommEnvName(const std::string& name);
+// Every name of `env` passes IsCommEnvName: InvalidArgument naming the first that does not.
+absl::Status CheckCommEnv(const v1::CommEnv& env);
+// Sets `env` in the agent's environment, process-wide (after CheckCommEnv).
+void SetCommEnv(const v1::CommEnv& env);
 
 // Store key of rank `rank`'s heartbeat counter in generation `generation`'s group.
 std::string HeartbeatKey(uint64_t generation, int rank);
