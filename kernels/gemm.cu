@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -107,6 +108,13 @@ cudaError_t GrowScratch(StreamState& s, cudaStream_t stream, int slot, size_t by
 
 size_t GemmScratchBytes(int64_t T, int64_t in) { return static_cast<size_t>(T * in) * sizeof(bf16_bits); }
 
+// gemm_bf16_split's lo part starts this many values after hi, a multiple of 128 (256 bytes, as
+// cudaMalloc aligns hi): cuBLAS takes its fastest kernels on aligned operands.
+int64_t SplitLoOffset(int64_t T, int64_t in) { return (T * in + 127) / 128 * 128; }
+size_t GemmSplitScratchBytes(int64_t T, int64_t in) {
+  return static_cast<size_t>(2 * SplitLoOffset(T, in)) * sizeof(bf16_bits);
+}
+
 __global__ void FloatsToBf16Kernel(__nv_bfloat16* dst, const float* src, int64_t n) {
   const int64_t i4 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   if (i4 + 3 < n) {
@@ -119,6 +127,58 @@ __global__ void FloatsToBf16Kernel(__nv_bfloat16* dst, const float* src, int64_t
   } else {
     for (int64_t i = i4; i < n; ++i) dst[i] = __float2bfloat16(src[i]);
   }
+}
+
+// hi = bf16(v), lo = bf16(v - hi); v - hi is exact in float32 (hi holds v's leading bits).
+__device__ __forceinline__ void SplitBf16(float v, __nv_bfloat16& hi, __nv_bfloat16& lo) {
+  hi = __float2bfloat16_rn(v);
+  lo = __float2bfloat16_rn(v - __bfloat162float(hi));
+}
+
+__device__ __forceinline__ uint32_t PackPair(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(a)) | (static_cast<uint32_t>(__bfloat16_as_ushort(b)) << 16);
+}
+
+// A thread splits 4 consecutive values: one 16-byte load, two 8-byte stores.
+__global__ void FloatsToBf16SplitKernel(__nv_bfloat16* hi, __nv_bfloat16* lo, const float* src, int64_t n) {
+  const int64_t i4 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (i4 + 3 < n) {
+    const float4 v = *reinterpret_cast<const float4*>(src + i4);
+    __nv_bfloat16 h[4], l[4];
+    SplitBf16(v.x, h[0], l[0]);
+    SplitBf16(v.y, h[1], l[1]);
+    SplitBf16(v.z, h[2], l[2]);
+    SplitBf16(v.w, h[3], l[3]);
+    *reinterpret_cast<uint2*>(hi + i4) = make_uint2(PackPair(h[0], h[1]), PackPair(h[2], h[3]));
+    *reinterpret_cast<uint2*>(lo + i4) = make_uint2(PackPair(l[0], l[1]), PackPair(l[2], l[3]));
+  } else {
+    for (int64_t i = i4; i < n; ++i) SplitBf16(src[i], hi[i], lo[i]);
+  }
+}
+
+// The stream's cuBLAS handle, created on first use, bound to `stream`.
+cublasHandle_t HandleFor(const Cublas* lib, cudaStream_t stream) {
+  cublasHandle_t handle;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    StreamState& s = StateFor(stream);
+    if (s.handle == nullptr) CUBLAS_CHECK(lib, lib->create(&s.handle));
+    handle = s.handle;
+  }
+  CUBLAS_CHECK(lib, lib->set_stream(handle, stream));
+  return handle;
+}
+
+// y = beta y + xb W^T, xb (T, in) bf16. Column-major view: W (out, in) row-major is a col-major
+// (in, out) matrix, xb a col-major (in, T) and y a col-major (out, T); so y = W^T xb with
+// op(A) = T, op(B) = N ("TN", the layout tensor cores like best).
+void GemmTN(const Cublas* lib, cublasHandle_t handle, float* y, const bf16_bits* xb, const bf16_bits* w, int64_t T,
+            int64_t in, int64_t out, float beta) {
+  const float alpha = 1.0f;
+  CUBLAS_CHECK(lib, lib->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(T),
+                                 static_cast<int>(in), &alpha, w, CUDA_R_16BF, static_cast<int>(in), xb, CUDA_R_16BF,
+                                 static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out), CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -163,7 +223,7 @@ void* StreamScratch(cudaStream_t stream, int slot, size_t bytes) {
   return s.scratch[slot];
 }
 
-cudaError_t ReserveGemm(cudaStream_t stream, int64_t T, int64_t max_in) {
+cudaError_t ReserveGemm(cudaStream_t stream, int64_t T, int64_t max_in, int64_t max_split_in) {
   const Cublas* lib = LoadCublas();
   if (lib == nullptr) return cudaSuccess;  // gemm_bf16 will not run
   {
@@ -180,7 +240,18 @@ cudaError_t ReserveGemm(cudaStream_t stream, int64_t T, int64_t max_in) {
       }
     }
   }
-  return ReserveStreamScratch(stream, 0, GemmScratchBytes(T, max_in));
+  // gemm_bf16 and gemm_bf16_split share slot 0: one stream runs them one after the other.
+  return ReserveStreamScratch(stream, 0, std::max(GemmScratchBytes(T, max_in), GemmSplitScratchBytes(T, max_split_in)));
+}
+
+void floats_to_bf16_split(bf16_bits* hi, bf16_bits* lo, const float* src, int64_t n, cudaStream_t stream) {
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(hi) % 8 == 0 &&
+                 reinterpret_cast<uintptr_t>(lo) % 8 == 0);
+  if (n == 0) return;
+  const int64_t threads = (n + 3) / 4;
+  FloatsToBf16SplitKernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(
+      reinterpret_cast<__nv_bfloat16*>(hi), reinterpret_cast<__nv_bfloat16*>(lo), src, n);
+  KERNEL_CHECK();
 }
 
 void floats_to_bf16(bf16_bits* dst, const float* src, int64_t n, cudaStream_t stream) {
@@ -200,22 +271,23 @@ bool gemm_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t 
   if (T == 0 || out == 0) return true;
   auto* xb = static_cast<bf16_bits*>(StreamScratch(stream, 0, GemmScratchBytes(T, in)));
   floats_to_bf16(xb, x, T * in, stream);
-  cublasHandle_t handle;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    StreamState& s = StateFor(stream);
-    if (s.handle == nullptr) CUBLAS_CHECK(lib, lib->create(&s.handle));
-    handle = s.handle;
-  }
-  CUBLAS_CHECK(lib, lib->set_stream(handle, stream));
-  // Column-major view: W (out, in) row-major is a col-major (in, out) matrix, x a col-major
-  // (in, T) and y a col-major (out, T); so y = W^T x with op(A) = T, op(B) = N ("TN", the
-  // layout tensor cores like best).
-  const float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_CHECK(lib, lib->gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(T),
-                                 static_cast<int>(in), &alpha, w, CUDA_R_16BF, static_cast<int>(in), xb, CUDA_R_16BF,
-                                 static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out), CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT));
+  GemmTN(lib, HandleFor(lib, stream), y, xb, w, T, in, out, 0.0f);
+  return true;
+}
+
+bool gemm_bf16_split(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
+                     cudaStream_t stream) {
+  const Cublas* lib = LoadCublas();
+  if (lib == nullptr) return false;
+  KERNEL_REQUIRE(T <= INT32_MAX && in <= INT32_MAX && out <= INT32_MAX);
+  if (T == 0 || out == 0) return true;
+  auto* hi = static_cast<bf16_bits*>(StreamScratch(stream, 0, GemmSplitScratchBytes(T, in)));
+  bf16_bits* lo = hi + SplitLoOffset(T, in);
+  floats_to_bf16_split(hi, lo, x, T * in, stream);
+  const cublasHandle_t handle = HandleFor(lib, stream);
+  // hi first, then lo added onto it in the epilogue (beta = 1): y = (hi W^T) + (lo W^T) in float32.
+  GemmTN(lib, handle, y, hi, w, T, in, out, 0.0f);
+  GemmTN(lib, handle, y, lo, w, T, in, out, 1.0f);
   return true;
 }
 

@@ -33,12 +33,40 @@ bool UseGemmPath(int64_t T, cudaStream_t stream);
 bool gemm_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
                cudaStream_t stream);
 
+// y (T, out) = x (T, in) W^T with x kept to float32 precision: x = hi + lo, both bf16 (hi = bf16(x),
+// lo = bf16(x - hi), so |x - hi - lo| <= 2^-16 |x|), and y = hi W^T + lo W^T, each product exact
+// in the tensor cores and summed in float32. For a product whose output makes a discrete choice
+// (the MoE router's top-k, which bf16(x) flips at near-ties: kernels/matmul.h
+// matmul_bf16_float_input). Returns false, launching nothing, when cuBLAS cannot be loaded.
+// x 16-byte aligned.
+//
+// Why two cuBLAS products over a split copy of x (the router of Qwen3-30B-A3B at a 2048-token
+// prefill: T = 2048, in = 2048, out = 128; 16 MB of float32 x, 0.5 MB of W):
+// - the matrix-vector kernels (matvec_bf16, what prefill ran before) keep x in float32 on the CUDA
+//   cores: W re-read once per 8 tokens (128 MB through L2) and 0.54 G FMAs with a bf16 -> float
+//   conversion per weight, about 2-3% of the whole prefill step.
+// - here: one pass splits x (reads 16 MB, writes hi and lo, 16 MB), then two GEMMs read hi and lo
+//   (16 MB, mostly still in the 50 MB L2), W twice (1 MB) and y three times (write, read for
+//   beta = 1, write: 3 MB): ~50 MB, ~12 us at the H200's ~4.2 TB/s; 2 x 2 T in out = 2.1 GFLOP on
+//   the tensor cores, a few us beside the bytes. That is 1.5x what gemm_bf16 moves for the same
+//   product (x read, bf16(x) written and read: 32 MB), for float32 accuracy.
+// - the decode-batch tensor-core kernel (matmul_batched, kernels/mma_rows.cuh), which splits x
+//   in registers and so writes no copy, gives a block 16 rows of W and 32 tokens: every token row
+//   is read (and split) once per 16 rows, 8 times at out = 128 (128 MB through L2, 32 times for
+//   a 512-expert router), where a cuBLAS tile covers 64-256 rows.
+// - one GEMM over k = 2 in ([hi | lo] against [W | W]) would move the same x bytes and need W
+//   duplicated per call (1 MB written) to save y's extra 2 MB and one launch: no cheaper, and a
+//   second copy of W to manage. So two products, the second accumulating (beta = 1).
+bool gemm_bf16_split(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
+                     cudaStream_t stream);
+
 // Prepares what gemm_bf16 allocates on `stream` for products of up to T tokens and `max_in` inputs
-// (the cuBLAS handle, slot 0 of the scratch), so that those launches allocate nothing. A model
-// calls it before a prefill step: out of device memory then comes back as
-// cudaErrorMemoryAllocation, which the step reports, instead of aborting inside the launch.
-// cudaSuccess, doing nothing, when cuBLAS cannot be loaded.
-cudaError_t ReserveGemm(cudaStream_t stream, int64_t T, int64_t max_in);
+// (the cuBLAS handle, slot 0 of the scratch), so that those launches allocate nothing; with
+// `max_split_in` > 0 also gemm_bf16_split's products of up to that many inputs (hi and lo take
+// twice the bytes of a bf16 x). A model calls it before a prefill step: out of device memory then
+// comes back as cudaErrorMemoryAllocation, which the step reports, instead of aborting inside the
+// launch. cudaSuccess, doing nothing, when cuBLAS cannot be loaded.
+cudaError_t ReserveGemm(cudaStream_t stream, int64_t T, int64_t max_in, int64_t max_split_in = 0);
 
 // At least `bytes` of device memory on the current device, private to (`stream`, `slot`), valid
 // until the next call with the same key (it only grows; growing waits for `stream` first).
@@ -51,5 +79,9 @@ cudaError_t ReserveStreamScratch(cudaStream_t stream, int slot, size_t bytes);
 
 // Rounds n floats to bf16 (round to nearest even) on `stream`.
 void floats_to_bf16(bf16_bits* dst, const float* src, int64_t n, cudaStream_t stream);
+
+// Splits n floats into bf16 hi = bf16(src) and lo = bf16(src - hi) (round to nearest even) on
+// `stream`. src 16-byte aligned; hi and lo 8-byte aligned.
+void floats_to_bf16_split(bf16_bits* hi, bf16_bits* lo, const float* src, int64_t n, cudaStream_t stream);
 
 }  // namespace tandem::kernels

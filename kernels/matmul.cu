@@ -65,6 +65,15 @@ void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_
   matvec_bf16(y, x, w, T, in, out, stream);
 }
 
+void matmul_bf16_float_input(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
+                             cudaStream_t stream) {
+  KERNEL_REQUIRE(in % 8 == 0);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
+  if (T == 0 || out == 0) return;
+  if (UseGemmPath(T, stream) && gemm_bf16_split(y, x, w, T, in, out, stream)) return;  // prefill: gemm.h
+  matvec_bf16(y, x, w, T, in, out, stream);
+}
+
 void matvec_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
                  cudaStream_t stream) {
   KERNEL_REQUIRE(in % 8 == 0);

@@ -15,9 +15,16 @@ namespace tandem::kernels {
 void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
                  cudaStream_t stream);
 
-// The same product always on the matvec kernels (x kept in float32, W read once per 8 tokens), at
-// any T: for a product whose output makes a discrete choice, the MoE router, whose top-k flips at
-// near-ties when its input is rounded to bf16 as the prefill GEMM path does.
+// The same product with x kept in float32 at every T, for a product whose output makes a discrete
+// choice: the MoE router, whose top-k flips at near-ties when its input is rounded to bf16 as
+// matmul_bf16's prefill path does. Prefill-sized T (gemm.h UseGemmPath): the tensor cores through
+// cuBLAS on x split into bf16 hi + lo (gemm.h gemm_bf16_split, ~2^-16 relative); otherwise (decode,
+// graph capture) or without cuBLAS, matvec_bf16. in % 8 == 0; x, W 16-byte aligned.
+void matmul_bf16_float_input(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
+                             cudaStream_t stream);
+
+// The product always on the matvec kernels (x kept in float32 on the CUDA cores, W read once per 8
+// tokens), at any T.
 void matvec_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
                  cudaStream_t stream);
 

@@ -2,11 +2,14 @@
 // CPU references on fresh random inputs with poisoned outputs, at the tiny model's and Qwen3-30B-A3B's
 // shapes and ragged ones (token counts off the tile size, experts with no pairs, one expert with
 // all of them, expert ids up to kMaxExperts - 1). Bound 1e-2: the activations are rounded to bf16.
+// The router's product (gemm_bf16_split, matmul_bf16_float_input) keeps its float32 input: bound
+// 1e-5 of the largest output, which the bf16-input product misses by two orders of magnitude.
 // The scratch reservations report out of memory instead of aborting.
 // (Their throughput at 2048 tokens is bench/prefill_gemm_bench.)
 // Skips (with the reason) where no GPU is present.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -59,6 +62,164 @@ TEST(gemm_cuda, DenseMatchesReference) {
   }
 }
 
+// max |got - want| / max |want|, infinity when got has a NaN or infinity: the router compares its
+// logits with each other (top-k), so an error counts against the largest of them.
+double MaxRelError(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, top = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
+    top = std::max(top, std::fabs(static_cast<double>(want[i])));
+  }
+  return err / top;
+}
+
+// float32-like: x split as hi + lo is off by <= 2^-16 relative per value (~3e-6 of the largest
+// output at these shapes), and float32 accumulation adds about as much. bf16(x) alone is off by up
+// to 2^-8 per value: ~1e-3 of the largest output.
+constexpr double kFloat32Bound = 1e-5;
+
+// The router's input: random values with a few channels 20x larger (RMSNorm outputs carry such
+// channels), so the largest outputs are not all alike.
+std::vector<float> RouterInput(int64_t T, int64_t in) {
+  std::vector<float> x = RandomFloats(T * in);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 13; k < in; k += 97) x[t * in + k] *= 20.0f;
+  }
+  return x;
+}
+
+TEST(gemm_cuda, SplitKeepsFloat32Input) {
+  SKIP_WITHOUT_GPU();
+  // (T, in, out): Qwen3-30B-A3B's router (128 experts) at prefill lengths from the threshold up;
+  // Qwen3.5's 256 experts + the shared expert's gate row; a ragged one (T, in and out off every tile).
+  for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
+           {64, 2048, 128}, {512, 2048, 128}, {2048, 2048, 128}, {200, 2048, 257}, {333, 776, 37}}) {
+    const std::string tag = Shape({T, in, out});
+    const auto x = RouterInput(T, in);
+    const auto w = RandomBf16(out * in, 0.05f);
+    DeviceBuffer<float> d_x(x), d_y(T * out);
+    DeviceBuffer<bf16_bits> d_w(w);
+    std::vector<float> want(T * out);
+    ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
+
+    d_y.Poison();
+    ASSERT_TRUE(gemm_bf16_split(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr))
+        << "cuBLAS could not be loaded (see the 'tandem kernels:' line on stderr)";
+    const auto got = d_y.Download();
+    const double split_err = MaxRelError(got, want);
+    d_y.Poison();
+    gemm_bf16_split(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    EXPECT_TRUE(SameBits(d_y.Download(), got)) << "gemm_bf16_split not deterministic " << tag;
+
+    // The same product with x rounded to bf16 once (matmul_bf16's prefill path) and on the float32
+    // matrix-vector kernels (the router's product before): the bound tells the first from float32.
+    d_y.Poison();
+    ASSERT_TRUE(gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr));
+    const double bf16_err = MaxRelError(d_y.Download(), want);
+    d_y.Poison();
+    matvec_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    const double matvec_err = MaxRelError(d_y.Download(), want);
+
+    std::printf("%-24s max err / max |ref|: split %.3g, matvec %.3g, bf16 x %.3g (bound %.0e); y[0..2] = %.5f %.5f "
+                "%.5f vs ref %.5f %.5f %.5f\n",
+                tag.c_str(), split_err, matvec_err, bf16_err, kFloat32Bound, got[0], got[1], got[2], want[0], want[1],
+                want[2]);
+    EXPECT_LT(split_err, kFloat32Bound) << "gemm_bf16_split " << tag;
+    EXPECT_LT(matvec_err, kFloat32Bound) << "matvec_bf16 " << tag;
+    EXPECT_GT(bf16_err, 10 * kFloat32Bound) << "gemm_bf16 (bf16 x) within 10x the float32 bound " << tag;
+  }
+}
+
+// Microseconds per call of f on the default stream, the median of 20 after a warm-up.
+template <typename F>
+double MedianUs(F f) {
+  f();
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> us;
+  for (int i = 0; i < 20; ++i) {
+    CUDA_CHECK(cudaEventRecord(start));
+    f();
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(1000.0f * ms);
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// What a 2048-token prefill spends per layer on Qwen3-30B-A3B's router product (printed, not
+// checked: the A/B of the step itself is cuda_decode_bench's prefill rows).
+TEST(gemm_cuda, SplitRouterTimes) {
+  SKIP_WITHOUT_GPU();
+  const int64_t T = 2048, in = 2048, out = 128;
+  DeviceBuffer<float> d_x(RandomFloats(T * in)), d_y(T * out);
+  DeviceBuffer<bf16_bits> d_w(RandomBf16(out * in, 0.05f));
+  ASSERT_EQ(ReserveGemm(nullptr, T, in, in), cudaSuccess);
+  const double split = MedianUs([&] { gemm_bf16_split(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
+  const double matvec = MedianUs([&] { matvec_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
+  const double bf16 = MedianUs([&] { gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
+  std::printf("router %s per call: gemm_bf16_split %.1f us, matvec_bf16 %.1f us (%.2fx), gemm_bf16 (bf16 x) %.1f us\n",
+              Shape({T, in, out}).c_str(), split, matvec, matvec / split, bf16);
+}
+
+// matmul_bf16_float_input: the split GEMM from GemmMinTokens() on (the same bits as
+// gemm_bf16_split), the matrix-vector kernels below it and inside a graph capture at any T (the
+// same bits as matvec_bf16): decode steps run what they ran before.
+TEST(gemm_cuda, FloatInputDispatch) {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = GemmMinTokens(), in = 2048, out = 128;
+  for (int64_t T : {n > 1 ? n - 1 : n, n, std::max<int64_t>(n, 2048)}) {
+    const std::string tag = Shape({T, in, out});
+    const auto x = RouterInput(T, in);
+    const auto w = RandomBf16(out * in, 0.05f);
+    DeviceBuffer<float> d_x(x), d_y(T * out), d_path(T * out);
+    DeviceBuffer<bf16_bits> d_w(w);
+    d_y.Poison();
+    matmul_bf16_float_input(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    const auto got = d_y.Download();
+    std::vector<float> want(T * out);
+    ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
+    const double err = MaxRelError(got, want);
+    const bool gemm = T >= n;
+    std::printf("matmul_bf16_float_input %-16s (%s) max err / max |ref| %.3g (bound %.0e)\n", tag.c_str(),
+                gemm ? "split GEMM" : "matvec", err, kFloat32Bound);
+    EXPECT_LT(err, kFloat32Bound) << tag;
+    d_path.Poison();
+    if (gemm) {
+      ASSERT_TRUE(gemm_bf16_split(d_path.get(), d_x.get(), d_w.get(), T, in, out, nullptr));
+    } else {
+      matvec_bf16(d_path.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    }
+    EXPECT_TRUE(SameBits(d_path.Download(), got)) << tag << " did not take " << (gemm ? "gemm_bf16_split" : "matvec");
+
+    // Captured into a graph (as decode steps are), the product stays on the matrix-vector kernels.
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    matmul_bf16_float_input(d_y.get(), d_x.get(), d_w.get(), T, in, out, s);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    d_y.Poison();
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    d_path.Poison();
+    matvec_bf16(d_path.get(), d_x.get(), d_w.get(), T, in, out, nullptr);
+    EXPECT_TRUE(SameBits(d_y.Download(), d_path.Download())) << tag << " captured: not the matvec kernels";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
+}
+
 // The reservations a model makes before a prefill step: more memory than the device has comes back
 // as cudaErrorMemoryAllocation (no abort, no error left for the next launch to trip on), and the
 // scratch serves the next step after a reservation that fits.
@@ -66,6 +227,9 @@ TEST(gemm_cuda, ReserveReportsOutOfMemoryAndRecovers) {
   SKIP_WITHOUT_GPU();
   // 2^40 tokens of 4096 inputs in bf16; 2^23 routed pairs' partial rows of 2^14 floats (512 GiB).
   EXPECT_EQ(ReserveGemm(nullptr, int64_t{1} << 40, 4096), cudaErrorMemoryAllocation);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The split products' hi and lo count too (no plain inputs asked for).
+  EXPECT_EQ(ReserveGemm(nullptr, int64_t{1} << 40, 0, 4096), cudaErrorMemoryAllocation);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_EQ(ReserveMoeGrouped(nullptr, int64_t{1} << 20, 8, int64_t{1} << 14, 64), cudaErrorMemoryAllocation);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
