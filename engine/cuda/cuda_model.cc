@@ -335,7 +335,9 @@ absl::Status CudaModel::ReservePrefillScratch(int64_t T) {
   // The Gated DeltaNet's out_proj reads its value heads (value_dim).
   const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter,
                                    GatedDeltaNet::Layout(cfg_, shard_).value_dim()});
-  RETURN_IF_ERROR(CudaStatus(kernels::ReserveGemm(stream_, T, max_in), "prefill GEMM scratch"));
+  // The router's product keeps its float32 input as bf16 hi + lo (kernels/gemm.h gemm_bf16_split).
+  const int64_t split_in = cfg_.num_experts > 0 ? cfg_.hidden_size : 0;
+  RETURN_IF_ERROR(CudaStatus(kernels::ReserveGemm(stream_, T, max_in, split_in), "prefill GEMM scratch"));
   if (cfg_.num_experts == 0) return absl::OkStatus();
   // (K + 1 experts per token with a shared expert, which runs as one more.)
   return CudaStatus(kernels::ReserveMoeGrouped(stream_, T, cfg_.num_experts_per_tok + (shard_.shared_inter > 0 ? 1 : 0),

@@ -201,7 +201,7 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   } else {
     kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, T, hidden, eps, stream, norm_offset);
     if (float_input) {
-      kernels::matvec_bf16(y, a->xn.get(), w, T, hidden, out, stream);
+      kernels::matmul_bf16_float_input(y, a->xn.get(), w, T, hidden, out, stream);
     } else {
       kernels::matmul_bf16(y, a->xn.get(), w, T, hidden, out, stream);
     }
@@ -384,7 +384,8 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   const int64_t T = ctx.m.T, H = ctx.hidden, E = num_experts_, K = top_k_, I = inter_;
   // The router product normalises (and keeps xn for the experts); its input stays float32 on prefill
   // steps too: rounded to bf16 it flips top-k near-ties (the tiny hybrids' 33-token prompt: 8% of the
-  // largest logit off the golden, against 0.3% with a float32 router input).
+  // largest logit off the golden, against 0.3% with a float32 router input). Prefill steps take the
+  // tensor cores with xn split into bf16 hi + lo (kernels/matmul.h matmul_bf16_float_input).
   // With the shared expert as expert E: E + 1 logits, K + 1 experts per token.
   const int64_t Es = E + (shared_as_expert_ ? 1 : 0), Ks = K + (shared_as_expert_ ? 1 : 0);
   ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);

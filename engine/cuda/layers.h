@@ -154,8 +154,9 @@ struct StepContext {
 
   // The sublayer's input: x += delta (when not null), xn = rmsnorm(x) * norm_w, y (T, out) = xn w^T;
   // xn is kept in a->xn when keep_xn (always when not fused).
-  // float_input keeps xn in float32 for the product on prefill-sized steps too (kernels/matmul.h
-  // matvec_bf16): the router, whose top-k must not flip on bf16 rounding of its input.
+  // float_input keeps xn's float32 precision for the product on prefill-sized steps too
+  // (kernels/matmul.h matmul_bf16_float_input): the router, whose top-k must not flip on bf16
+  // rounding of its input.
   void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
                   bool float_input = false);
   // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one has
