@@ -43,8 +43,11 @@ bool gemm_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t 
 // Why two cuBLAS products over a split copy of x (the router of Qwen3-30B-A3B at a 2048-token
 // prefill: T = 2048, in = 2048, out = 128; 16 MB of float32 x, 0.5 MB of W):
 // - the matrix-vector kernels (matvec_bf16, what prefill ran before) keep x in float32 on the CUDA
-//   cores: W re-read once per 8 tokens (128 MB through L2) and 0.54 G FMAs with a bf16 -> float
-//   conversion per weight, about 2-3% of the whole prefill step.
+//   cores: one row of W per warp and 8 tokens per pass, so W is re-read once per 8 tokens (128 MB
+//   through L2) and each warp reads its 8 tokens' x for one row (2 GB through L1, 256 MB from L2),
+//   for 0.54 G FMAs. Moving the router onto them from gemm_bf16 cost 8.5 ms of a 2048-token
+//   prefill (48 layers: ~180 us a layer more; docs/bench/hybrid-decode-h200.md, "before and after
+//   issue 14").
 // - here: one pass splits x (reads 16 MB, writes hi and lo, 16 MB), then two GEMMs read hi and lo
 //   (16 MB, mostly still in the 50 MB L2), W twice (1 MB) and y three times (write, read for
 //   beta = 1, write: 3 MB): ~50 MB, ~12 us at the H200's ~4.2 TB/s; 2 x 2 T in out = 2.1 GFLOP on
