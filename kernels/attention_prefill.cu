@@ -1,12 +1,9 @@
 #include "kernels/attention_prefill.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/attention_tile.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
@@ -15,7 +12,7 @@ namespace tandem::kernels {
 
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
+using namespace tile;  // NOLINT: the tensor-core pieces shared with attention_decode.cu
 
 // The block's shape for a head_dim. Up to 128: 8 warps (128 packed (token, q head) rows, one m16
 // tile per warp) and K/V tiles of 64 positions. At 256 a warp's 16x256 output alone takes 128
@@ -37,71 +34,6 @@ struct Tile {
   static_assert(kSmemBytes <= 99 * 1024, "the GB10 (sm_121) gives a block at most 99 KB");
 };
 constexpr int kMaxWarps = 8;
-
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-// d (16x8 fp32) += a (16x16 bf16, row) b (16x8 bf16, col).
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 16 bytes global -> shared without passing through registers; valid == false writes zeros.
-__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ float Exp2(float x) {  // 2^x, 0 for -inf
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// lo in the low half, as the mma fragments order a pair of columns.
-__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// Eight consecutive cache elements as eight bf16 (one 16-byte shared store). e4m3 -> f16 -> f32 ->
-// bf16 is exact (3 mantissa bits, |x| <= 448); float32 rounds to nearest even.
-__device__ __forceinline__ uint4 ToBf16x8(const float4& a, const float4& b) {
-  return make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
-}
-__device__ __forceinline__ uint32_t Fp8x2ToBf16x2(uint32_t two) {
-  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3));
-  const float2 f = __half22float2(h);
-  return PackBf16(f.x, f.y);
-}
-__device__ __forceinline__ uint4 ToBf16x8(const uint2& raw) {
-  return make_uint4(Fp8x2ToBf16x2(raw.x & 0xffffu), Fp8x2ToBf16x2(raw.x >> 16), Fp8x2ToBf16x2(raw.y & 0xffffu),
-                    Fp8x2ToBf16x2(raw.y >> 16));
-}
 
 // Which (sequence, tile) block `b` takes: sequences' tiles are numbered in order, and inside a
 // sequence the last tile (the one with the most K/V to read) comes first, so the long blocks start in
@@ -140,19 +72,8 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
                            float q_scale, float v_scale) {
   using C = Tile<HD>;
   constexpr int kThreads = C::kThreads, kRows = C::kRows, kBN = C::kBN, kLd = C::kLd;
-  constexpr int kCols = HD / 8;                // 8-element chunks per K/V row
-  constexpr int kRowStep = kThreads / kCols;   // rows between one thread's chunks
-  constexpr int kPer = kBN / kRowStep;         // chunks per thread per tile, of K and of V each
-  constexpr bool kAsync = sizeof(KV) == 2;     // bf16: cp.async straight into shared memory
-  // fp8: held in registers across a tile's products (16 registers up to head_dim 128; at 256 the
-  // 32 it would take are not there, and the tile is converted as it is fetched, as float32 is).
-  constexpr bool kHold = sizeof(KV) == 1 && HD <= 128;
-  // A copy converted as it is fetched (float32; fp8 at head_dim 256) runs after the tile's
-  // products: its stores must precede the next ldmatrix anyway, and at the top of the iteration the
-  // compiler kept its loads live across the products (a spill at head_dim 256 on sm_121).
-  constexpr bool kFetchLate = !kAsync && !kHold;
-  static_assert(kThreads % kCols == 0 && kBN % kRowStep == 0, "whole rows per thread group");
-  static_assert(kBN <= 64 && kBN <= kThreads, "sm_slot holds a tile's slots, one thread each");
+  using Stager = KvTileStager<HD, KV, kThreads, kBN>;
+  static_assert(Stager::kLd == kLd && Stager::kTileElems == C::kTileElems, "one shared-memory layout");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
 
@@ -166,73 +87,18 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
   const int t0 = seq_starts[s] + j * tq, ntok = min(tq, seq_starts[s + 1] - t0);
   const int p_first = pos[t0], p_last = pos[t0 + ntok - 1];
   const int n_pos = p_last + 1, n_tiles = (n_pos + kBN - 1) / kBN;
-  const int32_t* table = block_tables + static_cast<int64_t>(s) * A.max_blocks;
-  const uint32_t bs = static_cast<uint32_t>(A.block_size);
-  const int64_t kv_dim = A.n_kv_heads * HD;
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
 
-  // ---- K/V staging: thread tid moves chunk column cc of rows row0 + i * kRowStep.
-  const int cc = tid % kCols, row0 = tid / kCols;
-  // The cache slots of a tile's positions (-1 past the last one), looked up through the block table
-  // one tile ahead by the first kBN threads into the slot buffer of the tile's parity: the lookup's
-  // latency is hidden behind a tile of products, and no thread holds a register per row for it.
+  // ---- K/V staging (kernels/attention_tile.cuh): slots looked up a tile ahead, double-buffered.
   __shared__ int32_t sm_slot[2][64];
-  auto load_slots = [&](int buf, int kv0) {
-    if (tid < kBN) {
-      const uint32_t p = static_cast<uint32_t>(kv0 + tid);
-      const int32_t within = static_cast<int32_t>(p % bs);
-      sm_slot[buf][tid] = p < static_cast<uint32_t>(n_pos) ? table[p / bs] * static_cast<int32_t>(bs) + within : -1;
-    }
-  };
-  auto dst_of = [&](int buf, int mat, int i) {  // mat 0: K, 1: V
-    return smem + (2 * buf + mat) * C::kTileElems + (row0 + i * kRowStep) * kLd + cc * 8;
-  };
-  uint2 held[2][kPer];  // fp8 only
-  // Starts moving the tile whose slots are in sm_slot[buf] into `buf`: cp.async (bf16), loads into
-  // `held` (fp8) or a converting copy (float32: its 32-byte chunks would take too many registers to
-  // hold across the products). Rows past the last position become zeros.
-  auto fetch = [&](int buf) {
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int32_t slot = sm_slot[buf][row0 + i * kRowStep];
-      const bool ok = slot >= 0;
-      const int64_t off = ok ? static_cast<int64_t>(slot) * kv_dim + kvh * HD + cc * 8 : 0;
-#pragma unroll
-      for (int mat = 0; mat < 2; ++mat) {
-        const KV* src = (mat == 0 ? kc : vc) + off;
-        if constexpr (kAsync) {
-          CpAsync16(SmemAddr(dst_of(buf, mat, i)), src, ok);
-        } else if constexpr (sizeof(KV) == 1) {
-          const uint2 raw = ok ? *reinterpret_cast<const uint2*>(src) : make_uint2(0, 0);
-          if constexpr (kHold) {
-            held[mat][i] = raw;
-          } else {
-            *reinterpret_cast<uint4*>(dst_of(buf, mat, i)) = ToBf16x8(raw);
-          }
-        } else {
-          const float4 a = ok ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
-          const float4 b = ok ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
-          *reinterpret_cast<uint4*>(dst_of(buf, mat, i)) = ToBf16x8(a, b);
-        }
-      }
-    }
-    if constexpr (kAsync) CpAsyncCommit();
-  };
-  auto put_held = [&](int buf) {
-    if constexpr (kHold) {
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-#pragma unroll
-        for (int mat = 0; mat < 2; ++mat) *reinterpret_cast<uint4*>(dst_of(buf, mat, i)) = ToBf16x8(held[mat][i]);
-      }
-    }
-  };
+  Stager kv(smem, sm_slot, block_tables + static_cast<int64_t>(s) * A.max_blocks, kc, vc, A.block_size, n_pos,
+            A.n_kv_heads * HD, kvh);
 
-  load_slots(0, 0);
+  kv.load_slots(0, 0);
   __syncthreads();
-  fetch(0);
-  put_held(0);
-  if (n_tiles > 1) load_slots(1, kBN);  // read after the barriers below
+  kv.fetch(0);
+  kv.put_held(0);
+  if (n_tiles > 1) kv.load_slots(1, kBN);  // read after the barriers below
 
   // ---- Q: the block's kRows packed rows, scaled (softmax scale, k scale, log2 e) and rounded to
   // bf16, staged in buffer 1 (free until tile 1 is fetched), then held as A fragments.
@@ -284,23 +150,19 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
     const bool more = kt + 1 < n_tiles;
     if (more) {
       // The other buffer's last readers passed the barrier ending kt - 1.
-      if constexpr (!kFetchLate) fetch(cur ^ 1);
+      if constexpr (!Stager::kFetchLate) kv.fetch(cur ^ 1);
       // Tile kt's slots were last read by its fetch, before that barrier too.
-      if (kt + 2 < n_tiles) load_slots(cur, kv0 + 2 * kBN);
+      if (kt + 2 < n_tiles) kv.load_slots(cur, kv0 + 2 * kBN);
     }
-    if constexpr (kAsync) {
-      if (more) {
-        CpAsyncWait<1>();
-      } else {
-        CpAsyncWait<0>();
-      }
+    if constexpr (Stager::kAsync) {
+      Stager::wait_copies(more);
       __syncthreads();
     }
     // A warp whose 16 rows are all padding (a short last tile, a decode-style sequence) only helps
     // stage the tiles: its products would be thrown away.
     if (warp_has_rows) {
-      const __nv_bfloat16* ks = smem + 2 * cur * C::kTileElems;
-      const __nv_bfloat16* vs = ks + C::kTileElems;
+      const __nv_bfloat16* ks = kv.k_tile(cur);
+      const __nv_bfloat16* vs = kv.v_tile(cur);
 
       // S = Q K^T: 16 rows x 64 positions per warp.
       float sc[kBN / 8][4];
@@ -370,10 +232,10 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
       }
     }
     if (more) {
-      if constexpr (kFetchLate) {
-        fetch(cur ^ 1);
+      if constexpr (Stager::kFetchLate) {
+        kv.fetch(cur ^ 1);
       } else {
-        put_held(cur ^ 1);
+        kv.put_held(cur ^ 1);
       }
     }
     __syncthreads();  // this buffer's readers are done: iteration kt + 1 fetches tile kt + 2 into it

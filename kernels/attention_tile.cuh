@@ -1,0 +1,208 @@
+// The tensor-core pieces shared by the tiled attention kernels: attention_prefill.cu (a tile of a
+// prompt's tokens per block) and attention_decode.cu (one-token sequences, a sequence's positions
+// split across blocks). bf16 mma.sync m16n8k16 with fp32 accumulation, ldmatrix fragment loads,
+// cp.async copies, base-2 exponentials, and the stager that moves K/V tiles of one kv head from the
+// paged cache into shared memory as bf16 through the block table. Plain sm_80 instructions: the
+// same code runs on the H200 (sm_90) and the DGX Spark's GB10 (sm_121).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace tandem::kernels::tile {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// d (16x8 fp32) += a (16x16 bf16, row) b (16x8 bf16, col).
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes global -> shared without passing through registers; valid == false writes zeros.
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ float Exp2(float x) {  // 2^x, 0 for -inf
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// lo in the low half, as the mma fragments order a pair of columns.
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Eight consecutive cache elements as eight bf16 (one 16-byte shared store). e4m3 -> f16 -> f32 ->
+// bf16 is exact (3 mantissa bits, |x| <= 448); float32 rounds to nearest even.
+__device__ __forceinline__ uint4 ToBf16x8(const float4& a, const float4& b) {
+  return make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
+}
+__device__ __forceinline__ uint32_t Fp8x2ToBf16x2(uint32_t two) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3));
+  const float2 f = __half22float2(h);
+  return PackBf16(f.x, f.y);
+}
+__device__ __forceinline__ uint4 ToBf16x8(const uint2& raw) {
+  return make_uint4(Fp8x2ToBf16x2(raw.x & 0xffffu), Fp8x2ToBf16x2(raw.x >> 16), Fp8x2ToBf16x2(raw.y & 0xffffu),
+                    Fp8x2ToBf16x2(raw.y >> 16));
+}
+
+// Moves tiles of kBN consecutive positions of one kv head's K and V (HD values each) from a paged
+// cache into shared memory as bf16, rows kLd = HD + 8 elements apart (16 bytes past the row, so the
+// 8 rows one ldmatrix reads start in 8 different 16-byte bank groups, each 16-byte aligned for
+// cp.async). Two buffers: buffer b holds K at smem + 2b * kTileElems and V right after it. Rows
+// past the sequence's last position become zeros.
+//
+// The cache slots of a tile's positions are looked up through the block table by the first kBN
+// threads into `slots[buf]` (-1 past the last position) a tile ahead of the copy, so the lookup's
+// latency hides behind a tile of products and no thread holds a register per row for it. Thread tid
+// moves chunk column cc = tid % (HD / 8) of rows row0 + i * kRowStep. A bf16 cache is copied with
+// cp.async; fp8 is loaded into registers (`held`) and converted when put (kHold); float32 (and fp8 at
+// head_dim 256, whose 32 held registers are not there) is converted as it is fetched (kFetchLate: its
+// loads are issued after the tile's products, where the compiler does not keep them live across them).
+template <int HD, typename KV, int kThreads, int kBN>
+struct KvTileStager {
+  static constexpr int kLd = HD + 8;
+  static constexpr int kTileElems = kBN * kLd;
+  static constexpr int kCols = HD / 8;               // 8-element chunks per K/V row
+  static constexpr int kRowStep = kThreads / kCols;  // rows between one thread's chunks
+  static constexpr int kPer = kBN / kRowStep;        // chunks per thread per tile, of K and of V each
+  static constexpr bool kAsync = sizeof(KV) == 2;
+  static constexpr bool kHold = sizeof(KV) == 1 && HD <= 128;
+  static constexpr bool kFetchLate = !kAsync && !kHold;
+  static_assert(kThreads % kCols == 0 && kBN % kRowStep == 0, "whole rows per thread group");
+  static_assert(kBN <= 64 && kBN <= kThreads, "slots hold a tile's slots, one thread each");
+
+  __nv_bfloat16* smem;
+  int32_t (*slots)[64];  // [2][64] in shared memory
+  const int32_t* table;  // the sequence's block table row
+  const KV* kc;
+  const KV* vc;
+  uint32_t block_size;
+  int n_pos;  // positions 0 .. n_pos - 1 exist
+  int64_t kv_dim;
+  int head_off;  // kvh * HD
+  int tid, cc, row0;
+  uint2 held[2][kPer];  // fp8 only
+
+  __device__ __forceinline__ KvTileStager(__nv_bfloat16* smem_, int32_t (*slots_)[64], const int32_t* table_,
+                                          const KV* kc_, const KV* vc_, int64_t block_size_, int n_pos_,
+                                          int64_t kv_dim_, int kvh)
+      : smem(smem_),
+        slots(slots_),
+        table(table_),
+        kc(kc_),
+        vc(vc_),
+        block_size(static_cast<uint32_t>(block_size_)),
+        n_pos(n_pos_),
+        kv_dim(kv_dim_),
+        head_off(kvh * HD),
+        tid(static_cast<int>(threadIdx.x)),
+        cc(static_cast<int>(threadIdx.x) % kCols),
+        row0(static_cast<int>(threadIdx.x) / kCols) {}
+
+  __device__ __forceinline__ const __nv_bfloat16* k_tile(int buf) const { return smem + 2 * buf * kTileElems; }
+  __device__ __forceinline__ const __nv_bfloat16* v_tile(int buf) const { return k_tile(buf) + kTileElems; }
+
+  // Looks up the slots of positions kv0 .. kv0 + kBN - 1 into slots[buf].
+  __device__ __forceinline__ void load_slots(int buf, int kv0) {
+    if (tid < kBN) {
+      const uint32_t p = static_cast<uint32_t>(kv0 + tid);
+      const int32_t within = static_cast<int32_t>(p % block_size);
+      slots[buf][tid] =
+          p < static_cast<uint32_t>(n_pos) ? table[p / block_size] * static_cast<int32_t>(block_size) + within : -1;
+    }
+  }
+
+  __device__ __forceinline__ __nv_bfloat16* dst(int buf, int mat, int i) const {  // mat 0: K, 1: V
+    return smem + (2 * buf + mat) * kTileElems + (row0 + i * kRowStep) * kLd + cc * 8;
+  }
+
+  // Starts moving the tile whose slots are in slots[buf] into `buf`.
+  __device__ __forceinline__ void fetch(int buf) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int32_t slot = slots[buf][row0 + i * kRowStep];
+      const bool ok = slot >= 0;
+      const int64_t off = ok ? static_cast<int64_t>(slot) * kv_dim + head_off + cc * 8 : 0;
+#pragma unroll
+      for (int mat = 0; mat < 2; ++mat) {
+        const KV* src = (mat == 0 ? kc : vc) + off;
+        if constexpr (kAsync) {
+          CpAsync16(SmemAddr(dst(buf, mat, i)), src, ok);
+        } else if constexpr (sizeof(KV) == 1) {
+          const uint2 raw = ok ? *reinterpret_cast<const uint2*>(src) : make_uint2(0, 0);
+          if constexpr (kHold) {
+            held[mat][i] = raw;
+          } else {
+            *reinterpret_cast<uint4*>(dst(buf, mat, i)) = ToBf16x8(raw);
+          }
+        } else {
+          const float4 a = ok ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+          const float4 b = ok ? *reinterpret_cast<const float4*>(src + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+          *reinterpret_cast<uint4*>(dst(buf, mat, i)) = ToBf16x8(a, b);
+        }
+      }
+    }
+    if constexpr (kAsync) CpAsyncCommit();
+  }
+
+  // fp8 held in registers: converts and stores them into `buf` (nothing for the other caches).
+  __device__ __forceinline__ void put_held(int buf) {
+    if constexpr (kHold) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+        for (int mat = 0; mat < 2; ++mat) *reinterpret_cast<uint4*>(dst(buf, mat, i)) = ToBf16x8(held[mat][i]);
+      }
+    }
+  }
+
+  // Waits for this thread's cp.async copies of the tile before the newest one (more == true) or of
+  // every tile (more == false); the caller's barrier then makes them visible to the block.
+  __device__ __forceinline__ static void wait_copies(bool more) {
+    if constexpr (kAsync) {
+      if (more) {
+        CpAsyncWait<1>();
+      } else {
+        CpAsyncWait<0>();
+      }
+    }
+  }
+};
+
+}  // namespace tandem::kernels::tile
