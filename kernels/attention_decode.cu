@@ -1,0 +1,350 @@
+#include "kernels/attention_decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/attention_tile.cuh"
+#include "kernels/cuda_check.h"
+#include "kernels/launch.cuh"
+
+namespace tandem::kernels {
+
+namespace {
+
+using namespace tile;  // NOLINT: the tensor-core pieces shared with attention_prefill.cu
+
+// The block's shape: 4 warps, each taking 16 of a tile's 64 positions for the group's rows (one m16
+// tile); two K/V buffers of 64 x (HD + 8) bf16 each (69,632 bytes at head_dim 128, within the GB10's
+// 99 KB a block). After the walk the same shared memory holds the 4 warps' partial outputs.
+template <int HD>
+struct DecodeTile {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBN = 64;  // KV positions per tile: 16 per warp
+  static constexpr int kRows = 16;
+  using Stager = KvTileStager<HD, bf16_bits, kThreads, kBN>;  // for the layout only
+  static constexpr int kLd = Stager::kLd;
+  static constexpr int kTileElems = Stager::kTileElems;
+  static constexpr int kSmemBytes = 4 * kTileElems * 2;
+  static_assert(kBN == 16 * kWarps, "one 16-position slice of every tile per warp");
+  static_assert(kRows * kLd <= kTileElems, "the Q tile fits in the second K buffer");
+  static_assert((kWarps * kRows * HD + 2 * kWarps * kRows) * 4 <= kSmemBytes, "the warps' partials fit");
+  static_assert(kSmemBytes <= 99 * 1024, "the GB10 (sm_121) gives a block at most 99 KB");
+};
+
+// How a sequence of n_pos positions is cut: `per` tiles a partition, `active` partitions that hold
+// at least one tile (the others exit at once and are not counted). The same in every block of a
+// (sequence, kv head), since it depends only on n_pos and parts.
+struct Cut {
+  int per, active;
+};
+__host__ __device__ __forceinline__ Cut CutTiles(int n_tiles, int parts) {
+  const int used = min(parts, n_tiles);
+  const int per = (n_tiles + used - 1) / used;
+  return {per, (n_tiles + per - 1) / per};
+}
+
+// Grid: S * n_kv_heads * parts blocks, block b = ((s * n_kv_heads) + kvh) * parts + p. Row r < G of
+// the block's m16 tile is q head kvh * G + r of token s. Scratch per (s, kvh): parts x G rows of
+// [max, sum, O (HD)], the max in base 2 (q_scale holds log2 e).
+template <int HD, typename KV>
+__global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
+    AttentionDecodeKernel(float* out, float* scratch, uint32_t* counters, const float* q, const KV* kc, const KV* vc,
+                          const int32_t* block_tables, const int32_t* pos, AttentionShape A, int parts, float q_scale,
+                          float v_scale) {
+  using C = DecodeTile<HD>;
+  using Stager = KvTileStager<HD, KV, C::kThreads, C::kBN>;
+  constexpr int kBN = C::kBN, kLd = C::kLd, kRows = C::kRows, kWarps = C::kWarps, kThreads = C::kThreads;
+  static_assert(Stager::kLd == kLd && Stager::kTileElems == C::kTileElems, "one shared-memory layout");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+
+  GridDepLaunchDependents();
+  const int n_kv_heads = static_cast<int>(A.n_kv_heads), G = static_cast<int>(A.n_heads / A.n_kv_heads);
+  const int b = static_cast<int>(blockIdx.x), p = b % parts, kvh = (b / parts) % n_kv_heads,
+            s = b / parts / n_kv_heads;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  GridDepWait();  // q and the token's own K/V come from the kernels before
+  const int n_pos = pos[s] + 1, n_tiles = (n_pos + kBN - 1) / kBN;
+  const Cut cut = CutTiles(n_tiles, parts);
+  if (p >= cut.active) return;
+  const int kt_begin = p * cut.per, kt_end = min(n_tiles, kt_begin + cut.per);
+
+  __shared__ int32_t sm_slot[2][64];
+  Stager kv(smem, sm_slot, block_tables + static_cast<int64_t>(s) * A.max_blocks, kc, vc, A.block_size, n_pos,
+            A.n_kv_heads * HD, kvh);
+  kv.load_slots(0, kt_begin * kBN);
+  __syncthreads();
+  kv.fetch(0);
+  kv.put_held(0);
+  if (kt_begin + 1 < kt_end) kv.load_slots(1, (kt_begin + 1) * kBN);  // read after the barriers below
+
+  // ---- Q: the group's rows scaled (softmax scale, k scale, log2 e) and rounded to bf16, rows G..15
+  // zero, staged in the second K buffer (free until the second tile is fetched), then held by every
+  // warp as A fragments.
+  {
+    __nv_bfloat16* qs = smem + 2 * C::kTileElems;
+    const float* qrow = q + static_cast<int64_t>(s) * A.q_stride + static_cast<int64_t>(kvh) * G * HD;
+    for (int idx = tid; idx < kRows * (HD / 4); idx += kThreads) {
+      const int r = idx / (HD / 4), c = (idx % (HD / 4)) * 4;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (r < G) v = *reinterpret_cast<const float4*>(qrow + r * HD + c);
+      *reinterpret_cast<uint2*>(qs + r * kLd + c) =
+          make_uint2(PackBf16(v.x * q_scale, v.y * q_scale), PackBf16(v.z * q_scale, v.w * q_scale));
+    }
+  }
+  __syncthreads();
+  uint32_t qf[HD / 16][4];
+  {
+    const __nv_bfloat16* qs = smem + 2 * C::kTileElems + (lane % 16) * kLd + (lane / 16) * 8;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) LdMatrixX4(qf[kk], SmemAddr(qs + kk * 16));
+  }
+  __syncthreads();  // every warp has its Q: the second buffer may take a tile
+
+  const int g = lane / 4, c2 = (lane % 4) * 2;
+  float o[HD / 8][4];
+#pragma unroll
+  for (int nb = 0; nb < HD / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  // ldmatrix lane offsets into this warp's 16 positions: K (non-transposed) gives the B fragments of
+  // two 8-position column blocks, V (transposed) of two 8-dim column blocks (mma.m16n8k16 layouts).
+  const int k_lane = (warp * 16 + (lane / 16) * 8 + lane % 8) * kLd + ((lane / 8) % 2) * 8;
+  const int v_lane = (warp * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kLd + (lane / 16) * 8;
+
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int cur = (kt - kt_begin) & 1, kv0 = kt * kBN;
+    const bool more = kt + 1 < kt_end;
+    if (more) {
+      if constexpr (!Stager::kFetchLate) kv.fetch(cur ^ 1);  // its last readers passed the barrier ending kt - 1
+      if (kt + 2 < kt_end) kv.load_slots(cur, kv0 + 2 * kBN);
+    }
+    if constexpr (Stager::kAsync) {
+      Stager::wait_copies(more);
+      __syncthreads();
+    }
+    const __nv_bfloat16* ks = kv.k_tile(cur);
+    const __nv_bfloat16* vs = kv.v_tile(cur);
+
+    // S = Q K^T over this warp's 16 positions kv0 + 16 warp .. + 15.
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t bk[4];
+      LdMatrixX4(bk, SmemAddr(ks + kk * 16 + k_lane));
+      Mma(sc[0], qf[kk], bk[0], bk[1]);
+      Mma(sc[1], qf[kk], bk[2], bk[3]);
+    }
+    if (kv0 + kBN > n_pos) {  // the sequence's last tile: positions past the token's own are masked
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (kv0 + warp * 16 + nb * 8 + c2 + (e & 1) >= n_pos) sc[nb][e] = -INFINITY;
+        }
+      }
+    }
+    // Online softmax per row (a row's 16 scores lie on the 4 lanes of a quad). A warp may see only
+    // masked positions (all 16 past the token in the partition's only tile): its maximum stays -inf
+    // and the exponentials take base 0, so they are 0 instead of NaN.
+    float corr[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = m_run[half];
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * half], sc[nb][2 * half + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == -INFINITY ? 0.0f : mx;
+      corr[half] = Exp2(m_run[half] - base);
+      m_run[half] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+        for (int e = 2 * half; e < 2 * half + 2; ++e) {
+          sc[nb][e] = Exp2(sc[nb][e] - base);
+          sum += sc[nb][e];
+        }
+      }
+      l_run[half] = l_run[half] * corr[half] + sum;  // this lane's columns; the quad sums at the end
+    }
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      o[nb][0] *= corr[0], o[nb][1] *= corr[0];
+      o[nb][2] *= corr[1], o[nb][3] *= corr[1];
+    }
+    // O += P V over the same 16 positions: the scores' accumulator layout is the A fragment layout.
+    const uint32_t pa[4] = {PackBf16(sc[0][0], sc[0][1]), PackBf16(sc[0][2], sc[0][3]), PackBf16(sc[1][0], sc[1][1]),
+                            PackBf16(sc[1][2], sc[1][3])};
+#pragma unroll
+    for (int dp = 0; dp < HD / 16; ++dp) {
+      uint32_t bv[4];
+      LdMatrixX4Trans(bv, SmemAddr(vs + dp * 16 + v_lane));
+      Mma(o[2 * dp], pa, bv[0], bv[1]);
+      Mma(o[2 * dp + 1], pa, bv[2], bv[3]);
+    }
+    if (more) {
+      if constexpr (Stager::kFetchLate) {
+        kv.fetch(cur ^ 1);
+      } else {
+        kv.put_held(cur ^ 1);
+      }
+    }
+    __syncthreads();  // this buffer's readers are done: the next iteration fetches into it
+  }
+
+  // ---- The 4 warps' partials into shared memory (the tiles are done: the last barrier above), rows
+  // of the group only: red_o [warp][row][HD], red_m / red_l [warp][row].
+  float* red_o = reinterpret_cast<float*>(smem_raw);
+  float* red_m = red_o + kWarps * kRows * HD;
+  float* red_l = red_m + kWarps * kRows;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = l_run[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = g + 8 * half;
+    if (r >= G) continue;
+    float* dst = red_o + (warp * kRows + r) * HD + c2;
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; ++nb) {
+      *reinterpret_cast<float2*>(dst + nb * 8) = make_float2(o[nb][2 * half], o[nb][2 * half + 1]);
+    }
+    if (lane % 4 == 0) red_m[warp * kRows + r] = m_run[half], red_l[warp * kRows + r] = l;
+  }
+  __syncthreads();
+
+  // Combined per (row, dim): the block's (max, sum, O) of its partition. At least one position of
+  // the partition is unmasked, so the maximum over the warps is finite.
+  const int64_t sk = static_cast<int64_t>(s) * n_kv_heads + kvh;
+  float* part_base = scratch + sk * parts * G * (HD + 2);
+  for (int idx = tid; idx < G * HD; idx += kThreads) {
+    const int r = idx / HD, d = idx % HD;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, red_m[w * kRows + r]);
+    float L = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float wt = Exp2(red_m[w * kRows + r] - M);
+      L += red_l[w * kRows + r] * wt;
+      acc += red_o[(w * kRows + r) * HD + d] * wt;
+    }
+    if (cut.active == 1) {
+      out[(static_cast<int64_t>(s) * A.n_heads + static_cast<int64_t>(kvh) * G + r) * HD + d] = acc / L * v_scale;
+    } else {
+      float* part = part_base + (static_cast<int64_t>(p) * G + r) * (HD + 2);
+      if (d == 0) part[0] = M, part[1] = L;
+      part[2 + d] = acc;
+    }
+  }
+  if (cut.active == 1) return;
+
+  // ---- The last partition block of (s, kvh) to finish merges every partition (the "last block"
+  // pattern: each counts itself once its partial is visible device-wide).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    uint32_t* counter = counters + sk;
+    last = atomicAdd(counter, 1u) == static_cast<uint32_t>(cut.active - 1);
+    if (last) *counter = 0;  // every partition has counted: ready for the next launch and graph replay
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int idx = tid; idx < G * HD; idx += kThreads) {
+    const int r = idx / HD, d = idx % HD;
+    float M = -INFINITY;
+    for (int pp = 0; pp < cut.active; ++pp) M = fmaxf(M, __ldcg(part_base + (static_cast<int64_t>(pp) * G + r) * (HD + 2)));
+    float L = 0.0f, acc = 0.0f;
+    for (int pp = 0; pp < cut.active; ++pp) {
+      const float* part = part_base + (static_cast<int64_t>(pp) * G + r) * (HD + 2);
+      const float wt = Exp2(__ldcg(part) - M);
+      L += __ldcg(part + 1) * wt;
+      acc += __ldcg(part + 2 + d) * wt;
+    }
+    out[(static_cast<int64_t>(s) * A.n_heads + static_cast<int64_t>(kvh) * G + r) * HD + d] = acc / L * v_scale;
+  }
+}
+
+template <int HD, typename KV>
+void LaunchHd(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache, const KV* v_cache,
+              const int32_t* block_tables, const int32_t* pos, int64_t S, const AttentionShape& A, int64_t parts,
+              float q_scale, float v_scale, cudaStream_t stream) {
+  using C = DecodeTile<HD>;
+  const auto kernel = AttentionDecodeKernel<HD, KV>;
+  // Above 48 KB a block's dynamic shared memory must be allowed per kernel (and per device: set on
+  // every launch, a driver call, not a sync).
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  const int64_t blocks = S * A.n_kv_heads * parts;
+  KERNEL_REQUIRE(blocks <= INT32_MAX);
+  Launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream, out, scratch, counters,
+         q, k_cache, v_cache, block_tables, pos, A, static_cast<int>(parts), q_scale, v_scale);
+  KERNEL_CHECK();
+}
+
+template <typename KV>
+void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache,
+                  const KV* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
+                  const AttentionShape& A, int64_t max_positions, float scale, KvScale kv_scale,
+                  cudaStream_t stream) {
+  KERNEL_REQUIRE(attention_decode_supported(A));
+  if (S == 0) return;
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(q) % 16 == 0 && S <= INT32_MAX && max_positions >= 1);
+  const int64_t parts = attention_decode_parts(S, A, max_positions);
+  KERNEL_REQUIRE(parts == 1 || (scratch != nullptr && counters != nullptr));
+  // The scores are kept in base 2 (ex2 is the hardware's exponential): log2 e joins the scale.
+  const float q_scale = scale * kv_scale.k * kLog2e;
+  if (A.head_dim == 64) {
+    LaunchHd<64>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, parts, q_scale, kv_scale.v,
+                 stream);
+  } else {
+    LaunchHd<128>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, parts, q_scale, kv_scale.v,
+                  stream);
+  }
+}
+
+}  // namespace
+
+bool attention_decode_supported(const AttentionShape& A) {
+  if (A.n_kv_heads <= 0 || A.n_heads % A.n_kv_heads != 0 || A.block_size <= 0) return false;
+  const int64_t group = A.n_heads / A.n_kv_heads;
+  return (A.head_dim == 64 || A.head_dim == 128) && group <= 16 && A.q_stride % 4 == 0;
+}
+
+int64_t attention_decode_parts(int64_t S, const AttentionShape& A, int64_t max_positions) {
+  const int64_t tiles = (std::max<int64_t>(max_positions, 1) + DecodeTile<128>::kBN - 1) / DecodeTile<128>::kBN;
+  const int64_t blocks = std::max<int64_t>(S * A.n_kv_heads, 1);
+  const int64_t want = (2 * SmCount() + blocks - 1) / blocks;
+  return std::clamp<int64_t>(want, 1, tiles);
+}
+
+int64_t attention_decode_scratch_floats(int64_t S, const AttentionShape& A, int64_t max_positions) {
+  const int64_t parts = attention_decode_parts(S, A, max_positions);
+  return parts == 1 ? 0 : S * A.n_heads * parts * (A.head_dim + 2);
+}
+
+int64_t attention_decode_counter_count(int64_t S, const AttentionShape& A) { return S * A.n_kv_heads; }
+
+void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
+                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
+                      const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
+                      KvScale kv_scale) {
+  LaunchDecode(out, scratch, counters, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
+               reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, pos, S, A, max_positions, scale,
+               kv_scale, stream);
+}
+
+void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
+                      const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
+                      const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
+                      KvScale kv_scale) {
+  LaunchDecode(out, scratch, counters, q, reinterpret_cast<const __nv_fp8_e4m3*>(k_cache),
+               reinterpret_cast<const __nv_fp8_e4m3*>(v_cache), block_tables, pos, S, A, max_positions, scale,
+               kv_scale, stream);
+}
+
+}  // namespace tandem::kernels
