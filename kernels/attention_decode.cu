@@ -145,36 +145,10 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
         }
       }
     }
-    // Online softmax per row (a row's 16 scores lie on the 4 lanes of a quad). A warp may see only
-    // masked positions (all 16 past the token in the partition's only tile): its maximum stays -inf
-    // and the exponentials take base 0, so they are 0 instead of NaN.
-    float corr[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float mx = m_run[half];
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * half], sc[nb][2 * half + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.0f : mx;
-      corr[half] = Exp2(m_run[half] - base);
-      m_run[half] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-#pragma unroll
-        for (int e = 2 * half; e < 2 * half + 2; ++e) {
-          sc[nb][e] = Exp2(sc[nb][e] - base);
-          sum += sc[nb][e];
-        }
-      }
-      l_run[half] = l_run[half] * corr[half] + sum;  // this lane's columns; the quad sums at the end
-    }
-#pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb) {
-      o[nb][0] *= corr[0], o[nb][1] *= corr[0];
-      o[nb][2] *= corr[1], o[nb][3] *= corr[1];
-    }
+    // Online softmax per row (kernels/attention_tile.cuh). A warp may see only masked positions
+    // (all 16 past the token in the partition's only tile): its rows keep the maximum -inf and
+    // weights 0.
+    OnlineSoftmaxTile<true>(sc, m_run, l_run, o);
     // O += P V over the same 16 positions: the scores' accumulator layout is the A fragment layout.
     const uint32_t pa[4] = {PackBf16(sc[0][0], sc[0][1]), PackBf16(sc[0][2], sc[0][3]), PackBf16(sc[1][0], sc[1][1]),
                             PackBf16(sc[1][2], sc[1][3])};

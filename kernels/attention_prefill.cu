@@ -188,34 +188,9 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
           }
         }
       }
-      // Online softmax per row (a row's 64 scores are spread over the 4 lanes of a quad). Tile 0 has
-      // position 0 unmasked for every row, so the running maximum is finite from then on.
-      float corr[2];
-  #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = m_run[half];
-  #pragma unroll
-        for (int nb = 0; nb < kBN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * half], sc[nb][2 * half + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        corr[half] = Exp2(m_run[half] - mx);
-        m_run[half] = mx;
-        float sum = 0.0f;
-  #pragma unroll
-        for (int nb = 0; nb < kBN / 8; ++nb) {
-  #pragma unroll
-          for (int e = 2 * half; e < 2 * half + 2; ++e) {
-            sc[nb][e] = Exp2(sc[nb][e] - mx);
-            sum += sc[nb][e];
-          }
-        }
-        l_run[half] = l_run[half] * corr[half] + sum;  // this lane's columns; the quad sums at the end
-      }
-  #pragma unroll
-      for (int nb = 0; nb < HD / 8; ++nb) {
-        o[nb][0] *= corr[0], o[nb][1] *= corr[0];
-        o[nb][2] *= corr[1], o[nb][3] *= corr[1];
-      }
+      // Online softmax per row (kernels/attention_tile.cuh). Tile 0 has position 0 unmasked for
+      // every row, so the running maximum is finite from then on.
+      OnlineSoftmaxTile<false>(sc, m_run, l_run, o);
       // O += P V: the scores' accumulator layout is the A fragment layout of the next product.
   #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk) {

@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace tandem::kernels::tile {
@@ -79,6 +80,46 @@ __device__ __forceinline__ uint32_t Fp8x2ToBf16x2(uint32_t two) {
 __device__ __forceinline__ uint4 ToBf16x8(const uint2& raw) {
   return make_uint4(Fp8x2ToBf16x2(raw.x & 0xffffu), Fp8x2ToBf16x2(raw.x >> 16), Fp8x2ToBf16x2(raw.y & 0xffffu),
                     Fp8x2ToBf16x2(raw.y >> 16));
+}
+
+// The online softmax of one tile for a warp's 16 rows: sc[NB][4] holds the warp's scores (base 2)
+// in the m16n8 accumulator layout (rows g = lane / 4 and g + 8, NB column blocks of 8; a row's
+// columns lie on the 4 lanes of a quad). The scores become exp2(score - running max), l_run adds this
+// lane's part of each row's sum (the quad sums at the end), and o (the row's running output, the same
+// layout over HD / 8 blocks) is rescaled to the new maximum. A row whose scores so far are all -inf
+// (all masked) keeps the maximum -inf and, with kAllMaskedRows, takes base 0, so its weights are 0,
+// not NaN; a caller whose rows always have an unmasked score leaves it out (one register less, which
+// the prefill kernel at head_dim 256 does not have to spare on sm_121).
+template <bool kAllMaskedRows, int NB, int OB>
+__device__ __forceinline__ void OnlineSoftmaxTile(float (&sc)[NB][4], float (&m_run)[2], float (&l_run)[2],
+                                                  float (&o)[OB][4]) {
+  float corr[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float mx = m_run[half];
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) mx = fmaxf(mx, fmaxf(sc[nb][2 * half], sc[nb][2 * half + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float base = kAllMaskedRows && mx == -INFINITY ? 0.0f : mx;
+    corr[half] = Exp2(m_run[half] - base);
+    m_run[half] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#pragma unroll
+      for (int e = 2 * half; e < 2 * half + 2; ++e) {
+        sc[nb][e] = Exp2(sc[nb][e] - base);
+        sum += sc[nb][e];
+      }
+    }
+    l_run[half] = l_run[half] * corr[half] + sum;
+  }
+#pragma unroll
+  for (int nb = 0; nb < OB; ++nb) {
+    o[nb][0] *= corr[0], o[nb][1] *= corr[0];
+    o[nb][2] *= corr[1], o[nb][3] *= corr[1];
+  }
 }
 
 // Moves tiles of kBN consecutive positions of one kv head's K and V (HD values each) from a paged
