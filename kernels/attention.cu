@@ -52,9 +52,9 @@ __device__ __forceinline__ int64_t UsedParts(int64_t n, int64_t part_len) { retu
 
 // out (head_dim) = sum_p acc_p e^(m_p - M) / sum_p l_p e^(m_p - M) over the `used` partials from
 // `base`, by a block of at least head_dim threads (a multiple of 32). The maximum is a block
-// reduction; each thread's sums walk the partitions in order with independent loads, so the fused
-// and the separate merge give the same bits. The loads bypass L1: in the fused path other blocks
-// wrote the partials during this kernel.
+// reduction; each thread's sums walk the partitions in order with independent loads, so the bits
+// do not depend on which partition block merges. The loads bypass L1: other blocks wrote the
+// partials during this kernel.
 __device__ __forceinline__ void MergePartials(float* out, const float* base, int64_t used, int64_t hd) {
   const int64_t d = threadIdx.x;
   float mx = -FLT_MAX;
@@ -82,9 +82,9 @@ __device__ __forceinline__ void MergePartials(float* out, const float* base, int
 // its sequence (len = PartLen(pos + 1, ...), a multiple of kWarps * PerWarp). Each warp walks its share in rounds
 // of PerWarp positions, lane l holding dims [l*EPL, (l+1)*EPL), with an online softmax. Heads vary
 // fastest in the grid, so the q heads that share a kv head run side by side and their K/V reads hit
-// L2. The block merges its warps and writes the partition's (m, l, acc). With `counters` (one per
+// L2. The block merges its warps and writes the partition's (m, l, acc). Through `counters` (one per
 // (t, h), 0 at launch) the last of a token's used partitions to finish merges them into `out` and
-// sets the counter back to 0; without, AttentionMergeKernel does that as a second launch. `scale`
+// sets the counter back to 0 (a separate merge kernel lost its A/B: docs/cuda.md). `scale`
 // includes the cache's k scale; the partials' accumulators are multiplied by its v scale.
 template <int EPL, typename KV>
 __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
@@ -207,7 +207,6 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
     dst[0] = M;
     dst[1] = L;
   }
-  if (counters == nullptr) return;
 
   // Fused merge (the "last block" pattern): each used partition counts itself once its partial is
   // visible device-wide; the one that brings the count to `used` merges them all.
@@ -224,35 +223,6 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
   if (!last) return;
   __threadfence();
   MergePartials(out + (t * A.n_heads + h) * hd, Partial(scratch, t, h, 0, A.n_heads, parts, hd), used, hd);
-}
-
-// Grid (n_heads, T), head_dim threads: the merge of the partitions up to the token's position, as a
-// separate launch (TANDEM_ATTN_MERGE=separate, or no counters).
-__global__ void AttentionMergeKernel(float* out, const float* scratch, const int32_t* pos, AttentionShape A,
-                                     int64_t parts, int64_t round) {
-  GridDepLaunchDependents();
-  const int64_t h = blockIdx.x, t = blockIdx.y, hd = A.head_dim;
-  GridDepWait();
-  const int64_t n = static_cast<int64_t>(pos[t]) + 1;
-  MergePartials(out + (t * A.n_heads + h) * hd, scratch + (t * A.n_heads + h) * parts * (hd + 2),
-                UsedParts(n, PartLen(n, parts, round)), hd);
-}
-
-// TANDEM_ATTN_MERGE=separate: the merge as its own kernel after the partitions (read once; for A/B
-// runs against the fused merge).
-bool SeparateMerge() {
-  static const bool separate = EnvEquals("TANDEM_ATTN_MERGE", "separate");
-  return separate;
-}
-
-int SmCount() {
-  static const int n = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  return n;
 }
 
 // Partitions per (token, head): as many as fill the GPU's two blocks per SM (the partition kernels'
@@ -286,7 +256,7 @@ void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float
   KERNEL_REQUIRE(max_positions >= 1);
   if (T == 0) return;
   KERNEL_REQUIRE(T <= 65535);
-  if (SeparateMerge()) counters = nullptr;
+  KERNEL_REQUIRE(counters != nullptr);
   const int64_t round = kWarps * PerWarp<KV>();
   const int64_t parts = Parts(T, A, max_positions, round);
   const dim3 grid(static_cast<unsigned>(A.n_heads * parts), static_cast<unsigned>(T));
@@ -299,10 +269,6 @@ void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float
     case 8: Launch(AttentionPartitionKernel<8, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
     default: KERNEL_REQUIRE(false && "head_dim must be 32, 64, 128 or 256");
   }
-  KERNEL_CHECK();
-  if (counters != nullptr) return;  // the partitions merged themselves
-  Launch(AttentionMergeKernel, dim3(static_cast<unsigned>(A.n_heads), static_cast<unsigned>(T)),
-         dim3(static_cast<unsigned>(A.head_dim)), 0, stream, out, scratch, pos, A, parts, round);
   KERNEL_CHECK();
 }
 

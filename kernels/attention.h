@@ -4,7 +4,7 @@
 // chunk's own tokens first), so causality is just "up to my position".
 // Split-K (flash-decoding): each (token, head) is cut into partitions run as separate blocks, then
 // merged with their softmax statistics, so a long context uses the whole GPU even at batch 1 (by the
-// last partition block of each (token, head) to finish, or by a second kernel). The
+// last partition block of each (token, head) to finish). The
 // partition length follows from T, the heads and max_positions (about two blocks per SM), so a graph
 // captured for a table width keeps one layout.
 #pragma once
@@ -34,9 +34,8 @@ int64_t attention_counter_count(int64_t T, const AttentionShape& A);
 // bf16 with slot = block_tables[s * max_blocks + p / block_size] * block_size + p % block_size.
 // `max_positions` bounds pos[t] + 1 for every t (it sets the number of partitions; a graph
 // captured with a larger bound stays valid as positions grow up to it). head_dim in {32..256}.
-// `counters` (attention_counter_count entries) must be 0 before the call and are 0 after it: the
-// partition blocks count themselves there and the last one merges. Null counters, or
-// TANDEM_ATTN_MERGE=separate (read once), merge in a second kernel instead.
+// `counters` (attention_counter_count entries, required) must be 0 before the call and are 0 after
+// it: the partition blocks count themselves there and the last one merges.
 // The caches hold K / kv_scale.k and V / kv_scale.v (kernels/fp8.h; {1, 1} leaves them as they are):
 // k's scale joins `scale`, v's multiplies the output.
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,

@@ -9,7 +9,8 @@
 //     the step's metadata copied before the launch) may be read before it.
 // GridDepWait() returns once the previous kernel has completed and its writes are visible; since
 // that kernel waited for its own predecessor the same way, the order is transitive.
-// TANDEM_PDL=0 turns it off (plain launches; the two device calls are then no-ops).
+// PDL won its A/B (docs/bench/decode-h200.md: 5.12 vs 5.51 ms per batch-1 step), so it is always
+// on where the device has it; before sm_90 launches are plain and the two device calls no-ops.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,11 +31,13 @@ __device__ __forceinline__ void GridDepLaunchDependents() {
 #endif
 }
 
-// Whether environment variable `name` is set to exactly `value` (the kernels' A/B switches).
-bool EnvEquals(const char* name, const char* value);
-
-// Whether launches use PDL: the current device is sm_90+ and TANDEM_PDL is not "0" (read once).
+// Whether launches use PDL: the current device is sm_90+ (asked once per process).
 bool PdlEnabled();
+
+// The current device's multiprocessor count (cudaDevAttrMultiProcessorCount, asked once per
+// process): what the launchers size their grids and shapes by, never a constant (the H200 has 132,
+// the GB10 48).
+int SmCount();
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when PdlEnabled().
 template <typename... Params, typename... Args>

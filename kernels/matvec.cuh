@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
 
 namespace tandem::kernels {
 
@@ -119,8 +120,11 @@ __device__ __forceinline__ void RowsProduct(float* y, const float* x, uint4 (&bu
 // one at a time. Encoded as R * 100 + NL for the launchers' switch.
 inline int MatvecShape(int64_t in, int tt, int64_t out) {
   const int64_t need = (in + 255) / 256;  // loads per lane for a whole row
-  // A short product (the router: 128 rows) one row per warp, over as many SMs as it can reach.
-  if (tt == 1 && out <= 8 * 4 * 132 && need <= 8) return 100 + static_cast<int>(need <= 4 ? (need < 1 ? 1 : need) : 8);
+  // A short product (the router: 128 rows) one row per warp, over as many SMs as it can reach: while
+  // its rows fill at most 4 blocks of 8 warps on every SM of this device (4224 rows on the H200).
+  if (tt == 1 && out <= 8 * 4 * static_cast<int64_t>(SmCount()) && need <= 8) {
+    return 100 + static_cast<int>(need <= 4 ? (need < 1 ? 1 : need) : 8);
+  }
   if (tt == 1 && need <= 4) return 400 + static_cast<int>(need < 1 ? 1 : need);
   // Rows of 1-2K at batch 1: in the decode graph the q/k/v product (5120 x 2048) ran its step at
   // 3.033 ms with one row x 4 loads vs 3.099 with 4 rows x 4 (H200, 2026-12-02), unlike in the

@@ -440,9 +440,8 @@ void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float*
   const Fp8Geometry g = GeometryOf(down);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0 && T <= 65535);
   if (T == 0 || down.rows == 0) return;
-  // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off, as for the bf16 kernel (A/B).
-  static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
-  const bool early = allowed && follows_gate_up;
+  // The early loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
+  const bool early = follows_gate_up;
   // 2 to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 14.57
   // ms against 15.09); one token keeps the warp-per-slot kernel below (2.514-2.543 against 2.574).
   if (g.shift >= 0 && T >= 2 && T <= 8) {

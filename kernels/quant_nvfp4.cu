@@ -224,16 +224,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   StoreRowsTile<R, TT>(y, acc, out, o0, t0, nt, lane);
 }
 
-int SmCount() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
-}
-
 template <int R, int NL, int TT, int G>
 void LaunchMatmul(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t s) {
   const int64_t per_block = kWarps * R;
@@ -512,10 +502,9 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0);
   if (T == 0 || down.rows == 0) return;
   const int64_t H = down.rows, I = down.cols;
-  // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late).
-  // TANDEM_MOE_DOWN_EARLY=0 turns the early loads off (A/B), as for bf16.
-  static const bool allowed = !EnvEquals("TANDEM_MOE_DOWN_EARLY", "0");
-  const bool early = allowed && follows_gate_up;
+  // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late). The early
+  // loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
+  const bool early = follows_gate_up;
   const auto* data = static_cast<const uint8_t*>(down.data);
   // Up to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 15.78
   // ms against 16.27; at batch 1 2.677 against 2.696-2.699, inside the runs' spread).
