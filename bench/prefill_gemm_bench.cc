@@ -102,7 +102,7 @@ void PrintRate(const std::string& what, double flops, double ms, double old_ms) 
 // work in chunks below the threshold, for comparison.
 void PrefillThroughput() {
   const int64_t T = 2048, H = 2048, E = 128, K = 8, I = 768;
-  const int64_t chunk = std::min<int64_t>(GemmMinTokens() - 1, 63);
+  const int64_t chunk = std::min<int64_t>(kGemmMinTokens - 1, 63);
   auto x = RandomFloats(T * 4096);
   DeviceBuffer<float> d_x(x), d_y(T * 5120);
   for (auto [in, out, name] : std::vector<std::tuple<int64_t, int64_t, const char*>>{

@@ -3,6 +3,7 @@
 // the logits (lm_head is split by vocabulary and gathered there).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,16 @@ struct ModelLoadOptions {
   // Optional, not owned: counts what the load reads (engine/model/load_progress.h), for the
   // progress lines of the programs that load (tandem-infer, the agent's rank).
   LoadProgress* progress = nullptr;
+  // The cuda backend's choices (the cpu backend ignores them). They travel from here to the
+  // kernels as arguments: no kernel reads an environment variable.
+  // Tokens in a step from which its products take the prefill paths (cuBLAS GEMMs, the grouped MoE
+  // GEMM, the tiled attention; kernels/gemm.h UseGemmPath). The default is kernels::kGemmMinTokens;
+  // tests set 1 (every multi-token step on those paths) or a number above their prompts (every step
+  // on the float32 decode kernels). At least 1 (the load refuses less).
+  int64_t cuda_gemm_min_tokens = 64;
+  // Decode steps replay captured CUDA graphs (off: every step launches its kernels one by one, as
+  // prefill steps do; cuda::SetUseGraphs changes it after the load).
+  bool cuda_graphs = true;
 };
 
 class Model {

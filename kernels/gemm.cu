@@ -183,23 +183,9 @@ void GemmTN(const Cublas* lib, cublasHandle_t handle, float* y, const bf16_bits*
 
 }  // namespace
 
-int64_t GemmMinTokens() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("TANDEM_GEMM_MIN_TOKENS");
-    if (e == nullptr || *e == '\0') return int64_t{64};
-    char* end = nullptr;
-    const long long n = std::strtoll(e, &end, 10);
-    if (*end != '\0' || n < 1) {
-      std::fprintf(stderr, "tandem kernels: ignoring TANDEM_GEMM_MIN_TOKENS=%s (want an integer >= 1)\n", e);
-      return int64_t{64};
-    }
-    return static_cast<int64_t>(n);
-  }();
-  return v;
-}
-
-bool UseGemmPath(int64_t T, cudaStream_t stream) {
-  if (T < GemmMinTokens()) return false;
+bool UseGemmPath(int64_t T, int64_t min_tokens, cudaStream_t stream) {
+  KERNEL_REQUIRE(min_tokens >= 1);
+  if (T < min_tokens) return false;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky, but keep it out of the next KERNEL_CHECK

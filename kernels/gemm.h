@@ -1,7 +1,7 @@
 // Prefill matrix products through cuBLAS: y = x W^T with x rounded to bf16, bf16 W, float32
-// accumulation and output (CUBLAS_COMPUTE_32F). matmul_bf16 takes this path from
-// GemmMinTokens() tokens on; decode (fewer tokens) keeps the matvec kernels, which read W once and
-// keep x in float32.
+// accumulation and output (CUBLAS_COMPUTE_32F). matmul_bf16 takes this path from its caller's
+// threshold on (kGemmMinTokens, kernels/matmul.h, unless the model's options say otherwise); decode
+// (fewer tokens) keeps the matvec kernels, which read W once and keep x in float32.
 //
 // cuBLAS is loaded with dlopen on first use (libcublas.so.13, then .12, then libcublas.so), so
 // that binaries start on a machine without it: there the prefill paths report false and the
@@ -21,12 +21,10 @@
 
 namespace tandem::kernels {
 
-// Tokens from which the prefill paths are taken: 64, or env TANDEM_GEMM_MIN_TOKENS (>= 1; read once).
-int64_t GemmMinTokens();
-
-// T >= GemmMinTokens() and `stream` is not being captured into a graph (the prefill paths call
-// cudaMalloc and cuBLAS, which a captured decode step must not).
-bool UseGemmPath(int64_t T, cudaStream_t stream);
+// T >= min_tokens (the caller's threshold: kGemmMinTokens, or the model's
+// ModelLoadOptions::cuda_gemm_min_tokens; >= 1) and `stream` is not being captured into a graph
+// (the prefill paths call cudaMalloc and cuBLAS, which a captured decode step must not).
+bool UseGemmPath(int64_t T, int64_t min_tokens, cudaStream_t stream);
 
 // y (T, out) = bf16(x) (T, in) W^T, W (out, in) row-major bf16. Returns false, launching nothing,
 // when cuBLAS cannot be loaded. x, w 16-byte aligned.

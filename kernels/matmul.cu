@@ -52,11 +52,12 @@ void LaunchTile(float* y, const float* x, const uint16_t* w, int64_t T, int64_t 
 }  // namespace
 
 void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, int64_t gemm_min_tokens) {
   KERNEL_REQUIRE(in % 8 == 0);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0 || out == 0) return;
-  if (UseGemmPath(T, stream) && gemm_bf16(y, x, w, T, in, out, stream)) return;  // prefill: cuBLAS (gemm.h)
+  // Prefill: cuBLAS (gemm.h).
+  if (UseGemmPath(T, gemm_min_tokens, stream) && gemm_bf16(y, x, w, T, in, out, stream)) return;
   // Decode batches: W read once per 32 tokens on the tensor cores (matmul_batched.h).
   if (T >= kMatmulBatchedMinTokens && MatmulBatchedSupported(in, out)) {
     matmul_batched(y, x, w, T, in, out, stream);
@@ -66,11 +67,12 @@ void matmul_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_
 }
 
 void matmul_bf16_float_input(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, int64_t gemm_min_tokens) {
   KERNEL_REQUIRE(in % 8 == 0);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0 || out == 0) return;
-  if (UseGemmPath(T, stream) && gemm_bf16_split(y, x, w, T, in, out, stream)) return;  // prefill: gemm.h
+  // Prefill: gemm.h.
+  if (UseGemmPath(T, gemm_min_tokens, stream) && gemm_bf16_split(y, x, w, T, in, out, stream)) return;
   matvec_bf16(y, x, w, T, in, out, stream);
 }
 

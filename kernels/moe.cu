@@ -84,11 +84,13 @@ __global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, con
 }  // namespace
 
 void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
-                 int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+                 int64_t K, int64_t H, int64_t I, cudaStream_t stream, int64_t gemm_min_tokens) {
   KERNEL_REQUIRE(H % 8 == 0);
   if (T == 0) return;
   // Prefill: grouped tensor-core GEMM over the pairs sorted by expert (moe_gemm.h).
-  if (UseGemmPath(T, stream) && moe_gate_up_grouped(act, x, ids, gate_up, T, K, H, I, stream)) return;
+  if (UseGemmPath(T, gemm_min_tokens, stream) && moe_gate_up_grouped(act, x, ids, gate_up, T, K, H, I, stream)) {
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
   const dim3 block(kGateUpWarps * 32);
   Launch(MoeGateUpKernel, grid, block, 0, stream, act, x, ids, gate_up, K, H, I);
@@ -96,10 +98,11 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
 }
 
 void moe_down(float* out, const float* act, const int32_t* ids, const float* weights, const bf16_bits* down,
-              int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream, bool follows_gate_up) {
+              int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream, bool follows_gate_up,
+              int64_t gemm_min_tokens) {
   KERNEL_REQUIRE(I % 8 == 0);
   if (T == 0) return;
-  const bool gemm = UseGemmPath(T, stream);
+  const bool gemm = UseGemmPath(T, gemm_min_tokens, stream);
   if (gemm && moe_down_grouped(out, act, ids, weights, down, T, K, H, I, stream)) return;
   // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late). The early
   // loads won their A/B (docs/bench/decode-h200.md: 3.424 vs 3.540 ms per batch-1 step at ctx 1k).

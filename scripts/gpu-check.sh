@@ -75,22 +75,13 @@ run_test() {
   summary+=("$(printf '%-28s rc=%-3s passed=%-3s failed=%-3s skipped=%-3s %6.1fs' "$name" "$rc" "$passed" "$failed" "$skipped" "$secs")")
 }
 
+# Each binary whole: the golden tests' gemm-path and float32-path cases (every multi-token step on
+# the prefill paths, or none) are cases of their own, chosen by the model option they pass
+# (ModelLoadOptions::cuda_gemm_min_tokens), not by an environment variable.
 for t in "$dir"/bin/*cuda*_test; do
   [[ -x "$t" ]] || continue
   run_test "$(basename "$t")" "$t"
 done
-# The golden prompts again with every multi-token step on the prefill paths (cuBLAS, grouped MoE
-# GEMM); decode steps replay graphs (decode kernels). See tests/engine/cuda/CMakeLists.txt.
-if [[ -x "$dir/bin/cuda_model_golden_test" ]]; then
-  TANDEM_GEMM_MIN_TOKENS=1 run_test cuda_model_golden_gemm_path "$dir/bin/cuda_model_golden_test" \
-    --gtest_filter='kv/cuda_model_golden.LogitsAndGreedyMatchTransformers/f32_graphs'
-fi
-if [[ -x "$dir/bin/cuda_model_hybrid_golden_test" ]]; then
-  TANDEM_GEMM_MIN_TOKENS=1 run_test cuda_model_hybrid_golden_gemm_path "$dir/bin/cuda_model_hybrid_golden_test" \
-    --gtest_filter='*_f32_graphs'
-  TANDEM_GEMM_MIN_TOKENS=100000 run_test cuda_model_hybrid_long_prefill_f32 "$dir/bin/cuda_model_hybrid_golden_test" \
-    --gtest_filter='cuda_model_hybrid.LongPrefillMatchesCpu'
-fi
 
 if [[ $bench == 1 && -x "$dir/bin/cuda_decode_bench" ]]; then
   "$dir/bin/cuda_decode_bench" --synthetic qwen3-30b-a3b ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$log/bench.log"

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -36,6 +35,9 @@ namespace tandem::engine::cuda {
 
 namespace {
 
+// The load options' default is the kernels' (kept in engine/model.h, which includes no kernel header).
+static_assert(ModelLoadOptions{}.cuda_gemm_min_tokens == kernels::kGemmMinTokens);
+
 // Steps of at most this many tokens fuse each RMSNorm into the product that follows it; larger ones
 // (prefill chunks) keep add_rmsnorm + matmul_bf16, whose products switch to cuBLAS from 64 tokens.
 constexpr int64_t kFuseNormMaxTokens = 32;
@@ -49,14 +51,15 @@ struct DecoderLayer {
 
 class CudaModel final : public Model {
  public:
-  // A model on the current CUDA device, without weights yet; `comm` (not owned) is required when
-  // world > 1. Failing CUDA calls (no device, out of memory for the stream) come back as a status.
-  static absl::StatusOr<std::unique_ptr<CudaModel>> Create(ModelConfig cfg, int rank, int world, Comm* comm) {
+  // A model on the current CUDA device, without weights yet, for options' rank and world (its comm,
+  // not owned, is required when world > 1) with its cuda_* choices. Failing CUDA calls (no device,
+  // out of memory for the stream) come back as a status.
+  static absl::StatusOr<std::unique_ptr<CudaModel>> Create(ModelConfig cfg, const ModelLoadOptions& options) {
     int device = 0;
     RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
     cudaStream_t stream = nullptr;
     RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
-    return std::unique_ptr<CudaModel>(new CudaModel(std::move(cfg), rank, world, comm, device, stream));
+    return std::unique_ptr<CudaModel>(new CudaModel(std::move(cfg), options, device, stream));
   }
   ~CudaModel() override {
     ClearGraphs();
@@ -65,11 +68,11 @@ class CudaModel final : public Model {
 
  private:
   // Takes ownership of `stream`.
-  CudaModel(ModelConfig cfg, int rank, int world, Comm* comm, int device, cudaStream_t stream)
-      : cfg_(std::move(cfg)), rank_(rank), world_(world), shard_(ComputeTpShard(cfg_, rank, world)),
-        device_(device), stream_(stream) {
-    const char* g = std::getenv("TANDEM_CUDA_GRAPHS");
-    use_graphs_ = !(g != nullptr && std::string(g) == "0");
+  CudaModel(ModelConfig cfg, const ModelLoadOptions& options, int device, cudaStream_t stream)
+      : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
+        shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
+        use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens) {
+    Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
       // Host-staged collectives synchronize the stream: such a step cannot be captured.
@@ -147,6 +150,8 @@ class CudaModel final : public Model {
   KvCacheSpec kv_spec_;
   cudaStream_t stream_ = nullptr;
   bool use_graphs_ = true;
+  // Tokens from which a step's products take the prefill paths (ModelLoadOptions::cuda_gemm_min_tokens).
+  int64_t gemm_min_tokens_ = kernels::kGemmMinTokens;
   bool last_graph_replayed_ = false;
 
   DeviceArray<bf16_bits> embed_;       // (vocab, hidden)
@@ -329,7 +334,7 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
 
 absl::Status CudaModel::ReservePrefillScratch(int64_t T) {
   // Graphs capture no prefill product (kernels/gemm.h UseGemmPath), so this growth leaves them valid.
-  if (T < kernels::GemmMinTokens()) return absl::OkStatus();
+  if (T < gemm_min_tokens_) return absl::OkStatus();
   // matmul_bf16's inputs: hidden (qkv and the attention gate, router, dense gate_up, lm_head), q_dim
   // (o_proj), the dense MLP's intermediate slice (down).
   // The Gated DeltaNet's out_proj reads its value heads (value_dim).
@@ -370,6 +375,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.inv_freq = inv_freq_.get();
   ctx.ids_per_layer = ids_per_layer;
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size()};
+  ctx.gemm_min_tokens = gemm_min_tokens_;
 
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -383,14 +389,14 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.Norm(a_.delta.get(), final_norm_.get());
   kernels::gather_rows(a_.hn.get(), a_.xn.get(), ctx.meta + m.rows(), m.R, H, stream_);
   if (world_ == 1) {
-    kernels::matmul_bf16(a_.logits.get(), a_.hn.get(), LmHead(), m.R, H, V, stream_);
+    kernels::matmul_bf16(a_.logits.get(), a_.hn.get(), LmHead(), m.R, H, V, stream_, gemm_min_tokens_);
     return absl::OkStatus();
   }
   // TP: this rank's vocabulary slice, gathered on rank 0 as (world, R, Vr), then laid out as
   // (R, vocab) there: rank w's columns [w Vr, w Vr + n_w) of every row (the padding rows dropped).
   const int64_t Vr = shard_.vocab_per_rank, R = m.R;
   if (R == 0) return absl::OkStatus();
-  kernels::matmul_bf16(a_.logits_local.get(), a_.hn.get(), lm_head_.get(), R, H, Vr, stream_);
+  kernels::matmul_bf16(a_.logits_local.get(), a_.hn.get(), lm_head_.get(), R, H, Vr, stream_, gemm_min_tokens_);
   RETURN_IF_ERROR(coll_->GatherTo(a_.logits_local.get(), R * Vr, a_.logits_all.get(), 0, stream_));
   if (rank_ != 0) return absl::OkStatus();
   for (int64_t w = 0; w < world_; ++w) {
@@ -532,10 +538,14 @@ absl::StatusOr<CudaModel*> AsCuda(Model& model) {
 absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& config, const ModelLoadOptions& options) {
   RETURN_IF_ERROR(CheckSupported(config, options.world));
   RETURN_IF_ERROR(CheckComm(options));
+  if (options.cuda_gemm_min_tokens < 1) {
+    return absl::InvalidArgumentError("cuda_gemm_min_tokens must be at least 1 (got " +
+                                      std::to_string(options.cuda_gemm_min_tokens) + ")");
+  }
   RETURN_IF_ERROR(CheckDevice());
   // float32 by default: the golden bound holds (kv_cache_dtype picks bf16 or fp8).
   ASSIGN_OR_RETURN(const KvDtype kv_dtype, ParseKvDtype(options.kv_cache_dtype, KvDtype::kF32));
-  ASSIGN_OR_RETURN(auto model, CudaModel::Create(config, options.rank, options.world, options.comm));
+  ASSIGN_OR_RETURN(auto model, CudaModel::Create(config, options));
   model->set_kv_dtype(kv_dtype);
   RETURN_IF_ERROR(model->InitRope());
   return model;

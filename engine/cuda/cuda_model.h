@@ -62,7 +62,8 @@ absl::StatusOr<CudaStepStats> MeasureStepStats(Model& model, const StepBatch& ba
 // load (ParseKvDtype): "f32" (default; the golden bound needs it), "bf16" (half the KV bytes) or
 // "fp8" (e4m3 with the checkpoint's per-layer k/v scales, else 1: a quarter of float32's bytes).
 absl::Status SetKvDtype(Model& model, const std::string& dtype);
-// Turns graph capture of decode steps on or off (on by default; TANDEM_CUDA_GRAPHS=0 turns it off).
+// Turns graph capture of decode steps on or off after the load (ModelLoadOptions::cuda_graphs sets it
+// at load; on by default). A model whose collectives cannot be captured stays off.
 void SetUseGraphs(Model& model, bool on);
 
 }  // namespace tandem::engine::cuda

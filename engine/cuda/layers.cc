@@ -193,7 +193,7 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   // From kMatmulBatchedMinTokens the product takes the tensor cores (matmul_bf16 -> matmul_batched),
   // which have no fused norm: the norm runs first, in place, as on prefill steps.
   const bool batched = !float_input && T >= kernels::kMatmulBatchedMinTokens &&
-                       kernels::MatmulBatchedSupported(hidden, out) && !kernels::UseGemmPath(T, stream);
+                       kernels::MatmulBatchedSupported(hidden, out) && !GemmPath(T);
   if (fuse && !batched) {
     kernels::add_rmsnorm_matmul(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, w, T, hidden, out, eps,
                                 stream, norm_offset);
@@ -201,9 +201,9 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   } else {
     kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, T, hidden, eps, stream, norm_offset);
     if (float_input) {
-      kernels::matmul_bf16_float_input(y, a->xn.get(), w, T, hidden, out, stream);
+      kernels::matmul_bf16_float_input(y, a->xn.get(), w, T, hidden, out, stream, gemm_min_tokens);
     } else {
-      kernels::matmul_bf16(y, a->xn.get(), w, T, hidden, out, stream);
+      kernels::matmul_bf16(y, a->xn.get(), w, T, hidden, out, stream, gemm_min_tokens);
     }
   }
 }
@@ -221,7 +221,7 @@ absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bi
 }
 
 absl::Status StepContext::Matmul(float* y, const float* x_in, const LinearWeight& w) const {
-  return LinearMatmul(y, x_in, w, m.T, dequant, stream);
+  return LinearMatmul(y, x_in, w, m.T, dequant, stream, gemm_min_tokens);
 }
 
 void StepContext::Norm(const float* delta, const bf16_bits* norm_w) {
@@ -279,7 +279,7 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // per step against 12.31 / 30.35 / 36.40, and 15.09 / 31.74 against 18.46 / 59.35 at ctx 4k
   // (batch 8 / 32).
   constexpr int64_t kTiledDecodeMinTokens = 8;
-  const bool prefill = kernels::UseGemmPath(m.T, ctx.stream);
+  const bool prefill = ctx.GemmPath(m.T);
   if (!kRoundsCache && (prefill || m.T >= kTiledDecodeMinTokens) && kernels::attention_prefill_supported(A)) {
     int64_t head = prefill && m.S > 1 ? std::min(m.T, m.S) : 0;
     if (kernels::attention_scratch_floats(head, A, ctx.max_positions) >
@@ -393,16 +393,17 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
                        ctx.stream, shared_as_expert_);
   // Decode batches from kMoeBatchedMinTokens: each chosen expert read once for all of its tokens.
   const bool batched = T >= kernels::kMoeBatchedMinTokens && T <= kernels::kMoeBatchedMaxTokens &&
-                       kernels::MoeBatchedSupported(H, I) && !kernels::UseGemmPath(T, ctx.stream) &&
+                       kernels::MoeBatchedSupported(H, I) && !ctx.GemmPath(T) &&
                        a.moe_batch.size() * 4 >= static_cast<int64_t>(kernels::MoeBatchedScratchBytes(T, Ks, H, I));
   if (!gate_up_.quantized() && !down_.quantized() && batched) {
     kernels::moe_batched(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
                          down_.bf16(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
   } else if (!gate_up_.quantized() && !down_.quantized()) {
-    kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream);
+    kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
+                         ctx.gemm_min_tokens);
     kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
-                      ctx.stream, /*follows_gate_up=*/true);
-  } else if (!kernels::UseGemmPath(T, ctx.stream)) {  // decode: the weights dequantized in registers
+                      ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens);
+  } else if (!ctx.GemmPath(T)) {  // decode: the weights dequantized in registers
     kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream);
     kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
                             ctx.stream, /*follows_gate_up=*/true);
@@ -410,10 +411,11 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
     // Prefill: each stack once to bf16 in the scratch (gate_up's consumed before down's overwrites
     // it: one stream), then the bf16 grouped GEMMs.
     ASSIGN_OR_RETURN(const bf16_bits* gate_up, DequantizeToScratch(gate_up_, ctx.dequant, ctx.stream));
-    kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up, T, Ks, H, I, ctx.stream);
+    kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up, T, Ks, H, I, ctx.stream,
+                         ctx.gemm_min_tokens);
     ASSIGN_OR_RETURN(const bf16_bits* down, DequantizeToScratch(down_, ctx.dequant, ctx.stream));
     kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down, T, Ks, H, I,
-                      ctx.stream);
+                      ctx.stream, /*follows_gate_up=*/false, ctx.gemm_min_tokens);
   }
   if (ctx.ids_per_layer != nullptr) {
     std::vector<int32_t> ids(T * Ks);

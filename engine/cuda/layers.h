@@ -22,6 +22,8 @@
 #include "engine/model/model_config.h"
 #include "engine/step.h"
 #include "kernels/bf16.h"
+#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "kernels/qk_norm_rope.h"
 
 namespace tandem::engine::cuda {
@@ -151,6 +153,13 @@ struct StepContext {
   const float* inv_freq = nullptr;  // (rotary_dim / 2)
   DequantScratch dequant;           // prefill products of quantized weights dequantize into it (linear.h)
   std::vector<int32_t>* ids_per_layer = nullptr;  // MeasureStepStats: distinct experts per MoE layer
+  // Tokens from which the products, the MoE experts and attention take their prefill paths (the
+  // model's ModelLoadOptions::cuda_gemm_min_tokens), passed to every launcher that switches on it.
+  int64_t gemm_min_tokens = kernels::kGemmMinTokens;
+
+  // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
+  // gemm_min_tokens and the stream is not being captured.
+  bool GemmPath(int64_t T) const { return kernels::UseGemmPath(T, gemm_min_tokens, stream); }
 
   // The sublayer's input: x += delta (when not null), xn = rmsnorm(x) * norm_w, y (T, out) = xn w^T;
   // xn is kept in a->xn when keep_xn (always when not fused).

@@ -84,19 +84,19 @@ absl::StatusOr<const kernels::bf16_bits*> DequantizeToScratch(const LinearWeight
 }
 
 absl::Status LinearMatmul(float* y, const float* x, const LinearWeight& w, int64_t T, const DequantScratch& scratch,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, int64_t gemm_min_tokens) {
   if (!w.quantized()) {
-    kernels::matmul_bf16(y, x, w.bf16(), T, w.cols(), w.rows(), stream);
+    kernels::matmul_bf16(y, x, w.bf16(), T, w.cols(), w.rows(), stream, gemm_min_tokens);
     return absl::OkStatus();
   }
-  if (!kernels::UseGemmPath(T, stream)) {
+  if (!kernels::UseGemmPath(T, gemm_min_tokens, stream)) {
     kernels::matmul_quant(y, x, w.quant(), T, stream);
     return absl::OkStatus();
   }
   // Prefill: the weight once to bf16, then the bf16 product, which takes cuBLAS at this T (or its
   // own kernels where cuBLAS cannot be loaded).
   ASSIGN_OR_RETURN(const kernels::bf16_bits* bf16, DequantizeToScratch(w, scratch, stream));
-  kernels::matmul_bf16(y, x, bf16, T, w.cols(), w.rows(), stream);
+  kernels::matmul_bf16(y, x, bf16, T, w.cols(), w.rows(), stream, gemm_min_tokens);
   return absl::OkStatus();
 }
 

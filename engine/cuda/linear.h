@@ -6,8 +6,9 @@
 //   quantized, decode-sized T   kernels::matmul_quant (dequantized in registers)
 //   quantized, prefill-sized T  kernels::dequantize_bf16 into the model's dequantization scratch,
 //                               then the bf16 prefill product on it
-// "Prefill-sized" is the bf16 path's own switch (kernels/gemm.h UseGemmPath): never inside a
-// captured decode graph, so a decode step launches no dequantization and allocates nothing.
+// "Prefill-sized" is the bf16 path's own switch (kernels/gemm.h UseGemmPath at the model's
+// gemm_min_tokens): never inside a captured decode graph, so a decode step launches no
+// dequantization and allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -67,9 +68,10 @@ class LinearWeight {
 };
 
 // y (T, W.rows) = x (T, W.cols) W^T on `stream` for a single matrix (W.count == 1). A quantized W
-// on a prefill-sized step needs `scratch` of at least W.dequant_elems() (Internal error otherwise).
+// on a prefill-sized step (T >= gemm_min_tokens outside a graph capture: kernels/gemm.h
+// UseGemmPath) needs `scratch` of at least W.dequant_elems() (Internal error otherwise).
 absl::Status LinearMatmul(float* y, const float* x, const LinearWeight& w, int64_t T, const DequantScratch& scratch,
-                          cudaStream_t stream);
+                          cudaStream_t stream, int64_t gemm_min_tokens);
 
 // Dequantizes the quantized stack `w` into `scratch` (bf16, w's layout) and returns it: the input
 // of the bf16 prefill kernels. Internal error when the scratch is too small.

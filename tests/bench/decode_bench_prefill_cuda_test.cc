@@ -26,8 +26,8 @@ namespace {
 
 class decode_bench_prefill_cuda : public ::testing::TestWithParam<std::string> {};
 
-// Both steps take the bf16 prefill path (at least GemmMinTokens() tokens in the step): the rows of
-// one step and the step of one prompt round their activations to bf16 in GEMMs of different
+// Both steps take the bf16 prefill path (at least kernels::kGemmMinTokens tokens in the step): the
+// rows of one step and the step of one prompt round their activations to bf16 in GEMMs of different
 // heights, so they agree to the rounding, not to the bit. A shared block or slot differs by O(1).
 constexpr double kBound = 5e-2;
 

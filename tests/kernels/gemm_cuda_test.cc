@@ -17,6 +17,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_batched.h"
 #include "kernels/moe.h"
 #include "kernels/moe_gemm.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -169,12 +170,12 @@ TEST(gemm_cuda, SplitRouterTimes) {
               Shape({T, in, out}).c_str(), split, matvec, matvec / split, bf16);
 }
 
-// matmul_bf16_float_input: the split GEMM from GemmMinTokens() on (the same bits as
+// matmul_bf16_float_input: the split GEMM from kGemmMinTokens on (the same bits as
 // gemm_bf16_split), the matrix-vector kernels below it and inside a graph capture at any T (the
 // same bits as matvec_bf16): decode steps run what they ran before.
 TEST(gemm_cuda, FloatInputDispatch) {
   SKIP_WITHOUT_GPU();
-  const int64_t n = GemmMinTokens(), in = 2048, out = 128;
+  const int64_t n = kGemmMinTokens, in = 2048, out = 128;
   for (int64_t T : {n > 1 ? n - 1 : n, n, std::max<int64_t>(n, 2048)}) {
     const std::string tag = Shape({T, in, out});
     const auto x = RouterInput(T, in);
@@ -252,8 +253,7 @@ TEST(gemm_cuda, ReserveReportsOutOfMemoryAndRecovers) {
 // matmul_bf16 itself on both sides of the threshold (the decode kernels below, cuBLAS from it on).
 TEST(gemm_cuda, MatmulDispatch) {
   SKIP_WITHOUT_GPU();
-  const int64_t n = GemmMinTokens(), in = 1024, out = 640;
-  std::printf("GemmMinTokens() = %lld\n", static_cast<long long>(n));
+  const int64_t n = kGemmMinTokens, in = 1024, out = 640;
   for (int64_t T : {n > 1 ? n - 1 : n, n, n + 37}) {
     auto x = RandomFloats(T * in);
     auto w = RandomBf16(out * in, 0.05f);
@@ -264,6 +264,83 @@ TEST(gemm_cuda, MatmulDispatch) {
     std::vector<float> want(T * out);
     ref::matmul_bf16(want.data(), x.data(), w.data(), T, in, out);
     ExpectClose("matmul_bf16 dispatch " + Shape({T, in, out}), d_y.Download(), want, kBound);
+  }
+}
+
+// The threshold is the caller's (the model passes ModelLoadOptions::cuda_gemm_min_tokens): at 5
+// tokens, far below kGemmMinTokens, a threshold of 1 puts every entry point on its prefill path
+// (the same bits as calling that path directly) and a threshold of 6 keeps each on its decode
+// kernels (the same bits as the default threshold, under which 5 tokens are decode too).
+TEST(gemm_cuda, ThresholdFromCaller) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t T = 5, in = 1024, out = 640, E = 16, K = 4, H = 128, I = 64;
+  static_assert(T < kMatmulBatchedMinTokens && T < kGemmMinTokens);
+  const std::string tag = Shape({T, in, out});
+  auto x = RandomFloats(T * in);
+  auto w = RandomBf16(out * in, 0.05f);
+  DeviceBuffer<float> d_x(x), d_y(T * out), d_path(T * out);
+  DeviceBuffer<bf16_bits> d_w(w);
+  const auto same = [&](const char* what, auto&& run, auto&& path) {
+    d_y.Poison();
+    run();
+    d_path.Poison();
+    path();
+    EXPECT_TRUE(SameBits(d_y.Download(), d_path.Download())) << what << " " << tag;
+  };
+  same("matmul_bf16 threshold 1 = gemm_bf16",
+       [&] { matmul_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr, 1); },
+       [&] { ASSERT_TRUE(gemm_bf16(d_path.get(), d_x.get(), d_w.get(), T, in, out, nullptr)); });
+  same("matmul_bf16 threshold 6 = matvec_bf16",
+       [&] { matmul_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr, 6); },
+       [&] { matvec_bf16(d_path.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
+  same("matmul_bf16_float_input threshold 1 = gemm_bf16_split",
+       [&] { matmul_bf16_float_input(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr, 1); },
+       [&] { ASSERT_TRUE(gemm_bf16_split(d_path.get(), d_x.get(), d_w.get(), T, in, out, nullptr)); });
+  same("matmul_bf16_float_input threshold 6 = matvec_bf16",
+       [&] { matmul_bf16_float_input(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr, 6); },
+       [&] { matvec_bf16(d_path.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
+  // The gemm path really is another computation here (x rounded to bf16): the bits differ.
+  std::vector<float> gemm(T * out), matvec(T * out);
+  matmul_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr, 1);
+  gemm = d_y.Download();
+  matmul_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr, 6);
+  matvec = d_y.Download();
+  EXPECT_FALSE(SameBits(gemm, matvec)) << "matmul_bf16: thresholds 1 and 6 gave the same bits " << tag;
+
+  // The experts (grouped sizes: H and I multiples of 64).
+  auto xe = RandomFloats(T * H);
+  auto gate_up = RandomBf16(E * 2 * I * H, 0.05f), down = RandomBf16(E * H * I, 0.05f);
+  std::vector<int32_t> ids(T * K);
+  for (int64_t p = 0; p < T * K; ++p) ids[p] = static_cast<int32_t>((p * 7) % E);  // distinct within a token
+  const std::vector<float> weights = RandomFloats(T * K);
+  DeviceBuffer<float> d_xe(xe), d_wts(weights), d_act(T * K * I), d_act_path(T * K * I), d_out(T * H),
+      d_out_path(T * H);
+  DeviceBuffer<bf16_bits> d_gu(gate_up), d_down(down);
+  DeviceBuffer<int32_t> d_ids(ids);
+  ASSERT_TRUE(MoeGroupedSupported(d_xe.get(), d_gu.get(), H, I));
+  for (const int64_t threshold : {int64_t{1}, int64_t{6}}) {
+    const std::string what = "moe threshold " + std::to_string(threshold) + " " + Shape({T, E, K, H, I});
+    d_act.Poison();
+    d_out.Poison();
+    moe_gate_up(d_act.get(), d_xe.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr, threshold);
+    moe_down(d_out.get(), d_act.get(), d_ids.get(), d_wts.get(), d_down.get(), T, K, H, I, nullptr,
+             /*follows_gate_up=*/true, threshold);
+    d_act_path.Poison();
+    d_out_path.Poison();
+    if (threshold == 1) {
+      ASSERT_TRUE(moe_gate_up_grouped(d_act_path.get(), d_xe.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr));
+      ASSERT_TRUE(moe_down_grouped(d_out_path.get(), d_act_path.get(), d_ids.get(), d_wts.get(), d_down.get(), T, K,
+                                   H, I, nullptr));
+    } else {  // the default threshold: 5 tokens are a decode step
+      moe_gate_up(d_act_path.get(), d_xe.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr);
+      moe_down(d_out_path.get(), d_act_path.get(), d_ids.get(), d_wts.get(), d_down.get(), T, K, H, I, nullptr, true);
+    }
+    EXPECT_TRUE(SameBits(d_act.Download(), d_act_path.Download())) << what << ": gate_up";
+    EXPECT_TRUE(SameBits(d_out.Download(), d_out_path.Download())) << what << ": down";
+    std::vector<float> act(T * K * I), want(T * H);
+    ref::moe_gate_up(act.data(), xe.data(), ids.data(), gate_up.data(), T, K, H, I);
+    ref::moe_down(want.data(), act.data(), ids.data(), weights.data(), down.data(), T, K, H, I);
+    ExpectClose(what + " down", d_out.Download(), want, kBound);
   }
 }
 
@@ -342,7 +419,7 @@ TEST(gemm_cuda, MoeGroupedMatchesReference) {
 // decode kernels where they do not (H = 136).
 TEST(gemm_cuda, MoeDispatch) {
   SKIP_WITHOUT_GPU();
-  const int64_t T = std::max<int64_t>(GemmMinTokens(), 1) + 3, E = 16, K = 4;
+  const int64_t T = kGemmMinTokens + 3, E = 16, K = 4;
   for (auto [H, I] : std::vector<std::array<int64_t, 2>>{{128, 64}, {136, 64}}) {
     auto x = RandomFloats(T * H);
     auto gate_up = RandomBf16(E * 2 * I * H, 0.05f), down = RandomBf16(E * H * I, 0.05f);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "engine/model/tp_shard.h"
 #include "engine/model/weight_names.h"
 #include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "tests/common/test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -89,12 +91,16 @@ TEST_P(cuda_linear, ProductsMatchTheDequantizedWeights) {
     EXPECT_EQ(w.device_bytes(), pack->View().matrix_bytes());
     DeviceBuffer<kernels::bf16_bits> scratch(w.dequant_elems());
     const cuda::DequantScratch dq{scratch.get(), w.dequant_elems()};
-    for (int64_t T : {1, 5, 100}) {
+    // The default threshold on both sides of it, and 5 tokens with a threshold of 1 (the model's
+    // cuda_gemm_min_tokens as the gemm-path tests set it): the prefill path below 64 tokens.
+    for (auto [T, threshold] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, kernels::kGemmMinTokens}, {5, kernels::kGemmMinTokens}, {100, kernels::kGemmMinTokens}, {5, 1}}) {
       const std::vector<float> x = kernels::testing::RandomFloats(T * w.cols());
       DeviceBuffer<float> dx(x), dy(T * w.rows());
       dy.Poison();
-      const bool gemm = kernels::UseGemmPath(T, stream);
-      ASSERT_TRUE(cuda::LinearMatmul(dy.get(), dx.get(), w, T, dq, stream).ok());
+      const bool gemm = kernels::UseGemmPath(T, threshold, stream);
+      EXPECT_EQ(gemm, T >= threshold);
+      ASSERT_TRUE(cuda::LinearMatmul(dy.get(), dx.get(), w, T, dq, stream, threshold).ok());
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       kernels::testing::ExpectClose(GetParam() + " " + spec->slices[0].name + " T=" + std::to_string(T) +
                                         (gemm ? " (gemm)" : ""),

@@ -4,9 +4,11 @@
 // norms), routed experts plus a shared expert. Logits at every position of every prompt within
 // 1e-2 relative (max abs diff / max abs logit) and the identical 16-token greedy continuations, at
 // TP = 1 with decode graphs on and off and a float32 or bf16 KV cache, and at TP = 2 as threads on
-// one GPU (host-staged collectives, no graphs). Also a batched decode step of three sequences (each
-// in its own state slot) against the same sequences decoded alone, and a 150-token prefill (the
-// GEMM and chunked-DeltaNet paths) against the cpu backend. Skips where no GPU is present.
+// one GPU (host-staged collectives, no graphs), and with every multi-token step on the prefill
+// paths (ModelLoadOptions::cuda_gemm_min_tokens = 1). Also a batched decode step of three sequences
+// (each in its own state slot) against the same sequences decoded alone, and a 150-token prefill
+// (the GEMM and chunked-DeltaNet paths, and with the GEMM path off) against the cpu backend. Skips
+// where no GPU is present.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,7 +23,7 @@
 #include "engine/model.h"
 #include "engine/model/model_config.h"
 #include "engine/step_driver.h"
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "tests/engine/cpu/golden_check.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -30,10 +32,13 @@ namespace {
 
 std::string ModelDir(const std::string& name) { return testing::TestdataDir() + "/" + name; }
 
-// The fixture `name` on the cuda backend at TP 1.
-absl::StatusOr<std::unique_ptr<Model>> LoadCuda(const std::string& name) {
+// The fixture `name` on the cuda backend at TP 1, its products on the prefill paths from
+// `gemm_min_tokens` tokens on.
+absl::StatusOr<std::unique_ptr<Model>> LoadCuda(const std::string& name,
+                                                int64_t gemm_min_tokens = kernels::kGemmMinTokens) {
   ModelLoadOptions opt;
   opt.backend = "cuda";
+  opt.cuda_gemm_min_tokens = gemm_min_tokens;
   return Model::Load(ModelDir(name), opt);
 }
 
@@ -41,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCuda(const std::string& name) {
 // The bound on max |diff| / max |logit| against float32 references. A path that keeps every
 // activation in float32 (f32 KV; products on the matvec kernels) meets 1e-2 by far (~1e-6 on these
 // fixtures, whose weights are exact in bf16). Where activations are rounded to bf16 (a bf16 KV
-// cache, or products on the GEMM path from GemmMinTokens() tokens), the tiny models' random routers
+// cache, or products on the GEMM path from cuda_gemm_min_tokens tokens), the tiny models' random routers
 // (16 experts, top-4) flip near-tie expert choices at some positions: measured up to 0.035, and
 // the cpu backend with bf16-rounded product inputs shows the same (docs/cuda.md, "Router"). A wiring
 // error gives O(0.1..1) (a reused state slot measured 0.3). Greedy tokens must match either way.
@@ -52,35 +57,48 @@ std::string Ident(std::string s) {
   return s;
 }
 
-// (model, graphs, kv dtype)
-class cuda_model_hybrid_golden : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
+// (model, graphs, kv dtype, ModelLoadOptions::cuda_gemm_min_tokens)
+class cuda_model_hybrid_golden
+    : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string, int64_t>> {};
 
 TEST_P(cuda_model_hybrid_golden, LogitsAndGreedyMatchTransformers) {
   SKIP_WITHOUT_GPU();
-  const auto& [name, graphs, kv_dtype] = GetParam();
+  const auto& [name, graphs, kv_dtype, gemm_min_tokens] = GetParam();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  auto model = LoadCuda(name);
+  auto model = LoadCuda(name, gemm_min_tokens);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->kv_spec().num_layers, 1) << "the KV cache holds the full-attention layer only";
   EXPECT_GT((*model)->kv_spec().state_bytes_per_slot, 0);
   cuda::SetUseGraphs(**model, graphs);
   ASSERT_TRUE(cuda::SetKvDtype(**model, kv_dtype).ok());
   StepDriver driver(model->get(), nullptr);
-  const std::string tag = "cuda " + name + " kv=" + kv_dtype + " graphs=" + std::to_string(graphs);
-  // The golden prompts have at most 33 tokens: below GemmMinTokens() unless a test sets it lower.
-  const bool rounded = kv_dtype == "bf16" || kernels::GemmMinTokens() <= 33;
+  const std::string tag = "cuda " + name + " kv=" + kv_dtype + " graphs=" + std::to_string(graphs) +
+                          " gemm_min_tokens=" + std::to_string(gemm_min_tokens);
+  // The golden prompts have at most 33 tokens: below the default threshold, not below 1.
+  const bool rounded = kv_dtype == "bf16" || gemm_min_tokens <= 33;
   absl::Status st = testing::CheckGoldenPrompts(driver, *golden, tag, Bound(rounded));
   ASSERT_TRUE(st.ok()) << st;
 }
 
+std::string GoldenCaseName(
+    const ::testing::TestParamInfo<std::tuple<std::string, bool, std::string, int64_t>>& p) {
+  return Ident(std::get<0>(p.param)) + "_" + std::get<2>(p.param) + (std::get<1>(p.param) ? "_graphs" : "_no_graphs") +
+         (std::get<3>(p.param) == 1 ? "_gemm_path" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, cuda_model_hybrid_golden,
                          ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"),
-                                            ::testing::Bool(), ::testing::Values("f32", "bf16")),
-                         [](const auto& p) {
-                           return Ident(std::get<0>(p.param)) + "_" + std::get<2>(p.param) +
-                                  (std::get<1>(p.param) ? "_graphs" : "_no_graphs");
-                         });
+                                            ::testing::Bool(), ::testing::Values("f32", "bf16"),
+                                            ::testing::Values(kernels::kGemmMinTokens)),
+                         GoldenCaseName);
+// Every multi-token product on the prefill paths (cuBLAS, grouped MoE GEMM); the DeltaNet's
+// chunked form (from 64 tokens) is LongPrefillMatchesCpu's.
+INSTANTIATE_TEST_SUITE_P(GemmPath, cuda_model_hybrid_golden,
+                         ::testing::Combine(::testing::Values("qwen35moe-tiny", "qwen3next-tiny"),
+                                            ::testing::Values(true), ::testing::Values("f32"),
+                                            ::testing::Values(int64_t{1})),
+                         GoldenCaseName);
 
 class cuda_model_hybrid_tp : public ::testing::TestWithParam<std::string> {};
 
@@ -180,10 +198,13 @@ TEST(cuda_model_hybrid, NeedsStateSlots) {
 // and the DeltaNet's chunked form (both from 64 tokens). The cuda logits at every position against
 // the cpu backend's (within 1e-4 of transformers on the golden prompts), in one step, and in two
 // chunks (100 + 50 tokens: the second continues the first's state slot and KV). With the GEMM path
-// off (CTest cuda_model_hybrid_long_prefill_f32: TANDEM_GEMM_MIN_TOKENS above 150) everything but
-// the weights is float32 and the bound is 1e-4 (measured ~4e-7: the chunked form is exact).
-TEST(cuda_model_hybrid, LongPrefillMatchesCpu) {
+// off (the parameter, ModelLoadOptions::cuda_gemm_min_tokens, above 150) everything but the weights
+// is float32 and the bound is 1e-4 (measured ~4e-7: the chunked form is exact).
+class cuda_model_hybrid_prefill : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(cuda_model_hybrid_prefill, LongPrefillMatchesCpu) {
   SKIP_WITHOUT_GPU();
+  const int64_t gemm_min_tokens = GetParam();
   std::vector<int32_t> ids(150);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((16 + 97 * i) % 4096);
   for (const std::string name : {"qwen35moe-tiny", "qwen3next-tiny"}) {
@@ -194,15 +215,16 @@ TEST(cuda_model_hybrid, LongPrefillMatchesCpu) {
     StepDriver cpu_driver(cpu_model->get(), nullptr);
     auto want = PromptLogits(cpu_driver, ids);
     ASSERT_TRUE(want.ok()) << want.status();
-    auto model = LoadCuda(name);
+    auto model = LoadCuda(name, gemm_min_tokens);
     ASSERT_TRUE(model.ok()) << model.status();
     StepDriver driver(model->get(), nullptr);
     auto got = PromptLogits(driver, ids);
     ASSERT_TRUE(got.ok()) << got.status();
     const double rel = testing::RelativeError(got->data, want->data);
-    const double bound = kernels::GemmMinTokens() <= 150 ? Bound(true) : 1e-4;
-    std::printf("cuda %s 150-token prefill vs cpu: max abs diff / max abs logit = %.3g (bound %.0e)\n", name.c_str(),
-                rel, bound);
+    const double bound = gemm_min_tokens <= 150 ? Bound(true) : 1e-4;
+    std::printf("cuda %s 150-token prefill, gemm_min_tokens %lld, vs cpu: max abs diff / max abs logit = %.3g "
+                "(bound %.0e)\n",
+                name.c_str(), static_cast<long long>(gemm_min_tokens), rel, bound);
     EXPECT_LT(rel, bound) << name;
 
     // Two chunks into a fresh pool: the logits of the second chunk's 50 positions.
@@ -226,11 +248,21 @@ TEST(cuda_model_hybrid, LongPrefillMatchesCpu) {
     ASSERT_EQ(tail->rows(), 50);
     const std::vector<float> want_tail(want->data.begin() + 100 * want->vocab, want->data.end());
     const double rel_tail = testing::RelativeError(tail->data, want_tail);
-    std::printf("cuda %s prefill in chunks of 100 + 50 vs cpu: max abs diff / max abs logit = %.3g\n", name.c_str(),
-                rel_tail);
+    std::printf("cuda %s prefill in chunks of 100 + 50, gemm_min_tokens %lld, vs cpu: max abs diff / max abs logit "
+                "= %.3g\n",
+                name.c_str(), static_cast<long long>(gemm_min_tokens), rel_tail);
     EXPECT_LT(rel_tail, bound) << name;
   }
 }
+
+// The default threshold (the 150-token step and the 100-token chunk on the GEMM path) and one above
+// every step (float32 activations throughout).
+INSTANTIATE_TEST_SUITE_P(Paths, cuda_model_hybrid_prefill,
+                         ::testing::Values(kernels::kGemmMinTokens, int64_t{100000}),
+                         [](const ::testing::TestParamInfo<int64_t>& p) {
+                           return p.param == kernels::kGemmMinTokens ? std::string("default_threshold")
+                                                                     : std::string("f32_path");
+                         });
 
 // The hybrid fixtures pass the backend's checks at every TP size their heads split into; a shared
 // expert narrower or wider than a routed one (it runs as one more expert) is refused, naming both

@@ -3,16 +3,17 @@
 // in float32: qwen3moe-fp8-tiny (block-scaled FP8, 32 x 32 blocks), qwen3moe-nvfp4-tiny (NVFP4)
 // and qwen35moe-fp8-tiny (the hybrid stack: FP8 DeltaNet qkv|z and out_proj beside bf16 b|a, the
 // FP8 shared expert as expert E). Logits at every position of every prompt and the identical
-// greedy continuations, at TP 1 (decode graphs on and off, float32 or bf16 KV) and at TP 2 as
-// threads on one GPU (host-staged collectives, no graphs). Skips where no GPU is present.
+// greedy continuations, at TP 1 (decode graphs on and off, float32 or bf16 KV; every multi-token
+// step on the prefill path, and none) and at TP 2 as threads on one GPU (host-staged collectives,
+// no graphs). Skips where no GPU is present.
 //
 // Bounds (max |diff| / max |logit|): 1e-2 where activations stay float32 (decode-sized steps on
 // matmul_quant / moe_*_quant, which dequantize exactly in registers; f32 KV): measured ~1e-6, with
 // greedy identical. 8e-2 where they are rounded to bf16: a bf16 KV cache, or a prompt of at least
-// GemmMinTokens() tokens (prompt3's 150), whose products dequantize the weights to bf16 and take
+// cuda_gemm_min_tokens tokens (prompt3's 150 at the default 64), whose products dequantize the weights to bf16 and take
 // the bf16 GEMM path. Measured there (H200, 2026-12-03): 1.4e-2..2.2e-2 on the qwen3moe fixtures
 // and 6.3e-2 on qwen35moe-fp8-tiny's prompt3, whose greedy continuation parts from the golden at
-// step 6; the same prompt on the float32 path (cuda_model_quant_golden_f32_path) is within 1e-2 and
+// step 6; the same prompt on the float32 path (the F32Path instances) is within 1e-2 and
 // identical, so the difference is the bf16 rounding of the activations, not the quantized weights.
 // On those paths a parting greedy continuation must be a near tie of this run
 // (CheckGoldenPromptsRounded).
@@ -28,7 +29,7 @@
 #include "engine/cuda/cuda_model.h"
 #include "engine/model.h"
 #include "engine/step_driver.h"
-#include "kernels/gemm.h"
+#include "kernels/matmul.h"
 #include "tests/engine/cpu/golden.h"
 #include "tests/engine/cpu/golden_check.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -40,15 +41,16 @@ std::string ModelDir(const std::string& name) { return testing::TestdataDir() + 
 
 double Bound(bool rounded) { return rounded ? 8e-2 : 1e-2; }
 
-// The golden prompts on `driver`: those below GemmMinTokens() with float32 KV exactly as
-// CheckGoldenPrompts (Bound(false), greedy identical); with a bf16 KV cache, or at least
-// GemmMinTokens() tokens (the bf16 prefill path), CheckGoldenPromptsRounded: Bound(true), greedy
-// identical or parting at a near tie of this run.
+// The golden prompts on `driver`: those below gemm_min_tokens (the model's
+// ModelLoadOptions::cuda_gemm_min_tokens) with float32 KV exactly as CheckGoldenPrompts
+// (Bound(false), greedy identical); with a bf16 KV cache, or at least gemm_min_tokens tokens (the
+// bf16 prefill path), CheckGoldenPromptsRounded: Bound(true), greedy identical or parting at a near
+// tie of this run.
 absl::Status CheckByPath(StepDriver& driver, const std::vector<testing::GoldenPrompt>& golden, const std::string& tag,
-                         bool kv_bf16) {
+                         bool kv_bf16, int64_t gemm_min_tokens = kernels::kGemmMinTokens) {
   std::vector<testing::GoldenPrompt> decode_sized, prefill_sized;
   for (const testing::GoldenPrompt& g : golden) {
-    (static_cast<int64_t>(g.ids.size()) < kernels::GemmMinTokens() ? decode_sized : prefill_sized).push_back(g);
+    (static_cast<int64_t>(g.ids.size()) < gemm_min_tokens ? decode_sized : prefill_sized).push_back(g);
   }
   if (kv_bf16) {
     RETURN_IF_ERROR(testing::CheckGoldenPromptsRounded(driver, decode_sized, tag, Bound(true)));
@@ -67,33 +69,52 @@ std::string Ident(std::string s) {
   return s;
 }
 
-// (fixture, kv dtype, graphs)
-class cuda_model_quant_golden : public ::testing::TestWithParam<std::tuple<std::string, std::string, bool>> {};
+// (fixture, kv dtype, graphs, ModelLoadOptions::cuda_gemm_min_tokens)
+class cuda_model_quant_golden
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string, bool, int64_t>> {};
 
 TEST_P(cuda_model_quant_golden, LogitsAndGreedyMatchTransformers) {
   SKIP_WITHOUT_GPU();
-  const auto& [name, kv_dtype, graphs] = GetParam();
+  const auto& [name, kv_dtype, graphs, gemm_min_tokens] = GetParam();
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
   ModelLoadOptions opt;
   opt.backend = "cuda";
   opt.kv_cache_dtype = kv_dtype;
+  opt.cuda_graphs = graphs;
+  opt.cuda_gemm_min_tokens = gemm_min_tokens;
   auto model = Model::Load(ModelDir(name), opt);
   ASSERT_TRUE(model.ok()) << model.status();
-  cuda::SetUseGraphs(**model, graphs);
   StepDriver driver(model->get(), nullptr);
-  const std::string tag = "cuda " + name + " kv=" + kv_dtype + " graphs=" + std::to_string(graphs);
-  absl::Status st = CheckByPath(driver, *golden, tag, kv_dtype == "bf16");
+  const std::string tag = "cuda " + name + " kv=" + kv_dtype + " graphs=" + std::to_string(graphs) +
+                          " gemm_min_tokens=" + std::to_string(gemm_min_tokens);
+  absl::Status st = CheckByPath(driver, *golden, tag, kv_dtype == "bf16", gemm_min_tokens);
   ASSERT_TRUE(st.ok()) << st;
 }
 
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<std::string, std::string, bool, int64_t>>& p) {
+  const int64_t gemm_min_tokens = std::get<3>(p.param);
+  return Ident(std::get<0>(p.param)) + "_" + std::get<1>(p.param) + (std::get<2>(p.param) ? "_graphs" : "_no_graphs") +
+         (gemm_min_tokens == 1 ? "_gemm_path" : gemm_min_tokens > 150 ? "_f32_path" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden,
-                         ::testing::Combine(kFixtures, ::testing::Values("f32", "bf16"), ::testing::Bool()),
-                         [](const auto& p) {
-                           return Ident(std::get<0>(p.param)) + "_" + std::get<1>(p.param) +
-                                  (std::get<2>(p.param) ? "_graphs" : "_no_graphs");
-                         });
+                         ::testing::Combine(kFixtures, ::testing::Values("f32", "bf16"), ::testing::Bool(),
+                                            ::testing::Values(kernels::kGemmMinTokens)),
+                         CaseName);
+// Every multi-token product on the prefill path (dequantize to bf16 + cuBLAS / grouped MoE GEMM);
+// decode steps replay graphs on the quantized decode kernels.
+INSTANTIATE_TEST_SUITE_P(GemmPath, cuda_model_quant_golden,
+                         ::testing::Combine(kFixtures, ::testing::Values("f32"), ::testing::Values(true),
+                                            ::testing::Values(int64_t{1})),
+                         CaseName);
+// The other extreme: no product on the prefill path, so prompt3's 150 tokens run the quantized
+// kernels too (float32 activations, exact weights) and every prompt is held to 1e-2.
+INSTANTIATE_TEST_SUITE_P(F32Path, cuda_model_quant_golden,
+                         ::testing::Combine(kFixtures, ::testing::Values("f32"), ::testing::Bool(),
+                                            ::testing::Values(int64_t{100000})),
+                         CaseName);
 
 // (fixture, kv dtype) at TP 2: the ranks as threads on the one GPU, each loading its shard (the
 // packed scales re-indexed for it: at TP 2 the experts' 32-row slices keep whole blocks).
