@@ -262,7 +262,7 @@ bool gemm_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t 
 }
 
 bool gemm_bf16_split(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const bf16_bits* w_lo) {
   const Cublas* lib = LoadCublas();
   if (lib == nullptr) return false;
   KERNEL_REQUIRE(T <= INT32_MAX && in <= INT32_MAX && out <= INT32_MAX);
@@ -274,6 +274,7 @@ bool gemm_bf16_split(float* y, const float* x, const bf16_bits* w, int64_t T, in
   // hi first, then lo added onto it in the epilogue (beta = 1): y = (hi W^T) + (lo W^T) in float32.
   GemmTN(lib, handle, y, hi, w, T, in, out, 0.0f);
   GemmTN(lib, handle, y, lo, w, T, in, out, 1.0f);
+  if (w_lo != nullptr) GemmTN(lib, handle, y, hi, w_lo, T, in, out, 1.0f);
   return true;
 }
 

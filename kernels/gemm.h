@@ -58,8 +58,13 @@ bool gemm_bf16(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t 
 // - one GEMM over k = 2 in ([hi | lo] against [W | W]) would move the same x bytes and need W
 //   duplicated per call (1 MB written) to save y's extra 2 MB and one launch: no cheaper, and a
 //   second copy of W to manage. So two products, the second accumulating (beta = 1).
+//
+// With `w_lo` (same shape as w) the weight is a float32 one split the same way, W = w + w_lo
+// (kernels/quant_matmul.h dequantize_bf16 with lo: the quantized weights' split prefill,
+// ModelLoadOptions::cuda_quant_prefill_split), and y = hi w^T + lo w^T + hi w_lo^T: a third product,
+// also accumulated; the lo w_lo^T term (< 2^-16 of the whole) is left out.
 bool gemm_bf16_split(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const bf16_bits* w_lo = nullptr);
 
 // Prepares what gemm_bf16 allocates on `stream` for products of up to T tokens and `max_in` inputs
 // (the cuBLAS handle, slot 0 of the scratch), so that those launches allocate nothing; with

@@ -25,16 +25,22 @@ constexpr int kThreads = 256;     // 8 warps, each a 32x32 piece of the 64x128 t
 constexpr int kPipeBytes = 2 * (kBM + kBN) * kLds * 2;
 constexpr int kOutBytes = kBM * kLdc * 4;
 constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
+// The split variant (weights and activations as bf16 hi + lo) keeps a second pipeline for the lo
+// parts after the first: 60 KB, over the 48 KB of static shared memory, so it is dynamic.
+constexpr int kSplitSmemBytes = 2 * kPipeBytes > kOutBytes ? 2 * kPipeBytes : kOutBytes;
 
 enum class MoeOp { kGateUp, kDown };
 
 // Grid (tile_bound, n tiles). A: the pairs' float32 rows (gate_up: x[p / K], H wide; down: act[p],
 // I wide). B: 128 rows of the expert's weights. See moe_gemm.h for what each op writes.
-template <MoeOp op>
+// kSplit: w_lo holds the weights' bf16 remainders (same layout as w_all), A is split into
+// hi = bf16(a) and lo = bf16(a - hi) as it is stored, and each k step adds hi*W + lo*W + hi*W_lo
+// (kernels/gemm.h gemm_bf16_split's three products, on this kernel's tiles).
+template <MoeOp op, bool kSplit>
 __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const float* a, const int32_t* sorted,
                                                              const int4* tiles, const float* weights,
-                                                             const uint16_t* w_all, int64_t K, int64_t H,
-                                                             int64_t I) {
+                                                             const uint16_t* w_all, const uint16_t* w_lo,
+                                                             int64_t K, int64_t H, int64_t I) {
   const int4 tile = tiles[blockIdx.x];
   if (tile.x < 0) return;  // past the last tile of this step
   const int64_t e = tile.x;
@@ -44,10 +50,15 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
   const uint16_t* we = w_all + e * rows_per_expert * kdim;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * (op == MoeOp::kGateUp ? kBN / 2 : kBN);
 
-  __shared__ __align__(128) unsigned char smem[kSmemBytes];
+  __shared__ __align__(128) unsigned char static_smem[kSplit ? 16 : kSmemBytes];
+  extern __shared__ __align__(128) unsigned char split_smem[];  // kSplitSmemBytes (kSplit only)
+  unsigned char* smem = kSplit ? split_smem : static_smem;
   __shared__ int pair_of[kBM];
   auto As = reinterpret_cast<__nv_bfloat16(*)[kBM][kLds]>(smem);                       // [2][kBM][kLds]
   auto Bs = reinterpret_cast<__nv_bfloat16(*)[kBN][kLds]>(smem + 2 * kBM * kLds * 2);  // [2][kBN][kLds]
+  // kSplit: the lo parts, laid out as As / Bs one pipeline further on.
+  auto Al = reinterpret_cast<__nv_bfloat16(*)[kBM][kLds]>(smem + kPipeBytes);
+  auto Bl = reinterpret_cast<__nv_bfloat16(*)[kBN][kLds]>(smem + kPipeBytes + 2 * kBM * kLds * 2);
   auto Cs = reinterpret_cast<float(*)[kLdc]>(smem);  // [kBM][kLdc], after the main loop
 
   const int tid = threadIdx.x;
@@ -76,12 +87,16 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
     b_src[j] = wrow < rows_per_expert ? we + wrow * kdim + b_c[j] : nullptr;
   }
   float4 ra[2];
-  uint4 rb[2];
+  uint4 rb[2], rbl[2];
   auto load = [&](int64_t k0) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       ra[j] = a_src[j] ? *reinterpret_cast<const float4*>(a_src[j] + k0) : make_float4(0.f, 0.f, 0.f, 0.f);
       rb[j] = b_src[j] ? __ldg(reinterpret_cast<const uint4*>(b_src[j] + k0)) : make_uint4(0, 0, 0, 0);
+      if constexpr (kSplit) {  // the same element of w_lo, its address formed here: fewer live registers
+        const uint16_t* lo = b_src[j] ? w_lo + (b_src[j] - w_all) + k0 : nullptr;
+        rbl[j] = lo ? __ldg(reinterpret_cast<const uint4*>(lo)) : make_uint4(0, 0, 0, 0);
+      }
     }
   };
   auto store = [&](int buf) {
@@ -93,6 +108,16 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
       packed.y = *reinterpret_cast<uint32_t*>(&hi);
       *reinterpret_cast<uint2*>(&As[buf][a_r[j]][a_c[j]]) = packed;
       *reinterpret_cast<uint4*>(&Bs[buf][b_r[j]][b_c[j]]) = rb[j];
+      if constexpr (kSplit) {
+        // The activations' remainders: a - bf16(a) is exact in float32, rounded to bf16 once more.
+        const float2 l2 = __bfloat1622float2(lo), h2 = __bfloat1622float2(hi);
+        __nv_bfloat162 rl = __floats2bfloat162_rn(ra[j].x - l2.x, ra[j].y - l2.y);
+        __nv_bfloat162 rh = __floats2bfloat162_rn(ra[j].z - h2.x, ra[j].w - h2.y);
+        packed.x = *reinterpret_cast<uint32_t*>(&rl);
+        packed.y = *reinterpret_cast<uint32_t*>(&rh);
+        *reinterpret_cast<uint2*>(&Al[buf][a_r[j]][a_c[j]]) = packed;
+        *reinterpret_cast<uint4*>(&Bl[buf][b_r[j]][b_c[j]]) = rbl[j];
+      }
     }
   };
 
@@ -125,6 +150,25 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
       for (int i = 0; i < 2; ++i) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+      }
+      if constexpr (kSplit) {
+        // lo(A) * hi(W), then hi(A) * lo(W), loaded one operand at a time to hold few fragments.
+#pragma unroll
+        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &Al[buf][wm + 16 * i][kk], kLds);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &As[buf][wm + 16 * i][kk], kLds);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bl[buf][wn + 16 * j][kk], kLds);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
       }
     }
     // The other buffer was last read in iteration kt-1, before the barrier that ended it.
@@ -186,6 +230,26 @@ bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t 
   return SizesSupported(H, I) && Aligned16(x) && Aligned16(w);
 }
 
+namespace {
+
+// Launches MoeGroupedKernel<op, split> (the split one with its dynamic shared memory).
+template <MoeOp op>
+void LaunchGrouped(dim3 grid, cudaStream_t stream, float* dst, const float* a, const MoeSorted& s,
+                   const float* weights, const bf16_bits* w, const bf16_bits* w_lo, int64_t K, int64_t H, int64_t I) {
+  if (w_lo == nullptr) {
+    MoeGroupedKernel<op, false><<<grid, kThreads, 0, stream>>>(dst, a, s.sorted, s.tiles, weights, w, nullptr, K, H, I);
+  } else {
+    // Per function and device; cheap to repeat, and prefill steps are never captured.
+    CUDA_CHECK(cudaFuncSetAttribute(MoeGroupedKernel<op, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSplitSmemBytes));
+    MoeGroupedKernel<op, true><<<grid, kThreads, kSplitSmemBytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w,
+                                                                            w_lo, K, H, I);
+  }
+  KERNEL_CHECK();
+}
+
+}  // namespace
+
 cudaError_t ReserveMoeGrouped(cudaStream_t stream, int64_t T, int64_t K, int64_t H, int64_t I) {
   if (!SizesSupported(H, I) || T * K == 0 || T * K > INT32_MAX / 2) return cudaSuccess;  // no grouped launch
   if (const cudaError_t err = ReserveStreamScratch(stream, 1, SortBytes(T * K)); err != cudaSuccess) return err;
@@ -193,26 +257,30 @@ cudaError_t ReserveMoeGrouped(cudaStream_t stream, int64_t T, int64_t K, int64_t
 }
 
 bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
-                         int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
-  if (!MoeGroupedSupported(x, gate_up, H, I) || !Aligned16(act) || T * K > INT32_MAX / 2) return false;
+                         int64_t K, int64_t H, int64_t I, cudaStream_t stream, const bf16_bits* gate_up_lo) {
+  if (!MoeGroupedSupported(x, gate_up, H, I) || !Aligned16(act) || !Aligned16(gate_up_lo) || T * K > INT32_MAX / 2) {
+    return false;
+  }
   if (T * K == 0) return true;
   const MoeSorted s = SortPairs(ids, T * K, stream);
   const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>(I / (kBN / 2)));
-  MoeGroupedKernel<MoeOp::kGateUp><<<grid, kThreads, 0, stream>>>(act, x, s.sorted, s.tiles, nullptr, gate_up, K, H, I);
-  KERNEL_CHECK();
+  LaunchGrouped<MoeOp::kGateUp>(grid, stream, act, x, s, nullptr, gate_up, gate_up_lo, K, H, I);
   return true;
 }
 
 bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const float* weights,
-                      const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+                      const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream,
+                      const bf16_bits* down_lo) {
   // T is the reduction's grid.y.
-  if (!MoeGroupedSupported(act, down, H, I) || !Aligned16(out) || T * K > INT32_MAX / 2 || T > 65535) return false;
+  if (!MoeGroupedSupported(act, down, H, I) || !Aligned16(out) || !Aligned16(down_lo) || T * K > INT32_MAX / 2 ||
+      T > 65535) {
+    return false;
+  }
   if (T * K == 0) return true;
   const MoeSorted s = SortPairs(ids, T * K, stream);
   auto* part = static_cast<float*>(StreamScratch(stream, 2, PartialBytes(T, K, H)));
   const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>((H + kBN - 1) / kBN));
-  MoeGroupedKernel<MoeOp::kDown><<<grid, kThreads, 0, stream>>>(part, act, s.sorted, s.tiles, weights, down, K, H, I);
-  KERNEL_CHECK();
+  LaunchGrouped<MoeOp::kDown>(grid, stream, part, act, s, weights, down, down_lo, K, H, I);
   MoeReducePairs(out, part, T, K, H, stream);
   return true;
 }

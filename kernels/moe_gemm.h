@@ -37,9 +37,15 @@ bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t 
 cudaError_t ReserveMoeGrouped(cudaStream_t stream, int64_t T, int64_t K, int64_t H, int64_t I);
 
 // As moe_gate_up / moe_down. Return false, launching nothing, when !MoeGroupedSupported.
+// With `gate_up_lo` / `down_lo` (the weights' bf16 remainders, same layout: kernels/quant_matmul.h
+// dequantize_bf16 with lo) the products keep float32-grade accuracy: the gathered activations are
+// split into bf16 hi + lo too, and each tile adds hi W^T + lo W^T + hi W_lo^T (three times the
+// MMAs, twice the weight bytes, 60 KB of shared memory a block): the MoE half of the split
+// quantized prefill (ModelLoadOptions::cuda_quant_prefill_split).
 bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
-                         int64_t K, int64_t H, int64_t I, cudaStream_t stream);
+                         int64_t K, int64_t H, int64_t I, cudaStream_t stream, const bf16_bits* gate_up_lo = nullptr);
 bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const float* weights,
-                      const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream);
+                      const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream,
+                      const bf16_bits* down_lo = nullptr);
 
 }  // namespace tandem::kernels

@@ -261,9 +261,10 @@ constexpr int kDequantThreads = 256;
 // Grid (ceil(rows * cols / 16 / kDequantThreads), count): each thread converts one 16-byte load
 // (16 weights of one row) of matrix blockIdx.y and stores 32 bytes of bf16. The weight load goes
 // before the wait; the store after it (an earlier kernel may still read dst).
-__global__ void __launch_bounds__(kDequantThreads) DequantizeFp8Kernel(bf16_bits* dst, const uint8_t* w,
-                                                                       const float* scales, Fp8Geometry g,
-                                                                       int64_t rows, int64_t scale_stride) {
+__global__ void __launch_bounds__(kDequantThreads) DequantizeFp8Kernel(bf16_bits* dst, bf16_bits* lo,
+                                                                       const uint8_t* w, const float* scales,
+                                                                       Fp8Geometry g, int64_t rows,
+                                                                       int64_t scale_stride) {
   GridDepLaunchDependents();
   const int64_t e = blockIdx.y;
   const int64_t per_row = g.cols / 16;
@@ -292,8 +293,21 @@ __global__ void __launch_bounds__(kDequantThreads) DequantizeFp8Kernel(bf16_bits
   for (int j = 0; j < 8; ++j) {
     const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);  // .x: the lower address
     packed[j] = *reinterpret_cast<const uint32_t*>(&b);
+    // The remainder, when asked for: v - bf16(v) is exact in float32, rounded once more to bf16.
+    const float2 h = __bfloat1622float2(b);
+    v[2 * j] -= h.x;
+    v[2 * j + 1] -= h.y;
   }
   uint4* out = reinterpret_cast<uint4*>(dst + offset);
+  out[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  out[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+  if (lo == nullptr) return;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+    packed[j] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  out = reinterpret_cast<uint4*>(lo + offset);
   out[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   out[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
 }
@@ -407,15 +421,16 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
   KERNEL_CHECK();
 }
 
-void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream) {
+void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {
   const Fp8Geometry g = GeometryOf(W);
-  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0 && W.count <= 65535);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(lo) % 16 == 0 &&
+                 W.count <= 65535);
   if (W.count == 0 || W.rows == 0 || W.cols == 0) return;
   const int64_t loads = W.rows * W.cols / 16;  // per matrix
   const dim3 grid(static_cast<unsigned>((loads + kDequantThreads - 1) / kDequantThreads),
                   static_cast<unsigned>(W.count));
-  Launch(DequantizeFp8Kernel, grid, dim3(kDequantThreads), 0, stream, dst, static_cast<const uint8_t*>(W.data),
-         W.scales, g, W.rows, W.scale_stride());
+  Launch(DequantizeFp8Kernel, grid, dim3(kDequantThreads), 0, stream, dst, lo,
+         static_cast<const uint8_t*>(W.data), W.scales, g, W.rows, W.scale_stride());
   KERNEL_CHECK();
 }
 

@@ -15,11 +15,11 @@ void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
   }
 }
 
-void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream) {
+void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {
   if (W.count == 0 || W.rows == 0 || W.cols == 0) return;
   switch (W.format) {
-    case WeightFormat::kFp8Block: detail::dequantize_fp8_bf16(dst, W, stream); return;
-    case WeightFormat::kNvfp4: detail::dequantize_nvfp4_bf16(dst, W, stream); return;
+    case WeightFormat::kFp8Block: detail::dequantize_fp8_bf16(dst, W, stream, lo); return;
+    case WeightFormat::kNvfp4: detail::dequantize_nvfp4_bf16(dst, W, stream, lo); return;
     default: KERNEL_REQUIRE(false && "dequantize_bf16: FP8 or NVFP4 weights only");
   }
 }

@@ -17,12 +17,16 @@ namespace tandem::kernels {
 // tile of up to 8 tokens).
 void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 
-// dst (W.count, W.rows, W.cols) bf16 = W dequantized, rounded to nearest even.
-void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream);
+// dst (W.count, W.rows, W.cols) bf16 = W dequantized, rounded to nearest even. With `lo` (same
+// shape, 16-byte aligned) also the rounding's remainder, lo = bf16(W - dst): dst + lo holds the
+// float32 weight to |W - dst - lo| <= 2^-18 |W|, for the split prefill products (kernels/gemm.h
+// gemm_bf16_split with w_lo, kernels/moe_gemm.h with lo; ModelLoadOptions::cuda_quant_prefill_split).
+void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 
 namespace ref {
 void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T);
-void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W);
+// As the device one; lo (when not null) = bf16(W - dst).
+void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W, bf16_bits* lo = nullptr);
 }  // namespace ref
 
 }  // namespace tandem::kernels

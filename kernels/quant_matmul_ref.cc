@@ -27,9 +27,12 @@ void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T) {
   engine::cpu::matmul<double>(nullptr, y, x, w.data(), T, W.cols, W.rows);
 }
 
-void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W) {
+void dequantize_bf16(bf16_bits* dst, const QuantMatrix& W, bf16_bits* lo) {
   const std::vector<float> w = Dequantized(W);
-  for (size_t i = 0; i < w.size(); ++i) dst[i] = FloatToBf16(w[i]);
+  for (size_t i = 0; i < w.size(); ++i) {
+    dst[i] = FloatToBf16(w[i]);
+    if (lo != nullptr) lo[i] = FloatToBf16(w[i] - Bf16ToFloat(dst[i]));
+  }
 }
 
 void moe_gate_up_quant(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,

@@ -401,8 +401,9 @@ __global__ void __launch_bounds__(kDownWarps * 32)
 
 // One thread per 16-column group (8 code bytes, one scale byte, one row): 16 bf16 out, rounded to
 // nearest even from the float32 value e2m1 * e4m3 * scale2 computed in the references' order.
-__global__ void __launch_bounds__(256) DequantNvfp4Kernel(uint16_t* dst, const uint8_t* data, const uint8_t* gs,
-                                                           const float* rs2, int64_t groups, int64_t groups_per_row) {
+__global__ void __launch_bounds__(256) DequantNvfp4Kernel(uint16_t* dst, uint16_t* rest, const uint8_t* data,
+                                                           const uint8_t* gs, const float* rs2, int64_t groups,
+                                                           int64_t groups_per_row) {
   GridDepLaunchDependents();
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= groups) return;
@@ -414,18 +415,26 @@ __global__ void __launch_bounds__(256) DequantNvfp4Kernel(uint16_t* dst, const u
   float f[16];
   DecodeE2m1x8(v.x, f);
   DecodeE2m1x8(v.y, f + 8);
-  uint32_t packed[8];
+  uint32_t packed[8], packed_rest[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     // f * 2^14 is the code's e2m1 value (exact), times the scale exact too (few significant bits).
     const float lo = f[2 * i] * 16384.0f * scale * s2, hi = f[2 * i + 1] * 16384.0f * scale * s2;
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     memcpy(&packed[i], &h, 4);
+    // The remainder (for `rest`): value - bf16(value), exact in float32, rounded to bf16 again.
+    const float2 hf = __bfloat1622float2(h);
+    const __nv_bfloat162 r = __floats2bfloat162_rn(lo - hf.x, hi - hf.y);
+    memcpy(&packed_rest[i], &r, 4);
   }
   GridDepWait();  // an earlier kernel may still read dst
   uint4* o = reinterpret_cast<uint4*>(dst + g * 16);
   o[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   o[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+  if (rest == nullptr) return;
+  o = reinterpret_cast<uint4*>(rest + g * 16);
+  o[0] = make_uint4(packed_rest[0], packed_rest[1], packed_rest[2], packed_rest[3]);
+  o[1] = make_uint4(packed_rest[4], packed_rest[5], packed_rest[6], packed_rest[7]);
 }
 
 }  // namespace
@@ -454,15 +463,15 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
   KERNEL_CHECK();
 }
 
-void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream) {
+void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {
   RequireNvfp4(W);
-  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0);
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(lo) % 16 == 0);
   const int64_t groups_per_row = W.cols / kNvfp4GroupSize;
   const int64_t groups = W.count * W.rows * groups_per_row;
   if (groups == 0) return;
   // The stack's arrays are flat: group g of the whole stack is bytes [8g, 8g+8), scale byte g, and
   // belongs to row g / groups_per_row of the (count * rows) row_scale2 entries.
-  Launch(DequantNvfp4Kernel, dim3(static_cast<unsigned>((groups + 255) / 256)), dim3(256), 0, stream, dst,
+  Launch(DequantNvfp4Kernel, dim3(static_cast<unsigned>((groups + 255) / 256)), dim3(256), 0, stream, dst, lo,
          static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2, groups, groups_per_row);
   KERNEL_CHECK();
 }

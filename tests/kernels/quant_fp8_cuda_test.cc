@@ -171,6 +171,43 @@ TEST(quant_fp8_cuda, DequantizeBf16IsExact) {
   }
 }
 
+// The split form (the float32-grade prefill, ModelLoadOptions::cuda_quant_prefill_split): hi equal
+// to the plain dequantization bit for bit, lo to the reference's bf16(W - hi), and hi + lo within
+// 2^-17 of the float32 weight (the split's own error is at most 2^-18).
+TEST(quant_fp8_cuda, DequantizeBf16Split) {
+  SKIP_WITHOUT_GPU();
+  for (const Fp8Case& c :
+       std::vector<Fp8Case>{{1, 256, 2048}, {2, 45, 96, 32, 32, true, 16}, {1, 9, 64, 16, 48, true, 0}}) {
+    const auto W = RandomFp8(c);
+    const size_t n = static_cast<size_t>(c.count * c.rows * c.cols);
+    DeviceBuffer<bf16_bits> d_hi(n), d_lo(n), d_plain(n);
+    d_hi.Poison();
+    d_lo.Poison();
+    d_plain.Poison();
+    detail::dequantize_fp8_bf16(d_hi.get(), W->device, nullptr, d_lo.get());
+    detail::dequantize_fp8_bf16(d_plain.get(), W->device, nullptr);
+    std::vector<bf16_bits> want_hi(n), want_lo(n);
+    ref::dequantize_bf16(want_hi.data(), W->host, want_lo.data());
+    const std::vector<bf16_bits> hi = d_hi.Download(), lo = d_lo.Download(), plain = d_plain.Download();
+    size_t bad = 0, nonzero_lo = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; ++i) {
+      bad += hi[i] != want_hi[i] || lo[i] != want_lo[i] || hi[i] != plain[i];
+      nonzero_lo += (lo[i] & 0x7fff) != 0;
+      const int64_t e = static_cast<int64_t>(i) / (c.rows * c.cols), r = (static_cast<int64_t>(i) / c.cols) % c.rows,
+                    col = static_cast<int64_t>(i) % c.cols;
+      const double w = DequantAt(W->host, e, r, col);
+      const double split = static_cast<double>(Bf16ToFloat(hi[i])) + Bf16ToFloat(lo[i]);
+      if (w != 0) worst = std::max(worst, std::abs(split - w) / std::abs(w));
+    }
+    std::printf("dequantize_fp8_bf16 split %-40s %zu of %zu differ, %zu lo nonzero, max |W - hi - lo| / |W| = %.3g\n",
+                Describe(c).c_str(), bad, n, nonzero_lo, worst);
+    EXPECT_EQ(bad, 0u) << Describe(c);
+    EXPECT_GT(nonzero_lo, 0u) << "float32 block scales make most weights inexact in bf16: lo cannot be all zero";
+    EXPECT_LE(worst, std::ldexp(1.0, -17)) << Describe(c);
+  }
+}
+
 TEST(quant_fp8_cuda, MoeExperts) {
   SKIP_WITHOUT_GPU();
   struct Case {

@@ -167,6 +167,43 @@ TEST(quant_nvfp4_cuda, DequantizeBf16) {
   }
 }
 
+// The split form (the float32-grade prefill, ModelLoadOptions::cuda_quant_prefill_split): hi equal
+// to the plain dequantization bit for bit, lo to the reference's bf16(W - hi), and hi + lo within
+// 2^-17 of the float32 weight (the split's own error is at most 2^-18).
+TEST(quant_nvfp4_cuda, DequantizeBf16Split) {
+  SKIP_WITHOUT_GPU();
+  for (auto [count, rows, cols] : std::vector<std::array<int64_t, 3>>{{1, 37, 16}, {3, 20, 48}, {16, 96, 768}}) {
+    Nvfp4Stack W(count, rows, cols);
+    const int64_t n = count * rows * cols;
+    DeviceBuffer<bf16_bits> d_hi(n), d_lo(n), d_plain(n);
+    d_hi.Poison();
+    d_lo.Poison();
+    d_plain.Poison();
+    dequantize_bf16(d_hi.get(), W.device, nullptr, d_lo.get());
+    dequantize_bf16(d_plain.get(), W.device, nullptr);
+    std::vector<bf16_bits> want_hi(n), want_lo(n);
+    ref::dequantize_bf16(want_hi.data(), W.host, want_lo.data());
+    const std::vector<bf16_bits> hi = d_hi.Download(), lo = d_lo.Download(), plain = d_plain.Download();
+    int64_t bad = 0, nonzero_lo = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      bad += hi[i] != want_hi[i] || lo[i] != want_lo[i] || hi[i] != plain[i];
+      nonzero_lo += (lo[i] & 0x7fff) != 0;
+      const int64_t e = i / (rows * cols), r = (i / cols) % rows, c = i % cols;
+      const double w = DequantAt(W.host, e, r, c);
+      const double split = static_cast<double>(Bf16ToFloat(hi[i])) + Bf16ToFloat(lo[i]);
+      if (w != 0) worst = std::max(worst, std::abs(split - w) / std::abs(w));
+    }
+    std::printf("dequantize_bf16 split nvfp4 %-20s %lld of %lld differ, %lld lo nonzero, max |W - hi - lo| / |W| = "
+                "%.3g\n",
+                Shape({count, rows, cols}).c_str(), static_cast<long long>(bad), static_cast<long long>(n),
+                static_cast<long long>(nonzero_lo), worst);
+    EXPECT_EQ(bad, 0) << Shape({count, rows, cols});
+    EXPECT_GT(nonzero_lo, 0) << "the row scales make some weights inexact in bf16: lo cannot be all zero";
+    EXPECT_LE(worst, std::ldexp(1.0, -17)) << Shape({count, rows, cols});
+  }
+}
+
 TEST(quant_nvfp4_cuda, MoeExperts) {
   SKIP_WITHOUT_GPU();
   // (T, E, K, H, I): Qwen3-30B-A3B's H and I (at E = 16: the reference dequantizes the whole stack),
