@@ -38,6 +38,14 @@ struct ModelLoadOptions {
   // Decode steps replay captured CUDA graphs (off: every step launches its kernels one by one, as
   // prefill steps do; cuda::SetUseGraphs changes it after the load).
   bool cuda_graphs = true;
+  // Prefill-sized products of quantized (FP8 / NVFP4) weights keep float32-grade accuracy: the
+  // weight dequantized to bf16 hi + lo and the activations split alike, three tensor-core products
+  // (kernels/gemm.h gemm_bf16_split with w_lo, kernels/moe_gemm.h with lo). Off: one product of
+  // bf16-rounded weights and activations, about a third of the tensor-core work. On the quantized
+  // fixtures' 150-token prompt the rounded products flip MoE router choices at near-ties (a few
+  // tokens' logits 1-6% off the float32 golden, docs/cuda.md "Quantized weights"); split, none do.
+  // Doubles the dequantization scratch. bf16 weights and decode steps are unaffected.
+  bool cuda_quant_prefill_split = false;
 };
 
 class Model {

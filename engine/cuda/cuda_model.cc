@@ -112,6 +112,8 @@ class CudaModel final : public Model {
     kv_spec_.dtype = dtype;
     kv_spec_.bytes_per_element = KvDtypeBytes(dtype);
   }
+  // ModelLoadOptions::cuda_quant_prefill_split; before LoadWeights, which sizes the scratch by it.
+  void set_quant_prefill_split(bool on) { quant_prefill_split_ = on; }
   // The fp8 cache's per-layer scales (engine/kv_cache.h ReadKvScales), one per KV layer.
   void set_kv_scales(std::vector<kernels::KvScale> scales) { kv_scales_ = std::move(scales); }
 
@@ -172,6 +174,7 @@ class CudaModel final : public Model {
   // Prefill products of quantized weights dequantize one weight (or expert stack) at a time into
   // this: sized at load for the largest (empty for a bf16 model; engine/cuda/linear.h).
   DeviceArray<bf16_bits> dequant_;
+  bool quant_prefill_split_ = false;  // dequant_ holds a weight's bf16 hi and lo (linear.h DequantScratch)
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   PinnedBuffer<float> host_logits_;
@@ -214,7 +217,10 @@ absl::Status CudaModel::LoadWeights(const ModelWeightSpec& spec, WeightSource& s
     layers_.push_back(std::move(layer));
   }
   kv_spec_.num_layers = kv_layers;
-  if (src.largest_quantized_elems() > 0) RETURN_IF_ERROR(dequant_.Allocate(src.largest_quantized_elems()));
+  // The split prefill (ModelLoadOptions::cuda_quant_prefill_split) keeps hi and lo of a weight.
+  if (src.largest_quantized_elems() > 0) {
+    RETURN_IF_ERROR(dequant_.Allocate((quant_prefill_split_ ? 2 : 1) * src.largest_quantized_elems()));
+  }
   return CudaStatus(cudaStreamSynchronize(stream_), "weights");
 }
 
@@ -340,8 +346,9 @@ absl::Status CudaModel::ReservePrefillScratch(int64_t T) {
   // The Gated DeltaNet's out_proj reads its value heads (value_dim).
   const int64_t max_in = std::max({cfg_.hidden_size, L_.q_dim(), shard_.inter,
                                    GatedDeltaNet::Layout(cfg_, shard_).value_dim()});
-  // The router's product keeps its float32 input as bf16 hi + lo (kernels/gemm.h gemm_bf16_split).
-  const int64_t split_in = cfg_.num_experts > 0 ? cfg_.hidden_size : 0;
+  // The router's product keeps its float32 input as bf16 hi + lo (kernels/gemm.h gemm_bf16_split);
+  // with the split quantized prefill every product of a quantized weight does.
+  const int64_t split_in = quant_prefill_split_ ? max_in : cfg_.num_experts > 0 ? cfg_.hidden_size : 0;
   RETURN_IF_ERROR(CudaStatus(kernels::ReserveGemm(stream_, T, max_in, split_in), "prefill GEMM scratch"));
   if (cfg_.num_experts == 0) return absl::OkStatus();
   // (K + 1 experts per token with a shared expert, which runs as one more.)
@@ -374,7 +381,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.v_cache = v_cache_.get();
   ctx.inv_freq = inv_freq_.get();
   ctx.ids_per_layer = ids_per_layer;
-  ctx.dequant = DequantScratch{dequant_.get(), dequant_.size()};
+  ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
 
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
@@ -548,6 +555,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   ASSIGN_OR_RETURN(auto model, CudaModel::Create(config, options));
   model->set_kv_dtype(kv_dtype);
   RETURN_IF_ERROR(model->InitRope());
+  model->set_quant_prefill_split(options.cuda_quant_prefill_split);
   return model;
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/matmul_batched.h"
 #include "kernels/moe_batched.h"
 #include "kernels/moe.h"
+#include "kernels/moe_gemm.h"
 #include "kernels/norm_matmul.h"
 #include "kernels/qk_norm_rope.h"
 #include "kernels/quant_moe.h"
@@ -407,6 +408,22 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
     kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream);
     kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
                             ctx.stream, /*follows_gate_up=*/true);
+  } else if (ctx.dequant.split) {
+    // Float32-grade prefill: each stack as bf16 hi + lo in the scratch (gate_up's consumed before
+    // down's overwrites it), the grouped GEMMs splitting the activations too. Where the grouped
+    // kernels do not take the sizes (H or I not a multiple of 64), the quantized kernels, which are
+    // exact as well.
+    ASSIGN_OR_RETURN(const SplitWeight gate_up, DequantizeSplitToScratch(gate_up_, ctx.dequant, ctx.stream));
+    if (!kernels::moe_gate_up_grouped(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up.hi, T, Ks, H, I,
+                                      ctx.stream, gate_up.lo)) {
+      kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream);
+    }
+    ASSIGN_OR_RETURN(const SplitWeight down, DequantizeSplitToScratch(down_, ctx.dequant, ctx.stream));
+    if (!kernels::moe_down_grouped(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down.hi, T, Ks,
+                                   H, I, ctx.stream, down.lo)) {
+      kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
+                              ctx.stream, /*follows_gate_up=*/false);
+    }
   } else {
     // Prefill: each stack once to bf16 in the scratch (gate_up's consumed before down's overwrites
     // it: one stream), then the bf16 grouped GEMMs.

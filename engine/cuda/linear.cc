@@ -83,6 +83,23 @@ absl::StatusOr<const kernels::bf16_bits*> DequantizeToScratch(const LinearWeight
   return scratch.data;
 }
 
+absl::StatusOr<SplitWeight> DequantizeSplitToScratch(const LinearWeight& w, const DequantScratch& scratch,
+                                                     cudaStream_t stream) {
+  const kernels::QuantMatrix& q = w.quant();
+  const int64_t half = q.count * q.rows * q.cols;
+  if (scratch.data == nullptr || scratch.elems < 2 * half) {
+    return absl::InternalError("dequantization scratch of " + std::to_string(scratch.elems) +
+                               " values, the split weight has " + std::to_string(2 * half));
+  }
+  // lo on a 16-byte boundary (the dequantization and the grouped GEMM store and load 16 bytes).
+  if (half % 8 != 0) {
+    return absl::InternalError("split dequantization of a weight of " + std::to_string(half) + " values");
+  }
+  SplitWeight split{scratch.data, scratch.data + half};
+  kernels::dequantize_bf16(scratch.data, q, stream, scratch.data + half);
+  return split;
+}
+
 absl::Status LinearMatmul(float* y, const float* x, const LinearWeight& w, int64_t T, const DequantScratch& scratch,
                           cudaStream_t stream, int64_t gemm_min_tokens) {
   if (!w.quantized()) {
@@ -91,6 +108,15 @@ absl::Status LinearMatmul(float* y, const float* x, const LinearWeight& w, int64
   }
   if (!kernels::UseGemmPath(T, gemm_min_tokens, stream)) {
     kernels::matmul_quant(y, x, w.quant(), T, stream);
+    return absl::OkStatus();
+  }
+  if (scratch.split) {
+    // Float32-grade prefill: W as bf16 hi + lo and x split alike, three cuBLAS products. Without
+    // cuBLAS, the quantized kernels (exact weights, float32 x) rather than a rounded product.
+    ASSIGN_OR_RETURN(const SplitWeight split, DequantizeSplitToScratch(w, scratch, stream));
+    if (!kernels::gemm_bf16_split(y, x, split.hi, T, w.cols(), w.rows(), stream, split.lo)) {
+      kernels::matmul_quant(y, x, w.quant(), T, stream);
+    }
     return absl::OkStatus();
   }
   // Prefill: the weight once to bf16, then the bf16 product, which takes cuBLAS at this T (or its

@@ -5,7 +5,9 @@
 //   bf16                        kernels::matmul_bf16 (matvec for decode, cuBLAS for prefill)
 //   quantized, decode-sized T   kernels::matmul_quant (dequantized in registers)
 //   quantized, prefill-sized T  kernels::dequantize_bf16 into the model's dequantization scratch,
-//                               then the bf16 prefill product on it
+//                               then the bf16 prefill product on it; with DequantScratch::split
+//                               the weight as bf16 hi + lo and kernels::gemm_bf16_split (float32-
+//                               grade x and W, three tensor-core products)
 // "Prefill-sized" is the bf16 path's own switch (kernels/gemm.h UseGemmPath at the model's
 // gemm_min_tokens): never inside a captured decode graph, so a decode step launches no
 // dequantization and allocates nothing.
@@ -27,6 +29,9 @@ namespace tandem::engine::cuda {
 struct DequantScratch {
   kernels::bf16_bits* data = nullptr;
   int64_t elems = 0;
+  // The split prefill (ModelLoadOptions::cuda_quant_prefill_split): products dequantize to bf16
+  // hi + lo (DequantizeSplitToScratch), the scratch sized for both.
+  bool split = false;
 };
 
 class LinearWeight {
@@ -41,7 +46,8 @@ class LinearWeight {
   const kernels::bf16_bits* bf16() const { return quantized() ? nullptr : bf16_.get(); }
   // The device descriptor (data and scales on the device) of a quantized weight.
   const kernels::QuantMatrix& quant() const { return q_; }
-  // Bf16 elements a prefill product dequantizes this weight into (0 for a bf16 weight).
+  // Bf16 elements a prefill product dequantizes this weight into (0 for a bf16 weight; twice as
+  // many in the split form, DequantizeSplitToScratch).
   int64_t dequant_elems() const { return quantized() ? q_.count * q_.rows * q_.cols : 0; }
   // Device bytes the weight occupies.
   int64_t device_bytes() const;
@@ -77,5 +83,14 @@ absl::Status LinearMatmul(float* y, const float* x, const LinearWeight& w, int64
 // of the bf16 prefill kernels. Internal error when the scratch is too small.
 absl::StatusOr<const kernels::bf16_bits*> DequantizeToScratch(const LinearWeight& w, const DequantScratch& scratch,
                                                                cudaStream_t stream);
+
+// The split form (DequantScratch::split): hi = bf16(W) and lo = bf16(W - hi), each in w's layout,
+// lo after hi in `scratch` (which needs 2 w.dequant_elems()).
+struct SplitWeight {
+  const kernels::bf16_bits* hi = nullptr;
+  const kernels::bf16_bits* lo = nullptr;
+};
+absl::StatusOr<SplitWeight> DequantizeSplitToScratch(const LinearWeight& w, const DequantScratch& scratch,
+                                                     cudaStream_t stream);
 
 }  // namespace tandem::engine::cuda

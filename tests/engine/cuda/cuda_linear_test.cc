@@ -3,7 +3,8 @@
 // and uploaded. LinearMatmul against x W^T over the host DequantAt in double: decode-sized T on the
 // quantized kernels within 1e-5 relative L2 (float32 throughout), prefill-sized T (dequantized to
 // bf16, the bf16 GEMM path, its input rounded to bf16) within 1e-2. The expert stacks dequantized
-// into the scratch equal bf16(DequantAt) bit for bit. RandomWeights' quantized linears are finite
+// into the scratch equal bf16(DequantAt) bit for bit; the split prefill (hi + lo) holds 1e-5 and
+// splits the stacks bit for bit. RandomWeights' quantized linears are finite
 // with the bf16 random weights' mean square (1 / fan_in) within 15%. Skips where no GPU is present.
 #include <cuda_runtime.h>
 
@@ -127,6 +128,66 @@ TEST_P(cuda_linear, ProductsMatchTheDequantizedWeights) {
       for (int64_t r = 0; r < q.rows; ++r) {
         for (int64_t c = 0; c < q.cols; ++c) {
           bad += got[(e * q.rows + r) * q.cols + c] != kernels::FloatToBf16(kernels::DequantAt(q, e, r, c));
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0) << spec->slices[0].name;
+  }
+  cudaStreamDestroy(stream);
+}
+
+// The split prefill (DequantScratch::split, ModelLoadOptions::cuda_quant_prefill_split): a
+// prefill-sized LinearMatmul within the decode path's 1e-5 of the float32 product (the rounded
+// prefill above is held to 1e-2 only), and the expert stacks split into the scratch as
+// hi = bf16(DequantAt), lo = bf16(DequantAt - hi) bit for bit, a scratch one value short refused.
+TEST_P(cuda_linear, SplitPrefillKeepsFloat32) {
+  SKIP_WITHOUT_GPU();
+  Layer0 l = Describe(GetParam());
+  ASSERT_NE(l.ckpt, nullptr);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (const WeightSpec* spec : {&l.attention.wqkv, &l.attention.wo}) {
+    auto pack = PackQuantWeight(*l.ckpt, *spec);
+    ASSERT_TRUE(pack.ok()) << pack.status();
+    cuda::LinearWeight w;
+    ASSERT_TRUE(w.Upload(*pack).ok());
+    DeviceBuffer<kernels::bf16_bits> scratch(2 * w.dequant_elems());
+    const cuda::DequantScratch dq{scratch.get(), 2 * w.dequant_elems(), /*split=*/true};
+    for (const int64_t T : {int64_t{100}, int64_t{150}}) {
+      const std::vector<float> x = kernels::testing::RandomFloats(T * w.cols());
+      DeviceBuffer<float> dx(x), dy(T * w.rows());
+      dy.Poison();
+      ASSERT_TRUE(kernels::UseGemmPath(T, kernels::kGemmMinTokens, stream));
+      ASSERT_TRUE(cuda::LinearMatmul(dy.get(), dx.get(), w, T, dq, stream, kernels::kGemmMinTokens).ok());
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      kernels::testing::ExpectClose(GetParam() + " " + spec->slices[0].name + " T=" + std::to_string(T) + " (split)",
+                                    dy.Download(), HostProduct(*pack, x, T), 1e-5);
+    }
+  }
+  for (const WeightSpec* spec : {&l.experts.gate_up, &l.experts.down}) {
+    auto pack = PackQuantWeight(*l.ckpt, *spec);
+    ASSERT_TRUE(pack.ok()) << pack.status();
+    cuda::LinearWeight w;
+    ASSERT_TRUE(w.Upload(*pack).ok());
+    const int64_t n = w.dequant_elems();
+    DeviceBuffer<kernels::bf16_bits> scratch(2 * n);
+    scratch.Poison();
+    EXPECT_FALSE(cuda::DequantizeSplitToScratch(w, cuda::DequantScratch{scratch.get(), 2 * n - 1, true}, stream).ok());
+    auto split = cuda::DequantizeSplitToScratch(w, cuda::DequantScratch{scratch.get(), 2 * n, true}, stream);
+    ASSERT_TRUE(split.ok()) << split.status();
+    EXPECT_EQ(split->hi, scratch.get());
+    EXPECT_EQ(split->lo, scratch.get() + n);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::vector<kernels::bf16_bits> got = scratch.Download();
+    const kernels::QuantMatrix q = pack->View();
+    int64_t bad = 0;
+    for (int64_t e = 0; e < q.count; ++e) {
+      for (int64_t r = 0; r < q.rows; ++r) {
+        for (int64_t c = 0; c < q.cols; ++c) {
+          const int64_t i = (e * q.rows + r) * q.cols + c;
+          const float v = kernels::DequantAt(q, e, r, c);
+          const kernels::bf16_bits hi = kernels::FloatToBf16(v);
+          bad += got[i] != hi || got[n + i] != kernels::FloatToBf16(v - kernels::Bf16ToFloat(hi));
         }
       }
     }
