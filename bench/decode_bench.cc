@@ -185,12 +185,16 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   tp.rank = rank;
   tp.world = world;
   tp.comm = comm;
+  tp.cuda_quant_prefill_split = o.quant_prefill_split;
   ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp, format));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
   // Rank 0 spent a while on the copy and kernel timings (or the previous format): meet before the
   // first step.
   if (comm != nullptr) RETURN_IF_ERROR(comm->Barrier());
   out += "KV cache: " + o.kv_dtype + "\n";
+  if (o.quant_prefill_split && format != WeightFormat::kBf16) {
+    out += "prefill products: split bf16 hi + lo (--quant-prefill-split, float32-grade)\n";
+  }
   const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
   const int blocks_per_seq = DecodeBlocksPerSeq(o);
   // One pool for the decode points and the prefill rows (bench/decode_bench_prefill.h), refused

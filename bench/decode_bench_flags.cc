@@ -97,7 +97,8 @@ std::string WeightFormatName(kernels::WeightFormat f) {
 std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
-         "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--no-kernel-table]\n"
+         "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
+         "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
@@ -111,7 +112,9 @@ std::string DecodeBenchUsage() {
          "    fp8 (e4m3, a float32 scale per 128 x 128 block) or nvfp4 (e2m1, an e4m3 scale per 16 columns\n"
          "    and a float32 scale per row); embedding, lm_head, routers and norms stay bf16. A list\n"
          "    (--weights bf16,fp8,nvfp4) runs each format in turn in this process, one model loaded at a\n"
-         "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n";
+         "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n"
+         "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
+         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -129,7 +132,7 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
       return args[++i];
     };
-    if ((f == "--no-kernel-table" || f == "--help") && inline_value) {
+    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--help") && inline_value) {
       return absl::InvalidArgumentError("bench: flag " + f + " takes no value");
     }
     if (f == "--synthetic") {
@@ -157,6 +160,8 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.tp = list[0];
     } else if (f == "--no-kernel-table") {
       o.kernel_table = false;
+    } else if (f == "--quant-prefill-split") {
+      o.quant_prefill_split = true;
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

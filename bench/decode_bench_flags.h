@@ -43,6 +43,9 @@ struct DecodeBenchOptions {
   // --no-kernel-table: skip the per-kernel timings (e.g. under a profiler, to keep its capture to the
   // decode steps).
   bool kernel_table = true;
+  // --quant-prefill-split: the quantized formats' prefill products float32-grade
+  // (ModelLoadOptions::cuda_quant_prefill_split), for timing them against the rounded default.
+  bool quant_prefill_split = false;
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

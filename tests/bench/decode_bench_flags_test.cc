@@ -62,6 +62,17 @@ TEST(DecodeBenchFlags, BothFlagForms) {
   EXPECT_EQ(joined->tp, 2);
   EXPECT_EQ(joined->kv_dtype, "fp8");
   EXPECT_FALSE(ParseDecodeBenchFlags({"--no-kernel-table=1"}).ok()) << "a switch takes no value";
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--quant-prefill-split=1"}).ok()) << "a switch takes no value";
+}
+
+TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
+  auto def = ParseDecodeBenchFlags({"--weights", "fp8"});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_FALSE(def->quant_prefill_split);
+  auto on = ParseDecodeBenchFlags({"--weights", "fp8,nvfp4", "--quant-prefill-split"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->quant_prefill_split);
+  EXPECT_NE(DecodeBenchUsage().find("--quant-prefill-split"), std::string::npos);
 }
 
 TEST(DecodeBenchFlags, WeightsDefaultAndLists) {
