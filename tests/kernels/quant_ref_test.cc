@@ -183,6 +183,31 @@ TEST(quant_ref, DequantizeBf16RoundsToNearestEven) {
   ExpectValues(back, kFp8Dequantized, "dequantize fp8 (every value exact in bf16)");
 }
 
+// The split form (lo = bf16(W - hi), the float32-grade prefill's weights): with scale 1 + 2^-8,
+// 1 * s = 1 + 2^-8 splits into hi 1 and lo 2^-8; 1.5 * s = 1.505859375 into hi 1.5078125 and
+// lo -2^-9; both sums are exact. Weights exact in bf16 have lo 0.
+TEST(quant_ref, DequantizeBf16SplitsTheRemainder) {
+  const std::vector<uint8_t> data = {0x38, 0x3c};
+  const std::vector<float> scales = {1.00390625f};
+  QuantMatrix W;
+  W.format = WeightFormat::kFp8Block;
+  W.rows = 1, W.cols = 2, W.block_in = 2, W.row_block = 1;
+  W.data = data.data(), W.scales = scales.data();
+  std::vector<bf16_bits> hi(2), lo(2);
+  ref::dequantize_bf16(hi.data(), W, lo.data());
+  EXPECT_EQ(hi[0], 0x3f80);  // 1.0
+  EXPECT_EQ(lo[0], 0x3b80);  // 2^-8
+  EXPECT_EQ(hi[1], 0x3fc1);  // 1.5078125
+  EXPECT_EQ(lo[1], 0xbb00);  // -2^-9
+  for (int c = 0; c < 2; ++c) {
+    EXPECT_EQ(Bf16ToFloat(hi[c]) + Bf16ToFloat(lo[c]), DequantAt(W, 0, 0, c)) << "column " << c;
+  }
+  Fp8Fixture f;
+  std::vector<bf16_bits> all(12), rest(12, 0xffff);
+  ref::dequantize_bf16(all.data(), f.W, rest.data());
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i] & 0x7fff, 0) << "value " << i << " is exact in bf16";
+}
+
 // Two experts of H = 2, I = 1 (gate row 0, up row 1), one scale per expert matrix.
 TEST(quant_ref, MoeQuantFp8) {
   const std::vector<uint8_t> gu_data = {0x38, 0x38, 0x40, 0x38,   // expert 0: gate (1, 1), up (2, 1)
