@@ -98,7 +98,7 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
-         "             [--no-kernel-table]\n"
+         "             [--decode-attention-split] [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
@@ -114,7 +114,10 @@ std::string DecodeBenchUsage() {
          "    (--weights bf16,fp8,nvfp4) runs each format in turn in this process, one model loaded at a\n"
          "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n"
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
-         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n";
+         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
+         "  --decode-attention-split: decode steps over a bf16 / fp8 cache take the split tensor-core\n"
+         "    attention (the model option cuda_decode_attention_split) instead of paged_attention / the\n"
+         "    unsplit tiled kernel, for an A/B of the decode rows in one device call\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -132,7 +135,8 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
       return args[++i];
     };
-    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--help") && inline_value) {
+    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--decode-attention-split" || f == "--help") &&
+        inline_value) {
       return absl::InvalidArgumentError("bench: flag " + f + " takes no value");
     }
     if (f == "--synthetic") {
@@ -162,6 +166,8 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.kernel_table = false;
     } else if (f == "--quant-prefill-split") {
       o.quant_prefill_split = true;
+    } else if (f == "--decode-attention-split") {
+      o.decode_attention_split = true;
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

@@ -272,12 +272,14 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
   KERNEL_REQUIRE(parts == 1 || (scratch != nullptr && counters != nullptr));
   // The scores are kept in base 2 (ex2 is the hardware's exponential): log2 e joins the scale.
   const float q_scale = scale * kv_scale.k * kLog2e;
-  if (A.head_dim == 64) {
-    LaunchHd<64>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, parts, q_scale, kv_scale.v,
-                 stream);
-  } else {
-    LaunchHd<128>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, parts, q_scale, kv_scale.v,
-                  stream);
+  const auto launch = [&](auto hd) {
+    LaunchHd<decltype(hd)::value>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, parts, q_scale,
+                                  kv_scale.v, stream);
+  };
+  switch (A.head_dim) {
+    case 32: launch(std::integral_constant<int, 32>{}); break;
+    case 64: launch(std::integral_constant<int, 64>{}); break;
+    default: launch(std::integral_constant<int, 128>{}); break;
   }
 }
 
@@ -286,7 +288,7 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
 bool attention_decode_supported(const AttentionShape& A) {
   if (A.n_kv_heads <= 0 || A.n_heads % A.n_kv_heads != 0 || A.block_size <= 0) return false;
   const int64_t group = A.n_heads / A.n_kv_heads;
-  return (A.head_dim == 64 || A.head_dim == 128) && group <= 16 && A.q_stride % 4 == 0;
+  return (A.head_dim == 32 || A.head_dim == 64 || A.head_dim == 128) && group <= 16 && A.q_stride % 4 == 0;
 }
 
 int64_t attention_decode_parts(int64_t S, const AttentionShape& A, int64_t max_positions) {

@@ -38,7 +38,7 @@
 
 namespace tandem::kernels {
 
-// Whether attention_decode takes this shape: head_dim 64 or 128, a GQA group (n_heads / n_kv_heads)
+// Whether attention_decode takes this shape: head_dim 32, 64 or 128, a GQA group (n_heads / n_kv_heads)
 // of at most 16 (one m16 tile of rows), q rows float4-aligned (q_stride % 4 == 0). head_dim 256
 // (Qwen3.5 / Qwen3-Next full attention) would need 192 registers a thread for the Q fragments and
 // the output alone: those shapes stay on the other kernels.

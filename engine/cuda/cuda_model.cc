@@ -24,6 +24,7 @@
 #include "engine/model/tp_shard.h"
 #include "engine/model/weight_names.h"
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/moe_batched.h"
@@ -114,6 +115,8 @@ class CudaModel final : public Model {
   }
   // ModelLoadOptions::cuda_quant_prefill_split; before LoadWeights, which sizes the scratch by it.
   void set_quant_prefill_split(bool on) { quant_prefill_split_ = on; }
+  // ModelLoadOptions::cuda_decode_attention_split.
+  void set_decode_attention_split(bool on) { decode_attention_split_ = on; }
   // The fp8 cache's per-layer scales (engine/kv_cache.h ReadKvScales), one per KV layer.
   void set_kv_scales(std::vector<kernels::KvScale> scales) { kv_scales_ = std::move(scales); }
 
@@ -175,6 +178,7 @@ class CudaModel final : public Model {
   // this: sized at load for the largest (empty for a bf16 model; engine/cuda/linear.h).
   DeviceArray<bf16_bits> dequant_;
   bool quant_prefill_split_ = false;  // dequant_ holds a weight's bf16 hi and lo (linear.h DequantScratch)
+  bool decode_attention_split_ = false;  // decode steps on kernels/attention_decode.h
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   PinnedBuffer<float> host_logits_;
@@ -291,7 +295,12 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
   const int64_t E = std::max<int64_t>(cfg_.num_experts, 1) + shared;
   const int64_t act = std::max(T * K * shard_.moe_inter, 3 * T * shard_.inter);
   const kernels::AttentionShape attn{L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
-  const int64_t scratch = kernels::attention_scratch_floats(T, attn, m.max_blocks * block_size_);
+  // The split decode kernel's partials take more room than paged_attention's (a partition per kv head
+  // carries the whole group): the larger of the two; the counters (one per kv head) fit paged's.
+  const int64_t scratch =
+      std::max(kernels::attention_scratch_floats(T, attn, m.max_blocks * block_size_),
+               decode_attention_split_ ? kernels::attention_decode_scratch_floats(T, attn, m.max_blocks * block_size_)
+                                       : int64_t{0});
   bool grew = false;
   // Whatever happens below, captured graphs hold the old addresses of anything that grew.
   absl::Status st = [&]() -> absl::Status {
@@ -382,6 +391,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.inv_freq = inv_freq_.get();
   ctx.ids_per_layer = ids_per_layer;
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
+  ctx.decode_attention_split = decode_attention_split_;
   ctx.gemm_min_tokens = gemm_min_tokens_;
 
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
@@ -556,6 +566,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   model->set_kv_dtype(kv_dtype);
   RETURN_IF_ERROR(model->InitRope());
   model->set_quant_prefill_split(options.cuda_quant_prefill_split);
+  model->set_decode_attention_split(options.cuda_decode_attention_split);
   return model;
 }
 

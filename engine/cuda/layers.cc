@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "engine/cuda/random_fill.h"
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
 #include "kernels/matmul.h"
 #include "kernels/gemm.h"
@@ -281,6 +282,16 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // (batch 8 / 32).
   constexpr int64_t kTiledDecodeMinTokens = 8;
   const bool prefill = ctx.GemmPath(m.T);
+  // Decode steps (one token per sequence: token s is sequence s) with the option on: the split
+  // tensor-core kernel, the group sharing each K/V tile and the positions spread over the GPU.
+  if constexpr (!kRoundsCache) {
+    if (ctx.decode_attention_split && !prefill && m.T == m.S && kernels::attention_decode_supported(A)) {
+      kernels::attention_decode(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache,
+                                v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A, ctx.max_positions, scale,
+                                ctx.stream, kv_scale);
+      return;
+    }
+  }
   if (!kRoundsCache && (prefill || m.T >= kTiledDecodeMinTokens) && kernels::attention_prefill_supported(A)) {
     int64_t head = prefill && m.S > 1 ? std::min(m.T, m.S) : 0;
     if (kernels::attention_scratch_floats(head, A, ctx.max_positions) >

@@ -75,6 +75,18 @@ TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-prefill-split"), std::string::npos);
 }
 
+TEST(DecodeBenchFlags, DecodeAttentionSplitIsOffUnlessAsked) {
+  auto def = ParseDecodeBenchFlags({"--batches", "1,8"});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_FALSE(def->decode_attention_split);
+  auto on = ParseDecodeBenchFlags({"--decode-attention-split", "--batches", "1,8"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->decode_attention_split);
+  EXPECT_EQ(on->batches, (std::vector<int>{1, 8})) << "the switch takes no value: the next flag is its own";
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-attention-split=1"}).ok()) << "a switch takes no value";
+  EXPECT_NE(DecodeBenchUsage().find("--decode-attention-split"), std::string::npos);
+}
+
 TEST(DecodeBenchFlags, WeightsDefaultAndLists) {
   using kernels::WeightFormat;
   auto def = ParseDecodeBenchFlags({});

@@ -61,13 +61,16 @@ TEST(attention_decode_cuda, MatchesPagedAttentionReference) {
       DecodeCase(32, 4, 128, 16, {4096}),
       DecodeCase(32, 4, 128, 16, {0, 5, 63, 64, 100, 1000, 2047, 4095}),
       DecodeCase(32, 4, 128, 16, batch32),
-      // Qwen3.5's group of 8 at TP 1 and 2 kv heads, head_dim 64, block size 32.
+      // A group of 8 over 2 kv heads (block size 32), and head_dim 64.
       DecodeCase(16, 2, 128, 32, {0, 31, 32, 700, 3000}),
       DecodeCase(16, 2, 64, 16, {1, 64, 129, 1900}),
       // Groups of 16 (every row of the m16 tile), 1 (one real row) and 4.
       DecodeCase(16, 1, 64, 16, {3, 200, 5000}),
       DecodeCase(8, 8, 128, 16, {9, 640, 1500}),
       DecodeCase(16, 4, 128, 32, {0, 77, 2100}),
+      // The tiny test models' attention (head_dim 32, block size 32).
+      DecodeCase(8, 4, 32, 32, {0, 32, 33, 150}),
+      DecodeCase(8, 2, 32, 32, {7, 64, 500}),
   };
   for (const Case& c : cases) {
     const Step st = MakeStep(c);

@@ -30,11 +30,15 @@ struct GoldenCase {
   // continuation flips at a near-tie at token 13: reproduced on the cpu backend with bf16-rounded
   // matmul inputs, logits error 0.003-0.004.)
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
+  // ModelLoadOptions::cuda_decode_attention_split: decode steps on the split tensor-core attention
+  // (kernels/attention_decode.h; over a bf16 cache, since a float32 one keeps paged_attention).
+  bool decode_split = false;
 };
 
 // The engine's default (float32 KV) meets 1e-2 with and without graphs. A bf16 KV cache rounds
 // every cached k and v (2^-9 relative): measured 1.1e-2 and 1.3e-2 on prompts 0 and 2 on an H200,
-// so that variant is held to 2e-2, and to the same greedy tokens.
+// so that variant is held to 2e-2, and to the same greedy tokens; so are the cases whose decode
+// steps take the split tensor-core attention over that cache (bf16 Q and softmax weights too).
 class cuda_model_golden : public ::testing::TestWithParam<GoldenCase> {};
 
 TEST_P(cuda_model_golden, LogitsAndGreedyMatchTransformers) {
@@ -47,6 +51,7 @@ TEST_P(cuda_model_golden, LogitsAndGreedyMatchTransformers) {
   opt.backend = "cuda";
   opt.cuda_graphs = graphs;
   opt.cuda_gemm_min_tokens = GetParam().gemm_min_tokens;
+  opt.cuda_decode_attention_split = GetParam().decode_split;
   auto model = Model::Load(testing::TinyModelDir(), opt);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(cuda::SetKvDtype(**model, GetParam().kv_dtype).ok());
@@ -75,10 +80,13 @@ TEST_P(cuda_model_golden, LogitsAndGreedyMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(kv, cuda_model_golden,
                          ::testing::Values(GoldenCase{false, "f32", 1e-2}, GoldenCase{true, "f32", 1e-2},
-                                           GoldenCase{true, "bf16", 2e-2}, GoldenCase{true, "f32", 1e-2, 1}),
+                                           GoldenCase{true, "bf16", 2e-2}, GoldenCase{true, "f32", 1e-2, 1},
+                                           GoldenCase{true, "bf16", 2e-2, kernels::kGemmMinTokens, true},
+                                           GoldenCase{false, "bf16", 2e-2, kernels::kGemmMinTokens, true}),
                          [](const ::testing::TestParamInfo<GoldenCase>& p) {
                            return std::string(p.param.kv_dtype) + (p.param.graphs ? "_graphs" : "_no_graphs") +
-                                  (p.param.gemm_min_tokens == 1 ? "_gemm_path" : "");
+                                  (p.param.gemm_min_tokens == 1 ? "_gemm_path" : "") +
+                                  (p.param.decode_split ? "_decode_split" : "");
                          });
 
 // Three sequences prefilled separately, then one decode step of all three at once: each row must
