@@ -108,6 +108,7 @@ class CudaModel final : public Model {
   absl::Status FillKvRandom(uint64_t seed);
   absl::StatusOr<CudaStepStats> MeasureStepStats(const StepBatch& batch);
   void set_use_graphs(bool on) { use_graphs_ = on && (coll_ == nullptr || coll_->capturable()); }
+  bool last_graph_replayed() const { return last_graph_replayed_; }
   cudaStream_t stream() const { return stream_; }
   void set_kv_dtype(KvDtype dtype) {
     kv_spec_.dtype = dtype;
@@ -682,6 +683,11 @@ absl::Status SetKvDtype(Model& model, const std::string& dtype) {
 
 void SetUseGraphs(Model& model, bool on) {
   if (auto* m = dynamic_cast<CudaModel*>(&model)) m->set_use_graphs(on);
+}
+
+bool LastForwardReplayedGraph(const Model& model) {
+  const auto* m = dynamic_cast<const CudaModel*>(&model);
+  return m != nullptr && m->last_graph_replayed();
 }
 
 }  // namespace tandem::engine::cuda

@@ -65,5 +65,9 @@ absl::Status SetKvDtype(Model& model, const std::string& dtype);
 // Turns graph capture of decode steps on or off after the load (ModelLoadOptions::cuda_graphs sets it
 // at load; on by default). A model whose collectives cannot be captured stays off.
 void SetUseGraphs(Model& model, bool on);
+// Whether the last Forward of `model` (a cuda model; false otherwise) replayed a captured graph:
+// what tests of ModelLoadOptions::cuda_graphs and SetUseGraphs observe, since a graph gives the
+// same logits as launching the kernels one by one.
+bool LastForwardReplayedGraph(const Model& model);
 
 }  // namespace tandem::engine::cuda

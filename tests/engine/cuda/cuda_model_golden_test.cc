@@ -6,6 +6,7 @@
 // sequences run one at a time. Skips where no GPU is present.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -103,6 +104,36 @@ TEST(cuda_model, BatchedDecodeMatchesSingle) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->batched.rows(), 3);
   testing::ExpectBatchedRowsMatchAlone(*r, "cuda batched decode");
+}
+
+// ModelLoadOptions::cuda_graphs decides whether decode steps replay a captured graph, and
+// SetUseGraphs changes it after the load; a prefill step never does.
+TEST(cuda_model, GraphsOptionDecidesReplay) {
+  SKIP_WITHOUT_GPU();
+  auto golden = testing::LoadGolden(testing::TinyModelDir());
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  const std::vector<int32_t>& prompt = (*golden)[0].ids;
+  for (const bool graphs : {false, true}) {
+    ModelLoadOptions opt;
+    opt.backend = "cuda";
+    opt.cuda_graphs = graphs;
+    auto model = Model::Load(testing::TinyModelDir(), opt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    StepDriver driver(model->get(), nullptr);
+    GenerateOptions gen;
+    gen.max_tokens = 3;  // the prompt's prefill step, then decode steps
+    auto r = Generate(driver, prompt, gen);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->decode_steps, 2);  // the last Forward was a decode step
+    EXPECT_EQ(cuda::LastForwardReplayedGraph(**model), graphs) << "cuda_graphs=" << graphs;
+    ASSERT_TRUE(PromptLogits(driver, prompt).ok());  // a prefill step: never a graph
+    EXPECT_FALSE(cuda::LastForwardReplayedGraph(**model));
+    if (!graphs) continue;
+    cuda::SetUseGraphs(**model, false);
+    r = Generate(driver, prompt, gen);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(cuda::LastForwardReplayedGraph(**model)) << "after SetUseGraphs(false)";
+  }
 }
 
 // A prefill threshold below 1 token is refused at load, naming the option, before the device is
