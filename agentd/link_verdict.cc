@@ -7,7 +7,11 @@ namespace tandem::agentd {
 namespace {
 
 // Thresholds of the rules (docs/linktest.md, "Verdicts").
-constexpr double kRetransmitFraction = 0.001;   // > 0.1% of segments out retransmitted: loss
+// > 1% of segments out retransmitted: loss. A clean veth pair carrying both halves at once on a
+// 2-core host retransmits 0.05-0.17% (the receiving host, short of CPU, drops from its backlog, and
+// no counter on either side moves); netem's 5% and a 100 KB tail-drop queue give 5% and 22%.
+// Retransmits below this are still listed as evidence on the verdict.
+constexpr double kRetransmitFraction = 0.01;
 constexpr double kPhyGapFraction = 0.01;        // sender's tx_bytes_phy > receiver's rx_bytes_phy by 1%
 constexpr double kPcieBoundFraction = 0.85;     // at 85% of the PCIe ceiling or above
 constexpr double kUnusedFraction = 0.01;        // under 1% of the best other half
@@ -84,7 +88,7 @@ void ApplyRules(const HalfSample& s, double best_gbps_other_halves, LinkVerdict&
                                    kRetransmitFraction * static_cast<double>(s.tcp_segments_out);
   const std::string retrans_text = "TCP retransmitted " + std::to_string(s.tcp_retransmits) + " of " +
                                    std::to_string(s.tcp_segments_out) + " segments";
-  if (retransmitting) lost.push_back(retrans_text + " (over 0.1%)");
+  if (retransmitting) lost.push_back(retrans_text + " (over 1%)");
   if (tx_phy && rx_phy && static_cast<double>(*tx_phy) > static_cast<double>(*rx_phy) * (1.0 + kPhyGapFraction)) {
     lost.push_back("sender tx_bytes_phy +" + std::to_string(*tx_phy) + " but receiver rx_bytes_phy +" +
                    std::to_string(*rx_phy) + ": bytes left and did not arrive");

@@ -131,19 +131,23 @@ TEST(LinkVerdictTest, DiscardCountersOnEitherSideAreDroppedOnPathEachNamed) {
   EXPECT_EQ(JudgeHalf(xdp, 0).kind, LinkVerdictKind::kHealthy) << Show(JudgeHalf(xdp, 0));
 }
 
-TEST(LinkVerdictTest, RetransmitsAboveOnePerThousandAreLoss) {
+TEST(LinkVerdictTest, RetransmitsAboveOnePercentAreLoss) {
   HalfSample s = Cx7Half(40);
   s.sender_ethtool.clear();  // veth-like: TCP is the only witness
   s.receiver_ethtool.clear();
   s.tcp_segments_out = 1'000'000;
-  s.tcp_retransmits = 5000;
+  s.tcp_retransmits = 50000;  // 5%, as netem's loss in the netns test
   LinkVerdict v = JudgeHalf(s, 40);
   EXPECT_EQ(v.kind, LinkVerdictKind::kDroppedOnPath) << Show(v);
-  EXPECT_TRUE(HasLine(v, "TCP retransmitted 5000 of 1000000 segments")) << Show(v);
-  s.tcp_retransmits = 500;  // 0.05%: a congestion window probing, not a lossy path
+  EXPECT_TRUE(HasLine(v, "TCP retransmitted 50000 of 1000000 segments (over 1%)")) << Show(v);
+  s.tcp_retransmits = 10001;  // just over 1%
+  EXPECT_EQ(JudgeHalf(s, 40).kind, LinkVerdictKind::kDroppedOnPath) << Show(JudgeHalf(s, 40));
+  // 0.17%: what a clean veth pair showed with both halves busy on a loaded 2-core host (the
+  // receiver's backlog, no counter moved): listed, not called a lossy path.
+  s.tcp_retransmits = 1700;
   v = JudgeHalf(s, 40);
   EXPECT_NE(v.kind, LinkVerdictKind::kDroppedOnPath) << Show(v);
-  EXPECT_TRUE(HasLine(v, "TCP retransmitted 500 of 1000000")) << Show(v);
+  EXPECT_TRUE(HasLine(v, "TCP retransmitted 1700 of 1000000")) << Show(v);
 }
 
 TEST(LinkVerdictTest, BytesThatLeftButDidNotArriveAreLoss) {
