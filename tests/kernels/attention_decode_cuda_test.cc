@@ -28,6 +28,7 @@ namespace {
 
 using testing::DeviceBuffer;
 using testing::ExpectClose;
+using testing::MedianUs;
 using testing::RandomBf16;
 using testing::RandomFloats;
 using testing::Shape;
@@ -164,25 +165,7 @@ TEST(attention_decode_cuda, QwenShapeAgainstOtherKernelsAndTimed) {
       const std::string tag = "decode " + std::to_string(batch) + " x ctx " + std::to_string(ctx);
       ExpectClose(tag + " split vs paged_attention", d_out.Download(), d_paged.Download(), kBound);
       ExpectClose(tag + " split vs unsplit tiled", d_out.Download(), d_tiled.Download(), kBound);
-      auto median_us = [](auto&& launch) {
-        std::vector<float> ms(9);
-        cudaEvent_t start, stop;
-        CUDA_CHECK(cudaEventCreate(&start));
-        CUDA_CHECK(cudaEventCreate(&stop));
-        launch();  // warm-up
-        for (float& m : ms) {
-          CUDA_CHECK(cudaEventRecord(start));
-          launch();
-          CUDA_CHECK(cudaEventRecord(stop));
-          CUDA_CHECK(cudaEventSynchronize(stop));
-          CUDA_CHECK(cudaEventElapsedTime(&m, start, stop));
-        }
-        CUDA_CHECK(cudaEventDestroy(start));
-        CUDA_CHECK(cudaEventDestroy(stop));
-        std::sort(ms.begin(), ms.end());
-        return 1e3 * static_cast<double>(ms[4]);
-      };
-      const double t_split = median_us(split), t_paged = median_us(paged), t_tiled = median_us(tiled);
+      const double t_split = MedianUs(split, 9), t_paged = MedianUs(paged, 9), t_tiled = MedianUs(tiled, 9);
       const double mb = 2.0 * batch * max_positions * kv_dim * 2 / 1e6;  // K and V, bf16
       std::printf("%-22s one layer (%.1f MB of KV, %lld partitions): split %.1f us (%.0f GB/s), paged %.1f us, "
                   "unsplit tiled %.1f us\n",

@@ -31,6 +31,7 @@ namespace {
 
 using testing::DeviceBuffer;
 using testing::ExpectClose;
+using testing::MedianUs;
 using testing::RandomBf16;
 using testing::RandomFloats;
 using testing::Rng;
@@ -135,25 +136,7 @@ TEST(attention_prefill_cuda, QwenShapeAgainstPagedAttentionAndTimed) {
     paged();
     const std::string tag = "prefill " + std::to_string(seqs) + " x " + std::to_string(len);
     ExpectClose(tag + " tiled vs paged_attention", d_out.Download(), d_want.Download(), kBound);
-    auto median_ms = [](auto&& launch) {
-      std::vector<float> ms(5);
-      cudaEvent_t start, stop;
-      CUDA_CHECK(cudaEventCreate(&start));
-      CUDA_CHECK(cudaEventCreate(&stop));
-      launch();  // warm-up
-      for (float& m : ms) {
-        CUDA_CHECK(cudaEventRecord(start));
-        launch();
-        CUDA_CHECK(cudaEventRecord(stop));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        CUDA_CHECK(cudaEventElapsedTime(&m, start, stop));
-      }
-      CUDA_CHECK(cudaEventDestroy(start));
-      CUDA_CHECK(cudaEventDestroy(stop));
-      std::sort(ms.begin(), ms.end());
-      return static_cast<double>(ms[2]);
-    };
-    const double t_tiled = median_ms(tiled), t_paged = median_ms(paged);
+    const double t_tiled = MedianUs(tiled, 5) / 1e3, t_paged = MedianUs(paged, 5) / 1e3;  // ms
     const double flop = 4.0 * A.head_dim * A.n_heads * seqs * (len * (len + 1) / 2.0);
     std::printf("%-24s one layer: tiled %.3f ms (%.0f TFLOP/s), paged_attention %.3f ms (%.1f TFLOP/s): %.1fx\n",
                 tag.c_str(), t_tiled, flop / t_tiled * 1e-9, t_paged, flop / t_paged * 1e-9, t_paged / t_tiled);

@@ -30,13 +30,13 @@ using testing::ExpectClose;
 using testing::RandomBf16;
 using testing::RandomFloats;
 using testing::Rng;
+using testing::MaxRelError;
+using testing::MedianUs;
+using testing::SameBits;
 using testing::Shape;
+using testing::WideChannelFloats;
 
 constexpr double kBound = 1e-2;
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 TEST(gemm_cuda, DenseMatchesReference) {
   SKIP_WITHOUT_GPU();
@@ -63,32 +63,10 @@ TEST(gemm_cuda, DenseMatchesReference) {
   }
 }
 
-// max |got - want| / max |want|, infinity when got has a NaN or infinity: the router compares its
-// logits with each other (top-k), so an error counts against the largest of them.
-double MaxRelError(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, top = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
-    top = std::max(top, std::fabs(static_cast<double>(want[i])));
-  }
-  return err / top;
-}
-
 // float32-like: x split as hi + lo is off by <= 2^-16 relative per value (~3e-6 of the largest
 // output at these shapes), and float32 accumulation adds about as much. bf16(x) alone is off by up
 // to 2^-8 per value: ~1e-3 of the largest output.
 constexpr double kFloat32Bound = 1e-5;
-
-// The router's input: random values with a few channels 20x larger (RMSNorm outputs carry such
-// channels), so the largest outputs are not all alike.
-std::vector<float> RouterInput(int64_t T, int64_t in) {
-  std::vector<float> x = RandomFloats(T * in);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t k = 13; k < in; k += 97) x[t * in + k] *= 20.0f;
-  }
-  return x;
-}
 
 TEST(gemm_cuda, SplitKeepsFloat32Input) {
   SKIP_WITHOUT_GPU();
@@ -97,7 +75,7 @@ TEST(gemm_cuda, SplitKeepsFloat32Input) {
   for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
            {64, 2048, 128}, {512, 2048, 128}, {2048, 2048, 128}, {200, 2048, 257}, {333, 776, 37}}) {
     const std::string tag = Shape({T, in, out});
-    const auto x = RouterInput(T, in);
+    const auto x = WideChannelFloats(T, in);
     const auto w = RandomBf16(out * in, 0.05f);
     DeviceBuffer<float> d_x(x), d_y(T * out);
     DeviceBuffer<bf16_bits> d_w(w);
@@ -132,29 +110,6 @@ TEST(gemm_cuda, SplitKeepsFloat32Input) {
   }
 }
 
-// Microseconds per call of f on the default stream, the median of 20 after a warm-up.
-template <typename F>
-double MedianUs(F f) {
-  f();
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> us;
-  for (int i = 0; i < 20; ++i) {
-    CUDA_CHECK(cudaEventRecord(start));
-    f();
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(1000.0f * ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
 // What a 2048-token prefill spends per layer on Qwen3-30B-A3B's router product (printed, not
 // checked: the A/B of the step itself is cuda_decode_bench's prefill rows).
 TEST(gemm_cuda, SplitRouterTimes) {
@@ -163,9 +118,9 @@ TEST(gemm_cuda, SplitRouterTimes) {
   DeviceBuffer<float> d_x(RandomFloats(T * in)), d_y(T * out);
   DeviceBuffer<bf16_bits> d_w(RandomBf16(out * in, 0.05f));
   ASSERT_EQ(ReserveGemm(nullptr, T, in, in), cudaSuccess);
-  const double split = MedianUs([&] { gemm_bf16_split(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
-  const double matvec = MedianUs([&] { matvec_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
-  const double bf16 = MedianUs([&] { gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); });
+  const double split = MedianUs([&] { gemm_bf16_split(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); }, 20);
+  const double matvec = MedianUs([&] { matvec_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); }, 20);
+  const double bf16 = MedianUs([&] { gemm_bf16(d_y.get(), d_x.get(), d_w.get(), T, in, out, nullptr); }, 20);
   std::printf("router %s per call: gemm_bf16_split %.1f us, matvec_bf16 %.1f us (%.2fx), gemm_bf16 (bf16 x) %.1f us\n",
               Shape({T, in, out}).c_str(), split, matvec, matvec / split, bf16);
 }
@@ -178,7 +133,7 @@ TEST(gemm_cuda, FloatInputDispatch) {
   const int64_t n = kGemmMinTokens, in = 2048, out = 128;
   for (int64_t T : {n > 1 ? n - 1 : n, n, std::max<int64_t>(n, 2048)}) {
     const std::string tag = Shape({T, in, out});
-    const auto x = RouterInput(T, in);
+    const auto x = WideChannelFloats(T, in);
     const auto w = RandomBf16(out * in, 0.05f);
     DeviceBuffer<float> d_x(x), d_y(T * out), d_path(T * out);
     DeviceBuffer<bf16_bits> d_w(w);

@@ -2,6 +2,7 @@
 // outputs, and the relative error ||out - ref|| / ||ref|| (METHOD.md), NaN never passing.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -141,6 +142,56 @@ inline void ExpectClose(const std::string& what, const std::vector<float>& got, 
               what.c_str(), rel, bound, got[0], got.size() > 1 ? got[1] : 0.f, got.size() > 2 ? got[2] : 0.f,
               want[0], want.size() > 1 ? want[1] : 0.f, want.size() > 2 ? want[2] : 0.f);
   EXPECT_LT(rel, bound) << what;
+}
+
+// Whether two outputs are the same bits (a repeated launch, or two paths that must agree exactly).
+inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// max |got - want| / max |want|; infinity when got has a NaN or an infinity. For outputs compared
+// with each other (the router's logits, top-k), where an error counts against the largest of them.
+inline double MaxRelError(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, top = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
+    top = std::max(top, std::fabs(static_cast<double>(want[i])));
+  }
+  return err / top;
+}
+
+// T rows of `in` random activations with a few channels 20x larger (RMSNorm outputs carry such
+// channels), so the largest outputs are not all alike.
+inline std::vector<float> WideChannelFloats(int64_t T, int64_t in) {
+  std::vector<float> x = RandomFloats(T * in);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 13; k < in; k += 97) x[t * in + k] *= 20.0f;
+  }
+  return x;
+}
+
+// Microseconds per call of f on the default stream: the median of `runs` calls after a warm-up.
+template <typename F>
+double MedianUs(F&& f, int runs) {
+  f();
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> us;
+  for (int i = 0; i < runs; ++i) {
+    CUDA_CHECK(cudaEventRecord(start));
+    f();
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(1000.0f * ms);
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }
 
 }  // namespace tandem::kernels::testing

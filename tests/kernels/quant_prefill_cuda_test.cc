@@ -31,24 +31,12 @@ namespace {
 using testing::DeviceBuffer;
 using testing::RandomFloats;
 using testing::Rng;
+using testing::MaxRelError;
+using testing::SameBits;
 using testing::Shape;
+using testing::WideChannelFloats;
 
 constexpr double kSplitBound = 1e-5;
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// max |got - want| / max |want|; infinity when got has a NaN or an infinity.
-double MaxRelError(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, top = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
-    top = std::max(top, std::fabs(static_cast<double>(want[i])));
-  }
-  return err / top;
-}
 
 // A float32 weight and its bf16 split.
 struct SplitHost {
@@ -71,15 +59,6 @@ SplitHost RandomSplitWeight(int64_t n, float scale) {
   return s;
 }
 
-// Activations with a few channels 20x larger (RMSNorm outputs carry such channels).
-std::vector<float> Activations(int64_t T, int64_t in) {
-  std::vector<float> x = RandomFloats(T * in);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t k = 13; k < in; k += 97) x[t * in + k] *= 20.0f;
-  }
-  return x;
-}
-
 TEST(quant_prefill_cuda, DenseSplitWeightsKeepFloat32) {
   SKIP_WITHOUT_GPU();
   // (T, in, out): the tiny fixtures' q|k|v at prompt3's 150 tokens; Qwen3-30B-A3B's q|k|v and
@@ -87,7 +66,7 @@ TEST(quant_prefill_cuda, DenseSplitWeightsKeepFloat32) {
   for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
            {150, 128, 512}, {64, 2048, 5120}, {512, 4096, 2048}, {333, 776, 37}}) {
     const std::string tag = Shape({T, in, out});
-    const auto x = Activations(T, in);
+    const auto x = WideChannelFloats(T, in);
     const SplitHost w = RandomSplitWeight(out * in, 0.05f);
     std::vector<float> want(T * out);
     engine::cpu::matmul<double>(nullptr, want.data(), x.data(), w.w.data(), T, in, out);
@@ -134,7 +113,7 @@ TEST(quant_prefill_cuda, MoeGroupedSplitKeepsFloat32) {
   for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{
            {150, 16, 4, 128, 64}, {150, 17, 5, 128, 64}, {37, 128, 8, 2048, 768}, {200, 4, 2, 256, 128}}) {
     const std::string tag = Shape({T, E, K, H, I});
-    const auto x = Activations(T, H);
+    const auto x = WideChannelFloats(T, H);
     const SplitHost gate_up = RandomSplitWeight(E * 2 * I * H, 0.05f), down = RandomSplitWeight(E * H * I, 0.05f);
     const std::vector<int32_t> ids = UniformRoute(T, E, K);
     const std::vector<float> weights = RandomFloats(T * K);
