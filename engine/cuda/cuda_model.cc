@@ -72,7 +72,9 @@ class CudaModel final : public Model {
   CudaModel(ModelConfig cfg, const ModelLoadOptions& options, int device, cudaStream_t stream)
       : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
-        use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens) {
+        use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
+        quant_prefill_split_(options.cuda_quant_prefill_split),
+        decode_attention_split_(options.cuda_decode_attention_split) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -114,10 +116,6 @@ class CudaModel final : public Model {
     kv_spec_.dtype = dtype;
     kv_spec_.bytes_per_element = KvDtypeBytes(dtype);
   }
-  // ModelLoadOptions::cuda_quant_prefill_split; before LoadWeights, which sizes the scratch by it.
-  void set_quant_prefill_split(bool on) { quant_prefill_split_ = on; }
-  // ModelLoadOptions::cuda_decode_attention_split.
-  void set_decode_attention_split(bool on) { decode_attention_split_ = on; }
   // The fp8 cache's per-layer scales (engine/kv_cache.h ReadKvScales), one per KV layer.
   void set_kv_scales(std::vector<kernels::KvScale> scales) { kv_scales_ = std::move(scales); }
 
@@ -178,8 +176,10 @@ class CudaModel final : public Model {
   // Prefill products of quantized weights dequantize one weight (or expert stack) at a time into
   // this: sized at load for the largest (empty for a bf16 model; engine/cuda/linear.h).
   DeviceArray<bf16_bits> dequant_;
-  bool quant_prefill_split_ = false;  // dequant_ holds a weight's bf16 hi and lo (linear.h DequantScratch)
-  bool decode_attention_split_ = false;  // decode steps on kernels/attention_decode.h
+  // ModelLoadOptions::cuda_quant_prefill_split: dequant_ holds a weight's bf16 hi and lo (linear.h
+  // DequantScratch); LoadWeights sizes it by this.
+  bool quant_prefill_split_ = false;
+  bool decode_attention_split_ = false;  // ModelLoadOptions::cuda_decode_attention_split
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   PinnedBuffer<float> host_logits_;
@@ -566,8 +566,6 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   ASSIGN_OR_RETURN(auto model, CudaModel::Create(config, options));
   model->set_kv_dtype(kv_dtype);
   RETURN_IF_ERROR(model->InitRope());
-  model->set_quant_prefill_split(options.cuda_quant_prefill_split);
-  model->set_decode_attention_split(options.cuda_decode_attention_split);
   return model;
 }
 
