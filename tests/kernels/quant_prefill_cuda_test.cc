@@ -7,9 +7,12 @@
 // quant_nvfp4_cuda_test check that split). In a file of its own rather than gemm_cuda_test: these
 // are the quantized prefill's products.
 //
-// Bound: 1e-5 of the largest output (x and W each within 2^-16 of their float32 values, float32
-// accumulation), which the same kernels given only hi (W rounded to bf16, as the default prefill
-// does) miss by more than 10x: the test tells the split from the rounded product. Each result is
+// Bound: 3e-5 of the largest output (x and W each within 2^-16 of their float32 values, the lo*lo
+// term left out, float32 accumulation in the tensor cores' order). Measured on the H200 (session
+// 19): 4.4e-6..1.4e-5, the largest on gate_up, whose silu(gate) * up carries both products' errors;
+// a first bound of 1e-5 failed there. The same kernels given only hi (W rounded to bf16, as the
+// default prefill does) measured 1.7e-3..5.8e-3, more than 10x the bound: the test tells the split
+// from the rounded product. Each result is
 // also computed twice and must repeat bit for bit. Skips (with the reason) where no GPU is present.
 #include <algorithm>
 #include <array>
@@ -36,7 +39,7 @@ using testing::SameBits;
 using testing::Shape;
 using testing::WideChannelFloats;
 
-constexpr double kSplitBound = 1e-5;
+constexpr double kSplitBound = 3e-5;
 
 // A float32 weight and its bf16 split.
 struct SplitHost {

@@ -9,11 +9,13 @@
 //
 // Bounds (max |diff| / max |logit|): 1e-2 where activations stay float32 (decode-sized steps on
 // matmul_quant / moe_*_quant, which dequantize exactly in registers; f32 KV): measured ~1e-6, with
-// greedy identical. 8e-2 where they are rounded to bf16: a bf16 KV cache, or a prompt of at least
+// greedy identical. 1e-1 where they are rounded to bf16: a bf16 KV cache, or a prompt of at least
 // cuda_gemm_min_tokens tokens (prompt3's 150 at the default 64), whose products dequantize the weights to bf16 and take
 // the bf16 GEMM path. Measured there (H200, 2026-12-03): 1.4e-2..2.2e-2 on the qwen3moe fixtures
 // and 6.3e-2 on qwen35moe-fp8-tiny's prompt3, whose greedy continuation parts from the golden at
-// step 6; the same prompt on the float32 path (the F32Path instances) is within 1e-2 and
+// step 6; with every multi-token step on that path (gemm_min_tokens 1) 8.35e-2 on the same
+// fixture's 33-token prompt2 (H200, 2026-12-04; the CPU emulation of the rounding gave 8.3e-2),
+// which failed the first bound of 8e-2; the same prompt on the float32 path (the F32Path instances) is within 1e-2 and
 // identical. The difference is MoE routing flipped at near-ties, which the bf16 rounding of either
 // the weights or the activations alone causes (numbers at cuda_model_quant_golden_split, whose
 // float32-grade split prefill holds 1e-2). On those paths a parting greedy continuation must be a
@@ -40,7 +42,7 @@ namespace {
 
 std::string ModelDir(const std::string& name) { return testing::TestdataDir() + "/" + name; }
 
-double Bound(bool rounded) { return rounded ? 8e-2 : 1e-2; }
+double Bound(bool rounded) { return rounded ? 1e-1 : 1e-2; }
 
 // The golden prompts on `driver`: those below gemm_min_tokens (the model's
 // ModelLoadOptions::cuda_gemm_min_tokens) with float32 KV exactly as CheckGoldenPrompts
