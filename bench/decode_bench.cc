@@ -186,14 +186,12 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   tp.world = world;
   tp.comm = comm;
   tp.cuda_quant_prefill_split = o.quant_prefill_split;
-  tp.cuda_decode_attention_split = o.decode_attention_split;
   ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp, format));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
   // Rank 0 spent a while on the copy and kernel timings (or the previous format): meet before the
   // first step.
   if (comm != nullptr) RETURN_IF_ERROR(comm->Barrier());
   out += "KV cache: " + o.kv_dtype + "\n";
-  if (o.decode_attention_split) out += "decode attention: split tensor-core kernel (--decode-attention-split)\n";
   if (o.quant_prefill_split && format != WeightFormat::kBf16) {
     out += "prefill products: split bf16 hi + lo (--quant-prefill-split, float32-grade)\n";
   }

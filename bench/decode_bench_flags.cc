@@ -98,11 +98,12 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
-         "             [--decode-attention-split] [--no-kernel-table]\n"
+         "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
-         "  --prefill 512,2048: prefill rows of one sequence of that many tokens\n"
+         "  --prefill 512,2048: prefill rows of one sequence of that many tokens (an empty value, --prefill=,\n"
+         "    runs none)\n"
          "  --prefill-batch NxL[,NxL...]: prefill rows of N prompts of L tokens each in one step (default 8x1024;\n"
          "    an empty value, --prefill-batch=, runs none); tokens/s counts all N x L tokens\n"
          "  --tp N: N ranks as threads, rank r on GPU r (NCCL); bytes and GB/s are one GPU's shard\n"
@@ -114,10 +115,7 @@ std::string DecodeBenchUsage() {
          "    (--weights bf16,fp8,nvfp4) runs each format in turn in this process, one model loaded at a\n"
          "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n"
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
-         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
-         "  --decode-attention-split: decode steps over a bf16 / fp8 cache take the split tensor-core\n"
-         "    attention (the model option cuda_decode_attention_split) instead of paged_attention / the\n"
-         "    unsplit tiled kernel, for an A/B of the decode rows in one device call\n";
+         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -135,7 +133,7 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
       return args[++i];
     };
-    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--decode-attention-split" || f == "--help") &&
+    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--help") &&
         inline_value) {
       return absl::InvalidArgumentError("bench: flag " + f + " takes no value");
     }
@@ -148,6 +146,12 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       if (b != "cuda") return absl::InvalidArgumentError("bench: only --backend cuda is supported");
     } else if (f == "--batches" || f == "--contexts" || f == "--prefill") {
       ASSIGN_OR_RETURN(std::string v, value());
+      // An empty --prefill runs no single-sequence prefill rows (as --prefill-batch= runs no batched
+      // ones); a decode bench needs at least one batch and one context.
+      if (v.empty() && f == "--prefill") {
+        o.prefill_lengths.clear();
+        continue;
+      }
       ASSIGN_OR_RETURN(auto list, ParseInts(v));
       (f == "--batches" ? o.batches : f == "--contexts" ? o.contexts : o.prefill_lengths) = list;
     } else if (f == "--prefill-batch") {
@@ -166,8 +170,6 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.kernel_table = false;
     } else if (f == "--quant-prefill-split") {
       o.quant_prefill_split = true;
-    } else if (f == "--decode-attention-split") {
-      o.decode_attention_split = true;
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

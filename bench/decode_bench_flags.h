@@ -46,9 +46,6 @@ struct DecodeBenchOptions {
   // --quant-prefill-split: the quantized formats' prefill products float32-grade
   // (ModelLoadOptions::cuda_quant_prefill_split), for timing them against the rounded default.
   bool quant_prefill_split = false;
-  // --decode-attention-split: decode steps on the split tensor-core attention
-  // (ModelLoadOptions::cuda_decode_attention_split), for an A/B against the default kernels.
-  bool decode_attention_split = false;
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

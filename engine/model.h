@@ -46,13 +46,6 @@ struct ModelLoadOptions {
   // tokens' logits 1-6% off the float32 golden, docs/cuda.md "Quantized weights"); split, none do.
   // Doubles the dequantization scratch. bf16 weights and decode steps are unaffected.
   bool cuda_quant_prefill_split = false;
-  // Decode steps (one token per sequence) over a bf16 or fp8 KV cache take the split tensor-core
-  // attention (kernels/attention_decode.h: each K/V tile read once per kv head, a sequence's
-  // positions spread over the GPU) where the shape allows, instead of paged_attention (below 8
-  // sequences) or the unsplit tiled kernel (8 and more). Off until an H200 A/B of the decode step
-  // decides (cuda_decode_bench --decode-attention-split; attention_decode_cuda_test times the
-  // kernels alone). A float32 cache keeps paged_attention either way.
-  bool cuda_decode_attention_split = false;
 };
 
 class Model {

@@ -73,8 +73,7 @@ class CudaModel final : public Model {
       : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
-        quant_prefill_split_(options.cuda_quant_prefill_split),
-        decode_attention_split_(options.cuda_decode_attention_split) {
+        quant_prefill_split_(options.cuda_quant_prefill_split) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -179,7 +178,6 @@ class CudaModel final : public Model {
   // ModelLoadOptions::cuda_quant_prefill_split: dequant_ holds a weight's bf16 hi and lo (linear.h
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
-  bool decode_attention_split_ = false;  // ModelLoadOptions::cuda_decode_attention_split
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   PinnedBuffer<float> host_logits_;
@@ -298,10 +296,8 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
   const kernels::AttentionShape attn{L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
   // The split decode kernel's partials take more room than paged_attention's (a partition per kv head
   // carries the whole group): the larger of the two; the counters (one per kv head) fit paged's.
-  const int64_t scratch =
-      std::max(kernels::attention_scratch_floats(T, attn, m.max_blocks * block_size_),
-               decode_attention_split_ ? kernels::attention_decode_scratch_floats(T, attn, m.max_blocks * block_size_)
-                                       : int64_t{0});
+  const int64_t scratch = std::max(kernels::attention_scratch_floats(T, attn, m.max_blocks * block_size_),
+                                   kernels::attention_decode_scratch_floats(T, attn, m.max_blocks * block_size_));
   bool grew = false;
   // Whatever happens below, captured graphs hold the old addresses of anything that grew.
   absl::Status st = [&]() -> absl::Status {
@@ -392,7 +388,6 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.inv_freq = inv_freq_.get();
   ctx.ids_per_layer = ids_per_layer;
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
-  ctx.decode_attention_split = decode_attention_split_;
   ctx.gemm_min_tokens = gemm_min_tokens_;
 
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);

@@ -274,18 +274,23 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // a rank has very few heads). A float32 cache keeps paged_attention: the tensor cores would round
   // its K and V to bf16, which a bf16 cache measured above the float32 golden bound (docs/cuda.md).
   constexpr bool kRoundsCache = std::is_same_v<KV, float>;
-  // Decode batches of kTiledDecodeMinTokens sequences or more take the tiled kernel too (graphs capture
-  // it), every sequence of them (no paged head): one block per (sequence, kv head) reads each K/V
-  // tile once for the group's q heads, where paged_attention reads it once per q head. Same-run A/B
-  // on the H200 (docs/bench/decode-h200.md): batch 8 / 24 / 32 at ctx 1k 11.39 / 24.88 / 28.25 ms
-  // per step against 12.31 / 30.35 / 36.40, and 15.09 / 31.74 against 18.46 / 59.35 at ctx 4k
-  // (batch 8 / 32).
+  // Steps of kTiledDecodeMinTokens tokens or more take the tensor cores too (graphs capture them):
+  // one block reads each K/V tile once for the group's q heads, where paged_attention reads it once
+  // per q head.
+  //  - decode batches (one token per sequence: token s is sequence s): the split kernel
+  //    (kernels/attention_decode.h), a sequence's positions spread over several blocks. Same-run A/B
+  //    on the H200 against the unsplit tiled kernel (docs/bench/decode-h200.md, session 19): batch 8
+  //    / 32 at ctx 4k 12.37 / 31.66 ms per step against 15.31 / 32.44-32.75, at ctx 1k 11.45 / 29.03
+  //    against 11.40-11.44 / 28.66-28.86 (within the runs' spread at 8, 1% at 32). Below 8 sequences
+  //    paged_attention stays: at batch 1 the split kernel lost (3.63 against 3.05 ms at 1k).
+  //  - other small multi-token steps (several tokens of a sequence, below the prefill threshold): the
+  //    unsplit tiled kernel, every sequence of them (no paged head); before the split kernel it took
+  //    the decode batches too: batch 8 / 24 / 32 at ctx 1k 11.39 / 24.88 / 28.25 ms against
+  //    paged_attention's 12.31 / 30.35 / 36.40.
   constexpr int64_t kTiledDecodeMinTokens = 8;
   const bool prefill = ctx.GemmPath(m.T);
-  // Decode steps (one token per sequence: token s is sequence s) with the option on: the split
-  // tensor-core kernel, the group sharing each K/V tile and the positions spread over the GPU.
   if constexpr (!kRoundsCache) {
-    if (ctx.decode_attention_split && !prefill && m.T == m.S && kernels::attention_decode_supported(A)) {
+    if (!prefill && m.T == m.S && m.T >= kTiledDecodeMinTokens && kernels::attention_decode_supported(A)) {
       kernels::attention_decode(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache,
                                 v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A, ctx.max_positions, scale,
                                 ctx.stream, kv_scale);

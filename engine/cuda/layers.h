@@ -156,8 +156,6 @@ struct StepContext {
   // Tokens from which the products, the MoE experts and attention take their prefill paths (the
   // model's ModelLoadOptions::cuda_gemm_min_tokens), passed to every launcher that switches on it.
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
-  // Decode steps take kernels/attention_decode.h (ModelLoadOptions::cuda_decode_attention_split).
-  bool decode_attention_split = false;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.

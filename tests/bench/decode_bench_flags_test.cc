@@ -75,16 +75,10 @@ TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-prefill-split"), std::string::npos);
 }
 
-TEST(DecodeBenchFlags, DecodeAttentionSplitIsOffUnlessAsked) {
-  auto def = ParseDecodeBenchFlags({"--batches", "1,8"});
-  ASSERT_TRUE(def.ok()) << def.status();
-  EXPECT_FALSE(def->decode_attention_split);
-  auto on = ParseDecodeBenchFlags({"--decode-attention-split", "--batches", "1,8"});
-  ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->decode_attention_split);
-  EXPECT_EQ(on->batches, (std::vector<int>{1, 8})) << "the switch takes no value: the next flag is its own";
-  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-attention-split=1"}).ok()) << "a switch takes no value";
-  EXPECT_NE(DecodeBenchUsage().find("--decode-attention-split"), std::string::npos);
+// The decode-attention A/B switch of session 18 is gone (the split kernel is the decode batches'
+// attention since its A/B): the flag is refused, not ignored.
+TEST(DecodeBenchFlags, RetiredSwitchIsRefused) {
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-attention-split"}).ok());
 }
 
 TEST(DecodeBenchFlags, WeightsDefaultAndLists) {
@@ -139,6 +133,14 @@ TEST(DecodeBenchFlags, PrefillBatchDefaultListAndEmpty) {
     ASSERT_TRUE(off.ok()) << off.status();
     EXPECT_TRUE(off->prefill_batches.empty());
   }
+  // --prefill= likewise runs no single-sequence prefill rows; an empty batch or context list is refused.
+  for (auto args : {std::vector<std::string>{"--prefill="}, std::vector<std::string>{"--prefill", ""}}) {
+    auto off = ParseDecodeBenchFlags(args);
+    ASSERT_TRUE(off.ok()) << off.status();
+    EXPECT_TRUE(off->prefill_lengths.empty());
+  }
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--batches="}).ok());
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--contexts="}).ok());
   EXPECT_EQ(PrefillBatchName({4, 2048}), "4x2048");
   EXPECT_NE(DecodeBenchUsage().find("--prefill-batch 8x1024"), std::string::npos) << DecodeBenchUsage();
 }
