@@ -1,8 +1,11 @@
-// kernels/moe_batched.h against the references of the two products it replaces (ref::moe_gate_up
-// then ref::moe_down), on random inputs with the output poisoned before each launch. Bound as
-// kernels_cuda_test (1e-3 relative): the activations enter the products as bf16 hi + lo pairs, so the products see
-// the float32 activations to ~2^-16. Skips where no GPU is present.
+// The decode-batch experts, kernels/moe_batched.h, against the references of the two products it
+// replaces (ref::moe_gate_up then ref::moe_down), on random inputs with the output poisoned before
+// each launch. Bound as kernels_cuda_test (1e-3 relative): the activations enter the products as
+// bf16 hi + lo pairs, so the products see the float32 activations to ~2^-16. Also times it beside
+// the per-token kernels (kernels/moe.h) at Qwen3-30B-A3B's shape (printed, not asserted: the decode
+// bench decides). Skips where no GPU is present.
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "kernels/moe.h"
@@ -14,6 +17,7 @@ namespace {
 
 using testing::DeviceBuffer;
 using testing::ExpectClose;
+using testing::MedianUs;
 using testing::RandomBf16;
 using testing::RandomFloats;
 using testing::Rng;
@@ -71,6 +75,45 @@ TEST(moe_batched_cuda, MatchesReference) {
     moe_batched(d_out.get(), d_act.get(), d_x.get(), d_ids.get(), d_w.get(), d_gu.get(), d_down.get(), c.T, c.K, c.H, c.I,
                 d_scratch.get(), nullptr);
     EXPECT_EQ(d_out.Download(), got) << tag << ": not deterministic";
+
+  }
+}
+
+// One MoE layer of Qwen3-30B-A3B (128 experts, top-8, H 2048, I 768: 1.2 GB of bf16 experts, far
+// past L2) at decode batches: the per-token kernels and moe_batched on the same routing. Prints
+// microseconds and the distinct experts' bytes per microsecond (H200, session 19: per-token 145 /
+// 274 / 401 / 534 us at 8 / 16 / 24 / 32 tokens, moe_batched 193 / 293 / 358 / 417 us).
+TEST(moe_batched_cuda, QwenShapeTimed) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t E = 128, K = 8, H = 2048, I = 768;
+  auto gate_up = RandomBf16(E * 2 * I * H, 0.02f), down = RandomBf16(E * H * I, 0.02f);
+  DeviceBuffer<bf16_bits> d_gu(gate_up), d_down(down);
+  for (const int64_t T : {8, 16, 24, 32, 64}) {
+    const Case c{T, E, K, H, I, false};
+    const std::vector<int32_t> ids = PickExperts(c);
+    std::vector<int32_t> distinct(ids);
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    const double bytes = static_cast<double>(distinct.size()) * 3 * I * H * 2;
+    DeviceBuffer<float> d_x(RandomFloats(T * H)), d_w(RandomFloats(T * K)), d_out(T * H), d_act(T * K * I);
+    DeviceBuffer<int32_t> d_ids(ids);
+    DeviceBuffer<float> d_bscratch((MoeBatchedScratchBytes(T, K, H, I) + 3) / 4);
+    const double per_token = MedianUs(
+        [&] {
+          moe_gate_up(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr, /*gemm_min_tokens=*/1 << 30);
+          moe_down(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr, true, 1 << 30);
+        },
+        9);
+    const double batched = MedianUs(
+        [&] {
+          moe_batched(d_out.get(), d_act.get(), d_x.get(), d_ids.get(), d_w.get(), d_gu.get(), d_down.get(), T, K, H,
+                      I, d_bscratch.get(), nullptr);
+        },
+        9);
+    std::printf("MoE layer, %3lld tokens (%3zu experts, %.0f MB): per-token %.1f us (%.0f GB/s), moe_batched %.1f us "
+                "(%.0f GB/s)\n",
+                static_cast<long long>(T), distinct.size(), bytes / 1e6, per_token, bytes / per_token / 1e3, batched,
+                bytes / batched / 1e3);
   }
 }
 
