@@ -8,16 +8,23 @@
 set -euo pipefail
 a_dir=$1 b_dir=$2 runs=${3:-3}
 shift $(( $# < 3 ? $# : 3 ))
-log=${OUT:-/tmp}/gpu-ab
+# Logs: under /tmp/gpu-ab here; on the device machine (OUT set) in a temporary folder packed into
+# $OUT/gpu-ab-logs.tar.gz when the script ends, since at most 8 files come back from $OUT.
+if [[ -n "${OUT:-}" ]]; then
+  log=$(mktemp -d /tmp/gpu-ab-logs-XXXXXX)
+  trap 'tar czf "$OUT/gpu-ab-logs.tar.gz" -C "$log" .' EXIT
+else
+  log=/tmp/gpu-ab
+fi
 mkdir -p "$log"
 
-# unpack DIR: the folder holding bin/ and lib/ (gpu-pack.sh leaves them in tests.tar.gz).
+# unpack DIR: the folder holding bin/ and lib/ (gpu-pack.sh leaves them in tests.tar.xz).
 unpack() {
   local d=$1
-  if [[ -f "$d/tests.tar.gz" && ! -d "$d/bin" ]]; then
+  if [[ -f "$d/tests.tar.xz" && ! -d "$d/bin" ]]; then
     local u
     u=$(mktemp -d /tmp/gpu-ab-XXXXXX)
-    tar xzf "$d/tests.tar.gz" -C "$u"
+    tar xJf "$d/tests.tar.xz" -C "$u"
     d=$u
   fi
   echo "$d"

@@ -8,16 +8,16 @@
 #   docs/bench/quant-decode-h200.md) instead of bf16 alone
 set -u
 dir=${1:-gpu-out}
-# gpu-pack.sh --with-cluster leaves bin/ and lib/ in tests.tar.gz (64 MiB device limit): unpack.
-if [[ -f "$dir/tests.tar.gz" && ! -d "$dir/bin" ]]; then
+# gpu-pack.sh leaves bin/ and lib/ in tests.tar.xz (64 MiB device limit): unpack.
+if [[ -f "$dir/tests.tar.xz" && ! -d "$dir/bin" ]]; then
   unpacked=$(mktemp -d /tmp/gpu-check-XXXXXX)
-  tar xzf "$dir/tests.tar.gz" -C "$unpacked" && ln -s "$(cd "$dir" && pwd)/testdata" "$unpacked/testdata"
+  tar xJf "$dir/tests.tar.xz" -C "$unpacked" && ln -s "$(cd "$dir" && pwd)/testdata" "$unpacked/testdata"
   dir=$unpacked
 fi
 bench=1
 bench_args=()
 [[ "${2:-}" == "--no-bench" ]] && bench=0
-[[ "${2:-}" == "--quant-bench" ]] && bench_args=(--weights bf16,fp8,nvfp4)
+[[ "${2:-}" == "--quant-bench" ]] && bench_args=(--weights "bf16,fp8,nvfp4")
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The fixtures: the pack's own copy when it has one, else the repository's tests/data, which the
 # device machine gets with the working tree (gpu-pack.sh copies none of those: 64 MiB limit).
@@ -46,13 +46,21 @@ else
     [[ -n "$cublas" ]] && break
   done
   if [[ -n "$cublas" ]]; then
-    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
+    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
+    export LD_LIBRARY_PATH
     echo "cuBLAS: using $cublas"
   else
     echo "cuBLAS: NOT FOUND (no libcublas.so.13/.12): prefill falls back to the decode kernels; gemm_cuda_test fails"
   fi
 fi
-log=${OUT:-/tmp}/gpu-check
+# Logs: under /tmp/gpu-check here; on the device machine (OUT set) in a temporary folder packed into
+# $OUT/gpu-check-logs.tar.gz when the script ends, since at most 8 files come back from $OUT.
+if [[ -n "${OUT:-}" ]]; then
+  log=$(mktemp -d /tmp/gpu-check-logs-XXXXXX)
+  trap 'tar czf "$OUT/gpu-check-logs.tar.gz" -C "$log" .' EXIT
+else
+  log=/tmp/gpu-check
+fi
 mkdir -p "$log"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 
