@@ -47,11 +47,10 @@ absl::StatusOr<std::unique_ptr<Model>> CreateSyntheticCudaModel(
 // (fraction * total - already used) / (bytes per token * block_size). Call after loading.
 absl::StatusOr<int32_t> KvBlocksFromDeviceMemory(const Model& model, double memory_fraction, int32_t block_size);
 
-// Statistics of the last Forward of a cuda model (benchmarks): distinct experts per MoE layer,
-// averaged over layers; whether a graph was replayed.
+// Statistics of one step run eagerly by MeasureStepStats (benchmarks): distinct experts per MoE
+// layer, averaged over layers. (Whether a step replayed a graph: LastForwardReplayedGraph.)
 struct CudaStepStats {
   double distinct_experts_per_layer = 0;
-  bool graph_replayed = false;
 };
 // Fills the KV pool with random values (bf16, or e4m3 for an fp8 cache; benchmarks measure decode at a context without
 // running the prefill first). Both need `model` to be a cuda model.
