@@ -50,7 +50,9 @@ TEST_P(cuda_llm_engine_hybrid, SixteenConcurrentOnDeviceSizedSlotsGiveWhatEachGi
   });
   ASSERT_EQ(alone.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    if (!cases[i].golden.empty()) EXPECT_EQ(alone[i], cases[i].golden) << "golden prompt " << i;
+    if (!cases[i].golden.empty()) {  // braces: EXPECT_EQ expands to an if/else
+      EXPECT_EQ(alone[i], cases[i].golden) << "golden prompt " << i;
+    }
   }
   testing::WithEngineOn(dir, 1, Options(4), nullptr, [&](LLMEngine& e) {
     EXPECT_EQ(e.Stats().state_slots_total, 4);
