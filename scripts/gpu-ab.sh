@@ -8,29 +8,13 @@
 set -euo pipefail
 a_dir=$1 b_dir=$2 runs=${3:-3}
 shift $(( $# < 3 ? $# : 3 ))
-# Logs: under /tmp/gpu-ab here; on the device machine (OUT set) in a temporary folder packed into
-# $OUT/gpu-ab-logs.tar.gz when the script ends, since at most 8 files come back from $OUT.
-if [[ -n "${OUT:-}" ]]; then
-  log=$(mktemp -d /tmp/gpu-ab-logs-XXXXXX)
-  trap 'tar czf "$OUT/gpu-ab-logs.tar.gz" -C "$log" .' EXIT
-else
-  log=/tmp/gpu-ab
-fi
-mkdir -p "$log"
+# shellcheck source=scripts/lib-gpu.sh
+. "$(dirname "$0")/lib-gpu.sh"
+log=$(gpu_log_dir gpu-ab)
+trap 'gpu_pack_logs gpu-ab "$log"' EXIT
 
-# unpack DIR: the folder holding bin/ and lib/ (gpu-pack.sh leaves them in tests.tar.xz).
-unpack() {
-  local d=$1
-  if [[ -f "$d/tests.tar.xz" && ! -d "$d/bin" ]]; then
-    local u
-    u=$(mktemp -d /tmp/gpu-ab-XXXXXX)
-    tar xJf "$d/tests.tar.xz" -C "$u"
-    d=$u
-  fi
-  echo "$d"
-}
-a=$(unpack "$a_dir")
-b=$(unpack "$b_dir")
+a=$(gpu_unpack_tests "$a_dir")
+b=$(gpu_unpack_tests "$b_dir")
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 
 for i in $(seq 1 "$runs"); do

@@ -8,12 +8,12 @@
 #   docs/bench/quant-decode-h200.md) instead of bf16 alone
 set -u
 dir=${1:-gpu-out}
-# gpu-pack.sh leaves bin/ and lib/ in tests.tar.xz (64 MiB device limit): unpack.
-if [[ -f "$dir/tests.tar.xz" && ! -d "$dir/bin" ]]; then
-  unpacked=$(mktemp -d /tmp/gpu-check-XXXXXX)
-  tar xJf "$dir/tests.tar.xz" -C "$unpacked" && ln -s "$(cd "$dir" && pwd)/testdata" "$unpacked/testdata"
-  dir=$unpacked
-fi
+# shellcheck source=scripts/lib-gpu.sh
+. "$(dirname "$0")/lib-gpu.sh"
+# gpu-pack.sh leaves bin/ and lib/ in tests.tar.xz: unpacked, the pack's testdata goes beside them.
+packed=$dir
+dir=$(gpu_unpack_tests "$packed") || { echo "gpu-check: cannot unpack $packed/tests.tar.xz" >&2; exit 1; }
+[[ $dir != "$packed" && -d "$packed/testdata" ]] && ln -s "$(cd "$packed" && pwd)/testdata" "$dir/testdata"
 bench=1
 bench_args=()
 [[ "${2:-}" == "--no-bench" ]] && bench=0
@@ -53,15 +53,8 @@ else
     echo "cuBLAS: NOT FOUND (no libcublas.so.13/.12): prefill falls back to the decode kernels; gemm_cuda_test fails"
   fi
 fi
-# Logs: under /tmp/gpu-check here; on the device machine (OUT set) in a temporary folder packed into
-# $OUT/gpu-check-logs.tar.gz when the script ends, since at most 8 files come back from $OUT.
-if [[ -n "${OUT:-}" ]]; then
-  log=$(mktemp -d /tmp/gpu-check-logs-XXXXXX)
-  trap 'tar czf "$OUT/gpu-check-logs.tar.gz" -C "$log" .' EXIT
-else
-  log=/tmp/gpu-check
-fi
-mkdir -p "$log"
+log=$(gpu_log_dir gpu-check)
+trap 'gpu_pack_logs gpu-check "$log"' EXIT
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
 
 summary=()

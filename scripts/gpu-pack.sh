@@ -74,7 +74,8 @@ def ints(name):
 for i in range(3):
     print(i, ints("prompt%d.ids" % i), ints("prompt%d.greedy" % i))
 PY
-  cp "$root/scripts/gpu-tp2.sh" "$root/scripts/lib-agents.sh" "$root/scripts/compare-logits.sh" "$stage/scripts/"
+  cp "$root/scripts/gpu-tp2.sh" "$root/scripts/lib-agents.sh" "$root/scripts/lib-gpu.sh" "$root/scripts/compare-logits.sh" \
+    "$stage/scripts/"
   echo "gpu-pack: cluster bundle unpacked: $(du -sh "$stage" | cut -f1)"
   tar czf "$out/cluster.tar.gz" -C "$stage" .
   rm -rf "$stage"

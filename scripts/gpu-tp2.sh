@@ -49,7 +49,9 @@ done
 [[ $backend == cuda || $backend == cpu ]] || { echo "gpu-tp2: --backend cuda|cpu" >&2; exit 2; }
 [[ $kill_which == worker || $kill_which == head ]] || { echo "gpu-tp2: --kill worker|head" >&2; exit 2; }
 [[ $signal == KILL || $signal == STOP ]] || { echo "gpu-tp2: --signal KILL|STOP" >&2; exit 2; }
-here=$(cd "$(dirname "$0")" && pwd)  # compare-logits.sh and lib-agents.sh live beside this script
+here=$(cd "$(dirname "$0")" && pwd)  # compare-logits.sh, lib-agents.sh and lib-gpu.sh live beside this script
+# shellcheck source=scripts/lib-gpu.sh
+. "$here/lib-gpu.sh"
 dir=$(cd "$dir" 2>/dev/null && pwd || echo "$dir")
 
 WORK=$(mktemp -d /tmp/gpu-tp2-XXXXXX)
@@ -85,16 +87,8 @@ TINY=$(find_data qwen3moe-tiny)
 TOKDIR=$(find_data qwen3-tokenizer)
 PROMPTS=$(find_data golden-prompts.txt)
 export LD_LIBRARY_PATH="$PACK/lib:$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# Logs: under /tmp/gpu-tp2 here; on the device machine (OUT set) in a temporary folder packed into
-# $OUT/gpu-tp2-logs.tar.gz when the script ends, since at most 8 files come back from $OUT.
-pack_logs() { if [[ -n "${OUT:-}" ]]; then tar czf "$OUT/gpu-tp2-logs.tar.gz" -C "$LOG" .; fi; }
-if [[ -n "${OUT:-}" ]]; then
-  LOG=$(mktemp -d /tmp/gpu-tp2-logs-XXXXXX)
-  trap pack_logs EXIT
-else
-  LOG=/tmp/gpu-tp2
-fi
-mkdir -p "$LOG"
+LOG=$(gpu_log_dir gpu-tp2)
+trap 'gpu_pack_logs gpu-tp2 "$LOG"' EXIT  # cleanup() below replaces it and packs them too
 CMDS="$LOG/commands.txt"
 : > "$CMDS"
 summary=()
@@ -196,7 +190,7 @@ cleanup() {
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
   cp "$WORK"/node*.err "$WORK"/node*.out "$WORK/cluster.yaml" "$LOG/" 2>/dev/null
   [[ ${KEEP:-0} == 1 ]] || rm -rf "$WORK"
-  pack_logs
+  gpu_pack_logs gpu-tp2 "$LOG"
 }
 trap cleanup EXIT INT TERM
 if [[ ,$steps, == *,c,* ]]; then

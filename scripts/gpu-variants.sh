@@ -17,21 +17,12 @@ if [[ "${1:-}" == "--bench-args" ]]; then
   args=$2
   shift 2
 fi
-if [[ -f "$dir/tests.tar.xz" && ! -d "$dir/bin" ]]; then
-  unpacked=$(mktemp -d /tmp/gpu-variants-XXXXXX)
-  tar xJf "$dir/tests.tar.xz" -C "$unpacked"
-  dir=$unpacked
-fi
+# shellcheck source=scripts/lib-gpu.sh
+. "$(dirname "$0")/lib-gpu.sh"
+dir=$(gpu_unpack_tests "$dir") || exit 1
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# Logs: under /tmp/gpu-variants here; on the device machine (OUT set) in a temporary folder packed into
-# $OUT/gpu-variants-logs.tar.gz when the script ends, since at most 8 files come back from $OUT.
-if [[ -n "${OUT:-}" ]]; then
-  log=$(mktemp -d /tmp/gpu-variants-logs-XXXXXX)
-  trap 'tar czf "$OUT/gpu-variants-logs.tar.gz" -C "$log" .' EXIT
-else
-  log=/tmp/gpu-variants
-fi
-mkdir -p "$log"
+log=$(gpu_log_dir gpu-variants)
+trap 'gpu_pack_logs gpu-variants "$log"' EXIT
 rows=()
 n=0
 for v in "$@"; do
