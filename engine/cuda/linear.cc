@@ -85,8 +85,7 @@ absl::StatusOr<const kernels::bf16_bits*> DequantizeToScratch(const LinearWeight
 
 absl::StatusOr<SplitWeight> DequantizeSplitToScratch(const LinearWeight& w, const DequantScratch& scratch,
                                                      cudaStream_t stream) {
-  const kernels::QuantMatrix& q = w.quant();
-  const int64_t half = q.count * q.rows * q.cols;
+  const int64_t half = w.dequant_elems();  // hi's values, then lo's
   if (scratch.data == nullptr || scratch.elems < 2 * half) {
     return absl::InternalError("dequantization scratch of " + std::to_string(scratch.elems) +
                                " values, the split weight has " + std::to_string(2 * half));
@@ -96,7 +95,7 @@ absl::StatusOr<SplitWeight> DequantizeSplitToScratch(const LinearWeight& w, cons
     return absl::InternalError("split dequantization of a weight of " + std::to_string(half) + " values");
   }
   SplitWeight split{scratch.data, scratch.data + half};
-  kernels::dequantize_bf16(scratch.data, q, stream, scratch.data + half);
+  kernels::dequantize_bf16(scratch.data, w.quant(), stream, scratch.data + half);
   return split;
 }
 
