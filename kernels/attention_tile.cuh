@@ -1,9 +1,9 @@
 // The tensor-core pieces shared by the tiled attention kernels: attention_prefill.cu (a tile of a
 // prompt's tokens per block) and attention_decode.cu (one-token sequences, a sequence's positions
 // split across blocks). bf16 mma.sync m16n8k16 with fp32 accumulation, ldmatrix fragment loads,
-// cp.async copies, base-2 exponentials, and the stager that moves K/V tiles of one kv head from the
-// paged cache into shared memory as bf16 through the block table. Plain sm_80 instructions: the
-// same code runs on the H200 (sm_90) and the DGX Spark's GB10 (sm_121).
+// base-2 exponentials, and the stager that moves K/V tiles of one kv head from the paged cache into
+// shared memory as bf16 through the block table (cp.async copies: cp_async.cuh). Plain sm_80
+// instructions: the same code runs on the H200 (sm_90) and the DGX Spark's GB10 (sm_121).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,13 +13,16 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cp_async.cuh"
+
 namespace tandem::kernels::tile {
 
-constexpr float kLog2e = 1.4426950408889634f;
+using kernels::CpAsync16;
+using kernels::CpAsyncCommit;
+using kernels::CpAsyncWait;
+using kernels::SmemAddr;
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -42,17 +45,6 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint3
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// 16 bytes global -> shared without passing through registers; valid == false writes zeros.
-__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ float Exp2(float x) {  // 2^x, 0 for -inf
