@@ -22,4 +22,14 @@ int SmCount() {
   return n;
 }
 
+int MaxSmemPerBlock() {
+  static const int n = [] {
+    int device = 0, bytes = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return bytes;
+  }();
+  return n;
+}
+
 }  // namespace tandem::kernels

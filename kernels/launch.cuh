@@ -39,6 +39,11 @@ bool PdlEnabled();
 // the GB10 48).
 int SmCount();
 
+// The most shared memory one block of the current device may opt in to
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin, asked once per process: 227 KB on the H200, 99 KB on
+// the GB10).
+int MaxSmemPerBlock();
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when PdlEnabled().
 template <typename... Params, typename... Args>
 void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {

@@ -50,16 +50,28 @@ __device__ __forceinline__ void SplitPair(float a, float b, uint32_t& hi, uint32
   lo = PackBf16(__float2bfloat16_rn(a - __bfloat162float(ha)), __float2bfloat16_rn(b - __bfloat162float(hb)));
 }
 
+// Eight floats split into the hi and lo words of four bf16 pairs.
+__device__ __forceinline__ void SplitEight(const float4& v0, const float4& v1, uint4& hi, uint4& lo) {
+  SplitPair(v0.x, v0.y, hi.x, lo.x);
+  SplitPair(v0.z, v0.w, hi.y, lo.y);
+  SplitPair(v1.x, v1.y, hi.z, lo.z);
+  SplitPair(v1.z, v1.w, hi.w, lo.w);
+}
+
 // Token rows in float32: the lane's 8 elements at k, split into hi and lo words.
 struct FloatRows {
   using Elem = float;
   __device__ __forceinline__ static void Load(const float* p, int64_t k, int64_t /*lo_offset*/, uint4& hi, uint4& lo) {
-    const float4 v0 = __ldg(reinterpret_cast<const float4*>(p + k));
-    const float4 v1 = __ldg(reinterpret_cast<const float4*>(p + k + 4));
-    SplitPair(v0.x, v0.y, hi.x, lo.x);
-    SplitPair(v0.z, v0.w, hi.y, lo.y);
-    SplitPair(v1.x, v1.y, hi.z, lo.z);
-    SplitPair(v1.z, v1.w, hi.w, lo.w);
+    SplitEight(__ldg(reinterpret_cast<const float4*>(p + k)), __ldg(reinterpret_cast<const float4*>(p + k + 4)), hi,
+               lo);
+  }
+};
+
+// Token rows in float32 staged in shared memory (moe_batched.cu): as FloatRows, plain loads.
+struct SharedFloatRows {
+  using Elem = float;
+  __device__ __forceinline__ static void Load(const float* p, int64_t k, int64_t /*lo_offset*/, uint4& hi, uint4& lo) {
+    SplitEight(*reinterpret_cast<const float4*>(p + k), *reinterpret_cast<const float4*>(p + k + 4), hi, lo);
   }
 };
 

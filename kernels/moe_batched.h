@@ -2,12 +2,16 @@
 // read once per step and multiplied by all of its tokens on tensor cores, where moe_gate_up /
 // moe_down (moe.h) read an expert once per token that chose it.
 //
-//  1. The pairs are sorted by expert into tiles of up to 32 pairs (moe_pairs.cuh).
-//  2. gate_up: a warp holds 16 gate rows and the 16 matching up rows of the tile's expert, a k
-//     step at a time, and multiplies them by the tile's tokens in groups of 8 (kernels/mma_rows.cuh:
-//     bf16 mma.sync, sm_80 on, the GB10 included; the float32 activations enter as bf16 hi + lo,
-//     so a batch gives a sequence the logits it gets alone). act[p] = silu(gate) * up.
-//  3. down: the same with 16 rows of the expert's down matrix; part[p] = weights[p] * row.
+//  1. The pairs are sorted by expert into tiles of up to 32 pairs (moe_pairs.cuh); the model's
+//     expert count bounds the tile table, so the grids hold only blocks its experts can fill.
+//  2. gate_up: a block streams 64 gate rows and the 64 matching up rows of the tile's expert, and
+//     the same k of the tile's token rows, through a ring of shared-memory stages (cp.async, three
+//     64-wide k chunks in flight: 48 KB a block, which the registers of a load-then-multiply loop
+//     cannot hold); each warp multiplies its 16 gate and 16 up rows by the tile's tokens in groups
+//     of 8 (kernels/mma_rows.cuh: bf16 mma.sync, sm_80 on, the GB10 included; the float32
+//     activations enter as bf16 hi + lo, so a batch gives a sequence the logits it gets alone).
+//     act[p] = silu(gate) * up.
+//  3. down: the same with 128 rows of the expert's down matrix; part[p] = weights[p] * row.
 //  4. out[t] = sum over k in order of part[t*K + k]: deterministic, no float atomics.
 #pragma once
 
@@ -20,13 +24,15 @@ namespace tandem::kernels {
 
 // The smallest decode batch the engine sends here: below it the per-token kernels (moe.h), which
 // start loading while the router finishes and need no sort, were faster on the H200 (same-run A/B
-// at 8, 16, 24 and 32 tokens in docs/bench/decode-h200.md).
-constexpr int64_t kMoeBatchedMinTokens = 24;
+// in docs/bench/decode-h200.md: batch 8 11.1 ms a step with them against 11.5 with this kernel,
+// batch 16 19.5 against 16.1).
+constexpr int64_t kMoeBatchedMinTokens = 16;
 
 // The largest step the engine sends here (larger decode batches are rare; prefill takes moe_gemm.h).
 constexpr int64_t kMoeBatchedMaxTokens = 256;
 
-// Whether moe_batched takes these sizes: H and I multiples of 32.
+// Whether moe_batched takes these sizes (H and I multiples of 32) on the current device (its blocks
+// need ~98 KB of shared memory: the H200 and the GB10 have it).
 bool MoeBatchedSupported(int64_t H, int64_t I);
 
 // Device bytes of the scratch moe_batched needs for T tokens of K experts each.
@@ -36,9 +42,10 @@ size_t MoeBatchedScratchBytes(int64_t T, int64_t K, int64_t H, int64_t I);
 // out (T, H) = sum_k weights[t*K+k] * moe_down(silu(x W_gate^T) * (x W_up^T)) of expert ids[t*K+k],
 // as ref::moe_gate_up followed by ref::moe_down. gate_up (E, 2I, H), down (E, H, I) as in moe.h.
 // `scratch`: MoeBatchedScratchBytes bytes, 16-byte aligned, owned by the caller (so a captured
-// graph keeps a valid address). Ids in [0, kMaxExperts) (moe_gemm.h).
+// graph keeps a valid address). E experts (the shared one included where it runs as one more):
+// ids in [0, E), E <= kMaxExperts (moe_gemm.h); an id outside traps.
 void moe_batched(float* out, float* act, const float* x, const int32_t* ids, const float* weights, const bf16_bits* gate_up,
-                 const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, void* scratch,
+                 const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, int64_t E, void* scratch,
                  cudaStream_t stream);
 
 }  // namespace tandem::kernels

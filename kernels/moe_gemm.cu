@@ -221,7 +221,7 @@ size_t PartialBytes(int64_t T, int64_t K, int64_t H) { return static_cast<size_t
 bool SizesSupported(int64_t H, int64_t I) { return H % 64 == 0 && I % 64 == 0 && H > 0 && I > 0; }
 
 MoeSorted SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) {
-  return MoeSortPairs(StreamScratch(stream, 1, SortBytes(n_pairs)), ids, n_pairs, kBM, stream);
+  return MoeSortPairs(StreamScratch(stream, 1, SortBytes(n_pairs)), ids, n_pairs, kBM, kMaxExperts, stream);
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ static_assert(kSortThreads == kMaxExperts, "the sort gives each thread one exper
 
 // Count per expert, exclusive scans of the counts and of the tiles, then the scatter.
 __global__ void __launch_bounds__(kSortThreads) MoeSortKernel(int4* tiles, int32_t* sorted, const int32_t* ids,
-                                                              int n_pairs, int tile_bound, int tile_rows) {
+                                                              int n_pairs, int tile_bound, int tile_rows,
+                                                              int n_experts) {
   __shared__ int cursor[kMaxExperts];
   __shared__ int warp_sums[32];
   GridDepWait();  // the router's ids
@@ -26,7 +27,7 @@ __global__ void __launch_bounds__(kSortThreads) MoeSortKernel(int4* tiles, int32
   __syncthreads();
   for (int p = threadIdx.x; p < n_pairs; p += kSortThreads) {
     const int id = ids[p];
-    if (id < 0 || id >= kMaxExperts) __trap();  // a router bug; see kMaxExperts
+    if (id < 0 || id >= n_experts) __trap();  // a router bug: the tile table would overflow
     atomicAdd(&cursor[id], 1);
   }
   __syncthreads();
@@ -61,20 +62,22 @@ __global__ void __launch_bounds__(128) MoeReduceKernel(float* out, const float* 
 
 }  // namespace
 
-int64_t MoeTileBound(int64_t n_pairs, int tile_rows) {
-  return (n_pairs + tile_rows - 1) / tile_rows + std::min(n_pairs, kMaxExperts);
+int64_t MoeTileBound(int64_t n_pairs, int tile_rows, int64_t n_experts) {
+  return (n_pairs + tile_rows - 1) / tile_rows + std::min(n_pairs, n_experts);
 }
 
 size_t MoeSortBytes(int64_t n_pairs, int tile_rows) {
-  return MoeTileBound(n_pairs, tile_rows) * sizeof(int4) + n_pairs * sizeof(int32_t);
+  return MoeTileBound(n_pairs, tile_rows, kMaxExperts) * sizeof(int4) + n_pairs * sizeof(int32_t);
 }
 
-MoeSorted MoeSortPairs(void* scratch, const int32_t* ids, int64_t n_pairs, int tile_rows, cudaStream_t stream) {
-  const int64_t tile_bound = MoeTileBound(n_pairs, tile_rows);
+MoeSorted MoeSortPairs(void* scratch, const int32_t* ids, int64_t n_pairs, int tile_rows, int64_t n_experts,
+                       cudaStream_t stream) {
+  KERNEL_REQUIRE(n_experts > 0 && n_experts <= kMaxExperts);
+  const int64_t tile_bound = MoeTileBound(n_pairs, tile_rows, n_experts);
   auto* tiles = static_cast<int4*>(scratch);
   auto* sorted = reinterpret_cast<int32_t*>(tiles + tile_bound);
   Launch(MoeSortKernel, dim3(1), dim3(kSortThreads), 0, stream, tiles, sorted, ids, static_cast<int>(n_pairs),
-         static_cast<int>(tile_bound), tile_rows);
+         static_cast<int>(tile_bound), tile_rows, static_cast<int>(n_experts));
   KERNEL_CHECK();
   return {tiles, sorted, tile_bound};
 }

@@ -9,21 +9,26 @@
 
 namespace tandem::kernels {
 
-// Tiles the sort may write for n_pairs pairs: every expert's last tile may be partial.
-int64_t MoeTileBound(int64_t n_pairs, int tile_rows);
-// Bytes of the tile table (int4 per tile) plus the sorted pair ids (int32 per pair).
+// Tiles the sort may write for n_pairs pairs of ids in [0, n_experts): every expert's last tile may
+// be partial, and at most n_experts experts have one.
+int64_t MoeTileBound(int64_t n_pairs, int tile_rows, int64_t n_experts);
+// Bytes of the tile table (int4 per tile) plus the sorted pair ids (int32 per pair), for any
+// expert count up to kMaxExperts.
 size_t MoeSortBytes(int64_t n_pairs, int tile_rows);
 
 // Into `scratch` (MoeSortBytes, 16-byte aligned): tiles[j] = (expert, first sorted slot, pairs,
 // 0) for j < the number of tiles, (-1, 0, 0, 0) after it up to MoeTileBound; sorted[slot] = pair
 // id p = t*K + k, the pairs of one expert contiguous (their order within the expert arbitrary).
-// Ids outside [0, kMaxExperts) trap. One block; launched with PDL (it waits for the router).
+// Ids outside [0, n_experts) trap (n_experts <= kMaxExperts: the model's count bounds the tile
+// table, so a decode batch's grids launch no more blocks than its experts can fill). One block;
+// launched with PDL (it waits for the router).
 struct MoeSorted {
   const int4* tiles;
   const int32_t* sorted;
   int64_t tile_bound;
 };
-MoeSorted MoeSortPairs(void* scratch, const int32_t* ids, int64_t n_pairs, int tile_rows, cudaStream_t stream);
+MoeSorted MoeSortPairs(void* scratch, const int32_t* ids, int64_t n_pairs, int tile_rows, int64_t n_experts,
+                       cudaStream_t stream);
 
 // out[t][h] = sum over k in order of part[t*K + k][h] (H a multiple of 4, rows 16-byte aligned).
 void MoeReducePairs(float* out, const float* part, int64_t T, int64_t K, int64_t H, cudaStream_t stream);

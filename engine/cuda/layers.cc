@@ -414,7 +414,7 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
                        a.moe_batch.size() * 4 >= static_cast<int64_t>(kernels::MoeBatchedScratchBytes(T, Ks, H, I));
   if (!gate_up_.quantized() && !down_.quantized() && batched) {
     kernels::moe_batched(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
-                         down_.bf16(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
+                         down_.bf16(), T, Ks, H, I, Es, a.moe_batch.get(), ctx.stream);
   } else if (!gate_up_.quantized() && !down_.quantized()) {
     kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
                          ctx.gemm_min_tokens);

@@ -66,14 +66,14 @@ TEST(moe_batched_cuda, MatchesReference) {
     d_out.Poison();
     d_scratch.Poison();
     moe_batched(d_out.get(), d_act.get(), d_x.get(), d_ids.get(), d_w.get(), d_gu.get(), d_down.get(), c.T, c.K, c.H, c.I,
-                d_scratch.get(), nullptr);
+                c.E, d_scratch.get(), nullptr);
     const std::vector<float> got = d_out.Download();
     ExpectClose(tag + " act", d_act.Download(), act, 1e-3);
     ExpectClose(tag, got, want, 1e-3);
     // A second launch gives the same bits: the sums run in a fixed order.
     d_out.Poison();
     moe_batched(d_out.get(), d_act.get(), d_x.get(), d_ids.get(), d_w.get(), d_gu.get(), d_down.get(), c.T, c.K, c.H, c.I,
-                d_scratch.get(), nullptr);
+                c.E, d_scratch.get(), nullptr);
     EXPECT_EQ(d_out.Download(), got) << tag << ": not deterministic";
 
   }
@@ -81,14 +81,15 @@ TEST(moe_batched_cuda, MatchesReference) {
 
 // One MoE layer of Qwen3-30B-A3B (128 experts, top-8, H 2048, I 768: 1.2 GB of bf16 experts, far
 // past L2) at decode batches: the per-token kernels and moe_batched on the same routing. Prints
-// microseconds and the distinct experts' bytes per microsecond (H200, session 19: per-token 145 /
-// 274 / 401 / 534 us at 8 / 16 / 24 / 32 tokens, moe_batched 193 / 293 / 358 / 417 us).
+// microseconds and the distinct experts' bytes per microsecond (H200, session 20: per-token 145 /
+// 275 / 404 / 525 / 1041 us at 8 / 16 / 24 / 32 / 64 tokens, moe_batched 161 / 228 / 270 / 287 /
+// 335 us, 3.1-3.6 TB/s).
 TEST(moe_batched_cuda, QwenShapeTimed) {
   SKIP_WITHOUT_GPU();
   constexpr int64_t E = 128, K = 8, H = 2048, I = 768;
   auto gate_up = RandomBf16(E * 2 * I * H, 0.02f), down = RandomBf16(E * H * I, 0.02f);
   DeviceBuffer<bf16_bits> d_gu(gate_up), d_down(down);
-  for (const int64_t T : {8, 16, 24, 32, 64}) {
+  for (const int64_t T : {1, 4, 8, 12, 16, 24, 32, 64}) {
     const Case c{T, E, K, H, I, false};
     const std::vector<int32_t> ids = PickExperts(c);
     std::vector<int32_t> distinct(ids);
@@ -107,7 +108,7 @@ TEST(moe_batched_cuda, QwenShapeTimed) {
     const double batched = MedianUs(
         [&] {
           moe_batched(d_out.get(), d_act.get(), d_x.get(), d_ids.get(), d_w.get(), d_gu.get(), d_down.get(), T, K, H,
-                      I, d_bscratch.get(), nullptr);
+                      I, E, d_bscratch.get(), nullptr);
         },
         9);
     std::printf("MoE layer, %3lld tokens (%3zu experts, %.0f MB): per-token %.1f us (%.0f GB/s), moe_batched %.1f us "
