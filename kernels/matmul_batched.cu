@@ -11,24 +11,35 @@ namespace {
 using mma_rows::FloatRows;
 using mma_rows::kNTiles;
 using mma_rows::MmaRows;
-
 using mma_rows::SumWarps;
 using mma_rows::WarpSlice;
 
-constexpr int kWarps = 8;  // the block's 16 rows of W, k split eight ways
-constexpr int kLoads = 4;  // k steps in flight per warp
+constexpr int kWarps = 8;  // the block's rows of W, k split eight ways
 constexpr int kBlockTokens = 8 * kNTiles;
 
-// Grid (out / 16, ceil(T / kBlockTokens)).
+// Grid (ceil(out / (16 kGroups)), ceil(T / kBlockTokens)). A block multiplies kGroups groups of 16
+// rows, kLoads k steps in flight per warp (kGroups * kLoads = 4: 4 KB a warp either way). Two
+// groups read the tokens' x (up to 32 x in floats, from L2) once for twice the rows of W: faster
+// where the grid still fills the GPU (launcher). No register cap: capped at 128 (two blocks an SM)
+// the sm_121 build spills 488 bytes with two groups, uncapped it takes 254 registers and one block
+// an SM, whose 32 KB in flight are far more than the GB10's ~6 GB/s an SM of DRAM bandwidth needs.
+template <int kGroups>
 __global__ void __launch_bounds__(kWarps * 32) MatmulBatchedKernel(float* y, const float* x, const uint16_t* w,
                                                                    int64_t T, int64_t in, int64_t out) {
-  __shared__ float sums[mma_rows::kSumFloats<1, kWarps>];
+  constexpr int kLoads = 4 / kGroups;
+  __shared__ float sums[mma_rows::kSumFloats<kGroups, kWarps>];
   GridDepWait();  // x
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 16 * kGroups;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBlockTokens;
-  const uint16_t* const rows[2] = {w + (r0 + g) * in + 8 * c, w + (r0 + g + 8) * in + 8 * c};
+  const uint16_t* rows[2 * kGroups];
+#pragma unroll
+  for (int m = 0; m < kGroups; ++m) {  // a group past out (out % 16 == 0) reads group 0 and is dropped
+    const int64_t rg = r0 + 16 * m < out ? r0 + 16 * m : r0;
+    rows[2 * m] = w + (rg + g) * in + 8 * c;
+    rows[2 * m + 1] = w + (rg + g + 8) * in + 8 * c;
+  }
   const float* xr[kNTiles];
 #pragma unroll
   for (int j = 0; j < kNTiles; ++j) {  // a column past T reads row t0 (its results are dropped)
@@ -36,21 +47,26 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulBatchedKernel(float* y, con
     xr[j] = x + (t < T ? t : t0) * in + 8 * c;
   }
   const int nt = static_cast<int>((min(T - t0, static_cast<int64_t>(kBlockTokens)) + 7) / 8);
-  float acc[1][kNTiles][4] = {};
+  float acc[kGroups][kNTiles][4] = {};
   int64_t k_begin, k_end;
   WarpSlice<kWarps>(in, warp, &k_begin, &k_end);
-  MmaRows<1, kLoads, FloatRows>(acc, rows, xr, k_begin, k_end, 0, nt);
-  SumWarps<1, kWarps>(acc, sums, warp, lane);
+  MmaRows<kGroups, kLoads, FloatRows>(acc, rows, xr, k_begin, k_end, 0, nt);
+  SumWarps<kGroups, kWarps>(acc, sums, warp, lane);
   if (warp != 0) return;
-  // acc[0][j]: e in {0, 1} is (row g, token 8j + 2c + e), e + 2 is (row g + 8, the same token).
+  // acc[m][j]: e in {0, 1} is (group row g, token 8j + 2c + e), e + 2 is (group row g + 8, the same token).
 #pragma unroll
-  for (int j = 0; j < kNTiles; ++j) {
+  for (int m = 0; m < kGroups; ++m) {
+    const int64_t r = r0 + 16 * m + g;
+    if (r0 + 16 * m >= out) break;
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t t = t0 + 8 * j + 2 * c + e;
-      if (t >= T) continue;
-      y[t * out + r0 + g] = acc[0][j][e];
-      y[t * out + r0 + g + 8] = acc[0][j][e + 2];
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t t = t0 + 8 * j + 2 * c + e;
+        if (t >= T) continue;
+        y[t * out + r] = acc[m][j][e];
+        y[t * out + r + 8] = acc[m][j][e + 2];
+      }
     }
   }
 }
@@ -64,10 +80,19 @@ void matmul_batched(float* y, const float* x, const bf16_bits* w, int64_t T, int
   KERNEL_REQUIRE(MatmulBatchedSupported(in, out));
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0) return;
-  const dim3 grid(static_cast<unsigned>(out / 16),
-                  static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens));
-  Launch(MatmulBatchedKernel, grid, dim3(kWarps * 32), 0, stream, y, x, reinterpret_cast<const uint16_t*>(w), T, in,
-         out);
+  // Two row groups a block where that still gives every SM a block (Qwen3-30B-A3B's q/k/v: 160
+  // blocks on the H200's 132 SMs); else one (its o_proj: 128 blocks, where two groups' 64 were
+  // slower alone and, over the decode steps of batch 16-32, in the engine). H200, alone: q/k/v at
+  // 32 tokens 24.6 us with two against 35.9 with one, o_proj 35.0 against 32.2.
+  const auto token_tiles = static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens);
+  const auto wu = reinterpret_cast<const uint16_t*>(w);
+  if (out / 32 >= SmCount()) {
+    Launch(MatmulBatchedKernel<2>, dim3(static_cast<unsigned>((out + 31) / 32), token_tiles), dim3(kWarps * 32), 0,
+           stream, y, x, wu, T, in, out);
+  } else {
+    Launch(MatmulBatchedKernel<1>, dim3(static_cast<unsigned>(out / 16), token_tiles), dim3(kWarps * 32), 0, stream, y,
+           x, wu, T, in, out);
+  }
   KERNEL_CHECK();
 }
 

@@ -1,6 +1,6 @@
 // y = x W^T for decode batches on the tensor cores: W is read once per 32 tokens, where the
 // matrix-vector kernels (matmul.h) read it once per 8 and multiply on CUDA cores. A warp holds 16
-// rows of W a k step at a time and multiplies them by the tokens in groups of 8
+// or 32 rows of W a k step at a time and multiplies them by the tokens in groups of 8
 // (kernels/mma_rows.cuh: bf16 mma.sync, sm_80 on, the GB10 included); the float32 inputs enter as
 // bf16 hi + lo, so results match the matrix-vector kernels to ~1e-5 relative.
 #pragma once
