@@ -12,23 +12,24 @@ bool PdlEnabled() {
   return enabled;
 }
 
+namespace {
+
+int CurrentDeviceAttribute(cudaDeviceAttr attr) {
+  int device = 0, value = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, device));
+  return value;
+}
+
+}  // namespace
+
 int SmCount() {
-  static const int n = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
+  static const int n = CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount);
   return n;
 }
 
 int MaxSmemPerBlock() {
-  static const int n = [] {
-    int device = 0, bytes = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return bytes;
-  }();
+  static const int n = CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   return n;
 }
 
