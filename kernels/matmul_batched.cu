@@ -20,9 +20,10 @@ constexpr int kBlockTokens = 8 * kNTiles;
 // Grid (ceil(out / (16 kGroups)), ceil(T / kBlockTokens)). A block multiplies kGroups groups of 16
 // rows, kLoads k steps in flight per warp (kGroups * kLoads = 4: 4 KB a warp either way). Two
 // groups read the tokens' x (up to 32 x in floats, from L2) once for twice the rows of W: faster
-// where the grid still fills the GPU (launcher). No register cap: capped at 128 (two blocks an SM)
-// the sm_121 build spills 488 bytes with two groups, uncapped it takes 254 registers and one block
-// an SM, whose 32 KB in flight are far more than the GB10's ~6 GB/s an SM of DRAM bandwidth needs.
+// where the grid still fills the GPU, and at 8 tokens (launcher). No register cap: capped at 128
+// (two blocks an SM) the sm_121 build spills 488 bytes with two groups; uncapped it takes 254
+// registers and one block an SM, whose 32 KB in flight are far more than the GB10's ~6 GB/s an SM
+// of DRAM bandwidth needs.
 template <int kGroups>
 __global__ void __launch_bounds__(kWarps * 32) MatmulBatchedKernel(float* y, const float* x, const uint16_t* w,
                                                                    int64_t T, int64_t in, int64_t out) {
@@ -81,12 +82,15 @@ void matmul_batched(float* y, const float* x, const bf16_bits* w, int64_t T, int
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0) return;
   // Two row groups a block where that still gives every SM a block (Qwen3-30B-A3B's q/k/v: 160
-  // blocks on the H200's 132 SMs); else one (its o_proj: 128 blocks, where two groups' 64 were
-  // slower alone and, over the decode steps of batch 16-32, in the engine). H200, alone: q/k/v at
-  // 32 tokens 24.6 us with two against 35.9 with one, o_proj 35.0 against 32.2.
+  // blocks on the H200's 132 SMs), and for every product of a step of 8 tokens or fewer; else one
+  // (its o_proj from 9 tokens: 128 blocks, where two groups' 64 were slower alone and in the
+  // engine's batch 16-32 steps). H200, alone: q/k/v at 32 tokens 24.6 us with two against 35.9
+  // with one, o_proj 35.0 against 32.2. In the engine (docs/bench/decode-h200.md, session 20) a
+  // batch-8 step ran 10.65 ms with two groups for o_proj too against 10.96-10.99 with one (the 64
+  // blocks, slower alone, leave SMs to the next kernel's early start), batch 16 and 32 the reverse.
   const auto token_tiles = static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens);
   const auto wu = reinterpret_cast<const uint16_t*>(w);
-  if (out / 32 >= SmCount()) {
+  if (out >= 32 && (out / 32 >= SmCount() || T <= 8)) {
     Launch(MatmulBatchedKernel<2>, dim3(static_cast<unsigned>((out + 31) / 32), token_tiles), dim3(kWarps * 32), 0,
            stream, y, x, wu, T, in, out);
   } else {
