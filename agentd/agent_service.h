@@ -19,8 +19,8 @@ struct AgentConfig {
   FactsRoots roots;
   std::string state_dir;  // hash cache lives here; "" = no cache
   const TokenAuth* auth = nullptr;  // cluster token check; null = none (not owned)
-  ModelRoots model_roots;           // model paths are confined to these (none: all refused)
-  v1::SecurityFact security;        // reported in every GetFacts
+  ModelRoots model_roots{};         // model paths are confined to these (none: all refused)
+  v1::SecurityFact security{};      // reported in every GetFacts
 };
 
 class AgentService final : public v1::Agent::Service {

@@ -332,16 +332,18 @@ Expr GrammarBuilder::Add(Node n) {
 }
 
 Expr GrammarBuilder::Ref(RuleId rule) {
-  Node n{Node::Kind::kRef};
+  Node n;
+  n.kind = Node::Kind::kRef;
   n.rule = rule;
   return Add(std::move(n));
 }
 
-Expr GrammarBuilder::Empty() { return Add(Node{Node::Kind::kEmpty}); }
+Expr GrammarBuilder::Empty() { return Add(Node()); }
 
 Expr GrammarBuilder::Literal(std::string_view bytes) {
   if (bytes.empty()) return Empty();
-  Node n{Node::Kind::kLiteral};
+  Node n;
+  n.kind = Node::Kind::kLiteral;
   n.literal = std::string(bytes);
   return Add(std::move(n));
 }
@@ -352,7 +354,8 @@ Expr GrammarBuilder::Bytes(const std::vector<std::pair<uint8_t, uint8_t>>& range
   if (negated) {
     for (auto& w : s.bits) w = ~w;
   }
-  Node n{Node::Kind::kBytes};
+  Node n;
+  n.kind = Node::Kind::kBytes;
   n.bytes = s;
   return Add(std::move(n));
 }
@@ -413,20 +416,23 @@ Expr GrammarBuilder::Chars(const std::vector<std::pair<char32_t, char32_t>>& ran
 
 Expr GrammarBuilder::Seq(std::vector<Expr> items) {
   if (items.size() == 1) return items[0];
-  Node n{Node::Kind::kSeq};
+  Node n;
+  n.kind = Node::Kind::kSeq;
   for (Expr e : items) n.items.push_back(e.id);
   return Add(std::move(n));
 }
 
 Expr GrammarBuilder::Alt(std::vector<Expr> items) {
   if (items.size() == 1) return items[0];
-  Node n{Node::Kind::kAlt};
+  Node n;
+  n.kind = Node::Kind::kAlt;
   for (Expr e : items) n.items.push_back(e.id);
   return Add(std::move(n));
 }
 
 Expr GrammarBuilder::Repeat(Expr e, int32_t min, int32_t max) {
-  Node n{Node::Kind::kRepeat};
+  Node n;
+  n.kind = Node::Kind::kRepeat;
   n.items = {e.id};
   n.min = min;
   n.max = max;

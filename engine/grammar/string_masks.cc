@@ -213,7 +213,7 @@ std::vector<StringPosition> FindStringPositions(const Grammar& g, const std::vec
   return out;
 }
 
-StringContentIndex::StringContentIndex(const TokenVocabulary& vocab) : vocab_(vocab) {
+StringContentIndex::StringContentIndex(const TokenVocabulary& vocab) {
   const Pieces& pieces = JsonCharPieces();
   const ByteSet leads = LeadBytes(pieces);
   const int32_t n = static_cast<int32_t>(vocab.sorted().size());

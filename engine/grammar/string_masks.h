@@ -75,7 +75,6 @@ class StringContentIndex {
     std::vector<Stop> stops;  // by rank
     int32_t most_stopped = -1;  // the most `chars` of any stop
   };
-  const TokenVocabulary& vocab_;
   std::vector<std::vector<Entry>> entries_;  // [piece][element]
 };
 

@@ -195,7 +195,9 @@ TEST_F(AgentServiceTest, IgnoreCacheReadsEveryByte) {
     ASSERT_TRUE(!call.events.empty() && call.events.back().has_manifest());
     const v1::WeightsManifest& m = call.events.back().manifest();
     ASSERT_EQ(m.files_size(), 1);
-    if (ignore) EXPECT_FALSE(m.files(0).cached());
+    if (ignore) {
+      EXPECT_FALSE(m.files(0).cached());
+    }
   }
 }
 

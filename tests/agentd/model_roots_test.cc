@@ -46,7 +46,7 @@ TEST(ModelRootsTest, ResolvesInsideAndRefusesEverythingElse) {
   EXPECT_EQ(*roots->Resolve(tmp / "models/alias"), canon) << "a symlink that stays inside is fine";
   EXPECT_EQ(*roots->Resolve(tmp / "models/./qwen/../qwen"), canon);
 
-  for (const std::string bad : {std::string("/etc"), std::string("/"), tmp / "models/../other", tmp / "models/escape",
+  for (const std::string& bad : {std::string("/etc"), std::string("/"), tmp / "models/../other", tmp / "models/escape",
                                 tmp / "models/escape/secret", tmp / "modelsX", tmp / "other"}) {
     auto r = roots->Resolve(bad);
     std::cout << bad << ": " << r.status() << "\n";

@@ -449,8 +449,12 @@ TEST_F(ClusterOpsTest, EveryCallCarriesItsDeadline) {
   ASSERT_TRUE(Up().ok()) << Lines();
   for (const Call& c : agents_->Calls()) {
     SCOPED_TRACE(c.agent + " " + c.rpc);
-    if (c.rpc == "GetStatus" || c.rpc == "SetServing(true)") EXPECT_EQ(c.timeout, milliseconds(1000));
-    if (c.rpc == "LoadModel") EXPECT_EQ(c.timeout, milliseconds(60000));
+    if (c.rpc == "GetStatus" || c.rpc == "SetServing(true)") {
+      EXPECT_EQ(c.timeout, milliseconds(1000));
+    }
+    if (c.rpc == "LoadModel") {
+      EXPECT_EQ(c.timeout, milliseconds(60000));
+    }
     if (c.rpc == "JoinGroup") {
       EXPECT_EQ(c.timeout, milliseconds(30000));
       EXPECT_EQ(c.request_timeout_ms, 30000u);  // the rendezvous gives up with the RPC

@@ -143,7 +143,9 @@ TEST_F(ServeRecovery, SevenSecondOutagesOfWorkerThenHeadSpendOneAttemptEach) {
                                  {"tandem_controller_cluster_state{state=\"serving\"}", 1}}),
             Problems{});
   std::optional<std::string> lint = testing::PromtoolFindings(m);
-  if (lint) EXPECT_EQ(*lint, "") << "promtool check metrics";
+  if (lint) {
+    EXPECT_EQ(*lint, "") << "promtool check metrics";
+  }
   std::printf("promtool check metrics: %s\n", lint ? (lint->empty() ? "ok" : lint->c_str()) : "not installed");
   std::string log = ServeLog();
   EXPECT_NE(log.find("not counted as a restart"), std::string::npos) << log;
@@ -253,7 +255,9 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   EXPECT_EQ(st.json["serve"]["waiting"], "none");
   EXPECT_EQ(st.json["serve"]["attempts_in_window"], 3);
   std::optional<std::string> lint = testing::PromtoolFindings(m);
-  if (lint) EXPECT_EQ(*lint, "") << "promtool check metrics";
+  if (lint) {
+    EXPECT_EQ(*lint, "") << "promtool check metrics";
+  }
   std::printf("wall time %.1f s\n", std::chrono::duration<double>(Clock::now() - test_start).count());
 }
 
