@@ -183,12 +183,11 @@ void moe_batched(float* out, float* act, const float* x, const int32_t* ids, con
   KERNEL_REQUIRE(MoeBatchedSupported(H, I));
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(scratch) % 16 == 0);
   if (T * K == 0) return;
-  static const bool configured = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(MoeBatchedKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    CUDA_CHECK(cudaFuncSetAttribute(MoeBatchedKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    return true;
-  }();
-  (void)configured;
+  // Above 48 KB a block's dynamic shared memory must be allowed per kernel and per device (TP ranks
+  // may be threads on several GPUs of one process): set on every launch, a driver call, not a sync.
+  for (auto* kernel : {MoeBatchedKernel<true>, MoeBatchedKernel<false>}) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  }
   auto* base = static_cast<unsigned char*>(scratch);
   auto* part = reinterpret_cast<float*>(base + Align256(MoeSortBytes(T * K, kTileTokens)));
   const MoeSorted s = MoeSortPairs(base, ids, T * K, kTileTokens, E, stream);
