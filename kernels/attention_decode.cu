@@ -6,6 +6,7 @@
 
 #include "kernels/attention_tile.cuh"
 #include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 
 namespace tandem::kernels {
@@ -229,18 +230,54 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int idx = tid; idx < G * HD; idx += kThreads) {
-    const int r = idx / HD, d = idx % HD;
-    float M = -INFINITY;
-    for (int pp = 0; pp < cut.active; ++pp) M = fmaxf(M, __ldcg(part_base + (static_cast<int64_t>(pp) * G + r) * (HD + 2)));
-    float L = 0.0f, acc = 0.0f;
-    for (int pp = 0; pp < cut.active; ++pp) {
-      const float* part = part_base + (static_cast<int64_t>(pp) * G + r) * (HD + 2);
-      const float wt = Exp2(__ldcg(part) - M);
-      L += __ldcg(part + 1) * wt;
-      acc += __ldcg(part + 2 + d) * wt;
+  // Each row's maximum over the partitions, its weights 2^(m_p - M) and sum L in shared memory (the
+  // warps' partials are done with it): a warp per row, lanes over the partitions, the sum a fixed
+  // tree. Then each thread adds whole float4s of O over the partitions in order, kMergeLoads loads in
+  // flight at a time: the merge of up to 64 partitions was a serial chain of loads per output.
+  constexpr int kMergeLoads = 8;
+  float* wts = reinterpret_cast<float*>(smem_raw);  // [active][G], then L[G]
+  float* Ls = wts + cut.active * G;
+  for (int r = warp; r < G; r += kWarps) {
+    float mx = -INFINITY;
+    for (int pp = lane; pp < cut.active; pp += 32) {
+      mx = fmaxf(mx, __ldcg(part_base + (static_cast<int64_t>(pp) * G + r) * (HD + 2)));
     }
-    out[(static_cast<int64_t>(s) * A.n_heads + static_cast<int64_t>(kvh) * G + r) * HD + d] = acc / L * v_scale;
+    mx = WarpMax(mx);
+    float lsum = 0.0f;
+    for (int pp = lane; pp < cut.active; pp += 32) {
+      const float* part = part_base + (static_cast<int64_t>(pp) * G + r) * (HD + 2);
+      const float wt = Exp2(__ldcg(part) - mx);
+      wts[pp * G + r] = wt;
+      lsum += __ldcg(part + 1) * wt;
+    }
+    lsum = WarpSum(lsum);
+    if (lane == 0) Ls[r] = lsum;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < G * HD / 4; idx += kThreads) {
+    const int r = idx / (HD / 4), d = (idx % (HD / 4)) * 4;
+    const float* col = part_base + static_cast<int64_t>(r) * (HD + 2) + 2 + d;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int p0 = 0; p0 < cut.active; p0 += kMergeLoads) {
+      float4 v[kMergeLoads];
+#pragma unroll
+      for (int u = 0; u < kMergeLoads; ++u) {
+        if (p0 + u < cut.active) {
+          const float* src = col + static_cast<int64_t>(p0 + u) * G * (HD + 2);
+          v[u] = make_float4(__ldcg(src), __ldcg(src + 1), __ldcg(src + 2), __ldcg(src + 3));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeLoads; ++u) {
+        if (p0 + u < cut.active) {
+          const float wt = wts[(p0 + u) * G + r];
+          acc.x += v[u].x * wt, acc.y += v[u].y * wt, acc.z += v[u].z * wt, acc.w += v[u].w * wt;
+        }
+      }
+    }
+    const float f = v_scale / Ls[r];
+    float* dst = out + (static_cast<int64_t>(s) * A.n_heads + static_cast<int64_t>(kvh) * G + r) * HD + d;
+    dst[0] = acc.x * f, dst[1] = acc.y * f, dst[2] = acc.z * f, dst[3] = acc.w * f;
   }
 }
 

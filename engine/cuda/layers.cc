@@ -282,7 +282,10 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   //    on the H200 against the unsplit tiled kernel (docs/bench/decode-h200.md, session 19): batch 8
   //    / 32 at ctx 4k 12.37 / 31.66 ms per step against 15.31 / 32.44-32.75, at ctx 1k 11.45 / 29.03
   //    against 11.40-11.44 / 28.66-28.86 (within the runs' spread at 8, 1% at 32). Below 8 sequences
-  //    paged_attention stays: at batch 1 the split kernel lost (3.63 against 3.05 ms at 1k).
+  //    paged_attention stays: at batch 1 the split kernel lost (3.63 against 3.05 ms at 1k), and
+  //    again in session 21 with its merge's loads in flight: 3.33-3.37 against 3.00-3.06 ms at 1k,
+  //    3.98 against 3.71 at 4k (partitions of one 64-position tile); with partitions of at least 4
+  //    tiles 3.39-3.40 at 1k, 3.59-3.61 at 4k.
   //  - other small multi-token steps (several tokens of a sequence, below the prefill threshold): the
   //    unsplit tiled kernel, every sequence of them (no paged head); before the split kernel it took
   //    the decode batches too: batch 8 / 24 / 32 at ctx 1k 11.39 / 24.88 / 28.25 ms against
