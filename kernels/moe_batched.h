@@ -23,10 +23,12 @@
 namespace tandem::kernels {
 
 // The smallest decode batch the engine sends here: below it the per-token kernels (moe.h), which
-// start loading while the router finishes and need no sort, were faster on the H200 (same-run A/B
-// in docs/bench/decode-h200.md: batch 8 11.1 ms a step with them against 11.5 with this kernel,
-// batch 16 19.5 against 16.1).
-constexpr int64_t kMoeBatchedMinTokens = 16;
+// start loading while the router finishes and need no sort, are faster on the H200 (same-run A/Bs
+// in docs/bench/decode-h200.md: batch 8 11.1 ms a step with them against 11.5 with this kernel;
+// session 21, threshold 9 against 16: batch 9 12.06-12.15 against 12.05-12.22 ms, a tie, batch 10
+// 12.44-12.56 against 13.06-13.26, 12 14.28-14.43 against 15.05-15.24, 14 15.02-15.16 against
+// 17.06-17.17).
+constexpr int64_t kMoeBatchedMinTokens = 10;
 
 // The largest step the engine sends here (larger decode batches are rare; prefill takes moe_gemm.h).
 constexpr int64_t kMoeBatchedMaxTokens = 256;

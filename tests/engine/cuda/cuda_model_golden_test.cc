@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(kv, cuda_model_golden,
 //  - 3 sequences over the default float32 cache keep the single-token kernels: the rows equal the
 //    alone ones to 1e-5 (measured 0 on the H200: batching changes nothing).
 //  - 8 and 32 sequences over a bf16 cache take the batch kernels (engine/cuda/layers.cc: the split
-//    tensor-core attention and the tensor-core products from 8, moe_batched's experts from 16),
+//    tensor-core attention and the tensor-core products from 8, moe_batched's experts from 10),
 //    where each sequence alone takes paged_attention, the matrix-vector kernels and the per-token
 //    experts: 1e-2, since the attention's tensor cores see Q and the softmax weights in bf16
 //    (kernels/attention_decode.h, its own test's bound) and the products and experts the activations
