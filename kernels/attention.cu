@@ -90,14 +90,15 @@ template <int EPL, typename KV>
 __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
     float* out, float* scratch, uint32_t* counters, const float* q, const KV* kc, const KV* vc,
     const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos, AttentionShape A, int64_t parts,
-    float scale, float v_scale) {
+    float scale, float v_scale, bool one_token_per_sequence) {
   constexpr int PW = PerWarp<KV>();
   using Pack = KvPack<KV, EPL>;
   GridDepLaunchDependents();
   const int64_t h = blockIdx.x % A.n_heads, part = blockIdx.x / A.n_heads, t = blockIdx.y;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t hd = A.head_dim, kvh = h / (A.n_heads / A.n_kv_heads), kv_dim = A.n_kv_heads * hd;
-  GridDepWait();
+  // pos, token_seq and block_tables are the step's metadata (copied before the launch): read before
+  // the wait, like the K/V of earlier steps below.
   const int64_t n = static_cast<int64_t>(pos[t]) + 1;
   const int64_t part_len = PartLen(n, parts, kWarps * PW);
   const int64_t begin = part * part_len, end = min(n, begin + part_len);
@@ -124,9 +125,6 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
   const KV* vbase = vc + kvh * hd + lane * EPL;
 
   float qv[EPL];
-#pragma unroll
-  for (int e = 0; e < EPL; ++e) qv[e] = q[t * A.q_stride + h * hd + lane * EPL + e] * scale;
-
   auto load = [&](int64_t j0, Pack kr[PW], Pack vr[PW]) {
 #pragma unroll
     for (int u = 0; u < PW; ++u) {
@@ -145,7 +143,15 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
   constexpr int64_t kRound = kWarps * PW;
   Pack kr[PW], vr[PW], kn[PW], vn[PW];
   int64_t j0 = begin + warp * PW;
-  if (j0 < end) load(j0, kr, vr);
+  // In a decode step (one token per sequence) only the token's own position n - 1 was stored by this
+  // step (qk_norm_rope_store_kv, the kernel before): a first round wholly before it is loaded before
+  // the wait, overlapping the previous kernel's tail; everything else after.
+  const bool early = one_token_per_sequence && j0 + PW < n;
+  if (early && j0 < end) load(j0, kr, vr);
+  GridDepWait();  // q and the token's own K/V
+#pragma unroll
+  for (int e = 0; e < EPL; ++e) qv[e] = q[t * A.q_stride + h * hd + lane * EPL + e] * scale;
+  if (!early && j0 < end) load(j0, kr, vr);
   for (; j0 < end; j0 += kRound) {
     if (j0 + kRound < end) load(j0 + kRound, kn, vn);  // next round in flight while this one is used
     float s[PW];
@@ -249,7 +255,7 @@ template <typename KV>
 void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache,
                      const KV* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
-                     float scale, KvScale kv_scale, cudaStream_t stream) {
+                     float scale, KvScale kv_scale, cudaStream_t stream, bool one_token_per_sequence) {
   KERNEL_REQUIRE(A.n_kv_heads > 0 && A.n_heads % A.n_kv_heads == 0);
   // head_dim <= the partition block's kWarps * 32 threads, which the fused merge needs.
   KERNEL_REQUIRE(A.head_dim % 32 == 0 && A.head_dim >= 32 && A.head_dim <= 256);
@@ -263,10 +269,10 @@ void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float
   const dim3 block(kWarps * 32);
   const float qk_scale = scale * kv_scale.k, v_scale = kv_scale.v;  // exact for scales of 1
   switch (A.head_dim / 32) {
-    case 1: Launch(AttentionPartitionKernel<1, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
-    case 2: Launch(AttentionPartitionKernel<2, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
-    case 4: Launch(AttentionPartitionKernel<4, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
-    case 8: Launch(AttentionPartitionKernel<8, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale); break;
+    case 1: Launch(AttentionPartitionKernel<1, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale, one_token_per_sequence); break;
+    case 2: Launch(AttentionPartitionKernel<2, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale, one_token_per_sequence); break;
+    case 4: Launch(AttentionPartitionKernel<4, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale, one_token_per_sequence); break;
+    case 8: Launch(AttentionPartitionKernel<8, KV>, grid, block, 0, stream, out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, A, parts, qk_scale, v_scale, one_token_per_sequence); break;
     default: KERNEL_REQUIRE(false && "head_dim must be 32, 64, 128 or 256");
   }
   KERNEL_CHECK();
@@ -275,27 +281,27 @@ void LaunchAttention(float* out, float* scratch, uint32_t* counters, const float
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
-                     float scale, cudaStream_t stream, KvScale kv_scale) {
+                     float scale, cudaStream_t stream, KvScale kv_scale, bool one_token_per_sequence) {
   LaunchAttention(out, scratch, counters, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
                   reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, token_seq, pos, T, A, max_positions,
-                  scale, kv_scale, stream);
+                  scale, kv_scale, stream, one_token_per_sequence);
 }
 
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const float* k_cache,
                      const float* v_cache, const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos,
                      int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
-                     KvScale kv_scale) {
+                     KvScale kv_scale, bool one_token_per_sequence) {
   LaunchAttention(out, scratch, counters, q, k_cache, v_cache, block_tables, token_seq, pos, T, A, max_positions,
-                  scale, kv_scale, stream);
+                  scale, kv_scale, stream, one_token_per_sequence);
 }
 
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
                      const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions, float scale,
-                     cudaStream_t stream, KvScale kv_scale) {
+                     cudaStream_t stream, KvScale kv_scale, bool one_token_per_sequence) {
   LaunchAttention(out, scratch, counters, q, reinterpret_cast<const __nv_fp8_e4m3*>(k_cache),
                   reinterpret_cast<const __nv_fp8_e4m3*>(v_cache), block_tables, token_seq, pos, T, A, max_positions,
-                  scale, kv_scale, stream);
+                  scale, kv_scale, stream, one_token_per_sequence);
 }
 
 }  // namespace tandem::kernels

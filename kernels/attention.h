@@ -38,20 +38,24 @@ int64_t attention_counter_count(int64_t T, const AttentionShape& A);
 // it: the partition blocks count themselves there and the last one merges.
 // The caches hold K / kv_scale.k and V / kv_scale.v (kernels/fp8.h; {1, 1} leaves them as they are):
 // k's scale joins `scale`, v's multiplies the output.
+// `one_token_per_sequence`: a decode step, each sequence bringing exactly one token (the one at
+// pos[t]), so every cache position before pos[t] was stored by an earlier step; the blocks then
+// load their first round of those before waiting for the previous kernel (programmatic dependent
+// launch, kernels/launch.cuh). Wrong for any other step (it would read this step's own K/V early).
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                      const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions,
-                     float scale, cudaStream_t stream, KvScale kv_scale = {});
+                     float scale, cudaStream_t stream, KvScale kv_scale = {}, bool one_token_per_sequence = false);
 // The same over a float32 KV cache.
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const float* k_cache,
                      const float* v_cache, const int32_t* block_tables, const int32_t* token_seq, const int32_t* pos,
                      int64_t T, const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
-                     KvScale kv_scale = {});
+                     KvScale kv_scale = {}, bool one_token_per_sequence = false);
 // The same over an fp8 (e4m3) KV cache: a quarter of float32's bytes, decoded in registers.
 void paged_attention(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
                      const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* pos, int64_t T, const AttentionShape& A, int64_t max_positions, float scale,
-                     cudaStream_t stream, KvScale kv_scale = {});
+                     cudaStream_t stream, KvScale kv_scale = {}, bool one_token_per_sequence = false);
 
 namespace ref {
 void paged_attention(float* out, const float* q, const bf16_bits* k_cache, const bf16_bits* v_cache,

@@ -315,9 +315,11 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
                                ctx.meta + m.seq_starts(), m.T, m.S, A, scale, ctx.stream, kv_scale, head);
     return;
   }
+  // A decode step (one token per sequence, not a prefill) lets its blocks load the K/V of earlier
+  // steps before waiting for qk_norm_rope_store_kv (kernels/attention.h).
   kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
                            ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), m.T, A,
-                           ctx.max_positions, scale, ctx.stream, kv_scale);
+                           ctx.max_positions, scale, ctx.stream, kv_scale, /*one_token_per_sequence=*/!prefill && m.T == m.S);
 }
 
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
