@@ -66,7 +66,9 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   const int b = static_cast<int>(blockIdx.x), p = b % parts, kvh = (b / parts) % n_kv_heads,
             s = b / parts / n_kv_heads;
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  GridDepWait();  // q and the token's own K/V come from the kernels before
+  // pos and the block tables are the step's metadata (copied before the launch), and in a decode
+  // step every cache position before the token's own was stored by an earlier step: they are read
+  // before the wait. Only q and the token's own K/V come from the kernels before.
   const int n_pos = pos[s] + 1, n_tiles = (n_pos + kBN - 1) / kBN;
   const Cut cut = CutTiles(n_tiles, parts);
   if (p >= cut.active) return;
@@ -77,7 +79,10 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
             A.n_kv_heads * HD, kvh);
   kv.load_slots(0, kt_begin * kBN);
   __syncthreads();
-  kv.fetch(0);
+  const bool early = (kt_begin + 1) * kBN < n_pos;  // the first tile ends before the token's own position
+  if (early) kv.fetch(0);
+  GridDepWait();
+  if (!early) kv.fetch(0);
   kv.put_held(0);
   if (kt_begin + 1 < kt_end) kv.load_slots(1, (kt_begin + 1) * kBN);  // read after the barriers below
 
