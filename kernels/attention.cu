@@ -124,7 +124,6 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
   const KV* kbase = kc + kvh * hd + lane * EPL;
   const KV* vbase = vc + kvh * hd + lane * EPL;
 
-  float qv[EPL];
   auto load = [&](int64_t j0, Pack kr[PW], Pack vr[PW]) {
 #pragma unroll
     for (int u = 0; u < PW; ++u) {
@@ -149,6 +148,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionPartitionKernel(
   const bool early = one_token_per_sequence && j0 + PW < n;
   if (early && j0 < end) load(j0, kr, vr);
   GridDepWait();  // q and the token's own K/V
+  float qv[EPL];
 #pragma unroll
   for (int e = 0; e < EPL; ++e) qv[e] = q[t * A.q_stride + h * hd + lane * EPL + e] * scale;
   if (!early && j0 < end) load(j0, kr, vr);

@@ -88,15 +88,12 @@ void matmul_batched(float* y, const float* x, const bf16_bits* w, int64_t T, int
   // with one, o_proj 35.0 against 32.2. In the engine (docs/bench/decode-h200.md, session 20) a
   // batch-8 step ran 10.65 ms with two groups for o_proj too against 10.96-10.99 with one (the 64
   // blocks, slower alone, leave SMs to the next kernel's early start), batch 16 and 32 the reverse.
-  const auto token_tiles = static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens);
-  const auto wu = reinterpret_cast<const uint16_t*>(w);
-  if (out >= 32 && (out / 32 >= SmCount() || T <= 8)) {
-    Launch(MatmulBatchedKernel<2>, dim3(static_cast<unsigned>((out + 31) / 32), token_tiles), dim3(kWarps * 32), 0,
-           stream, y, x, wu, T, in, out);
-  } else {
-    Launch(MatmulBatchedKernel<1>, dim3(static_cast<unsigned>(out / 16), token_tiles), dim3(kWarps * 32), 0, stream, y,
-           x, wu, T, in, out);
-  }
+  const bool two = out >= 32 && (out / 32 >= SmCount() || T <= 8);
+  const int64_t rows = two ? 32 : 16;  // per block
+  const dim3 grid(static_cast<unsigned>((out + rows - 1) / rows),
+                  static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens));
+  Launch(two ? MatmulBatchedKernel<2> : MatmulBatchedKernel<1>, grid, dim3(kWarps * 32), 0, stream, y, x,
+         reinterpret_cast<const uint16_t*>(w), T, in, out);
   KERNEL_CHECK();
 }
 

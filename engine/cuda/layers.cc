@@ -292,8 +292,9 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   //    paged_attention's 12.31 / 30.35 / 36.40.
   constexpr int64_t kTiledDecodeMinTokens = 8;
   const bool prefill = ctx.GemmPath(m.T);
+  const bool decode = !prefill && m.T == m.S;  // one token per sequence
   if constexpr (!kRoundsCache) {
-    if (!prefill && m.T == m.S && m.T >= kTiledDecodeMinTokens && kernels::attention_decode_supported(A)) {
+    if (decode && m.T >= kTiledDecodeMinTokens && kernels::attention_decode_supported(A)) {
       kernels::attention_decode(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache,
                                 v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A, ctx.max_positions, scale,
                                 ctx.stream, kv_scale);
@@ -315,11 +316,11 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
                                ctx.meta + m.seq_starts(), m.T, m.S, A, scale, ctx.stream, kv_scale, head);
     return;
   }
-  // A decode step (one token per sequence, not a prefill) lets its blocks load the K/V of earlier
-  // steps before waiting for qk_norm_rope_store_kv (kernels/attention.h).
+  // A decode step lets its blocks load the K/V of earlier steps before waiting for
+  // qk_norm_rope_store_kv (kernels/attention.h).
   kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
                            ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), m.T, A,
-                           ctx.max_positions, scale, ctx.stream, kv_scale, /*one_token_per_sequence=*/!prefill && m.T == m.S);
+                           ctx.max_positions, scale, ctx.stream, kv_scale, /*one_token_per_sequence=*/decode);
 }
 
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
