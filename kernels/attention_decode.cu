@@ -4,6 +4,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include <cooperative_groups.h>
+
 #include "kernels/attention_tile.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
@@ -29,9 +31,12 @@ struct DecodeTile {
   static constexpr int kTileElems = Stager::kTileElems;
   static constexpr int kSmemBytes = 4 * kTileElems * 2;
   static_assert(kBN == 16 * kWarps, "one 16-position slice of every tile per warp");
-  static_assert(kRows * kLd <= kTileElems, "the Q tile fits in the second K buffer");
   static_assert((kWarps * kRows * HD + 2 * kWarps * kRows) * 4 <= kSmemBytes, "the warps' partials fit");
   static_assert(kSmemBytes <= 99 * 1024, "the GB10 (sm_121) gives a block at most 99 KB");
+  // With a cluster merge the block's combined partial of the group (up to 16 rows of [O (HD)], then
+  // max and sum per row) follows the warps' partials.
+  static constexpr int kClusterPartOffset = (kWarps * kRows * HD + 2 * kWarps * kRows) * 4;
+  static_assert(kClusterPartOffset + (kRows * HD + 2 * kRows) * 4 <= kSmemBytes, "the cluster partial fits");
 };
 
 // How a sequence of n_pos positions is cut: `per` tiles a partition, `active` partitions that hold
@@ -46,10 +51,62 @@ __host__ __device__ __forceinline__ Cut CutTiles(int n_tiles, int parts) {
   return {per, (n_tiles + per - 1) / per};
 }
 
+// The cluster merge: the `parts` partition blocks of one (sequence, kv head) run as one thread block
+// cluster, and each has left its partition's combined partial in its own shared memory (`part`: O
+// of kRows rows of HD, then the rows' maxima and sums). After a cluster barrier the blocks split
+// the group's G x HD outputs (float4s, block p from p * kThreads on) and read every active
+// partition's partial through distributed shared memory, in partition order; a second barrier
+// keeps each block's shared memory alive until the others have read it. Against the global merge
+// (partials through L2, a device-wide fence, a counter and one block reading them all) this is two
+// cluster barriers and one round of shared-memory loads.
+constexpr int kMaxClusterParts = 16;
+
+template <int HD>
+__device__ __forceinline__ void ClusterMerge(float* out, unsigned char* part_raw, int s, int kvh, int G,
+                                             int64_t n_heads, int p, int parts, int active, bool idle,
+                                             float v_scale) {
+  constexpr int kRows = DecodeTile<HD>::kRows, kThreads = DecodeTile<HD>::kThreads;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const float* part = reinterpret_cast<const float*>(part_raw);
+  cluster.sync();  // every active partition's partial is in place
+  if (idle) GridDepWait();  // a walking block waited before its loads; an idle one before writing `out`
+  for (int idx = p * kThreads + static_cast<int>(threadIdx.x); idx < G * HD / 4; idx += parts * kThreads) {
+    const int r = idx / (HD / 4), d = (idx % (HD / 4)) * 4;
+    float m[kMaxClusterParts], l[kMaxClusterParts];
+    float M = -INFINITY;
+#pragma unroll
+    for (int q = 0; q < kMaxClusterParts; ++q) {
+      m[q] = -INFINITY, l[q] = 0.0f;
+      if (q < active) {
+        const float* remote = cluster.map_shared_rank(part, q);
+        m[q] = remote[kRows * HD + r];
+        l[q] = remote[kRows * HD + kRows + r];
+      }
+      M = fmaxf(M, m[q]);
+    }
+    float L = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int q = 0; q < kMaxClusterParts; ++q) {
+      if (q < active) {
+        const float wt = Exp2(m[q] - M);
+        const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(part, q) + r * HD + d);
+        L += l[q] * wt;
+        acc.x += v.x * wt, acc.y += v.y * wt, acc.z += v.z * wt, acc.w += v.w * wt;
+      }
+    }
+    const float f = v_scale / L;
+    *reinterpret_cast<float4*>(out + (static_cast<int64_t>(s) * n_heads + static_cast<int64_t>(kvh) * G + r) * HD +
+                               d) = make_float4(acc.x * f, acc.y * f, acc.z * f, acc.w * f);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
 // Grid: S * n_kv_heads * parts blocks, block b = ((s * n_kv_heads) + kvh) * parts + p. Row r < G of
 // the block's m16 tile is q head kvh * G + r of token s. Scratch per (s, kvh): parts x G rows of
 // [max, sum, O (HD)], the max in base 2 (q_scale holds log2 e).
-template <int HD, typename KV>
+template <int HD, typename KV, bool kCluster>
 __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
     AttentionDecodeKernel(float* out, float* scratch, uint32_t* counters, const float* q, const KV* kc, const KV* vc,
                           const int32_t* block_tables, const int32_t* pos, AttentionShape A, int parts, float q_scale,
@@ -71,157 +128,192 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   // before the wait. Only q and the token's own K/V come from the kernels before.
   const int n_pos = pos[s] + 1, n_tiles = (n_pos + kBN - 1) / kBN;
   const Cut cut = CutTiles(n_tiles, parts);
-  if (p >= cut.active) return;
-  const int kt_begin = p * cut.per, kt_end = min(n_tiles, kt_begin + cut.per);
+  // A partition past the sequence's last tile holds no position. With the global merge it exits at
+  // once (it is not counted); with the cluster merge it skips only the walk, since the cluster's
+  // barriers count every block, and helps merge.
+  const bool idle = p >= cut.active;
+  if (idle && !kCluster) return;
+  // The (sequence, kv head)'s partials in scratch (the global merge's).
+  const auto partials = [&] { return scratch + (static_cast<int64_t>(s) * n_kv_heads + kvh) * parts * G * (HD + 2); };
+  if (!kCluster || !idle) {
+    const int kt_begin = p * cut.per, kt_end = min(n_tiles, kt_begin + cut.per);
 
-  __shared__ int32_t sm_slot[2][64];
-  Stager kv(smem, sm_slot, block_tables + static_cast<int64_t>(s) * A.max_blocks, kc, vc, A.block_size, n_pos,
-            A.n_kv_heads * HD, kvh);
-  kv.load_slots(0, kt_begin * kBN);
-  __syncthreads();
-  const bool early = (kt_begin + 1) * kBN < n_pos;  // the first tile ends before the token's own position
-  if (early) kv.fetch(0);
-  GridDepWait();
-  if (!early) kv.fetch(0);
-  kv.put_held(0);
-  if (kt_begin + 1 < kt_end) kv.load_slots(1, (kt_begin + 1) * kBN);  // read after the barriers below
-
-  // ---- Q: the group's rows scaled (softmax scale, k scale, log2 e) and rounded to bf16, rows G..15
-  // zero, staged in the second K buffer (free until the second tile is fetched), then held by every
-  // warp as A fragments.
-  {
-    __nv_bfloat16* qs = smem + 2 * C::kTileElems;
-    const float* qrow = q + static_cast<int64_t>(s) * A.q_stride + static_cast<int64_t>(kvh) * G * HD;
-    for (int idx = tid; idx < kRows * (HD / 4); idx += kThreads) {
-      const int r = idx / (HD / 4), c = (idx % (HD / 4)) * 4;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r < G) v = *reinterpret_cast<const float4*>(qrow + r * HD + c);
-      *reinterpret_cast<uint2*>(qs + r * kLd + c) =
-          make_uint2(PackBf16(v.x * q_scale, v.y * q_scale), PackBf16(v.z * q_scale, v.w * q_scale));
-    }
-  }
-  __syncthreads();
-  uint32_t qf[HD / 16][4];
-  {
-    const __nv_bfloat16* qs = smem + 2 * C::kTileElems + (lane % 16) * kLd + (lane / 16) * 8;
+    __shared__ int32_t sm_slot[2][64];
+    Stager kv(smem, sm_slot, block_tables + static_cast<int64_t>(s) * A.max_blocks, kc, vc, A.block_size, n_pos,
+              A.n_kv_heads * HD, kvh);
+    // A tile that ends before the token's own position was stored by earlier steps: the partition's
+    // first tile, where it is such, is fetched before the wait, and with a bf16 cache (cp.async into
+    // the second buffer) its second tile too, so that a short partition has all of its K/V in flight
+    // when the previous kernel ends. fp8, whose loads go through registers (held until put into
+    // shared memory), fetches only the first.
+    const bool two = kt_begin + 1 < kt_end;
+    const bool early0 = (kt_begin + 1) * kBN < n_pos;
+    const bool early1 = Stager::kAsync && two && (kt_begin + 2) * kBN < n_pos;
+    kv.load_slots_pair(kt_begin * kBN);
+    __syncthreads();
+    if (early0) kv.fetch(0);
+    if (early1) kv.fetch(1);
+    GridDepWait();
+    if (!early0) kv.fetch(0);
+    kv.put_held(0);  // fp8: tile 0 from its held registers into shared memory (bf16: nothing)
+    // ---- Q: the group's rows scaled (softmax scale, k scale, log2 e) and rounded to bf16 straight
+    // into each warp's A fragments (m16n8k16: this lane's rows g and g + 8, columns c2, c2 + 1 and 8
+    // more), rows G..15 zero. (They were staged in the second K buffer, which may now be taking a
+    // tile.)
+    const int g = lane / 4, c2 = (lane % 4) * 2;
+    uint32_t qf[HD / 16][4];
+    {
+      const float* qrow = q + static_cast<int64_t>(s) * A.q_stride + static_cast<int64_t>(kvh) * G * HD;
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) LdMatrixX4(qf[kk], SmemAddr(qs + kk * 16));
-  }
-  __syncthreads();  // every warp has its Q: the second buffer may take a tile
-
-  const int g = lane / 4, c2 = (lane % 4) * 2;
-  float o[HD / 8][4];
+      for (int kk = 0; kk < HD / 16; ++kk) {
 #pragma unroll
-  for (int nb = 0; nb < HD / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  // ldmatrix lane offsets into this warp's 16 positions: K (non-transposed) gives the B fragments of
-  // two 8-position column blocks, V (transposed) of two 8-dim column blocks (mma.m16n8k16 layouts).
-  const int k_lane = (warp * 16 + (lane / 16) * 8 + lane % 8) * kLd + ((lane / 8) % 2) * 8;
-  const int v_lane = (warp * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kLd + (lane / 16) * 8;
-
-  for (int kt = kt_begin; kt < kt_end; ++kt) {
-    const int cur = (kt - kt_begin) & 1, kv0 = kt * kBN;
-    const bool more = kt + 1 < kt_end;
-    if (more) {
-      if constexpr (!Stager::kFetchLate) kv.fetch(cur ^ 1);  // its last readers passed the barrier ending kt - 1
-      if (kt + 2 < kt_end) kv.load_slots(cur, kv0 + 2 * kBN);
-    }
-    if constexpr (Stager::kAsync) {
-      Stager::wait_copies(more);
-      __syncthreads();
-    }
-    const __nv_bfloat16* ks = kv.k_tile(cur);
-    const __nv_bfloat16* vs = kv.v_tile(cur);
-
-    // S = Q K^T over this warp's 16 positions kv0 + 16 warp .. + 15.
-    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      uint32_t bk[4];
-      LdMatrixX4(bk, SmemAddr(ks + kk * 16 + k_lane));
-      Mma(sc[0], qf[kk], bk[0], bk[1]);
-      Mma(sc[1], qf[kk], bk[2], bk[3]);
-    }
-    if (kv0 + kBN > n_pos) {  // the sequence's last tile: positions past the token's own are masked
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (kv0 + warp * 16 + nb * 8 + c2 + (e & 1) >= n_pos) sc[nb][e] = -INFINITY;
+        for (int j = 0; j < 4; ++j) {
+          const int r = g + 8 * (j & 1), c = kk * 16 + c2 + 8 * (j >> 1);
+          const float2 v = r < G ? *reinterpret_cast<const float2*>(qrow + r * HD + c) : make_float2(0.0f, 0.0f);
+          qf[kk][j] = PackBf16(v.x * q_scale, v.y * q_scale);
         }
       }
     }
-    // Online softmax per row (kernels/attention_tile.cuh). A warp may see only masked positions
-    // (all 16 past the token in the partition's only tile): its rows keep the maximum -inf and
-    // weights 0.
-    OnlineSoftmaxTile<true>(sc, m_run, l_run, o);
-    // O += P V over the same 16 positions: the scores' accumulator layout is the A fragment layout.
-    const uint32_t pa[4] = {PackBf16(sc[0][0], sc[0][1]), PackBf16(sc[0][2], sc[0][3]), PackBf16(sc[1][0], sc[1][1]),
-                            PackBf16(sc[1][2], sc[1][3])};
+    if constexpr (!Stager::kAsync) __syncthreads();  // tile 0, put by every thread, is visible
+
+    float o[HD / 8][4];
 #pragma unroll
-    for (int dp = 0; dp < HD / 16; ++dp) {
-      uint32_t bv[4];
-      LdMatrixX4Trans(bv, SmemAddr(vs + dp * 16 + v_lane));
-      Mma(o[2 * dp], pa, bv[0], bv[1]);
-      Mma(o[2 * dp + 1], pa, bv[2], bv[3]);
+    for (int nb = 0; nb < HD / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+    // ldmatrix lane offsets into this warp's 16 positions: K (non-transposed) gives the B fragments of
+    // two 8-position column blocks, V (transposed) of two 8-dim column blocks (mma.m16n8k16 layouts).
+    const int k_lane = (warp * 16 + (lane / 16) * 8 + lane % 8) * kLd + ((lane / 8) % 2) * 8;
+    const int v_lane = (warp * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kLd + (lane / 16) * 8;
+
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
+      const int cur = (kt - kt_begin) & 1, kv0 = kt * kBN;
+      const bool more = kt + 1 < kt_end;
+      // The slots of tile kt + 2: with a bf16 cache looked up now and stored after this tile's
+      // products (slots[cur] then has no more readers), so the lookup's round trip is not waited for
+      // here; fp8 stores them at once (the register held across the products took its head_dim 128
+      // kernel from 168 to 195 registers).
+      int32_t next_slot = -1;
+      if (more) {
+        // Tile kt + 1, unless it was fetched before the wait; its buffer's last readers passed the
+        // barrier ending kt - 1.
+        if constexpr (!Stager::kFetchLate) {
+          if (kt != kt_begin || !early1) kv.fetch(cur ^ 1);
+        }
+        if (kt + 2 < kt_end) {
+          if constexpr (Stager::kAsync) {
+            if (tid < kBN) next_slot = kv.slot_of(kv0 + 2 * kBN + tid);
+          } else {
+            kv.load_slots(cur, kv0 + 2 * kBN);
+          }
+        }
+      }
+      if constexpr (Stager::kAsync) {
+        Stager::wait_copies(more);
+        __syncthreads();
+      }
+      const __nv_bfloat16* ks = kv.k_tile(cur);
+      const __nv_bfloat16* vs = kv.v_tile(cur);
+
+      // S = Q K^T over this warp's 16 positions kv0 + 16 warp .. + 15.
+      float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        uint32_t bk[4];
+        LdMatrixX4(bk, SmemAddr(ks + kk * 16 + k_lane));
+        Mma(sc[0], qf[kk], bk[0], bk[1]);
+        Mma(sc[1], qf[kk], bk[2], bk[3]);
+      }
+      if (kv0 + kBN > n_pos) {  // the sequence's last tile: positions past the token's own are masked
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (kv0 + warp * 16 + nb * 8 + c2 + (e & 1) >= n_pos) sc[nb][e] = -INFINITY;
+          }
+        }
+      }
+      // Online softmax per row (kernels/attention_tile.cuh). A warp may see only masked positions
+      // (all 16 past the token in the partition's only tile): its rows keep the maximum -inf and
+      // weights 0.
+      OnlineSoftmaxTile<true>(sc, m_run, l_run, o);
+      // O += P V over the same 16 positions: the scores' accumulator layout is the A fragment layout.
+      const uint32_t pa[4] = {PackBf16(sc[0][0], sc[0][1]), PackBf16(sc[0][2], sc[0][3]), PackBf16(sc[1][0], sc[1][1]),
+                              PackBf16(sc[1][2], sc[1][3])};
+#pragma unroll
+      for (int dp = 0; dp < HD / 16; ++dp) {
+        uint32_t bv[4];
+        LdMatrixX4Trans(bv, SmemAddr(vs + dp * 16 + v_lane));
+        Mma(o[2 * dp], pa, bv[0], bv[1]);
+        Mma(o[2 * dp + 1], pa, bv[2], bv[3]);
+      }
+      if (more) {
+        if constexpr (Stager::kFetchLate) {
+          kv.fetch(cur ^ 1);
+        } else {
+          kv.put_held(cur ^ 1);
+        }
+        if (Stager::kAsync && kt + 2 < kt_end && tid < kBN) kv.slots[cur][tid] = next_slot;
+      }
+      __syncthreads();  // this buffer's readers are done: the next iteration fetches into it
     }
-    if (more) {
-      if constexpr (Stager::kFetchLate) {
-        kv.fetch(cur ^ 1);
+
+    // ---- The 4 warps' partials into shared memory (the tiles are done: the last barrier above), rows
+    // of the group only: red_o [warp][row][HD], red_m / red_l [warp][row].
+    float* red_o = reinterpret_cast<float*>(smem_raw);
+    float* red_m = red_o + kWarps * kRows * HD;
+    float* red_l = red_m + kWarps * kRows;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = l_run[half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int r = g + 8 * half;
+      if (r >= G) continue;
+      float* dst = red_o + (warp * kRows + r) * HD + c2;
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb) {
+        *reinterpret_cast<float2*>(dst + nb * 8) = make_float2(o[nb][2 * half], o[nb][2 * half + 1]);
+      }
+      if (lane % 4 == 0) red_m[warp * kRows + r] = m_run[half], red_l[warp * kRows + r] = l;
+    }
+    __syncthreads();
+
+    // Combined per (row, dim): the block's (max, sum, O) of its partition. At least one position of
+    // the partition is unmasked, so the maximum over the warps is finite.
+    for (int idx = tid; idx < G * HD; idx += kThreads) {
+      const int r = idx / HD, d = idx % HD;
+      float M = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) M = fmaxf(M, red_m[w * kRows + r]);
+      float L = 0.0f, acc = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float wt = Exp2(red_m[w * kRows + r] - M);
+        L += red_l[w * kRows + r] * wt;
+        acc += red_o[(w * kRows + r) * HD + d] * wt;
+      }
+      if constexpr (kCluster) {  // [O (kRows x HD)], max (kRows), sum (kRows) in this block's shared memory
+        float* part = reinterpret_cast<float*>(smem_raw + C::kClusterPartOffset);
+        part[r * HD + d] = acc;
+        if (d == 0) part[kRows * HD + r] = M, part[kRows * HD + kRows + r] = L;
+      } else if (cut.active == 1) {
+        out[(static_cast<int64_t>(s) * A.n_heads + static_cast<int64_t>(kvh) * G + r) * HD + d] = acc / L * v_scale;
       } else {
-        kv.put_held(cur ^ 1);
+        float* part = partials() + (static_cast<int64_t>(p) * G + r) * (HD + 2);
+        if (d == 0) part[0] = M, part[1] = L;
+        part[2 + d] = acc;
       }
     }
-    __syncthreads();  // this buffer's readers are done: the next iteration fetches into it
   }
-
-  // ---- The 4 warps' partials into shared memory (the tiles are done: the last barrier above), rows
-  // of the group only: red_o [warp][row][HD], red_m / red_l [warp][row].
-  float* red_o = reinterpret_cast<float*>(smem_raw);
-  float* red_m = red_o + kWarps * kRows * HD;
-  float* red_l = red_m + kWarps * kRows;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float l = l_run[half];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = g + 8 * half;
-    if (r >= G) continue;
-    float* dst = red_o + (warp * kRows + r) * HD + c2;
-#pragma unroll
-    for (int nb = 0; nb < HD / 8; ++nb) {
-      *reinterpret_cast<float2*>(dst + nb * 8) = make_float2(o[nb][2 * half], o[nb][2 * half + 1]);
-    }
-    if (lane % 4 == 0) red_m[warp * kRows + r] = m_run[half], red_l[warp * kRows + r] = l;
-  }
-  __syncthreads();
-
-  // Combined per (row, dim): the block's (max, sum, O) of its partition. At least one position of
-  // the partition is unmasked, so the maximum over the warps is finite.
-  const int64_t sk = static_cast<int64_t>(s) * n_kv_heads + kvh;
-  float* part_base = scratch + sk * parts * G * (HD + 2);
-  for (int idx = tid; idx < G * HD; idx += kThreads) {
-    const int r = idx / HD, d = idx % HD;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, red_m[w * kRows + r]);
-    float L = 0.0f, acc = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float wt = Exp2(red_m[w * kRows + r] - M);
-      L += red_l[w * kRows + r] * wt;
-      acc += red_o[(w * kRows + r) * HD + d] * wt;
-    }
-    if (cut.active == 1) {
-      out[(static_cast<int64_t>(s) * A.n_heads + static_cast<int64_t>(kvh) * G + r) * HD + d] = acc / L * v_scale;
-    } else {
-      float* part = part_base + (static_cast<int64_t>(p) * G + r) * (HD + 2);
-      if (d == 0) part[0] = M, part[1] = L;
-      part[2 + d] = acc;
-    }
+  if constexpr (kCluster) {
+    ClusterMerge<HD>(out, smem_raw + C::kClusterPartOffset, s, kvh, G, A.n_heads, p, parts, cut.active, idle,
+                     v_scale);
+    return;
   }
   if (cut.active == 1) return;
 
+  const int64_t sk = static_cast<int64_t>(s) * n_kv_heads + kvh;
+  const float* part_base = partials();
   // ---- The last partition block of (s, kvh) to finish merges every partition (the "last block"
   // pattern: each counts itself once its partial is visible device-wide).
   __shared__ bool last;
@@ -286,19 +378,73 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   }
 }
 
+// The most partitions a cluster merge takes: the largest cluster of the biggest decode block (head
+// dim 128) the device can place, up to kMaxClusterParts (16 on the H200, a non-portable size; 8 is
+// portable), asked once per process; 0 where clusters are not available.
+int ClusterPartsLimit() {
+  static const int n = [] {
+    int device = 0, has_clusters = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&has_clusters, cudaDevAttrClusterLaunch, device));
+    if (has_clusters == 0) return 0;
+    using C = DecodeTile<128>;
+    const auto kernel = AttentionDecodeKernel<128, __nv_bfloat16, true>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(kMaxClusterParts);
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmemBytes;
+    int size = 0;
+    CUDA_CHECK(cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config));
+    size = std::min(size, kMaxClusterParts);
+    return size >= 2 ? size : 0;
+  }();
+  return n;
+}
+
+// How a decode launch splits each (sequence, kv head): `parts` partitions, merged in a cluster or
+// through global memory. Partitions: as many as put about two blocks on every SM in one wave (the
+// SM count from the device), at most one per 64-position tile of max_positions. Where that is more
+// than a cluster holds (few sequences), the partitions are cut to the cluster's size and merged in
+// it: the global merge's one block reading many partitions costs more than the partitions gain.
+// Otherwise the global merge: with the same partitions the cluster version measured slower (its
+// blocks wait for each other at the barriers and are placed together).
+struct DecodeSplit {
+  int64_t parts;
+  bool cluster;
+};
+DecodeSplit Split(int64_t S, const AttentionShape& A, int64_t max_positions) {
+  const int64_t tiles = (std::max<int64_t>(max_positions, 1) + DecodeTile<128>::kBN - 1) / DecodeTile<128>::kBN;
+  const int64_t blocks = std::max<int64_t>(S * A.n_kv_heads, 1);
+  const int64_t want = (2 * SmCount() + blocks - 1) / blocks;
+  const int64_t parts = std::clamp<int64_t>(want, 1, tiles), limit = ClusterPartsLimit();
+  if (limit > 1 && parts > limit) return {limit, true};
+  return {parts, false};
+}
+
 template <int HD, typename KV>
 void LaunchHd(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache, const KV* v_cache,
-              const int32_t* block_tables, const int32_t* pos, int64_t S, const AttentionShape& A, int64_t parts,
+              const int32_t* block_tables, const int32_t* pos, int64_t S, const AttentionShape& A, DecodeSplit split,
               float q_scale, float v_scale, cudaStream_t stream) {
   using C = DecodeTile<HD>;
-  const auto kernel = AttentionDecodeKernel<HD, KV>;
-  // Above 48 KB a block's dynamic shared memory must be allowed per kernel (and per device: set on
-  // every launch, a driver call, not a sync).
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-  const int64_t blocks = S * A.n_kv_heads * parts;
+  const int64_t parts = split.parts, blocks = S * A.n_kv_heads * parts;
   KERNEL_REQUIRE(blocks <= INT32_MAX);
-  Launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream, out, scratch, counters,
-         q, k_cache, v_cache, block_tables, pos, A, static_cast<int>(parts), q_scale, v_scale);
+  const auto launch = [&](auto kernel, unsigned cluster) {
+    // Above 48 KB a block's dynamic shared memory must be allowed per kernel (and per device: set on
+    // every launch, a driver call, not a sync); so must clusters of more than 8 blocks.
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    if (cluster > 8) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    LaunchClusters(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream,
+                   dim3(cluster, 1, 1), out, scratch, counters, q, k_cache, v_cache, block_tables, pos, A,
+                   static_cast<int>(parts), q_scale, v_scale);
+  };
+  if (split.cluster) {
+    KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(out) % 16 == 0);
+    launch(AttentionDecodeKernel<HD, KV, true>, static_cast<unsigned>(parts));
+  } else {
+    launch(AttentionDecodeKernel<HD, KV, false>, 1u);
+  }
   KERNEL_CHECK();
 }
 
@@ -310,13 +456,13 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
   KERNEL_REQUIRE(attention_decode_supported(A));
   if (S == 0) return;
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(q) % 16 == 0 && S <= INT32_MAX && max_positions >= 1);
-  const int64_t parts = attention_decode_parts(S, A, max_positions);
-  KERNEL_REQUIRE(parts == 1 || (scratch != nullptr && counters != nullptr));
+  const DecodeSplit split = Split(S, A, max_positions);
+  KERNEL_REQUIRE(split.parts == 1 || split.cluster || (scratch != nullptr && counters != nullptr));
   // The scores are kept in base 2 (ex2 is the hardware's exponential): log2 e joins the scale.
   const float q_scale = scale * kv_scale.k * kLog2e;
   const auto launch = [&](auto hd) {
-    LaunchHd<decltype(hd)::value>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, parts, q_scale,
-                                  kv_scale.v, stream);
+    LaunchHd<decltype(hd)::value>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, split,
+                                  q_scale, kv_scale.v, stream);
   };
   switch (A.head_dim) {
     case 32: launch(std::integral_constant<int, 32>{}); break;
@@ -334,15 +480,12 @@ bool attention_decode_supported(const AttentionShape& A) {
 }
 
 int64_t attention_decode_parts(int64_t S, const AttentionShape& A, int64_t max_positions) {
-  const int64_t tiles = (std::max<int64_t>(max_positions, 1) + DecodeTile<128>::kBN - 1) / DecodeTile<128>::kBN;
-  const int64_t blocks = std::max<int64_t>(S * A.n_kv_heads, 1);
-  const int64_t want = (2 * SmCount() + blocks - 1) / blocks;
-  return std::clamp<int64_t>(want, 1, tiles);
+  return Split(S, A, max_positions).parts;
 }
 
 int64_t attention_decode_scratch_floats(int64_t S, const AttentionShape& A, int64_t max_positions) {
-  const int64_t parts = attention_decode_parts(S, A, max_positions);
-  return parts == 1 ? 0 : S * A.n_heads * parts * (A.head_dim + 2);
+  const DecodeSplit split = Split(S, A, max_positions);
+  return split.parts == 1 || split.cluster ? 0 : S * A.n_heads * split.parts * (A.head_dim + 2);
 }
 
 int64_t attention_decode_counter_count(int64_t S, const AttentionShape& A) { return S * A.n_kv_heads; }

@@ -14,14 +14,21 @@
 // (kernels/attention_tile.cuh: cp.async for bf16, fp8 converted to bf16 as staged), and its 4 warps
 // each take 16 positions of every tile: S = Q K^T and O += P V on bf16 mma.sync with fp32
 // accumulation, an online softmax per warp in base 2, then the 4 warps' (max, sum, O) combined in
-// shared memory. With one partition the block writes the output; otherwise it writes its partial to
-// `scratch`, and the last partition block of each (sequence, kv head) to finish (a counter per
-// (sequence, kv head), as paged_attention's fused merge) merges them. No merge launch.
+// shared memory. With one partition the block writes the output. With several, where the step
+// wants more partitions than one thread block cluster holds (few sequences: the H200 places
+// clusters of 16 of these blocks, the portable size is 8; the device is asked once), the partitions
+// are cut to the cluster's size and run as one cluster per (sequence, kv head): each block leaves its
+// partial in its shared memory, and after a cluster barrier the blocks split the outputs between
+// them, reading every partial through distributed shared memory. Otherwise each block writes its
+// partial to `scratch`, and the last partition block of each (sequence, kv head) to finish (a
+// counter per (sequence, kv head), as paged_attention's fused merge) merges them. No merge launch.
 //
 // Partitions: as many per (sequence, kv head) as put about two blocks on every SM in one wave (the
-// SM count from the device), at most one per 64-position tile of max_positions; each launch cuts the
-// partitions from each sequence's actual position (whole tiles), so a graph captured for a
-// max_positions stays valid as positions grow up to it.
+// SM count from the device), at most one per 64-position tile of max_positions (and at most a
+// cluster's, above); each launch cuts the partitions from each sequence's actual position (whole
+// tiles), so a graph captured for a max_positions stays valid as positions grow up to it. Tiles that
+// end before the token's own position (stored by earlier steps) are fetched before the PDL wait: a
+// partition's first, and with a bf16 cache its second.
 //
 // Rounding: Q (with the softmax scale folded in) and the softmax weights P are bf16 operands, as in
 // attention_prefill: about 1e-3 relative from paged_attention's float32 arithmetic (fp8 values
@@ -55,7 +62,8 @@ int64_t attention_decode_counter_count(int64_t S, const AttentionShape& A);
 // each: token s is sequence s (row s of block_tables) at position pos[s], and attends to positions
 // 0 .. pos[s], whose K and V are already in the cache (qk_norm_rope_store_kv stored the token's
 // own). q (S, q_stride) float, 16-byte aligned. `scratch` holds attention_decode_scratch_floats,
-// `counters` attention_decode_counter_count entries, 0 before the call and 0 after it. kv_scale as
+// `counters` attention_decode_counter_count entries, 0 before the call and 0 after it (both unused,
+// and scratch sized 0, where the partitions merge in a cluster). `out` 16-byte aligned. kv_scale as
 // in paged_attention. Graphs capture it: the launch also sets the kernel's shared-memory limit
 // (69,632 bytes at head_dim 128), a driver call that is not a stream operation.
 void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,

@@ -171,14 +171,23 @@ struct KvTileStager {
   __device__ __forceinline__ const __nv_bfloat16* k_tile(int buf) const { return smem + 2 * buf * kTileElems; }
   __device__ __forceinline__ const __nv_bfloat16* v_tile(int buf) const { return k_tile(buf) + kTileElems; }
 
+  // The cache slot of position p (-1 past the last position): a global load of the block table.
+  __device__ __forceinline__ int32_t slot_of(int position) const {
+    const uint32_t p = static_cast<uint32_t>(position);
+    const int32_t within = static_cast<int32_t>(p % block_size);
+    return p < static_cast<uint32_t>(n_pos) ? table[p / block_size] * static_cast<int32_t>(block_size) + within : -1;
+  }
+
   // Looks up the slots of positions kv0 .. kv0 + kBN - 1 into slots[buf].
   __device__ __forceinline__ void load_slots(int buf, int kv0) {
-    if (tid < kBN) {
-      const uint32_t p = static_cast<uint32_t>(kv0 + tid);
-      const int32_t within = static_cast<int32_t>(p % block_size);
-      slots[buf][tid] =
-          p < static_cast<uint32_t>(n_pos) ? table[p / block_size] * static_cast<int32_t>(block_size) + within : -1;
-    }
+    if (tid < kBN) slots[buf][tid] = slot_of(kv0 + tid);
+  }
+
+  // The same for two tiles at once, kv0 .. kv0 + 2 kBN - 1 into slots[0] and slots[1] (a block of
+  // at least 2 kBN threads: one round trip for both).
+  __device__ __forceinline__ void load_slots_pair(int kv0) {
+    static_assert(kThreads >= 2 * kBN, "a thread per position of the two tiles");
+    if (tid < 2 * kBN) slots[tid / kBN][tid % kBN] = slot_of(kv0 + tid);
   }
 
   __device__ __forceinline__ __nv_bfloat16* dst(int buf, int mat, int i) const {  // mat 0: K, 1: V

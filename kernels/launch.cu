@@ -28,6 +28,16 @@ int SmCount() {
   return n;
 }
 
+namespace {
+thread_local LaunchCarveout current_carveout = LaunchCarveout::kDefault;
+}  // namespace
+
+LaunchCarveout CurrentLaunchCarveout() { return current_carveout; }
+
+ScopedLaunchCarveout::ScopedLaunchCarveout(LaunchCarveout c) : previous_(current_carveout) { current_carveout = c; }
+
+ScopedLaunchCarveout::~ScopedLaunchCarveout() { current_carveout = previous_; }
+
 int MaxSmemPerBlock() {
   static const int n = CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   return n;

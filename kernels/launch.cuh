@@ -15,6 +15,9 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
+#include "kernels/carveout.h"
 #include "kernels/cuda_check.h"
 
 namespace tandem::kernels {
@@ -44,22 +47,44 @@ int SmCount();
 // the GB10).
 int MaxSmemPerBlock();
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when PdlEnabled().
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when PdlEnabled(), this
+// thread's LaunchCarveout, and in thread block clusters of `cluster` blocks when that is more than
+// one (sm_90 on: the H200 and the GB10; more than 8 blocks a cluster only where the kernel allows
+// non-portable sizes).
 template <typename... Params, typename... Args>
-void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void LaunchClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
+                    Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (PdlEnabled()) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
+  cudaLaunchAttribute attr[3];
+  unsigned n = 0;
+  if (CurrentLaunchCarveout() == LaunchCarveout::kMaxShared) {
+    attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attr[n++].val.sharedMemCarveout = cudaSharedmemCarveoutMaxShared;
   }
+  if (PdlEnabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster.x;
+    attr[n].val.clusterDim.y = cluster.y;
+    attr[n++].val.clusterDim.z = cluster.z;
+  }
+  config.attrs = n > 0 ? attr : nullptr;
+  config.numAttrs = n;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when PdlEnabled() and this
+// thread's LaunchCarveout.
+template <typename... Params, typename... Args>
+void Launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  LaunchClusters(kernel, grid, block, smem, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
 }  // namespace tandem::kernels

@@ -8,7 +8,10 @@
 // Each case runs with max_positions exactly the step's longest context and with a larger bound (a
 // graph captured for a wider table: more partitions than tiles, the extra blocks must leave), and
 // twice in a row: the partition counters must come back to 0 (the next launch and graph replays
-// depend on it), which the second launch's result and a read of the counters both check.
+// depend on it), which the second launch's result and a read of the counters both check. The second
+// launch asks for the largest shared memory (kernels/carveout.h: what a batch-1 step does), the
+// first for the driver's split. One sequence takes the cluster merge (kernels/attention_decode.h),
+// 32 sequences the global one.
 //
 // Bounds as attention_prefill_cuda_test's (the same bf16 operands: Q with the scale folded in, and
 // P): ||out - ref|| / ||ref|| < 1e-2 over the output, < 5e-2 for every (token, head) row.
@@ -20,6 +23,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
+#include "kernels/carveout.h"
 #include "tests/kernels/attention_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -103,6 +107,7 @@ TEST(attention_decode_cuda, MatchesPagedAttentionReference) {
         DeviceBuffer<KV> d_k(k_host), d_v(v_host);
         const std::vector<float> want = Reference(q, k_host, v_host, st.tables, st.token_seq, st.pos, A, scale, kv_scale);
         for (int launch = 0; launch < 2; ++launch) {
+          const ScopedLaunchCarveout carveout(launch == 0 ? LaunchCarveout::kDefault : LaunchCarveout::kMaxShared);
           d_out.Poison();
           attention_decode(d_out.get(), d_scratch.get(), d_counters.get(), d_q.get(), d_k.get(), d_v.get(),
                            d_tables.get(), d_pos.get(), S, A, max_positions, scale, nullptr, kv_scale);
@@ -173,6 +178,21 @@ TEST(attention_decode_cuda, QwenShapeAgainstOtherKernelsAndTimed) {
                   mb * 1e3 / t_split, t_paged, t_tiled);
     }
   }
+}
+
+// The carveout scope is per thread and nests: each scope restores the setting it found.
+TEST(attention_decode_cuda, CarveoutScopeRestores) {
+  EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
+  {
+    const ScopedLaunchCarveout outer(LaunchCarveout::kMaxShared);
+    EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kMaxShared);
+    {
+      const ScopedLaunchCarveout inner(LaunchCarveout::kDefault);
+      EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
+    }
+    EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kMaxShared);
+  }
+  EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
 }
 
 TEST(attention_decode_cuda, SupportedShapesAndPartitions) {

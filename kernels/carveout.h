@@ -1,0 +1,29 @@
+// The shared-memory / L1 split that kernels::Launch (kernels/launch.cuh) asks for: a host-side
+// launch option of the calling thread, set by the engine per step (CudaModel::RunLayers).
+#pragma once
+
+namespace tandem::kernels {
+
+// The shared-memory / L1 split this thread's launches ask for (a launch attribute, so graphs
+// capture it with each kernel node). An SM holds blocks of one split at a time, so a kernel whose
+// split differs from the previous kernel's waits for that kernel's blocks to leave the SM, and PDL's
+// overlap is lost (our reading of the A/B in docs/bench/decode-h200.md, session 22). kDefault
+// leaves the split to the driver (kernels that keep their inputs in L1, such as the per-token
+// products of a batch, get a large L1); kMaxShared asks every kernel for the largest shared memory,
+// so that a step with attention_decode's 68 KB blocks does not switch splits twice a layer.
+enum class LaunchCarveout { kDefault, kMaxShared };
+LaunchCarveout CurrentLaunchCarveout();
+
+// Sets this thread's LaunchCarveout for its lifetime, restoring the previous one after.
+class ScopedLaunchCarveout {
+ public:
+  explicit ScopedLaunchCarveout(LaunchCarveout c);
+  ~ScopedLaunchCarveout();
+  ScopedLaunchCarveout(const ScopedLaunchCarveout&) = delete;
+  ScopedLaunchCarveout& operator=(const ScopedLaunchCarveout&) = delete;
+
+ private:
+  LaunchCarveout previous_;
+};
+
+}  // namespace tandem::kernels
