@@ -255,6 +255,31 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
   return a;
 }
 
+// The split tensor-core kernel (kernels/attention_decode.h) reads each K/V tile once for a kv head's
+// group of q heads, where paged_attention reads it once per q head, and spreads a sequence's
+// positions over several blocks. Same-run A/Bs on the H200 (docs/bench/decode-h200.md):
+//  - batch 8 / 32 (session 19, against the unsplit tiled kernel): ctx 4k 12.37 / 31.66 ms per step
+//    against 15.31 / 32.44-32.75; ctx 1k within the spread at 8, 1% slower at 32.
+//  - batch 2-7 (session 22, with the cluster merge, against paged_attention): batch 4 at ctx 4k
+//    8.28-8.43 ms against 11.43-11.52, at 1k 7.96-8.07 against 8.36-8.48; batch 2 at 4k 5.29-5.36
+//    against 6.51-6.58, at 1k within the spread.
+//  - batch 1 (session 22): with the cluster merge and every kernel of the step asking for the
+//    largest shared memory (CudaModel::RunLayers), ctx 4k 3.17-3.22 ms against 3.65-3.69 (FP8
+//    weights 2.73-2.80 against 3.21-3.29), but ctx 1k 2.99-3.02 against 2.96-3.00 (FP8 2.53-2.57
+//    against 2.44-2.48); without that carveout 3.13-3.20 at 1k. So batch 1 over a bf16 cache takes
+//    it only where the graph's table is wider than kSingleSplitMinPositions (the scheduler grows a
+//    sequence's table with its context, and graphs round it up to a power of two blocks: a 1k
+//    context has a 2048-position table, 4k one of 8192). Over an fp8 cache it takes it at every
+//    width: ctx 1k 3.04-3.05 ms against paged_attention's 3.51-3.56.
+// A float32 cache keeps paged_attention (the tensor cores would round its K and V to bf16, which a
+// bf16 cache measured above the float32 golden bound: docs/cuda.md).
+bool DecodeTakesSplitAttention(const kernels::AttentionShape& A, KvDtype kv_dtype, int64_t T,
+                               int64_t max_positions) {
+  constexpr int64_t kSingleSplitMinPositions = 2049;
+  return kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
+         (T > 1 || kv_dtype == KvDtype::kFp8 || max_positions >= kSingleSplitMinPositions);
+}
+
 template <typename KV>
 void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   const StepMeta& m = ctx.m;
@@ -274,27 +299,17 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // a rank has very few heads). A float32 cache keeps paged_attention: the tensor cores would round
   // its K and V to bf16, which a bf16 cache measured above the float32 golden bound (docs/cuda.md).
   constexpr bool kRoundsCache = std::is_same_v<KV, float>;
-  // Steps of kTiledDecodeMinTokens tokens or more take the tensor cores too (graphs capture them):
-  // one block reads each K/V tile once for the group's q heads, where paged_attention reads it once
-  // per q head.
-  //  - decode batches (one token per sequence: token s is sequence s): the split kernel
-  //    (kernels/attention_decode.h), a sequence's positions spread over several blocks. Same-run A/B
-  //    on the H200 against the unsplit tiled kernel (docs/bench/decode-h200.md, session 19): batch 8
-  //    / 32 at ctx 4k 12.37 / 31.66 ms per step against 15.31 / 32.44-32.75, at ctx 1k 11.45 / 29.03
-  //    against 11.40-11.44 / 28.66-28.86 (within the runs' spread at 8, 1% at 32). Below 8 sequences
-  //    paged_attention stays: at batch 1 the split kernel lost (3.63 against 3.05 ms at 1k), and
-  //    again in session 21 with its merge's loads in flight: 3.33-3.37 against 3.00-3.06 ms at 1k,
-  //    3.98 against 3.71 at 4k (partitions of one 64-position tile); with partitions of at least 4
-  //    tiles 3.39-3.40 at 1k, 3.59-3.61 at 4k.
-  //  - other small multi-token steps (several tokens of a sequence, below the prefill threshold): the
-  //    unsplit tiled kernel, every sequence of them (no paged head); before the split kernel it took
-  //    the decode batches too: batch 8 / 24 / 32 at ctx 1k 11.39 / 24.88 / 28.25 ms against
-  //    paged_attention's 12.31 / 30.35 / 36.40.
+  // Decode steps (one token per sequence) take the split tensor-core kernel where
+  // DecodeTakesSplitAttention says so (its comment has the A/Bs); the others paged_attention.
+  // Other small multi-token steps (several tokens of a sequence, below the prefill threshold) of
+  // kTiledDecodeMinTokens or more take the unsplit tiled kernel, every sequence of them (no paged
+  // head); before the split kernel it took the decode batches too: batch 8 / 24 / 32 at ctx 1k
+  // 11.39 / 24.88 / 28.25 ms against paged_attention's 12.31 / 30.35 / 36.40.
   constexpr int64_t kTiledDecodeMinTokens = 8;
   const bool prefill = ctx.GemmPath(m.T);
   const bool decode = !prefill && m.T == m.S;  // one token per sequence
   if constexpr (!kRoundsCache) {
-    if (decode && m.T >= kTiledDecodeMinTokens && kernels::attention_decode_supported(A)) {
+    if (decode && DecodeTakesSplitAttention(A, ctx.kv_dtype, m.T, ctx.max_positions)) {
       kernels::attention_decode(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache,
                                 v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A, ctx.max_positions, scale,
                                 ctx.stream, kv_scale);

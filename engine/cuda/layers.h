@@ -21,6 +21,7 @@
 #include "engine/model/layer_weights.h"
 #include "engine/model/model_config.h"
 #include "engine/step.h"
+#include "kernels/attention.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
@@ -205,6 +206,13 @@ class Ffn {
   // As Mixer::Forward.
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
 };
+
+// Whether a decode step (one token per sequence) of T sequences over positions up to max_positions
+// (the captured graph's table width) takes attention_decode rather than paged_attention
+// (Attention::Attend has the rule and its A/Bs). CudaModel asks it too: such a step at batch 1 runs
+// every kernel with the largest shared memory (kernels/carveout.h).
+bool DecodeTakesSplitAttention(const kernels::AttentionShape& A, KvDtype kv_dtype, int64_t T,
+                               int64_t max_positions);
 
 // Grouped-query self-attention over the paged KV cache, this rank's heads only. Gated (the hybrid
 // models' attention_output_gate): each head's output times sigmoid of its gate rows before o_proj;
