@@ -69,20 +69,21 @@ Spread CopyBandwidthGBs() {
   return Summarize(gbs);
 }
 
-// B sequences, one decode token each at position ctx (+ step), with disjoint block tables.
-StepBatch DecodeBatch(int B, int ctx, int step, int block_size, int blocks_per_seq) {
+// B sequences, one decode token each at position ctx (+ step), with disjoint block tables: sequence
+// s owns blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq), and its table lists the first
+// table_blocks of them.
+StepBatch DecodeBatch(int B, int ctx, int step, int table_blocks, int blocks_per_seq) {
   StepBatch batch;
   for (int s = 0; s < B; ++s) {
     SeqChunk c;
     c.seq_id = s;
     c.tokens = {(s * 7919 + step * 104729) % 150000};
     c.start_pos = ctx + step;
-    for (int b = 0; b < blocks_per_seq; ++b) c.block_table.push_back(s * blocks_per_seq + b);
+    for (int b = 0; b < table_blocks; ++b) c.block_table.push_back(s * blocks_per_seq + b);
     c.want_logits = true;
     c.state_slot = s;  // a hybrid's DeltaNet state (ignored by models without one)
     batch.seqs.push_back(std::move(c));
   }
-  (void)block_size;
   return batch;
 }
 
@@ -221,13 +222,16 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   out += "| ---: | ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   auto bench_point = [&](int B, int ctx, bool graphs) -> absl::Status {
     SetUseGraphs(*model, graphs);
-    ASSIGN_OR_RETURN(CudaStepStats st, MeasureStepStats(*model, DecodeBatch(B, ctx, 0, o.block_size, blocks_per_seq)));
+    const int table = DecodeTableBlocks(o, ctx);
+    ASSIGN_OR_RETURN(CudaStepStats st, MeasureStepStats(*model, DecodeBatch(B, ctx, 0, table, blocks_per_seq)));
     int step = 0;
-    for (int w = 0; w < 3; ++w) RETURN_IF_ERROR(model->Forward(DecodeBatch(B, ctx, step++, o.block_size, blocks_per_seq)).status());
+    for (int w = 0; w < 3; ++w) {
+      RETURN_IF_ERROR(model->Forward(DecodeBatch(B, ctx, step++, table, blocks_per_seq)).status());
+    }
     std::vector<double> ms;
     for (int r = 0; r < o.runs; ++r) {
       std::vector<StepBatch> batches;
-      for (int s = 0; s < o.steps; ++s) batches.push_back(DecodeBatch(B, ctx, step++, o.block_size, blocks_per_seq));
+      for (int s = 0; s < o.steps; ++s) batches.push_back(DecodeBatch(B, ctx, step++, table, blocks_per_seq));
       const auto t0 = std::chrono::steady_clock::now();
       for (const auto& b : batches) RETURN_IF_ERROR(model->Forward(b).status());
       ms.push_back(1e3 * Seconds(t0, std::chrono::steady_clock::now()) / o.steps);

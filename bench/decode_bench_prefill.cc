@@ -71,10 +71,14 @@ engine::StepBatch PrefillStep(const PrefillBatch& shape, int block_size) {
   return batch;
 }
 
+int DecodeTableBlocks(const DecodeBenchOptions& o, int ctx) {
+  // Each point runs 3 warm-up steps and --runs x --steps timed ones past its context.
+  return static_cast<int>(BlocksFor(ctx + o.steps * (o.runs + 2) + 1, o.block_size));
+}
+
 int DecodeBlocksPerSeq(const DecodeBenchOptions& o) {
   const int max_ctx = o.contexts.empty() ? 0 : *std::max_element(o.contexts.begin(), o.contexts.end());
-  // Each point runs 3 warm-up steps and --runs x --steps timed ones past its context.
-  return static_cast<int>(BlocksFor(max_ctx + o.steps * (o.runs + 2) + 1, o.block_size));
+  return DecodeTableBlocks(o, max_ctx);
 }
 
 KvPool PlanKvPool(const DecodeBenchOptions& o) {

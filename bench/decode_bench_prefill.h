@@ -36,8 +36,12 @@ struct KvPool {
   int64_t blocks = 0;
   int32_t state_slots = 0;
 };
-// The blocks each decode sequence gets (its context plus every step the bench runs on it).
+// Blocks a decode point's sequences reserve each (the longest context's need: the pool holds the
+// largest batch of them), and the blocks a point at context ctx puts in each sequence's block table
+// (its own need, as the server's scheduler grows tables: a captured graph's table width, a power of
+// two, then follows the point's context, and so do the kernel choices made from it).
 int DecodeBlocksPerSeq(const DecodeBenchOptions& o);
+int DecodeTableBlocks(const DecodeBenchOptions& o, int ctx);
 KvPool PlanKvPool(const DecodeBenchOptions& o);
 
 // The pool must fit in `free_bytes` (the GPU's free memory once the weights are loaded) with a

@@ -75,6 +75,9 @@ TEST(DecodeBenchPrefill, PoolOfTheDecodePointsAlone) {
   ASSERT_TRUE(o.ok()) << o.status();
   const int per_seq = (4096 + 32 * 7 + 1 + 15) / 16;
   EXPECT_EQ(DecodeBlocksPerSeq(*o), per_seq);
+  // Each point's tables cover its own context: the longest context's reach the reservation.
+  EXPECT_EQ(DecodeTableBlocks(*o, 1024), (1024 + 32 * 7 + 1 + 15) / 16);
+  EXPECT_EQ(DecodeTableBlocks(*o, 4096), per_seq);
   const KvPool pool = PlanKvPool(*o);
   EXPECT_EQ(pool.blocks, 32 * per_seq);
   EXPECT_EQ(pool.state_slots, 32);
