@@ -137,14 +137,21 @@ std::vector<absl::Status> TearDown(const ClusterContext& ctx, bool unload, const
   const auto& nodes = ctx.spec.nodes;
   std::vector<absl::Status> out(nodes.size());
   const milliseconds timeout = ctx.spec.timeouts.leave;
-  ForEachNode(nodes.size(), [&](size_t i) {
+  const auto leave = [&](size_t i) {
     std::unique_ptr<NodeControl> client = ctx.agents->Control(nodes[i].agent);
     if (stop_serving) {
       // Best effort: an agent that is not serving may refuse; leaving is what matters.
       (void)client->SetServing(false, timeout);
     }
     out[i] = client->LeaveGroup(unload, reason, timeout);
-  });
+  };
+  // The head (nodes[0], rank 0) first: its engine releases the workers over the comm while they are
+  // still in the group. A worker that had left already made that release wait for the agent's
+  // leave deadline (5 s) and then abort, past a 5 s leave timeout (a `down` reported the head NOT
+  // DOWN in the loopback tests). Then the workers, in parallel.
+  if (nodes.empty()) return out;
+  leave(0);
+  ForEachNode(nodes.size() - 1, [&](size_t i) { leave(i + 1); });
   return out;
 }
 

@@ -100,8 +100,9 @@ struct UpOptions {
 absl::StatusOr<UpResult> BringUp(const ClusterContext& ctx, const UpOptions& options, const ReportLine& report,
                                  UpTrace* trace = nullptr);
 
-// SetServing(false) (when `stop_serving`) and LeaveGroup(unload) on every agent in parallel.
-// Returns one entry per node: OK or why it could not be reached.
+// SetServing(false) (when `stop_serving`) and LeaveGroup(unload) on the head first (it releases
+// the workers), then on the workers in parallel. Returns one entry per node: OK or why it could not
+// be reached.
 std::vector<absl::Status> TearDown(const ClusterContext& ctx, bool unload, const std::string& reason, bool stop_serving);
 
 // A probe that passed.

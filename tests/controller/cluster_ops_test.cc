@@ -522,6 +522,28 @@ TEST_F(ClusterOpsTest, LeftoversAreLeftBeforeLoadingAndGenerationMovesPast) {
   EXPECT_LT(first_leave, first_load);
 }
 
+// The head leaves first (its engine releases the workers over the comm while they are still in the
+// group), then the workers: every worker call comes after the head's LeaveGroup.
+TEST_F(ClusterOpsTest, TearDownLeavesTheHeadBeforeTheWorkers) {
+  MakeCluster(3);
+  const std::vector<absl::Status> left = controller::TearDown(ctx_, /*unload=*/true, "test", /*stop_serving=*/true);
+  ASSERT_EQ(left.size(), 3u);
+  for (const absl::Status& st : left) EXPECT_TRUE(st.ok()) << st;
+  const std::vector<Call> calls = agents_->Calls();
+  const std::string& head = ctx_.spec.nodes[0].agent;
+  ASSERT_GE(calls.size(), 6u);
+  EXPECT_EQ(calls[0].agent, head);
+  EXPECT_EQ(calls[0].rpc, "SetServing(false)");
+  EXPECT_EQ(calls[1].agent, head);
+  EXPECT_EQ(calls[1].rpc, "LeaveGroup(unload)");
+  for (size_t i = 2; i < calls.size(); ++i) EXPECT_NE(calls[i].agent, head) << calls[i].rpc;
+  std::vector<std::string> workers = agents_->Agents("LeaveGroup(unload)");
+  ASSERT_EQ(workers.size(), 3u);
+  workers.erase(workers.begin());
+  std::sort(workers.begin(), workers.end());
+  EXPECT_EQ(workers, (std::vector<std::string>{ctx_.spec.nodes[1].agent, ctx_.spec.nodes[2].agent}));
+}
+
 TEST_F(ClusterOpsTest, FailedPreflightTouchesNoAgent) {
   MakeCluster(2);
   agents_->observations[1].facts = absl::UnavailableError("unreachable: connection refused");
