@@ -158,8 +158,8 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
     kv.put_held(0);  // fp8: tile 0 from its held registers into shared memory (bf16: nothing)
     // ---- Q: the group's rows scaled (softmax scale, k scale, log2 e) and rounded to bf16 straight
     // into each warp's A fragments (m16n8k16: this lane's rows g and g + 8, columns c2, c2 + 1 and 8
-    // more), rows G..15 zero. (They were staged in the second K buffer, which may now be taking a
-    // tile.)
+    // more), rows G..15 zero: not staged in shared memory, whose second buffer may already be taking
+    // a tile.
     const int g = lane / 4, c2 = (lane % 4) * 2;
     uint32_t qf[HD / 16][4];
     {

@@ -125,6 +125,10 @@ class CudaModel final : public Model {
   // The step's metadata in the pinned host buffer, its buffers grown, and the metadata on the device.
   absl::StatusOr<StepMeta> PrepareStep(const StepBatch& batch, bool pad_for_graph);
   absl::Status Reserve(const StepMeta& m);
+  // The full-attention layers' shape for a step's block tables (this rank's heads).
+  kernels::AttentionShape AttentionShapeOf(const StepMeta& m) const {
+    return {L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
+  }
   // The scratch and cuBLAS handle the prefill products of a T-token step take, grown before the step
   // (out of memory: RESOURCE_EXHAUSTED) so that no launch allocates.
   absl::Status ReservePrefillScratch(int64_t T);
@@ -294,7 +298,7 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
   const int64_t H = cfg_.hidden_size, T = m.T, K = std::max<int64_t>(cfg_.num_experts_per_tok, 1) + shared;
   const int64_t E = std::max<int64_t>(cfg_.num_experts, 1) + shared;
   const int64_t act = std::max(T * K * shard_.moe_inter, 3 * T * shard_.inter);
-  const kernels::AttentionShape attn{L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
+  const kernels::AttentionShape attn = AttentionShapeOf(m);
   // The split decode kernel's partials take more room than paged_attention's (a partition per kv head
   // carries the whole group): the larger of the two; the counters (one per kv head) fit paged's.
   const int64_t scratch = std::max(kernels::attention_scratch_floats(T, attn, m.max_blocks * block_size_),
@@ -399,8 +403,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   // paged_attention 6% slower at 4k (3.88-3.91 ms against 3.66-3.67; its q heads share K/V through
   // L1). Moving the switch elsewhere (the q/k/v product and the experts at the driver's split) cost
   // 3-5% at batch 1.
-  const kernels::AttentionShape attn{L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
-  const bool max_shared = T == 1 && DecodeTakesSplitAttention(attn, kv_spec_.dtype, T, max_positions);
+  const bool max_shared = T == 1 && DecodeTakesSplitAttention(ctx, AttentionShapeOf(m));
   const kernels::ScopedLaunchCarveout carveout(max_shared ? kernels::LaunchCarveout::kMaxShared
                                                           : kernels::LaunchCarveout::kDefault);
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);

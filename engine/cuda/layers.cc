@@ -273,11 +273,12 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
 //    width: ctx 1k 3.04-3.05 ms against paged_attention's 3.51-3.56.
 // A float32 cache keeps paged_attention (the tensor cores would round its K and V to bf16, which a
 // bf16 cache measured above the float32 golden bound: docs/cuda.md).
-bool DecodeTakesSplitAttention(const kernels::AttentionShape& A, KvDtype kv_dtype, int64_t T,
-                               int64_t max_positions) {
+bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A) {
   constexpr int64_t kSingleSplitMinPositions = 2049;
-  return kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
-         (T > 1 || kv_dtype == KvDtype::kFp8 || max_positions >= kSingleSplitMinPositions);
+  const int64_t T = ctx.m.T;
+  const bool decode = !ctx.GemmPath(T) && T == ctx.m.S;  // one token per sequence
+  return decode && ctx.kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
+         (T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions);
 }
 
 template <typename KV>
@@ -309,7 +310,7 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   const bool prefill = ctx.GemmPath(m.T);
   const bool decode = !prefill && m.T == m.S;  // one token per sequence
   if constexpr (!kRoundsCache) {
-    if (decode && DecodeTakesSplitAttention(A, ctx.kv_dtype, m.T, ctx.max_positions)) {
+    if (DecodeTakesSplitAttention(ctx, A)) {
       kernels::attention_decode(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache,
                                 v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A, ctx.max_positions, scale,
                                 ctx.stream, kv_scale);

@@ -207,12 +207,12 @@ class Ffn {
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
 };
 
-// Whether a decode step (one token per sequence) of T sequences over positions up to max_positions
-// (the captured graph's table width) takes attention_decode rather than paged_attention
-// (Attention::Attend has the rule and its A/Bs). CudaModel asks it too: such a step at batch 1 runs
-// every kernel with the largest shared memory (kernels/carveout.h).
-bool DecodeTakesSplitAttention(const kernels::AttentionShape& A, KvDtype kv_dtype, int64_t T,
-                               int64_t max_positions);
+// Whether the step's full attention (shape A) takes attention_decode: a decode step (one token per
+// sequence, off the prefill path) over positions up to ctx.max_positions (the captured graph's table
+// width); the rule and its A/Bs are in layers.cc. Attention::Attend launches by it, and CudaModel
+// asks it too: such a step of one token runs every kernel with the largest shared memory
+// (kernels/carveout.h).
+bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A);
 
 // Grouped-query self-attention over the paged KV cache, this rank's heads only. Gated (the hybrid
 // models' attention_output_gate): each head's output times sigmoid of its gate rows before o_proj;
