@@ -12,6 +12,10 @@
 namespace tandem::kernels::detail {
 
 void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
+// matmul_fp8 on the tensor cores for decode batches (quant_fp8_batched.cu): false, launching nothing,
+// for a layout it does not take (block_in not a power of two >= 32, col_phase % 32, cols % 32, rows
+// % 16); matmul_fp8 then keeps its token-tile kernels.
+bool matmul_fp8_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T, int64_t K,
                      cudaStream_t stream);

@@ -16,6 +16,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/matmul_batched.h"
 #include "kernels/quant_detail.h"
 #include "kernels/quant_fp8.cuh"
 #include "kernels/quant_split_matvec.cuh"
@@ -458,6 +459,8 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
                                 W.rows, stream);
   } else if (T <= 4) {
     LaunchMatmul<kTileRows, 1, 4>(y, x, W, g, T, stream);
+  } else if (T >= kMatmulBatchedMinTokens && matmul_fp8_batched(y, x, W, T, stream)) {
+    return;  // checked there
   } else {
     KERNEL_REQUIRE((T + 7) / 8 <= 65535);
     LaunchMatmul<kTileRows, 1, 8>(y, x, W, g, T, stream);

@@ -1,7 +1,8 @@
 // The block-scaled FP8 kernels (kernels/quant_fp8.cu, behind quant_matmul.h / quant_moe.h) against
 // their CPU references (kernels/quant_matmul_ref.cc) on fresh random e4m3 bytes (never the NaN codes
 // 0x7f / 0xff) and random positive scales, one per block so a wrong scale index shows: token counts
-// 1, 3, 8, 13 (one tile, a partial tile, several tiles), rows that end inside a scale block, one
+// 1, 3, 8, 13 (one tile, a partial tile, several tiles; from 8 tokens the tensor-core kernel where
+// the layout allows it) and 32 / 40 (one and two of its 32-token blocks), rows that end inside a scale block, one
 // scale row per block (row_block = block_out) and per row (row_block = 1, a shard cutting a block),
 // col_phase 0 / 16 / 64, blocks of 32 and 128 (the shared-scale path), and layouts whose 16-weight
 // loads straddle scale blocks (col_phase 8, block_in 48 or 8: the per-element path).
@@ -12,7 +13,9 @@
 // kernels accumulate in float32, each lane over cols/32 terms and then a 5-level shuffle tree: the
 // expected relative error is ~eps * sqrt(cols / 32) (~1e-6 for 8192 columns, eps = 6e-8; a CPU
 // emulation of these kernels measured 0.6-2e-7 on such shapes), so 1e-5 has margin and still fails
-// on any wrong weight, scale or row.
+// on any wrong weight, scale or row. The tensor-core kernel multiplies the exact weights (every
+// e4m3 value is a bf16 value) by x as bf16 hi + lo (x to ~2^-16) with float32 accumulation: a few
+// 1e-6 on these shapes, under the same bound.
 // Dequantization to bf16 must equal the reference bit for bit (same float32 product, same
 // round-to-nearest-even).
 // The e4m3 decoding helper (kernels/quant_fp8.cuh) is checked on the host too, without a GPU.
@@ -124,6 +127,11 @@ TEST(quant_fp8_cuda, Matmul) {
       {{1, 200, 1024, 128, 128, false, 64}, {1, 3, 8, 13}},
       {{1, 100, 512, 32, 32, true, 16}, {1, 3, 8, 13}},
       {{1, 45, 160, 32, 32, false, 16}, {1, 8}},
+      // Decode batches on the tensor cores (quant_fp8_batched.cu): one and two 32-token blocks, a
+      // partial n-tile; rows of their own scale row. (The 96 x 6144 case below at 13 tokens: its
+      // scale blocks start 32 columns into the warps' k slices.)
+      {{1, 512, 2048}, {8, 32, 40}},
+      {{1, 48, 1024, 128, 128, true}, {9, 33}},
       // Long rows: chunks of 16 loads at batch 1, of 8 with a token tile (the last one partial).
       {{1, 77, 8192}, {1, 5}},
       {{1, 96, 6144, 128, 128, false, 32}, {1, 13}},
