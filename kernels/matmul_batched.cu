@@ -42,53 +42,34 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulBatchedKernel(float* y, con
     rows[2 * m + 1] = w + (rg + g + 8) * in + 8 * c;
   }
   const float* xr[kNTiles];
-#pragma unroll
-  for (int j = 0; j < kNTiles; ++j) {  // a column past T reads row t0 (its results are dropped)
-    const int64_t t = t0 + 8 * j + g;
-    xr[j] = x + (t < T ? t : t0) * in + 8 * c;
-  }
-  const int nt = static_cast<int>((min(T - t0, static_cast<int64_t>(kBlockTokens)) + 7) / 8);
+  const int nt = mma_rows::TokenRows(xr, x, t0, T, in, lane);
   float acc[kGroups][kNTiles][4] = {};
   int64_t k_begin, k_end;
   WarpSlice<kWarps>(in, warp, &k_begin, &k_end);
   MmaRows<kGroups, kLoads, FloatRows>(acc, rows, xr, k_begin, k_end, 0, nt);
   SumWarps<kGroups, kWarps>(acc, sums, warp, lane);
-  if (warp != 0) return;
-  // acc[m][j]: e in {0, 1} is (group row g, token 8j + 2c + e), e + 2 is (group row g + 8, the same token).
-#pragma unroll
-  for (int m = 0; m < kGroups; ++m) {
-    const int64_t r = r0 + 16 * m + g;
-    if (r0 + 16 * m >= out) break;
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t t = t0 + 8 * j + 2 * c + e;
-        if (t >= T) continue;
-        y[t * out + r] = acc[m][j][e];
-        y[t * out + r + 8] = acc[m][j][e + 2];
-      }
-    }
-  }
+  if (warp == 0) mma_rows::StoreRows<kGroups>(y, acc, r0, t0, T, out, lane);
 }
 
 }  // namespace
 
 bool MatmulBatchedSupported(int64_t in, int64_t out) { return in > 0 && out > 0 && in % 32 == 0 && out % 16 == 0; }
 
+// Two row groups a block where that still gives every SM a block (Qwen3-30B-A3B's q/k/v: 160
+// blocks on the H200's 132 SMs), and for every product of a step of 8 tokens or fewer; else one
+// (its o_proj from 9 tokens: 128 blocks, where two groups' 64 were slower alone and in the
+// engine's batch 16-32 steps). H200, alone: q/k/v at 32 tokens 24.6 us with two against 35.9
+// with one, o_proj 35.0 against 32.2. In the engine (docs/bench/decode-h200.md, session 20) a
+// batch-8 step ran 10.65 ms with two groups for o_proj too against 10.96-10.99 with one (the 64
+// blocks, slower alone, leave SMs to the next kernel's early start), batch 16 and 32 the reverse.
+bool MatmulBatchedTwoGroups(int64_t T, int64_t out) { return out >= 32 && (out / 32 >= SmCount() || T <= 8); }
+
 void matmul_batched(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,
                     cudaStream_t stream) {
   KERNEL_REQUIRE(MatmulBatchedSupported(in, out));
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0) return;
-  // Two row groups a block where that still gives every SM a block (Qwen3-30B-A3B's q/k/v: 160
-  // blocks on the H200's 132 SMs), and for every product of a step of 8 tokens or fewer; else one
-  // (its o_proj from 9 tokens: 128 blocks, where two groups' 64 were slower alone and in the
-  // engine's batch 16-32 steps). H200, alone: q/k/v at 32 tokens 24.6 us with two against 35.9
-  // with one, o_proj 35.0 against 32.2. In the engine (docs/bench/decode-h200.md, session 20) a
-  // batch-8 step ran 10.65 ms with two groups for o_proj too against 10.96-10.99 with one (the 64
-  // blocks, slower alone, leave SMs to the next kernel's early start), batch 16 and 32 the reverse.
-  const bool two = out >= 32 && (out / 32 >= SmCount() || T <= 8);
+  const bool two = MatmulBatchedTwoGroups(T, out);
   const int64_t rows = two ? 32 : 16;  // per block
   const dim3 grid(static_cast<unsigned>((out + rows - 1) / rows),
                   static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens));

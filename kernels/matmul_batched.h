@@ -19,6 +19,10 @@ constexpr int64_t kMatmulBatchedMinTokens = 8;
 // Whether matmul_batched takes these sizes: in % 32 == 0, out % 16 == 0.
 bool MatmulBatchedSupported(int64_t in, int64_t out);
 
+// Whether a product of `out` rows at T tokens takes two 16-row groups a block (else one): the rule
+// of matmul_batched, shared by the quantized products on the same kernel design.
+bool MatmulBatchedTwoGroups(int64_t T, int64_t out);
+
 // y (T, out) = x (T, in) W^T, W (out, in) bf16; x and W 16-byte aligned. Any T >= 1 (graphs may
 // capture it: no scratch, no cuBLAS).
 void matmul_batched(float* y, const float* x, const bf16_bits* w, int64_t T, int64_t in, int64_t out,

@@ -165,4 +165,42 @@ __device__ __forceinline__ void SumWarps(float (&acc)[M][kNTiles][4], float* sme
   }
 }
 
+// The lane's token rows of the 32-token block from t0 (x rows of `in` floats), offset to its
+// elements 8c: n-tile j's column g is token t0 + 8j + g; a column past T reads row t0 (its results
+// are dropped). Returns the n-tiles that hold tokens.
+__device__ __forceinline__ int TokenRows(const float* (&xr)[kNTiles], const float* x, int64_t t0, int64_t T,
+                                         int64_t in, int lane) {
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kNTiles; ++j) {
+    const int64_t t = t0 + 8 * j + g;
+    xr[j] = x + (t < T ? t : t0) * in + 8 * c;
+  }
+  return static_cast<int>((min(T - t0, static_cast<int64_t>(8 * kNTiles)) + 7) / 8);
+}
+
+// y[t * out + r] for warp 0's summed acc (SumWarps) of M groups of 16 rows from r0 and the tokens
+// from t0: acc[m][j] e in {0, 1} is (group row g, token 8j + 2c + e), e + 2 is (group row g + 8, the
+// same token). Groups past out (out % 16 == 0) and tokens past T are dropped.
+template <int M>
+__device__ __forceinline__ void StoreRows(float* y, const float (&acc)[M][kNTiles][4], int64_t r0, int64_t t0,
+                                          int64_t T, int64_t out, int lane) {
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int64_t r = r0 + 16 * m + g;
+    if (r0 + 16 * m >= out) break;
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t t = t0 + 8 * j + 2 * c + e;
+        if (t >= T) continue;
+        y[t * out + r] = acc[m][j][e];
+        y[t * out + r + 8] = acc[m][j][e + 2];
+      }
+    }
+  }
+}
+
 }  // namespace tandem::kernels::mma_rows

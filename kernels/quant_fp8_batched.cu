@@ -12,6 +12,7 @@
 // keeps the token-tile kernels.
 #include "kernels/cuda_check.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul_batched.h"
 #include "kernels/mma_rows.cuh"
 #include "kernels/quant_detail.h"
 #include "kernels/quant_fp8.cuh"
@@ -74,12 +75,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   const float* xr[kNTiles];
-#pragma unroll
-  for (int j = 0; j < kNTiles; ++j) {  // a column past T reads row t0 (its results are dropped)
-    const int64_t t = t0 + 8 * j + gr;
-    xr[j] = x + (t < T ? t : t0) * g.cols + 8 * c;
-  }
-  const int nt = static_cast<int>((min(T - t0, static_cast<int64_t>(kBlockTokens)) + 7) / 8);
+  const int nt = mma_rows::TokenRows(xr, x, t0, T, g.cols, lane);
   float acc[kGroups][kNTiles][4] = {};
   int64_t k_begin, k_end;
   WarpSlice<kWarps>(g.cols, warp, &k_begin, &k_end);
@@ -118,23 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   SumWarps<kGroups, kWarps>(acc, sums, warp, lane);
-  if (warp != 0) return;
-  // acc[m][j]: e in {0, 1} is (group row gr, token 8j + 2c + e), e + 2 is (row gr + 8, the same token).
-#pragma unroll
-  for (int m = 0; m < kGroups; ++m) {
-    const int64_t r = r0 + 16 * m + gr;
-    if (r0 + 16 * m >= out) break;
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t t = t0 + 8 * j + 2 * c + e;
-        if (t >= T) continue;
-        y[t * out + r] = acc[m][j][e];
-        y[t * out + r + 8] = acc[m][j][e + 2];
-      }
-    }
-  }
+  if (warp == 0) mma_rows::StoreRows<kGroups>(y, acc, r0, t0, T, out, lane);
 }
 
 }  // namespace
@@ -153,9 +133,7 @@ bool matmul_fp8_batched(float* y, const float* x, const QuantMatrix& W, int64_t 
   g.row_block = W.row_block;
   g.col_phase = static_cast<int32_t>(W.col_phase);
   while ((int64_t{1} << g.shift) < W.block_in) ++g.shift;
-  // Two row groups a block where that still gives every SM a block, and at 8 tokens or fewer (as
-  // matmul_batched measured for bf16).
-  const bool two = W.rows >= 32 && (W.rows / 32 >= SmCount() || T <= 8);
+  const bool two = MatmulBatchedTwoGroups(T, W.rows);
   const int64_t rows = two ? 32 : 16;  // per block
   KERNEL_REQUIRE((T + kBlockTokens - 1) / kBlockTokens <= 65535);
   const dim3 grid(static_cast<unsigned>((W.rows + rows - 1) / rows),
