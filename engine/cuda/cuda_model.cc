@@ -127,7 +127,7 @@ class CudaModel final : public Model {
   absl::Status Reserve(const StepMeta& m);
   // The full-attention layers' shape for a step's block tables (this rank's heads).
   kernels::AttentionShape AttentionShapeOf(const StepMeta& m) const {
-    return {L_.n_heads, L_.n_kv_heads, L_.head_dim, block_size_, m.max_blocks, L_.row()};
+    return cuda::AttentionShapeOf(L_, block_size_, m.max_blocks);
   }
   // The scratch and cuBLAS handle the prefill products of a T-token step take, grown before the step
   // (out of memory: RESOURCE_EXHAUSTED) so that no launch allocates.

@@ -275,17 +275,15 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
 // bf16 cache measured above the float32 golden bound: docs/cuda.md).
 bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A) {
   constexpr int64_t kSingleSplitMinPositions = 2049;
-  const int64_t T = ctx.m.T;
-  const bool decode = !ctx.GemmPath(T) && T == ctx.m.S;  // one token per sequence
-  return decode && ctx.kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
-         (T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions);
+  return ctx.Decode() && ctx.kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
+         (ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions);
 }
 
 template <typename KV>
 void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   const StepMeta& m = ctx.m;
   Activations& a = *ctx.a;
-  const kernels::AttentionShape A{L_.n_heads, L_.n_kv_heads, L_.head_dim, ctx.block_size, m.max_blocks, L_.row()};
+  const kernels::AttentionShape A = AttentionShapeOf(L_, ctx.block_size, m.max_blocks);
   const float scale = 1.0f / std::sqrt(static_cast<float>(L_.head_dim));
   const kernels::KvScale kv_scale = ctx.kv_scales != nullptr ? ctx.kv_scales[kv_layer_] : kernels::KvScale{};
   kernels::qk_norm_rope_store_kv(a.qkv.get(), k_cache, v_cache, q_norm_.get(), k_norm_.get(), ctx.inv_freq,
@@ -308,7 +306,6 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // 11.39 / 24.88 / 28.25 ms against paged_attention's 12.31 / 30.35 / 36.40.
   constexpr int64_t kTiledDecodeMinTokens = 8;
   const bool prefill = ctx.GemmPath(m.T);
-  const bool decode = !prefill && m.T == m.S;  // one token per sequence
   if constexpr (!kRoundsCache) {
     if (DecodeTakesSplitAttention(ctx, A)) {
       kernels::attention_decode(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache,
@@ -336,7 +333,7 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // qk_norm_rope_store_kv (kernels/attention.h).
   kernels::paged_attention(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache, v_cache,
                            ctx.meta + m.tables(), ctx.meta + m.token_seq(), ctx.meta + m.pos(), m.T, A,
-                           ctx.max_positions, scale, ctx.stream, kv_scale, /*one_token_per_sequence=*/decode);
+                           ctx.max_positions, scale, ctx.stream, kv_scale, /*one_token_per_sequence=*/ctx.Decode());
 }
 
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {

@@ -161,6 +161,9 @@ struct StepContext {
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.
   bool GemmPath(int64_t T) const { return kernels::UseGemmPath(T, gemm_min_tokens, stream); }
+  // Whether this is a decode step: one token per sequence (token s is sequence s), off the prefill
+  // paths.
+  bool Decode() const { return !GemmPath(m.T) && m.T == m.S; }
 
   // The sublayer's input: x += delta (when not null), xn = rmsnorm(x) * norm_w, y (T, out) = xn w^T;
   // xn is kept in a->xn when keep_xn (always when not fused).
@@ -206,6 +209,12 @@ class Ffn {
   // As Mixer::Forward.
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
 };
+
+// The attention kernels' shape of the full-attention layout L (this rank's heads) over a step's block
+// tables of max_blocks columns.
+inline kernels::AttentionShape AttentionShapeOf(const kernels::QkvLayout& L, int64_t block_size, int64_t max_blocks) {
+  return {L.n_heads, L.n_kv_heads, L.head_dim, block_size, max_blocks, L.row()};
+}
 
 // Whether the step's full attention (shape A) takes attention_decode: a decode step (one token per
 // sequence, off the prefill path) over positions up to ctx.max_positions (the captured graph's table
