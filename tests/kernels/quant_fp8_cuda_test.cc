@@ -29,6 +29,7 @@
 #include "kernels/quant_matmul.h"
 #include "kernels/quant_moe.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/quant_stacks.h"
 
 namespace tandem::kernels {
 namespace {
@@ -38,59 +39,11 @@ using testing::ExpectClose;
 using testing::RandomFloats;
 using testing::Rng;
 using testing::Shape;
+using testing::Fp8Case;
+using testing::RandomFp8;
+using testing::Describe;
 
 constexpr double kBound = 1e-5;
-
-// A stack of `count` FP8 matrices on the host and on the device, with its two descriptors.
-struct Fp8Case {
-  int64_t count = 1, rows = 0, cols = 0, block_out = 128, block_in = 128;
-  bool row_per_scale_row = false;  // row_block = 1 (else block_out)
-  int64_t col_phase = 0;
-};
-
-struct Fp8Stack {
-  std::vector<uint8_t> data;
-  std::vector<float> scales;
-  QuantMatrix host;
-  std::unique_ptr<DeviceBuffer<uint8_t>> d_data;
-  std::unique_ptr<DeviceBuffer<float>> d_scales;
-  QuantMatrix device;
-};
-
-// Random e4m3 bytes (no NaN code) with random scales of about 0.01 / sqrt(cols): an e4m3 byte drawn
-// uniformly has an rms near 100, so products with unit inputs come out near 1.
-std::unique_ptr<Fp8Stack> RandomFp8(const Fp8Case& c) {
-  auto s = std::make_unique<Fp8Stack>();
-  QuantMatrix& W = s->host;
-  W.format = WeightFormat::kFp8Block;
-  W.rows = c.rows, W.cols = c.cols, W.count = c.count;
-  W.block_in = c.block_in;
-  W.row_block = c.row_per_scale_row ? 1 : c.block_out;
-  W.col_phase = c.col_phase;
-  s->data.resize(static_cast<size_t>(c.count * W.data_bytes()));
-  for (auto& b : s->data) {
-    do {
-      b = static_cast<uint8_t>(Rng()() & 0xff);
-    } while ((b & 0x7f) == 0x7f);
-  }
-  const std::vector<float> u = RandomFloats(static_cast<size_t>(c.count * W.scale_stride()), 0.28f);
-  s->scales.resize(u.size());
-  const float unit = 0.01f / std::sqrt(static_cast<float>(c.cols));
-  for (size_t i = 0; i < u.size(); ++i) s->scales[i] = unit * (1.0f + u[i]);  // in [0.5, 1.5] * unit
-  W.data = s->data.data();
-  W.scales = s->scales.data();
-  s->d_data = std::make_unique<DeviceBuffer<uint8_t>>(s->data);
-  s->d_scales = std::make_unique<DeviceBuffer<float>>(s->scales);
-  s->device = W;
-  s->device.data = s->d_data->get();
-  s->device.scales = s->d_scales->get();
-  return s;
-}
-
-std::string Describe(const Fp8Case& c) {
-  return Shape({c.count, c.rows, c.cols}) + " blocks " + Shape({c.block_out, c.block_in}) +
-         (c.row_per_scale_row ? " row_block 1" : "") + " phase " + std::to_string(c.col_phase);
-}
 
 TEST(quant_fp8_cuda, Fp8x16ToFloatMatchesE4m3ToFloat) {  // host only: byte order and values
   for (int first = 0; first < 256; first += 16) {
