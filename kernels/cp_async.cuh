@@ -18,6 +18,13 @@ __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool va
                : "memory");
 }
 
+// 4 bytes (src 4-byte aligned) through L1, as CpAsync16 (the small per-row arrays beside a tile:
+// NVFP4's group scales in quant_moe_batched.cu).
+__device__ __forceinline__ void CpAsync4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
+
 // Closes the group of this thread's copies issued since the last commit.
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 

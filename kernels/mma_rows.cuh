@@ -75,6 +75,31 @@ struct SharedFloatRows {
   }
 };
 
+// Token rows in float32, paired as (i, i + 4) instead of (2i, 2i + 1) (SharedFloatRowsSpread below).
+struct FloatRowsSpread {
+  using Elem = float;
+  __device__ __forceinline__ static void Load(const float* p, int64_t k, int64_t /*lo_offset*/, uint4& hi, uint4& lo) {
+    const float4 v0 = __ldg(reinterpret_cast<const float4*>(p + k)), v1 = __ldg(reinterpret_cast<const float4*>(p + k + 4));
+    SplitPair(v0.x, v1.x, hi.x, lo.x);
+    SplitPair(v0.y, v1.y, hi.y, lo.y);
+    SplitPair(v0.z, v1.z, hi.z, lo.z);
+    SplitPair(v0.w, v1.w, hi.w, lo.w);
+  }
+};
+
+// Token rows in float32 staged in shared memory, paired as (i, i + 4) instead of (2i, 2i + 1): the
+// order in which NVFP4's nibbles widen most cheaply (quant_widen.cuh); weights and tokens pair alike.
+struct SharedFloatRowsSpread {
+  using Elem = float;
+  __device__ __forceinline__ static void Load(const float* p, int64_t k, int64_t /*lo_offset*/, uint4& hi, uint4& lo) {
+    const float4 v0 = *reinterpret_cast<const float4*>(p + k), v1 = *reinterpret_cast<const float4*>(p + k + 4);
+    SplitPair(v0.x, v1.x, hi.x, lo.x);
+    SplitPair(v0.y, v1.y, hi.y, lo.y);
+    SplitPair(v0.z, v1.z, hi.z, lo.z);
+    SplitPair(v0.w, v1.w, hi.w, lo.w);
+  }
+};
+
 // One k step: acc[m][j] += rows (a[2m], a[2m+1]) x token n-tile j, for the first nt n-tiles.
 template <int M, typename Src>
 __device__ __forceinline__ void MmaStep(float (&acc)[M][kNTiles][4], const uint4 (&a)[2 * M],
@@ -123,12 +148,12 @@ __device__ __forceinline__ void MmaRows(float (&acc)[M][kNTiles][4], const uint1
 }
 
 // The block's W warps each multiplied the same rows over their own slice of k: warp w's slice of
-// a kdim-long row (kdim % 32 == 0), possibly empty.
-template <int W>
+// a kdim-long row in whole steps of kStep columns (kdim % kStep == 0), possibly empty.
+template <int W, int kStep = 32>
 __device__ __forceinline__ void WarpSlice(int64_t kdim, int warp, int64_t* begin, int64_t* end) {
-  const int64_t steps = kdim / 32, per = (steps + W - 1) / W;
-  *begin = min(steps, per * warp) * 32;
-  *end = min(steps, per * (warp + 1)) * 32;
+  const int64_t steps = kdim / kStep, per = (steps + W - 1) / W;
+  *begin = min(steps, per * warp) * kStep;
+  *end = min(steps, per * (warp + 1)) * kStep;
 }
 
 // Floats of shared memory SumWarps needs.

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/quant_weight.h"
 #include "kernels/stream.h"
 
 namespace tandem::kernels {
@@ -29,6 +30,17 @@ namespace tandem::kernels {
 // 12.44-12.56 against 13.06-13.26, 12 14.28-14.43 against 15.05-15.24, 14 15.02-15.16 against
 // 17.06-17.17).
 constexpr int64_t kMoeBatchedMinTokens = 10;
+
+// The same for quantized experts (moe_batched_quant below), by format. Their tiles are widened in
+// registers, so the kernel is bound by its instructions, not its bytes (about 1.9 TB/s for FP8 and
+// 1.2 TB/s for NVFP4 at 32 tokens), while the per-token kernels read few bytes per token: one
+// Qwen3-30B-A3B MoE layer on the H200 (quant_moe_batched_cuda_test) took FP8 per-token 181 / 349
+// us at 16 / 32 tokens against 216 / 272 batched (even near 21 tokens), NVFP4 per-token 100 / 204
+// at 8 / 10 against 114 / 155. Decode steps (session 24): FP8 batch 16 14.5 ms per-token against
+// 15.6 batched, batch 24 20.3 against 19.0.
+constexpr int64_t MoeBatchedQuantMinTokens(WeightFormat format) {
+  return format == WeightFormat::kFp8Block ? 20 : 10;
+}
 
 // The largest step the engine sends here (larger decode batches are rare; prefill takes moe_gemm.h).
 constexpr int64_t kMoeBatchedMaxTokens = 256;
@@ -49,5 +61,18 @@ size_t MoeBatchedScratchBytes(int64_t T, int64_t K, int64_t H, int64_t I);
 void moe_batched(float* out, float* act, const float* x, const int32_t* ids, const float* weights, const bf16_bits* gate_up,
                  const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, int64_t E, void* scratch,
                  cudaStream_t stream);
+
+// moe_batched over quantized expert stacks (quant_weight.h: FP8 block-scaled or NVFP4, gate_up
+// (E, 2I, H) and down (E, H, I) in one format, E = gate_up.count experts), each chosen expert read
+// once a step in its own format and widened to bf16 in registers (exactly) for the same mma; the
+// same outputs as ref::moe_gate_up_quant then ref::moe_down_quant (quant_moe.h), with the scratch of
+// MoeBatchedScratchBytes. Whether it takes the layouts on the current device: FP8 with block_in a
+// power of two >= 64 and col_phase % 64 == 0 (Qwen's -FP8 checkpoints, their TP 2 and 4 shards);
+// NVFP4 with H and I multiples of 64 (Qwen3-30B-A3B's experts up to TP 4). Elsewhere the per-token
+// kernels of quant_moe.h.
+bool MoeBatchedQuantSupported(const QuantMatrix& gate_up, const QuantMatrix& down, int64_t H, int64_t I);
+void moe_batched_quant(float* out, float* act, const float* x, const int32_t* ids, const float* weights,
+                       const QuantMatrix& gate_up, const QuantMatrix& down, int64_t T, int64_t K, int64_t H, int64_t I,
+                       void* scratch, cudaStream_t stream);
 
 }  // namespace tandem::kernels

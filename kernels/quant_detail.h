@@ -23,6 +23,9 @@ void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float*
                   int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up);
 
 void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
+// matmul_nvfp4 on the tensor cores for decode batches (quant_nvfp4_batched.cu): false, launching
+// nothing, for a layout it does not take (cols % 64, rows % 16); matmul_nvfp4 then keeps its token tiles.
+bool matmul_nvfp4_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
                        int64_t K, cudaStream_t stream);

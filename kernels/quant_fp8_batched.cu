@@ -16,6 +16,7 @@
 #include "kernels/mma_rows.cuh"
 #include "kernels/quant_detail.h"
 #include "kernels/quant_fp8.cuh"
+#include "kernels/quant_widen.cuh"
 
 namespace tandem::kernels::detail {
 
@@ -34,19 +35,6 @@ struct BatchedGeometry {
   int64_t cols = 0, scale_cols = 0, row_block = 1;
   int32_t col_phase = 0, shift = 0;  // block_in = 1 << shift
 };
-
-// The lane's 8 weights of a k step (8 bytes) as the four bf16 pairs MmaStep takes.
-__device__ __forceinline__ uint4 Fp8EightToBf16(const uint2& raw) {
-  float f[8];
-  Fp8x4ToFloat(raw.x, f);
-  Fp8x4ToFloat(raw.y, f + 4);
-  uint4 out;
-  out.x = mma_rows::PackBf16(__float2bfloat16_rn(f[0]), __float2bfloat16_rn(f[1]));
-  out.y = mma_rows::PackBf16(__float2bfloat16_rn(f[2]), __float2bfloat16_rn(f[3]));
-  out.z = mma_rows::PackBf16(__float2bfloat16_rn(f[4]), __float2bfloat16_rn(f[5]));
-  out.w = mma_rows::PackBf16(__float2bfloat16_rn(f[6]), __float2bfloat16_rn(f[7]));
-  return out;
-}
 
 // Grid (ceil(out / (16 kGroups)), ceil(T / kBlockTokens)), as MatmulBatchedKernel. A warp walks its
 // slice of k one scale block at a time: the block's steps in rounds of kLoads with every weight

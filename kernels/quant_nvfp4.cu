@@ -30,6 +30,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/matmul_batched.h"
 #include "kernels/quant_detail.h"
 #include "kernels/quant_split_matvec.cuh"
 
@@ -457,6 +458,8 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
     LaunchSplitMatvec<Nvfp4Split>(y, x, m, W.cols / 32, W.rows, stream);
   } else if (T <= 4) {
     LaunchMatmulTile<4>(y, x, W, T, stream);
+  } else if (T >= kMatmulBatchedMinTokens && matmul_nvfp4_batched(y, x, W, T, stream)) {
+    return;  // checked there
   } else {
     LaunchMatmulTile<8>(y, x, W, T, stream);
   }

@@ -272,8 +272,9 @@ class MoeFfn final : public Ffn {
   int64_t num_experts_ = 0, top_k_ = 0, inter_ = 0;  // inter: this rank's slice
   bool norm_topk_prob_ = true;
   DeviceArray<bf16_bits> router_;   // (num_experts, hidden) replicated
-  // Quantized experts run the quantized expert kernels (kernels/quant_moe.h) on decode-sized steps
-  // and the bf16 ones over the stack dequantized into the scratch on prefill-sized steps.
+  // Quantized experts run the quantized expert kernels on decode-sized steps (kernels/quant_moe.h
+  // below kMoeBatchedMinTokens tokens, moe_batched_quant from it where it takes the layout) and the
+  // bf16 ones over the stack dequantized into the scratch on prefill-sized steps.
   LinearWeight gate_up_;  // (num_experts, 2 inter, hidden)
   LinearWeight down_;     // (num_experts, hidden, inter)
   // The shared expert (when the model has one) is expert num_experts_ of router_ (its gate row),

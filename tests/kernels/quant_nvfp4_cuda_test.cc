@@ -2,7 +2,8 @@
 // references of kernels/quant_matmul_ref.cc, on fresh random weights with poisoned outputs: random
 // code bytes (every e2m1 code occurs, both nibbles), positive e4m3 group scales (never NaN), random
 // row scales. Shapes with cols % 32 == 16 (a row then starts on 8 bytes: the kernels' narrow-load
-// path), rows in several rounds of loads, T = 1, 3, 8, 13 (two token tiles), experts with K = 8 and 9.
+// path), rows in several rounds of loads, T = 1, 3, 8, 13 (two token tiles), experts with K = 8 and 9,
+// and T = 8 to 40 on the decode-batch tensor-core kernel (quant_nvfp4_batched.cu).
 // Bound: ||out - ref|| / ||ref|| < 1e-4. The kernels multiply the exact dequantized weights (the
 // codes and scales are exact in float32; the kernel applies the scales per 16-group instead of per
 // weight, a reordering within float rounding) by x in float32, so the error is float32 accumulation
@@ -21,6 +22,7 @@
 #include "kernels/quant_matmul.h"
 #include "kernels/quant_moe.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/quant_stacks.h"
 
 namespace tandem::kernels {
 namespace {
@@ -30,57 +32,10 @@ using testing::ExpectClose;
 using testing::RandomFloats;
 using testing::Rng;
 using testing::Shape;
+using testing::Nvfp4Stack;
+using testing::RandomExpertIds;
 
 constexpr double kBound = 1e-4;
-
-// A random NVFP4 stack of `count` (rows x cols) matrices on the host and on the device, with the
-// descriptors of both copies.
-struct Nvfp4Stack {
-  std::vector<uint8_t> data, scales;
-  std::vector<float> scale2;
-  DeviceBuffer<uint8_t> d_data, d_scales;
-  DeviceBuffer<float> d_scale2;
-  QuantMatrix host, device;
-
-  Nvfp4Stack(int64_t count, int64_t rows, int64_t cols)
-      : data(Bytes(count * rows * cols / 2)),
-        scales(GroupScales(count * rows * cols / kNvfp4GroupSize)),
-        scale2(Scale2(count * rows)),
-        d_data(data),
-        d_scales(scales),
-        d_scale2(scale2) {
-    host.format = WeightFormat::kNvfp4;
-    host.rows = rows, host.cols = cols, host.count = count;
-    device = host;
-    host.data = data.data(), host.group_scales = scales.data(), host.row_scale2 = scale2.data();
-    device.data = d_data.get(), device.group_scales = d_scales.get(), device.row_scale2 = d_scale2.get();
-  }
-
-  static std::vector<uint8_t> Bytes(int64_t n) {  // 8 bytes a draw: the expert stacks hold 10^8
-    std::vector<uint8_t> v(n);
-    uint64_t r = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (i % 8 == 0) r = Rng()();
-      v[i] = static_cast<uint8_t>(r >> (8 * (i % 8)));
-    }
-    return v;
-  }
-  // Positive e4m3 bytes: most in [0.5, 3.75] (exponent fields 6..8) so every group weighs in the
-  // result, one in eight anywhere below the NaN code (zero and subnormals included).
-  static std::vector<uint8_t> GroupScales(int64_t n) {
-    std::vector<uint8_t> v(n);
-    for (auto& b : v) {
-      const uint64_t r = Rng()();
-      b = static_cast<uint8_t>(r % 8 == 0 ? (r >> 8) % 0x7f : 0x30 + (r >> 8) % 0x18);
-    }
-    return v;
-  }
-  static std::vector<float> Scale2(int64_t n) {
-    std::vector<float> v = RandomFloats(n, 0.3f);
-    for (auto& s : v) s = 0.01f * (1.0f + s);  // in (0.005, 0.015)
-    return v;
-  }
-};
 
 // Every e2m1 code occurs as a low and as a high nibble (the inputs exercise the whole decoder).
 void ExpectAllCodes(const std::vector<uint8_t>& data) {
@@ -88,18 +43,6 @@ void ExpectAllCodes(const std::vector<uint8_t>& data) {
   for (uint8_t b : data) lo |= 1u << (b & 0xf), hi |= 1u << (b >> 4);
   EXPECT_EQ(lo, 0xffffu);
   EXPECT_EQ(hi, 0xffffu);
-}
-
-// K distinct experts per token of T, like the router gives.
-std::vector<int32_t> RandomExpertIds(int64_t T, int64_t E, int64_t K) {
-  std::vector<int32_t> ids(T * K);
-  for (int64_t t = 0; t < T; ++t) {
-    std::vector<int32_t> perm(E);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), Rng());
-    std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
-  }
-  return ids;
 }
 
 // Microseconds per call of f(i) over `reps` calls (i = 0, 1, ...), after one warm-up round.
@@ -128,7 +71,10 @@ TEST(quant_nvfp4_cuda, Matmul) {
            {1, 16, 37},    {3, 16, 64},     {1, 32, 100},   {8, 48, 77},     {13, 48, 50},   {1, 2048, 4096},
            {3, 2048, 512}, {8, 2048, 300},  {13, 2048, 130}, {1, 4096, 2048}, {8, 4096, 256}, {13, 4096, 96},
            {1, 768, 2048}, {1, 2048, 128},  {1, 6144, 129},  {5, 6144, 40},   {1, 1056, 70},  {3, 4112, 20},
-           {2, 4096, 33},  {1, 2048, 5120}}) {
+           {2, 4096, 33},  {1, 2048, 5120},
+           // From 8 tokens, cols % 64 == 0 and rows % 16 == 0: the tensor-core kernel (one and two
+           // 32-token blocks, one and two row groups a block, a single 64-column span, uneven warp slices).
+           {8, 2048, 4096}, {32, 2048, 512}, {40, 4096, 64}, {16, 1024, 48}, {33, 192, 32}, {9, 64, 16}}) {
     Nvfp4Stack W(1, rows, cols);
     ExpectAllCodes(W.data);
     auto x = RandomFloats(T * cols);
