@@ -35,9 +35,9 @@ constexpr int64_t kMoeBatchedMinTokens = 10;
 // registers, so the kernel is bound by its instructions, not its bytes (about 1.9 TB/s for FP8 and
 // 1.2 TB/s for NVFP4 at 32 tokens), while the per-token kernels read few bytes per token: one
 // Qwen3-30B-A3B MoE layer on the H200 (quant_moe_batched_cuda_test) took FP8 per-token 181 / 349
-// us at 16 / 32 tokens against 216 / 272 batched (even near 21 tokens), NVFP4 per-token 100 / 204
-// at 8 / 10 against 114 / 155. Decode steps (session 24): FP8 batch 16 14.5 ms per-token against
-// 15.6 batched, batch 24 20.3 against 19.0.
+// us at 16 / 32 tokens against 216 / 272 batched, NVFP4 per-token 100 / 204 at 8 / 10 against
+// 114 / 155. Decode steps (session 24, docs/bench/quant-decode-h200.md): FP8 batch 16 14.5 ms
+// per-token against 15.6 batched, batch 20 17.6 against 16.9-17.2, batch 24 20.2 against 18.5-19.1.
 constexpr int64_t MoeBatchedQuantMinTokens(WeightFormat format) {
   return format == WeightFormat::kFp8Block ? 20 : 10;
 }
