@@ -32,8 +32,9 @@ namespace tandem::kernels {
 constexpr int64_t kMoeBatchedMinTokens = 10;
 
 // The same for quantized experts (moe_batched_quant below), by format. Their tiles are widened in
-// registers, so the kernel is bound by its instructions, not its bytes (about 1.9 TB/s for FP8 and
-// 1.2 TB/s for NVFP4 at 32 tokens), while the per-token kernels read few bytes per token: one
+// registers, a chain of instructions ahead of each mma, so the kernel does not reach the bytes'
+// bound (about 1.9 TB/s for FP8 and 1.2 TB/s for NVFP4 at 32 tokens), while the per-token kernels
+// read few bytes per token: one
 // Qwen3-30B-A3B MoE layer on the H200 (quant_moe_batched_cuda_test) took FP8 per-token 181 / 349
 // us at 16 / 32 tokens against 216 / 272 batched, NVFP4 per-token 100 / 204 at 8 / 10 against
 // 114 / 155. Decode steps (session 24, docs/bench/quant-decode-h200.md): FP8 batch 16 14.5 ms
