@@ -36,8 +36,8 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulBatchedKernel(float* y, con
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBlockTokens;
   const uint16_t* rows[2 * kGroups];
 #pragma unroll
-  for (int m = 0; m < kGroups; ++m) {  // a group past out (out % 16 == 0) reads group 0 and is dropped
-    const int64_t rg = r0 + 16 * m < out ? r0 + 16 * m : r0;
+  for (int m = 0; m < kGroups; ++m) {
+    const int64_t rg = mma_rows::GroupFirstRow(r0, m, out);
     rows[2 * m] = w + (rg + g) * in + 8 * c;
     rows[2 * m + 1] = w + (rg + g + 8) * in + 8 * c;
   }
@@ -70,11 +70,8 @@ void matmul_batched(float* y, const float* x, const bf16_bits* w, int64_t T, int
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0);
   if (T == 0) return;
   const bool two = MatmulBatchedTwoGroups(T, out);
-  const int64_t rows = two ? 32 : 16;  // per block
-  const dim3 grid(static_cast<unsigned>((out + rows - 1) / rows),
-                  static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens));
-  Launch(two ? MatmulBatchedKernel<2> : MatmulBatchedKernel<1>, grid, dim3(kWarps * 32), 0, stream, y, x,
-         reinterpret_cast<const uint16_t*>(w), T, in, out);
+  Launch(two ? MatmulBatchedKernel<2> : MatmulBatchedKernel<1>, mma_rows::ProductGrid(T, out, two ? 2 : 1),
+         dim3(kWarps * 32), 0, stream, y, x, reinterpret_cast<const uint16_t*>(w), T, in, out);
   KERNEL_CHECK();
 }
 

@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda_check.h"
+
 namespace tandem::kernels::mma_rows {
 
 constexpr int kNTiles = 4;  // up to 32 tokens per pass
@@ -188,6 +190,21 @@ __device__ __forceinline__ void SumWarps(float (&acc)[M][kNTiles][4], float* sme
       }
     }
   }
+}
+
+// The first row of a block's row group m (groups of 16 from r0): a group past out (out % 16 == 0)
+// reads group 0's rows instead, and StoreRows drops it.
+__device__ __forceinline__ int64_t GroupFirstRow(int64_t r0, int m, int64_t out) {
+  return r0 + 16 * m < out ? r0 + 16 * m : r0;
+}
+
+// The grid of a product on these rows over `out` rows and T tokens: blocks of `groups` 16-row groups
+// (x) by blocks of kNTiles * 8 tokens (y).
+inline dim3 ProductGrid(int64_t T, int64_t out, int groups) {
+  constexpr int64_t kTokens = 8 * kNTiles;
+  KERNEL_REQUIRE((T + kTokens - 1) / kTokens <= 65535);
+  return dim3(static_cast<unsigned>((out + 16 * groups - 1) / (16 * groups)),
+              static_cast<unsigned>((T + kTokens - 1) / kTokens));
 }
 
 // The lane's token rows of the 32-token block from t0 (x rows of `in` floats), offset to its

@@ -53,8 +53,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint8_t* rows[2 * kGroups];
   const float* srows[2 * kGroups];
 #pragma unroll
-  for (int m = 0; m < kGroups; ++m) {  // a group past out (out % 16 == 0) reads group 0 and is dropped
-    const int64_t rg = r0 + 16 * m < out ? r0 + 16 * m : r0;
+  for (int m = 0; m < kGroups; ++m) {
+    const int64_t rg = mma_rows::GroupFirstRow(r0, m, out);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = rg + gr + 8 * h;
@@ -122,12 +122,8 @@ bool matmul_fp8_batched(float* y, const float* x, const QuantMatrix& W, int64_t 
   g.col_phase = static_cast<int32_t>(W.col_phase);
   while ((int64_t{1} << g.shift) < W.block_in) ++g.shift;
   const bool two = MatmulBatchedTwoGroups(T, W.rows);
-  const int64_t rows = two ? 32 : 16;  // per block
-  KERNEL_REQUIRE((T + kBlockTokens - 1) / kBlockTokens <= 65535);
-  const dim3 grid(static_cast<unsigned>((W.rows + rows - 1) / rows),
-                  static_cast<unsigned>((T + kBlockTokens - 1) / kBlockTokens));
-  Launch(two ? MatmulFp8BatchedKernel<2> : MatmulFp8BatchedKernel<1>, grid, dim3(kWarps * 32), 0, stream, y, x,
-         static_cast<const uint8_t*>(W.data), W.scales, g, T, W.rows);
+  Launch(two ? MatmulFp8BatchedKernel<2> : MatmulFp8BatchedKernel<1>, mma_rows::ProductGrid(T, W.rows, two ? 2 : 1),
+         dim3(kWarps * 32), 0, stream, y, x, static_cast<const uint8_t*>(W.data), W.scales, g, T, W.rows);
   KERNEL_CHECK();
   return true;
 }
