@@ -47,8 +47,8 @@ if command -v ninja > /dev/null && [[ -f "$build/build.ninja" ]]; then
     sed -n -E 's#^(tests/[^ :]*/[^ /:]*cuda[^ /:]*_test|bench/cuda_decode_bench): .*LINKER.*#\1#p' |
     while read -r t; do [[ -x "$build/$t" ]] || echo "$t"; done)
   if [[ -n "$missing" ]]; then
-    echo "gpu-pack: not built in $build (ninja -C $build $(echo $missing)):" >&2
-    echo "$missing" | sed 's/^/  /' >&2
+    echo "gpu-pack: not built in $build (ninja -C $build ${missing//$'\n'/ }):" >&2
+    while read -r t; do echo "  $t" >&2; done <<< "$missing"
     exit 1
   fi
 fi
