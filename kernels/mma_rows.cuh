@@ -60,6 +60,15 @@ __device__ __forceinline__ void SplitEight(const float4& v0, const float4& v1, u
   SplitPair(v1.z, v1.w, hi.w, lo.w);
 }
 
+// The same, pairing elements (i, i + 4) instead of (2i, 2i + 1): the order in which NVFP4's codes
+// widen most cheaply (quant_widen.cuh); weights and tokens pair alike.
+__device__ __forceinline__ void SplitEightSpread(const float4& v0, const float4& v1, uint4& hi, uint4& lo) {
+  SplitPair(v0.x, v1.x, hi.x, lo.x);
+  SplitPair(v0.y, v1.y, hi.y, lo.y);
+  SplitPair(v0.z, v1.z, hi.z, lo.z);
+  SplitPair(v0.w, v1.w, hi.w, lo.w);
+}
+
 // Token rows in float32: the lane's 8 elements at k, split into hi and lo words.
 struct FloatRows {
   using Elem = float;
@@ -77,28 +86,19 @@ struct SharedFloatRows {
   }
 };
 
-// Token rows in float32, paired as (i, i + 4) instead of (2i, 2i + 1) (SharedFloatRowsSpread below).
+// FloatRows and SharedFloatRows with the elements paired (i, i + 4) (SplitEightSpread).
 struct FloatRowsSpread {
   using Elem = float;
   __device__ __forceinline__ static void Load(const float* p, int64_t k, int64_t /*lo_offset*/, uint4& hi, uint4& lo) {
     const float4 v0 = __ldg(reinterpret_cast<const float4*>(p + k)), v1 = __ldg(reinterpret_cast<const float4*>(p + k + 4));
-    SplitPair(v0.x, v1.x, hi.x, lo.x);
-    SplitPair(v0.y, v1.y, hi.y, lo.y);
-    SplitPair(v0.z, v1.z, hi.z, lo.z);
-    SplitPair(v0.w, v1.w, hi.w, lo.w);
+    SplitEightSpread(v0, v1, hi, lo);
   }
 };
-
-// Token rows in float32 staged in shared memory, paired as (i, i + 4) instead of (2i, 2i + 1): the
-// order in which NVFP4's nibbles widen most cheaply (quant_widen.cuh); weights and tokens pair alike.
 struct SharedFloatRowsSpread {
   using Elem = float;
   __device__ __forceinline__ static void Load(const float* p, int64_t k, int64_t /*lo_offset*/, uint4& hi, uint4& lo) {
     const float4 v0 = *reinterpret_cast<const float4*>(p + k), v1 = *reinterpret_cast<const float4*>(p + k + 4);
-    SplitPair(v0.x, v1.x, hi.x, lo.x);
-    SplitPair(v0.y, v1.y, hi.y, lo.y);
-    SplitPair(v0.z, v1.z, hi.z, lo.z);
-    SplitPair(v0.w, v1.w, hi.w, lo.w);
+    SplitEightSpread(v0, v1, hi, lo);
   }
 };
 
@@ -196,6 +196,20 @@ __device__ __forceinline__ void SumWarps(float (&acc)[M][kNTiles][4], float* sme
 // reads group 0's rows instead, and StoreRows drops it.
 __device__ __forceinline__ int64_t GroupFirstRow(int64_t r0, int m, int64_t out) {
   return r0 + 16 * m < out ? r0 + 16 * m : r0;
+}
+
+// acc[m][j] times a factor per row: factor[2m] for group m's row g (e in {0, 1}), factor[2m + 1] for
+// its row g + 8 (NVFP4's row scales, applied to the finished sums).
+template <int M>
+__device__ __forceinline__ void ScaleRows(float (&acc)[M][kNTiles][4], const float (&factor)[2 * M]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][j][e] *= factor[2 * m + e / 2];
+    }
+  }
 }
 
 // The grid of a product on these rows over `out` rows and T tokens: blocks of `groups` 16-row groups

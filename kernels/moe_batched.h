@@ -23,25 +23,21 @@
 
 namespace tandem::kernels {
 
-// The smallest decode batch the engine sends here: below it the per-token kernels (moe.h), which
-// start loading while the router finishes and need no sort, are faster on the H200 (same-run A/Bs
-// in docs/bench/decode-h200.md: batch 8 11.1 ms a step with them against 11.5 with this kernel;
-// session 21, threshold 9 against 16: batch 9 12.06-12.15 against 12.05-12.22 ms, a tie, batch 10
-// 12.44-12.56 against 13.06-13.26, 12 14.28-14.43 against 15.05-15.24, 14 15.02-15.16 against
-// 17.06-17.17).
-constexpr int64_t kMoeBatchedMinTokens = 10;
-
-// The same for quantized experts (moe_batched_quant below), by format. Their tiles are widened in
-// registers, a chain of instructions ahead of each mma, so the kernel does not reach the bytes'
-// bound (about 1.9 TB/s for FP8 and 1.2 TB/s for NVFP4 at 32 tokens), while the per-token kernels
-// read few bytes per token: one
-// Qwen3-30B-A3B MoE layer on the H200 (quant_moe_batched_cuda_test) took FP8 per-token 181 / 349
-// us at 16 / 32 tokens against 216 / 272 batched, NVFP4 per-token 100 / 204 at 8 / 10 against
-// 114 / 155. Decode steps (session 24, docs/bench/quant-decode-h200.md): FP8 batch 16 14.5 ms
-// per-token against 15.6 batched, batch 20 17.6 against 16.9-17.2, batch 24 20.2 against 18.5-19.1.
-constexpr int64_t MoeBatchedQuantMinTokens(WeightFormat format) {
-  return format == WeightFormat::kFp8Block ? 20 : 10;
-}
+// The smallest decode batch the engine sends here (moe_batched, or moe_batched_quant below), by the
+// experts' format: below it the per-token kernels (moe.h, quant_moe.h), which start loading while
+// the router finishes and need no sort, are faster on the H200.
+//  - bf16 (same-run A/Bs in docs/bench/decode-h200.md): batch 8 11.1 ms a step with them against
+//    11.5 with this kernel; session 21, threshold 9 against 16: batch 9 12.06-12.15 against
+//    12.05-12.22 ms, a tie, batch 10 12.44-12.56 against 13.06-13.26, 12 14.28-14.43 against
+//    15.05-15.24, 14 15.02-15.16 against 17.06-17.17.
+//  - FP8 and NVFP4: their tiles are widened in registers, a chain of instructions ahead of each mma,
+//    so the kernel does not reach the bytes' bound (about 1.9 TB/s for FP8 and 1.2 TB/s for NVFP4 at
+//    32 tokens), while the per-token kernels read few bytes per token. One Qwen3-30B-A3B MoE layer on
+//    the H200 (quant_moe_batched_cuda_test) took FP8 per-token 181 / 349 us at 16 / 32 tokens
+//    against 216 / 272 batched, NVFP4 per-token 100 / 204 at 8 / 10 against 114 / 155. Decode
+//    steps (session 24, docs/bench/quant-decode-h200.md): FP8 batch 16 14.5 ms per-token against
+//    15.6 batched, batch 20 17.6 against 16.9-17.2, batch 24 20.2 against 18.5-19.1.
+constexpr int64_t MoeBatchedMinTokens(WeightFormat format) { return format == WeightFormat::kFp8Block ? 20 : 10; }
 
 // The largest step the engine sends here (larger decode batches are rare; prefill takes moe_gemm.h).
 constexpr int64_t kMoeBatchedMaxTokens = 256;

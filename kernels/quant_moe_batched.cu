@@ -130,16 +130,7 @@ struct Nvfp4Tiles {
     return Nvfp4EightToBf16(*reinterpret_cast<const uint32_t*>(row + (s ^ swizzle) * 16 + 4 * c),
                             scales[2 * s + c / 2]);
   }
-  __device__ static void ScaleRows(Acc& acc, const RowState& rs) {
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[m][j][e] *= rs.factor[2 * m + e / 2];
-      }
-    }
-  }
+  __device__ static void ScaleRows(Acc& acc, const RowState& rs) { mma_rows::ScaleRows<2>(acc, rs.factor); }
 };
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

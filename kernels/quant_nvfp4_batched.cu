@@ -92,14 +92,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   SumWarps<kGroups, kWarps>(acc, sums, warp, lane);
   if (warp != 0) return;
-#pragma unroll
-  for (int m = 0; m < kGroups; ++m) {
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[m][j][e] *= factor[2 * m + e / 2];
-    }
-  }
+  mma_rows::ScaleRows<kGroups>(acc, factor);
   mma_rows::StoreRows<kGroups>(y, acc, r0, t0, T, out, lane);
 }
 

@@ -427,11 +427,11 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
   kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
                        ctx.stream, shared_as_expert_);
-  // Decode batches from kMoeBatchedMinTokens: each chosen expert read once for all of its tokens.
-  const bool batched_sizes = T <= kernels::kMoeBatchedMaxTokens && kernels::MoeBatchedSupported(H, I) &&
-                             !ctx.GemmPath(T) &&
-                             a.moe_batch.size() * 4 >= static_cast<int64_t>(kernels::MoeBatchedScratchBytes(T, Ks, H, I));
-  const bool batched = T >= kernels::kMoeBatchedMinTokens && batched_sizes;
+  // Decode batches from MoeBatchedMinTokens (by format): each chosen expert read once for all of its
+  // tokens.
+  const bool batched = T >= kernels::MoeBatchedMinTokens(gate_up_.format()) && T <= kernels::kMoeBatchedMaxTokens &&
+                       kernels::MoeBatchedSupported(H, I) && !ctx.GemmPath(T) &&
+                       a.moe_batch.size() * 4 >= static_cast<int64_t>(kernels::MoeBatchedScratchBytes(T, Ks, H, I));
   if (!gate_up_.quantized() && !down_.quantized() && batched) {
     kernels::moe_batched(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
                          down_.bf16(), T, Ks, H, I, Es, a.moe_batch.get(), ctx.stream);
@@ -440,8 +440,7 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
                          ctx.gemm_min_tokens);
     kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
                       ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens);
-  } else if (T >= kernels::MoeBatchedQuantMinTokens(gate_up_.quant().format) && batched_sizes &&
-             kernels::MoeBatchedQuantSupported(gate_up_.quant(), down_.quant(), H, I)) {
+  } else if (batched && kernels::MoeBatchedQuantSupported(gate_up_.quant(), down_.quant(), H, I)) {
     // Quantized decode batches: each chosen expert read once, widened to bf16 for the tensor cores.
     kernels::moe_batched_quant(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
                                gate_up_.quant(), down_.quant(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);

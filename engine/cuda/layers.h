@@ -273,7 +273,7 @@ class MoeFfn final : public Ffn {
   bool norm_topk_prob_ = true;
   DeviceArray<bf16_bits> router_;   // (num_experts, hidden) replicated
   // Quantized experts run the quantized expert kernels on decode-sized steps (kernels/quant_moe.h
-  // below kMoeBatchedMinTokens tokens, moe_batched_quant from it where it takes the layout) and the
+  // below MoeBatchedMinTokens tokens, moe_batched_quant from it where it takes the layout) and the
   // bf16 ones over the stack dequantized into the scratch on prefill-sized steps.
   LinearWeight gate_up_;  // (num_experts, 2 inter, hidden)
   LinearWeight down_;     // (num_experts, hidden, inter)

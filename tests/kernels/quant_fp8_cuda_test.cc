@@ -20,9 +20,6 @@
 // round-to-nearest-even).
 // The e4m3 decoding helper (kernels/quant_fp8.cuh) is checked on the host too, without a GPU.
 #include <algorithm>
-#include <array>
-#include <memory>
-#include <numeric>
 
 #include "kernels/quant_detail.h"
 #include "kernels/quant_fp8.cuh"
@@ -37,9 +34,9 @@ namespace {
 using testing::DeviceBuffer;
 using testing::ExpectClose;
 using testing::RandomFloats;
-using testing::Rng;
 using testing::Shape;
 using testing::Fp8Case;
+using testing::RandomExpertIds;
 using testing::RandomFp8;
 using testing::Describe;
 
@@ -199,13 +196,7 @@ TEST(quant_fp8_cuda, MoeExperts) {
     const int64_t T = c.T, K = c.K;
     const auto x = RandomFloats(T * c.H);
     const std::vector<float> weights = RandomFloats(T * K);
-    std::vector<int32_t> ids(T * K);
-    for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token, like the router gives
-      std::vector<int32_t> perm(c.E);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), Rng());
-      std::copy(perm.begin(), perm.begin() + K, ids.begin() + t * K);
-    }
+    const std::vector<int32_t> ids = RandomExpertIds(T, c.E, K);
     DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * c.I), d_out(T * c.H);
     DeviceBuffer<int32_t> d_ids(ids);
     const std::string tag = Shape({T, c.E, K, c.H, c.I}) + " gate_up " + Describe(c.gate_up) + ", down " +
