@@ -4,7 +4,8 @@
 // where its 16-byte pieces go in shared memory, and how a lane widens its 8 weights of a k step to
 // the four bf16 pairs the mma takes (exactly: every e4m3 value is a bf16 value, and so is an e2m1
 // code times its e4m3 group scale). Scales that do not fit in the widened weights are applied in
-// float32: FP8's per 128 x 128 block to each block's partial sums, NVFP4's per row to the result.
+// float32: FP8's per block to each block's partial sums (at the chunk that ends the block, or at the
+// k step where blocks end inside chunks), NVFP4's per row to the result.
 #pragma once
 
 #include <cstdint>
@@ -161,7 +162,8 @@ __global__ void __launch_bounds__(kThreads) MoeBatchedKernel(const Args<Tiles> a
     for (int j = 0; j < kNTiles; ++j) xr[j] = sx + 8 * j * kXStride;
 #pragma unroll
     for (int s = 0; s < kChunk / 32; ++s) {
-      if (q * kChunk + 32 * s >= kdim) break;  // kdim % 32 == 0: a k step is all in or all out
+      const int64_t k = q * kChunk + 32 * s;
+      if (k >= kdim) break;  // kdim % 32 == 0: a k step is all in or all out
       uint4 w[4];  // rows g, g + 8, g + 16, g + 24 (staged rows swizzle alike: same low 3 bits)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
@@ -169,13 +171,20 @@ __global__ void __launch_bounds__(kThreads) MoeBatchedKernel(const Args<Tiles> a
       }
       if constexpr (Tiles::kBlockScaled) {
         mma_rows::MmaStep<2, typename Tiles::Src>(part, w, xr, 32 * s, 0, nt);
+        if constexpr (Tiles::kBlocksEndInsideChunks) {  // the scale block ends with this k step
+          if (k + 32 >= kdim || Tiles::BlockOf(a.w, k + 32) != Tiles::BlockOf(a.w, k)) {
+            Tiles::AddScaled(acc, part, rs, Tiles::BlockOf(a.w, k), nt);
+          }
+        }
       } else {
         mma_rows::MmaStep<2, typename Tiles::Src>(acc, w, xr, 32 * s, 0, nt);
       }
     }
-    if constexpr (Tiles::kBlockScaled) {  // the scale block ends with this chunk: acc += scale * part
-      if (q + 1 == chunks || Tiles::BlockOf(a.w, (q + 1) * kChunk) != Tiles::BlockOf(a.w, q * kChunk)) {
-        Tiles::AddScaled(acc, part, rs, Tiles::BlockOf(a.w, q * kChunk), nt);
+    if constexpr (Tiles::kBlockScaled) {
+      if constexpr (!Tiles::kBlocksEndInsideChunks) {  // the scale block ends with this chunk
+        if (q + 1 == chunks || Tiles::BlockOf(a.w, (q + 1) * kChunk) != Tiles::BlockOf(a.w, q * kChunk)) {
+          Tiles::AddScaled(acc, part, rs, Tiles::BlockOf(a.w, q * kChunk), nt);
+        }
       }
     }
   }

@@ -64,7 +64,8 @@ void moe_batched(float* out, float* act, const float* x, const int32_t* ids, con
 // once a step in its own format and widened to bf16 in registers (exactly) for the same mma; the
 // same outputs as ref::moe_gate_up_quant then ref::moe_down_quant (quant_moe.h), with the scratch of
 // MoeBatchedScratchBytes. Whether it takes the layouts on the current device: FP8 with block_in a
-// power of two >= 64 and col_phase % 64 == 0 (Qwen's -FP8 checkpoints, their TP 2 and 4 shards);
+// power of two >= 32 and col_phase % 32 == 0 (Qwen's -FP8 checkpoints and their TP 2, 4 and 8
+// shards);
 // NVFP4 with H and I multiples of 64 (Qwen3-30B-A3B's experts up to TP 4). Elsewhere the per-token
 // kernels of quant_moe.h.
 bool MoeBatchedQuantSupported(const QuantMatrix& gate_up, const QuantMatrix& down, int64_t H, int64_t I);

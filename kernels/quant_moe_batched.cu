@@ -2,8 +2,11 @@
 // moe_batched.cuh with each staged weight tile widened to bf16 in registers (quant_widen.cuh), so a
 // chosen expert is read once a step in its own format for all of its tokens, where the per-token
 // kernels (quant_moe.h) read it once per token that chose it.
-//   FP8: a staged row is 64 e4m3 bytes (4 pieces); a 128 x 128 block's partial sums are scaled once
-//        in float32 (row g's and row g + 8's scale), at the chunk that ends the block.
+//   FP8: a staged row is 64 e4m3 bytes (4 pieces); a scale block's partial sums are scaled once in
+//        float32 (row g's and row g + 8's scale) where the block ends: at the end of a chunk when
+//        blocks hold whole chunks (block_in >= 64, col_phase % 64 == 0: Qwen's checkpoints up to
+//        TP 4), else at the end of a 32-wide k step (32-blocks, TP 8's shards), a second kernel
+//        (checking at every k step made the first layout 1-1.5% slower at 32 tokens).
 //   NVFP4: a staged row is 32 bytes of codes (2 pieces) and 4 e4m3 group scales; each code times its
 //        group scale enters the mma exactly, the row's second scale multiplies the result.
 #include "kernels/cuda_check.h"
@@ -21,19 +24,24 @@ using mma_rows::kNTiles;
 
 using Acc = float[2][kNTiles][4];
 
+struct Fp8Stack {
+  const uint8_t* data;
+  const float* scales;
+  int64_t data_stride, scale_stride, scale_cols, row_block;
+  int32_t col_phase, shift;  // block_in = 1 << shift
+};
+
+// kStepBlocks: the layout's scale blocks may end inside a chunk (see the top of the file).
+template <bool kStepBlocks>
 struct Fp8Tiles {
   static constexpr int kRowBytes = kChunk;  // 4 pieces
   static constexpr int kScaleBytes = 0;
   static constexpr int kPieceElems = 16;
   static constexpr bool kBlockScaled = true;
+  static constexpr bool kBlocksEndInsideChunks = kStepBlocks;
   static constexpr int kStages = 4;  // 66 KB: three blocks an SM on the H200 (164-167 registers)
   using Src = mma_rows::SharedFloatRows;
-  struct Stack {
-    const uint8_t* data;
-    const float* scales;
-    int64_t data_stride, scale_stride, scale_cols, row_block;
-    int32_t col_phase, shift;  // block_in = 1 << shift
-  };
+  using Stack = Fp8Stack;
   struct Expert {
     const uint8_t* data;
     const float* scales;
@@ -135,11 +143,14 @@ struct Nvfp4Tiles {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The FP8 stack's fields, or false where the kernel does not take its layout: a scale block must
-// hold whole chunks of 64 columns.
-bool Fp8StackOf(const QuantMatrix& W, Fp8Tiles::Stack* st) {
-  const bool pow2 = W.block_in >= kChunk && (W.block_in & (W.block_in - 1)) == 0;
-  if (!pow2 || W.col_phase % kChunk != 0 || W.row_block < 1 || !Aligned16(W.data)) return false;
+// Whether a scale block of the layout holds whole chunks (else only whole 32-wide k steps).
+bool Fp8ChunkBlocks(const QuantMatrix& W) { return W.block_in >= kChunk && W.col_phase % kChunk == 0; }
+
+// The FP8 stack's fields, or false where the kernels do not take its layout: a scale block must
+// hold whole k steps of 32 columns.
+bool Fp8StackOf(const QuantMatrix& W, Fp8Stack* st) {
+  const bool pow2 = W.block_in >= 32 && (W.block_in & (W.block_in - 1)) == 0;
+  if (!pow2 || W.col_phase % 32 != 0 || W.row_block < 1 || !Aligned16(W.data)) return false;
   int32_t shift = 0;
   while ((int64_t{1} << shift) < W.block_in) ++shift;
   *st = {static_cast<const uint8_t*>(W.data), W.scales, W.data_bytes(), W.scale_stride(), W.scale_cols(), W.row_block,
@@ -165,8 +176,8 @@ bool MoeBatchedQuantSupported(const QuantMatrix& gate_up, const QuantMatrix& dow
   }
   switch (gate_up.format) {
     case WeightFormat::kFp8Block: {
-      Fp8Tiles::Stack a, b;
-      return Fp8StackOf(gate_up, &a) && Fp8StackOf(down, &b) && MaxSmemPerBlock() >= kSmemBytes<Fp8Tiles>;
+      Fp8Stack a, b;
+      return Fp8StackOf(gate_up, &a) && Fp8StackOf(down, &b) && MaxSmemPerBlock() >= kSmemBytes<Fp8Tiles<false>>;
     }
     case WeightFormat::kNvfp4: {
       Nvfp4Tiles::Stack a, b;
@@ -184,10 +195,14 @@ void moe_batched_quant(float* out, float* act, const float* x, const int32_t* id
   if (T * K == 0) return;
   const int64_t E = gate_up.count;
   if (gate_up.format == WeightFormat::kFp8Block) {
-    Fp8Tiles::Stack gu, dn;
+    Fp8Stack gu, dn;
     Fp8StackOf(gate_up, &gu);
     Fp8StackOf(down, &dn);
-    moe_batched_detail::Run<Fp8Tiles>(out, act, x, ids, weights, gu, dn, T, K, H, I, E, scratch, stream);
+    if (Fp8ChunkBlocks(gate_up) && Fp8ChunkBlocks(down)) {
+      moe_batched_detail::Run<Fp8Tiles<false>>(out, act, x, ids, weights, gu, dn, T, K, H, I, E, scratch, stream);
+    } else {
+      moe_batched_detail::Run<Fp8Tiles<true>>(out, act, x, ids, weights, gu, dn, T, K, H, I, E, scratch, stream);
+    }
   } else {
     Nvfp4Tiles::Stack gu, dn;
     Nvfp4StackOf(gate_up, &gu);

@@ -2,9 +2,10 @@
 // against the references of the two products they replace (ref::moe_gate_up_quant then
 // ref::moe_down_quant), for FP8 block-scaled and NVFP4 stacks (tests/kernels/quant_stacks.h), with
 // the outputs poisoned before each launch: Qwen3-30B-A3B's expert at TP 1 and its TP 4 shard (one
-// FP8 scale row per weight row, the down shard starting 64 columns into a block), K = 9 (a shared
-// expert), a partial last chunk of k (I = 96), crowded experts (several 32-pair tiles each) and
-// partial n-tiles. Also which layouts it refuses, and that a second launch gives the same bits.
+// FP8 scale row per weight row, the down shard starting 64 columns into a block), FP8 scale blocks
+// that end inside a 64-wide chunk of k (32 x 32 blocks, shards starting 32 columns into a block),
+// K = 9 (a shared expert), a partial last chunk of k (I = 96), crowded experts (several 32-pair
+// tiles each) and partial n-tiles. Also which layouts it refuses, and that a second launch gives the same bits.
 //
 // Bound: ||out - ref|| / ||ref|| < 1e-4. The weights enter the mma exactly (an e4m3 value, or an
 // e2m1 code times its e4m3 group scale, is a bf16 value); the activations as bf16 hi + lo (~2^-16
@@ -90,6 +91,11 @@ TEST(quant_moe_batched_cuda, Fp8MatchesReference) {
       {{5, 16, 8, 256, 96}, {1, 0, 0, 64, 64}, {1, 0, 0, 64, 64, true}},  // 64-blocks, a partial chunk
       {{40, 8, 2, 256, 128, true}, {}, {}},               // 3 experts: 32-pair tiles, partial n-tiles
       {{256, 16, 8, 256, 128, true}, {1, 0, 0, 128, 128, true}, {}},
+      // Scale blocks that end inside a 64-wide chunk: 32 x 32 blocks (the FP8 fixtures'), a TP 8
+      // down shard (96 columns starting 32 into a 128-block), 64-blocks starting 32 columns in.
+      {{24, 16, 8, 256, 96}, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32}},
+      {{21, 32, 8, 512, 96}, {1, 0, 0, 128, 128, true}, {1, 0, 0, 128, 128, false, 32}},
+      {{12, 8, 4, 128, 160, true}, {1, 0, 0, 64, 64, true, 32}, {1, 0, 0, 64, 64, true, 32}},
   };
   for (Case c : cases) {
     c.gate_up.count = c.down.count = c.r.E;
@@ -124,9 +130,13 @@ TEST(quant_moe_batched_cuda, RefusesLayoutsItCannotTake) {
     return q;
   };
   EXPECT_TRUE(MoeBatchedQuantSupported(fp8(1536, 2048, 128, 0), fp8(2048, 768, 128, 0), 2048, 768));
-  EXPECT_FALSE(MoeBatchedQuantSupported(fp8(1536, 2048, 128, 0), fp8(2048, 768, 128, 32), 2048, 768))
+  EXPECT_TRUE(MoeBatchedQuantSupported(fp8(1536, 2048, 128, 0), fp8(2048, 768, 128, 32), 2048, 768))
       << "a shard starting 32 columns into a block (TP 8's 96-column down shard)";
-  EXPECT_FALSE(MoeBatchedQuantSupported(fp8(1536, 2048, 32, 0), fp8(2048, 768, 32, 0), 2048, 768)) << "32-blocks";
+  EXPECT_TRUE(MoeBatchedQuantSupported(fp8(1536, 2048, 32, 0), fp8(2048, 768, 32, 0), 2048, 768)) << "32-blocks";
+  EXPECT_FALSE(MoeBatchedQuantSupported(fp8(1536, 2048, 128, 0), fp8(2048, 768, 128, 16), 2048, 768))
+      << "a shard starting 16 columns into a block";
+  EXPECT_FALSE(MoeBatchedQuantSupported(fp8(1536, 2048, 16, 0), fp8(2048, 768, 16, 0), 2048, 768)) << "16-blocks";
+  EXPECT_FALSE(MoeBatchedQuantSupported(fp8(1536, 2048, 96, 0), fp8(2048, 768, 96, 0), 2048, 768)) << "96-blocks";
   EXPECT_FALSE(MoeBatchedQuantSupported(fp8(1536, 2048, 128, 0), fp8(2048, 768, 128, 0), 2048, 640)) << "wrong I";
   auto nvfp4 = [](int64_t rows, int64_t cols) {
     QuantMatrix q = QuantMatrix::Layout(WeightFormat::kNvfp4, 4, rows, cols);
