@@ -1,5 +1,6 @@
 #include "kernels/norm_matmul.h"
 
+#include "kernels/cp_async.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
@@ -29,11 +30,12 @@ __device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* 
   }
 }
 
-// Grid (ceil(out / (kWarps * R)), ceil(T / TT)), dynamic shared memory TT * in floats. Every block:
-// loads its rows' first weight chunks (before waiting for the previous kernel), then normalises its
-// TT token rows into shared memory (r = x_in + delta; one token: the block reduces its sum of
-// squares; a tile: a warp per token), then runs the matvec of MatmulKernel over them. Block x == 0
-// of each token tile also stores r and xn.
+// Grid (ceil(out / (kWarps * R)), ceil(T / TT)), dynamic shared memory TT * in floats and the
+// norm's in bf16 weights. Every block: loads its rows' first weight chunks and copies the norm's
+// weights into shared memory (both before waiting for the previous kernel: weights never change
+// during a step), then normalises its TT token rows into shared memory (r = x_in + delta; one
+// token: the block reduces its sum of squares; a tile: a warp per token), then runs the matvec of
+// MatmulKernel over them. Block x == 0 of each token tile also stores r and xn.
 template <int R, int NL, int TT>
 __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out,
                                                              float* __restrict__ xn_out, const float* __restrict__ x_in,
@@ -56,6 +58,11 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
 #pragma unroll
     for (int r = 0; r < R; ++r) LoadChunk<NL>(buf[r], rows[r], 0, in, lane);
   }
+  uint16_t* snw = reinterpret_cast<uint16_t*>(sx + TT * in);
+  for (int i = threadIdx.x; i < static_cast<int>(in / 8); i += kThreads) {
+    CpAsync16(SmemAddr(snw + 8 * i), norm_w + 8 * i, true);
+  }
+  CpAsyncCommit();
   GridDepWait();
 
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
@@ -79,11 +86,12 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     }
     ss = WarpSum(ss);
     if (lane == 0) red[warp] = ss;
+    CpAsyncWait<0>();  // the norm's weights (this thread's copies; the barrier: everyone's)
     __syncthreads();
     float total = 0;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) total += red[i];
-    NormaliseRow(smem4, x_out + t0 * in, xn_out != nullptr ? xn_out + t0 * in : nullptr, norm_w, nv,
+    NormaliseRow(smem4, x_out + t0 * in, xn_out != nullptr ? xn_out + t0 * in : nullptr, snw, nv,
                  rsqrtf(total / static_cast<float>(in) + eps), w_offset, writer, threadIdx.x, kThreads);
   } else {
     // A token tile: warp t normalises token t on its own (warp-reduced sum of squares), all at once.
@@ -91,6 +99,8 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     // blocks of 8 rows, each normalising all 8 tokens in turn) took 16.4 us a layer on the H200
     // against 4.5 at batch 1 (Nsight Compute, session 19).
     static_assert(TT <= kWarps, "one warp per token of the tile");
+    CpAsyncWait<0>();  // the norm's weights (this thread's copies; the barrier: everyone's)
+    __syncthreads();
     if (warp < nt) {
       const float4* xr = reinterpret_cast<const float4*>(x_in + (t0 + warp) * in);
       const float4* dr = delta != nullptr ? reinterpret_cast<const float4*>(delta + (t0 + warp) * in) : nullptr;
@@ -108,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
       }
       ss = WarpSum(ss);
       // Each lane rewrites the elements it stored above: no barrier between the passes.
-      NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr, norm_w,
+      NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr, snw,
                    nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);
     }
   }
@@ -120,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
 template <int R, int NL, int TT>
 void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
                  const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
-  const size_t smem = static_cast<size_t>(TT) * in * sizeof(float);
+  const size_t smem = static_cast<size_t>(TT) * in * sizeof(float) + in * sizeof(uint16_t);
   static size_t opted_in = 48 * 1024;  // per instantiation: raise the dynamic shared memory cap once
   if (smem > opted_in) {
     CUDA_CHECK(cudaFuncSetAttribute(NormMatmulKernel<R, NL, TT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -153,7 +163,8 @@ void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in
                         static_cast<const void*>(x_in), static_cast<const void*>(delta), static_cast<const void*>(w)}) {
     KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(p) % 16 == 0);
   }
-  KERNEL_REQUIRE(8 * in * static_cast<int64_t>(sizeof(float)) <= 200 * 1024);  // the largest token tile fits
+  KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(norm_w) % 16 == 0);
+  KERNEL_REQUIRE((8 * 4 + 2) * in <= 200 * 1024);  // the largest token tile and the norm weights fit
   if (T == 0) return;
   if (T == 1) {
     LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);

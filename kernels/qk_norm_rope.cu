@@ -12,24 +12,33 @@ namespace {
 
 // Grid (T, n_heads + 2 * n_kv_heads): one block per head of one token, one thread per dim.
 // Heads [0, nh) are q, [nh, nh + nkv) k, the rest v (only stored). K and V go into the cache
-// divided by their scales (1 but for an fp8 cache with the checkpoint's scales).
+// divided by their scales (1 but for an fp8 cache with the checkpoint's scales). The step's
+// metadata (pos, slot: copied before the step's first kernel), the norm weights and inv_freq never
+// change during a step: they are read, and the rotation's sine and cosine computed, before the wait
+// for the q/k/v product, so only the head's own values are a round trip after it.
 template <typename KV>
 __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_norm,
                                  const uint16_t* k_norm, const float* inv_freq, const int32_t* pos,
                                  const int32_t* slot, QkvLayout L, float eps, float w_offset, KvScale kv_scale) {
   GridDepLaunchDependents();
-  GridDepWait();
   const int64_t t = blockIdx.x;
   const int head = blockIdx.y, d = threadIdx.x;
   const int64_t hd = L.head_dim, half = L.rotary_dim / 2;
   float* x = qkv + t * L.row() + head * hd;  // q, k and v heads are consecutive in the row
-  const int64_t cache_off = static_cast<int64_t>(slot[t]) * L.kv_dim();
-  if (head >= L.n_heads + L.n_kv_heads) {  // v: store only
+  const bool is_v = head >= L.n_heads + L.n_kv_heads, is_q = head < L.n_heads;
+  const int64_t cache_off = is_q ? 0 : static_cast<int64_t>(slot[t]) * L.kv_dim();
+  const float nw = is_v ? 0.0f : w_offset + Bf16At(is_q ? q_norm : k_norm, d);
+  float s = 0, c = 1;
+  if (!is_v && d < 2 * half) {
+    const int i = d < half ? d : d - half;
+    sincosf(static_cast<float>(pos[t]) * inv_freq[i], &s, &c);
+  }
+  GridDepWait();
+  if (is_v) {  // v: store only
     const int64_t vh = head - L.n_heads - L.n_kv_heads;
     KvStore(vc + cache_off + vh * hd + d, x[d] / kv_scale.v);
     return;
   }
-  const bool is_q = head < L.n_heads;
   __shared__ float vals[1024];
   __shared__ float warp_sums[32];
   float v = x[d];
@@ -39,16 +48,10 @@ __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_n
   float total = 0;
   for (int i = 0; i < (blockDim.x + 31) / 32; ++i) total += warp_sums[i];
   const float scale = rsqrtf(total / static_cast<float>(hd) + eps);
-  v = (w_offset + Bf16At(is_q ? q_norm : k_norm, d)) * (v * scale);
+  v = nw * (v * scale);
   vals[d] = v;
   __syncthreads();
-  if (d < 2 * half) {
-    const int i = d < half ? d : d - half;
-    const float angle = static_cast<float>(pos[t]) * inv_freq[i];
-    float s, c;
-    sincosf(angle, &s, &c);
-    v = d < half ? vals[d] * c - vals[d + half] * s : vals[d] * c + vals[d - half] * s;
-  }
+  if (d < 2 * half) v = d < half ? vals[d] * c - vals[d + half] * s : vals[d] * c + vals[d - half] * s;
   x[d] = v;
   if (!is_q) KvStore(kc + cache_off + (head - L.n_heads) * hd + d, v / kv_scale.k);
 }

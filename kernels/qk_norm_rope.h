@@ -37,6 +37,9 @@ struct QkvLayout {
 // saturates to +-448, as __nv_cvt_float_to_fp8 with __NV_SATFINITE does).
 // q_norm, k_norm (head_dim) bf16, used as (w_offset + w) (1: the hybrid models' zero-centred
 // norms, kernels/rmsnorm.h); inv_freq (rotary_dim / 2); pos, slot (T). head_dim <= 1024.
+// Only qkv may come from the previous kernel of the stream: the norms, inv_freq, pos and slot are
+// read before the kernel waits for it (kernels/launch.cuh; the engine's step metadata is copied
+// before the step's first kernel).
 void qk_norm_rope_store_kv(float* qkv, bf16_bits* k_cache, bf16_bits* v_cache, const bf16_bits* q_norm,
                            const bf16_bits* k_norm, const float* inv_freq, const int32_t* pos,
                            const int32_t* slot, int64_t T, QkvLayout L, float eps, cudaStream_t stream,

@@ -13,17 +13,27 @@ constexpr int kVecPerThread = 4;  // rows up to 256 * 4 * 4 = 4096 floats stay i
 
 // One block per row: add, sum of squares (block reduction), scale. A row of up to 4096 floats is
 // read with every load in flight at once (one memory round trip: at batch 1 this kernel is pure
-// latency); longer rows take the strided loop.
+// latency), its norm weights loaded before the wait for the previous kernel (they never change
+// during a step); longer rows take the strided loop.
 __global__ void __launch_bounds__(kThreads) AddRmsnormKernel(float* out, float* residual, const float* delta,
                                                              const uint16_t* w, int64_t n, float eps,
                                                              float w_offset) {
   GridDepLaunchDependents();
-  GridDepWait();
   const int64_t r = blockIdx.x;
   float* x = residual + r * n;
   const float* d = delta != nullptr ? delta + r * n : nullptr;
   const bool vec = n % 4 == 0 && n <= 4 * kVecPerThread * kThreads && reinterpret_cast<uintptr_t>(residual) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(delta) % 16 == 0;
+                   reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(delta) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(w) % 8 == 0;
+  uint2 wv[kVecPerThread] = {};  // bf16 weights 4i .. 4i + 3 of the thread's float4s
+  if (vec) {
+#pragma unroll
+    for (int k = 0; k < kVecPerThread; ++k) {
+      const int64_t i = threadIdx.x + k * kThreads;
+      if (i < n / 4) wv[k] = reinterpret_cast<const uint2*>(w)[i];
+    }
+  }
+  GridDepWait();
   float ss = 0;
   float4 xv[kVecPerThread];
   if (vec) {
@@ -72,11 +82,11 @@ __global__ void __launch_bounds__(kThreads) AddRmsnormKernel(float* out, float* 
     for (int k = 0; k < kVecPerThread; ++k) {
       const int64_t i = threadIdx.x + k * kThreads;
       if (i < nv) {
-        float4 o;
-        o.x = (w_offset + Bf16At(w, 4 * i)) * (xv[k].x * scale);
-        o.y = (w_offset + Bf16At(w, 4 * i + 1)) * (xv[k].y * scale);
-        o.z = (w_offset + Bf16At(w, 4 * i + 2)) * (xv[k].z * scale);
-        o.w = (w_offset + Bf16At(w, 4 * i + 3)) * (xv[k].w * scale);
+        float4 o;  // a bf16's float is its bits in the upper half (the lower element of a pair first)
+        o.x = (w_offset + __uint_as_float(wv[k].x << 16)) * (xv[k].x * scale);
+        o.y = (w_offset + __uint_as_float(wv[k].x & 0xffff0000u)) * (xv[k].y * scale);
+        o.z = (w_offset + __uint_as_float(wv[k].y << 16)) * (xv[k].z * scale);
+        o.w = (w_offset + __uint_as_float(wv[k].y & 0xffff0000u)) * (xv[k].w * scale);
         reinterpret_cast<float4*>(out + r * n)[i] = o;
       }
     }

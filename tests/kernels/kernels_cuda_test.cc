@@ -55,17 +55,22 @@ TEST(kernels_cuda, Embedding) {
 
 TEST(kernels_cuda, AddRmsnorm) {
   SKIP_WITHOUT_GPU();
-  for (auto [rows, n] : std::vector<std::array<int64_t, 2>>{{5, 128}, {32, 2048}}) {
+  // Rows of up to 4096 floats in registers (the norm weights loaded before the wait), 5000 the
+  // strided loop; w_offset 1 the hybrids' zero-centred norms.
+  for (auto [rows, n] : std::vector<std::array<int64_t, 2>>{{5, 128}, {32, 2048}, {1, 4096}, {2, 5000}}) {
     for (bool with_delta : {true, false}) {
+      const float w_offset = with_delta ? 0.0f : 1.0f;
       auto x = RandomFloats(rows * n), delta = RandomFloats(rows * n);
       auto w = RandomBf16(n);
       DeviceBuffer<float> d_x(x), d_delta(delta), d_out(rows * n);
       DeviceBuffer<bf16_bits> d_w(w);
       d_out.Poison();
-      add_rmsnorm(d_out.get(), d_x.get(), with_delta ? d_delta.get() : nullptr, d_w.get(), rows, n, 1e-6f, nullptr);
+      add_rmsnorm(d_out.get(), d_x.get(), with_delta ? d_delta.get() : nullptr, d_w.get(), rows, n, 1e-6f, nullptr,
+                  w_offset);
       std::vector<float> want(rows * n);
-      ref::add_rmsnorm(want.data(), x.data(), with_delta ? delta.data() : nullptr, w.data(), rows, n, 1e-6f);
-      const std::string tag = std::string(with_delta ? "add_rmsnorm " : "rmsnorm ") + Shape({rows, n});
+      ref::add_rmsnorm(want.data(), x.data(), with_delta ? delta.data() : nullptr, w.data(), rows, n, 1e-6f,
+                       w_offset);
+      const std::string tag = std::string(with_delta ? "add_rmsnorm " : "rmsnorm (1 + w) ") + Shape({rows, n});
       ExpectClose(tag + " out", d_out.Download(), want, kBound);
       ExpectClose(tag + " residual", d_x.Download(), x, kBound);
     }
