@@ -12,11 +12,19 @@
 # gpu-check.sh, gpu-variants.sh, gpu-ab.sh and gpu-tp2.sh unpack them into a temporary folder.
 # Fails when OUT_DIR and the repository's tracked files (which travel with it) reach 64 MiB, what
 # the device machine takes.
-# Usage: scripts/gpu-pack.sh [--with-cluster] [BUILD_DIR] [OUT_DIR]   (defaults build-cuda, gpu-out)
+# --bench-only packs cuda_decode_bench and its libraries alone (~4.5 MiB): one side of a same-run
+# A/B (scripts/gpu-ab.sh), where two full packs (~15 MiB each) with the tracked files would pass the
+# 64 MiB. gpu-check.sh needs a full pack.
+# Usage: scripts/gpu-pack.sh [--with-cluster | --bench-only] [BUILD_DIR] [OUT_DIR]
+#        (defaults build-cuda, gpu-out)
 set -euo pipefail
 cluster=0
+bench_only=0
 if [[ "${1:-}" == "--with-cluster" ]]; then
   cluster=1
+  shift
+elif [[ "${1:-}" == "--bench-only" ]]; then
+  bench_only=1
   shift
 fi
 build=${1:-build-cuda}
@@ -27,7 +35,10 @@ testdata=${TANDEM_TESTDATA:-$root/tests/data}
 [[ $cluster == 0 || $testdata != "$root/tests/data" ]] || "$root/scripts/testdata.sh"
 # Every GPU test the build defines must be built: a pack without some of them would run a partial
 # suite and still print a passing table (ninja builds only what it is asked for).
-if command -v ninja > /dev/null && [[ -f "$build/build.ninja" ]]; then
+if [[ $bench_only == 1 ]]; then
+  [[ -x "$build/bench/cuda_decode_bench" ]] ||
+    { echo "gpu-pack: $build/bench/cuda_decode_bench is missing (ninja -C $build cuda_decode_bench)" >&2; exit 1; }
+elif command -v ninja > /dev/null && [[ -f "$build/build.ninja" ]]; then
   missing=$(ninja -C "$build" -t targets all 2>/dev/null |
     sed -n -E 's#^(tests/[^ :]*/[^ /:]*cuda[^ /:]*_test|bench/cuda_decode_bench): .*LINKER.*#\1#p' |
     while read -r t; do [[ -x "$build/$t" ]] || echo "$t"; done)
@@ -50,7 +61,8 @@ pack_binary() {
     while read -r lib; do cp -Lu "$lib" "$dest/lib/"; done || true
 }
 
-bins=$(find "$build/tests" -maxdepth 3 -type f -name '*cuda*_test' -perm -u+x)
+bins=""
+[[ $bench_only == 1 ]] || bins=$(find "$build/tests" -maxdepth 3 -type f -name '*cuda*_test' -perm -u+x)
 bins="$bins $build/bench/cuda_decode_bench"
 for b in $bins; do pack_binary "$b"; done
 # The repository's own fixtures travel with the working tree (gpu-check.sh reads tests/data when
