@@ -45,10 +45,7 @@ Fp8Geometry GeometryOf(const QuantMatrix& W) {
   g.row_block = static_cast<int32_t>(W.row_block);
   g.block_in = static_cast<int32_t>(W.block_in);
   g.col_phase = static_cast<int32_t>(W.col_phase);
-  if (W.block_in >= 16 && (W.block_in & (W.block_in - 1)) == 0 && W.col_phase % 16 == 0) {
-    g.shift = 0;
-    while ((int64_t{1} << g.shift) < W.block_in) ++g.shift;
-  }
+  g.shift = W.block_shift(16);
   return g;
 }
 

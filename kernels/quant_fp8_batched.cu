@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 bool matmul_fp8_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
   KERNEL_REQUIRE(W.format == WeightFormat::kFp8Block && W.count == 1);
-  const bool pow2 = W.block_in >= 32 && (W.block_in & (W.block_in - 1)) == 0;
-  if (!pow2 || W.col_phase % 32 != 0 || W.cols % 32 != 0 || W.rows % 16 != 0 || W.rows == 0 ||
+  const int32_t shift = W.block_shift(32);
+  if (shift < 0 || W.cols % 32 != 0 || W.rows % 16 != 0 || W.rows == 0 ||
       reinterpret_cast<uintptr_t>(W.data) % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
     return false;
   }
@@ -120,7 +120,7 @@ bool matmul_fp8_batched(float* y, const float* x, const QuantMatrix& W, int64_t 
   g.scale_cols = W.scale_cols();
   g.row_block = W.row_block;
   g.col_phase = static_cast<int32_t>(W.col_phase);
-  while ((int64_t{1} << g.shift) < W.block_in) ++g.shift;
+  g.shift = shift;
   const bool two = MatmulBatchedTwoGroups(T, W.rows);
   Launch(two ? MatmulFp8BatchedKernel<2> : MatmulFp8BatchedKernel<1>, mma_rows::ProductGrid(T, W.rows, two ? 2 : 1),
          dim3(kWarps * 32), 0, stream, y, x, static_cast<const uint8_t*>(W.data), W.scales, g, T, W.rows);

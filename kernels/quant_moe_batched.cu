@@ -144,15 +144,13 @@ struct Nvfp4Tiles {
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Whether a scale block of the layout holds whole chunks (else only whole 32-wide k steps).
-bool Fp8ChunkBlocks(const QuantMatrix& W) { return W.block_in >= kChunk && W.col_phase % kChunk == 0; }
+bool Fp8ChunkBlocks(const QuantMatrix& W) { return W.block_shift(kChunk) >= 0; }
 
 // The FP8 stack's fields, or false where the kernels do not take its layout: a scale block must
 // hold whole k steps of 32 columns.
 bool Fp8StackOf(const QuantMatrix& W, Fp8Stack* st) {
-  const bool pow2 = W.block_in >= 32 && (W.block_in & (W.block_in - 1)) == 0;
-  if (!pow2 || W.col_phase % 32 != 0 || W.row_block < 1 || !Aligned16(W.data)) return false;
-  int32_t shift = 0;
-  while ((int64_t{1} << shift) < W.block_in) ++shift;
+  const int32_t shift = W.block_shift(32);
+  if (shift < 0 || W.row_block < 1 || !Aligned16(W.data)) return false;
   *st = {static_cast<const uint8_t*>(W.data), W.scales, W.data_bytes(), W.scale_stride(), W.scale_cols(), W.row_block,
          static_cast<int32_t>(W.col_phase), shift};
   return true;

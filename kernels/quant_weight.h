@@ -63,6 +63,15 @@ struct QuantMatrix {
   }
 
   int64_t scale_cols() const { return block_in > 0 ? (col_phase + cols + block_in - 1) / block_in : 0; }
+  // log2(block_in) when every scale block covers whole runs of `step` columns of this matrix
+  // (block_in a power of two >= step, col_phase % step == 0): a kernel reading `step` columns at a
+  // time then finds a run's scale with a shift. Else -1.
+  int32_t block_shift(int64_t step) const {
+    if (block_in < step || (block_in & (block_in - 1)) != 0 || col_phase % step != 0) return -1;
+    int32_t shift = 0;
+    while ((int64_t{1} << shift) < block_in) ++shift;
+    return shift;
+  }
   int64_t scale_rows() const { return row_block > 0 ? (rows + row_block - 1) / row_block : 0; }
   // Per-matrix strides of each array, in its own elements.
   int64_t data_bytes() const {

@@ -82,11 +82,13 @@ __global__ void __launch_bounds__(kThreads) AddRmsnormKernel(float* out, float* 
     for (int k = 0; k < kVecPerThread; ++k) {
       const int64_t i = threadIdx.x + k * kThreads;
       if (i < nv) {
-        float4 o;  // a bf16's float is its bits in the upper half (the lower element of a pair first)
-        o.x = (w_offset + __uint_as_float(wv[k].x << 16)) * (xv[k].x * scale);
-        o.y = (w_offset + __uint_as_float(wv[k].x & 0xffff0000u)) * (xv[k].y * scale);
-        o.z = (w_offset + __uint_as_float(wv[k].y << 16)) * (xv[k].z * scale);
-        o.w = (w_offset + __uint_as_float(wv[k].y & 0xffff0000u)) * (xv[k].w * scale);
+        const float2 w01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[k].x));
+        const float2 w23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[k].y));
+        float4 o;
+        o.x = (w_offset + w01.x) * (xv[k].x * scale);
+        o.y = (w_offset + w01.y) * (xv[k].y * scale);
+        o.z = (w_offset + w23.x) * (xv[k].z * scale);
+        o.w = (w_offset + w23.y) * (xv[k].w * scale);
         reinterpret_cast<float4*>(out + r * n)[i] = o;
       }
     }

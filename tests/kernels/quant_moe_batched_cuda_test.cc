@@ -5,7 +5,8 @@
 // FP8 scale row per weight row, the down shard starting 64 columns into a block), FP8 scale blocks
 // that end inside a 64-wide chunk of k (32 x 32 blocks, shards starting 32 columns into a block),
 // K = 9 (a shared expert), a partial last chunk of k (I = 96), crowded experts (several 32-pair
-// tiles each) and partial n-tiles. Also which layouts it refuses, and that a second launch gives the same bits.
+// tiles each) and partial n-tiles. Also which layouts it refuses, and that a second launch gives
+// the same bits.
 //
 // Bound: ||out - ref|| / ||ref|| < 1e-4. The weights enter the mma exactly (an e4m3 value, or an
 // e2m1 code times its e4m3 group scale, is a bf16 value); the activations as bf16 hi + lo (~2^-16

@@ -89,6 +89,24 @@ TEST(quant_ref, Fp8OneScaleRowPerRow) {
   ExpectValues(AllOf(W, 0), {1, 1, 2, 2, 6, 6, 8, 8, -5, 5, -6, 6}, "fp8 row_block 1, col_phase 2");
 }
 
+// Which FP8 layouts a kernel reading `step` columns at a time can index with a shift
+// (QuantMatrix::block_shift: the decode kernels' 16, the batched products' 32, the batched
+// experts' 64-wide chunks).
+TEST(quant_ref, Fp8BlockShift) {
+  QuantMatrix W = QuantMatrix::Layout(WeightFormat::kFp8Block, 1, 256, 768, 128, 128);
+  EXPECT_EQ(W.block_shift(16), 7);
+  EXPECT_EQ(W.block_shift(64), 7);
+  W.col_phase = 32;  // TP 8's down shard: 96 columns starting 32 into a block
+  EXPECT_EQ(W.block_shift(32), 7);
+  EXPECT_EQ(W.block_shift(64), -1);
+  W.block_in = 32, W.col_phase = 0;  // the FP8 fixtures' 32 x 32 blocks
+  EXPECT_EQ(W.block_shift(32), 5);
+  EXPECT_EQ(W.block_shift(64), -1) << "a block narrower than the step";
+  W.block_in = 96;
+  EXPECT_EQ(W.block_shift(16), -1) << "not a power of two";
+  EXPECT_EQ(QuantMatrix{}.block_shift(16), -1) << "no blocks";
+}
+
 TEST(quant_ref, Fp8StackOffsets) {
   // Matrix 1 of a stack starts data_bytes() and scale_stride() into the arrays.
   Fp8Fixture f;
