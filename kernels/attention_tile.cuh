@@ -1,9 +1,9 @@
 // The tensor-core pieces shared by the tiled attention kernels: attention_prefill.cu (a tile of a
 // prompt's tokens per block) and attention_decode.cu (one-token sequences, a sequence's positions
-// split across blocks). bf16 mma.sync m16n8k16 with fp32 accumulation, ldmatrix fragment loads,
-// base-2 exponentials, and the stager that moves K/V tiles of one kv head from the paged cache into
-// shared memory as bf16 through the block table (cp.async copies: cp_async.cuh). Plain sm_80
-// instructions: the same code runs on the H200 (sm_90) and the DGX Spark's GB10 (sm_121).
+// split across blocks). bf16 mma.sync m16n8k16 with fp32 accumulation and ldmatrix fragment loads
+// (mma_sync.cuh), base-2 exponentials, and the stager that moves K/V tiles of one kv head from the
+// paged cache into shared memory as bf16 through the block table (cp.async copies: cp_async.cuh).
+// Plain sm_80 instructions: the same code runs on the H200 (sm_90) and the DGX Spark's GB10 (sm_121).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,38 +14,19 @@
 #include <cstdint>
 
 #include "kernels/cp_async.cuh"
+#include "kernels/mma_sync.cuh"
 
 namespace tandem::kernels::tile {
 
 using kernels::CpAsync16;
 using kernels::CpAsyncCommit;
 using kernels::CpAsyncWait;
+using kernels::LdMatrixX4;
+using kernels::LdMatrixX4Trans;
+using kernels::Mma;
 using kernels::SmemAddr;
 
 constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
-// d (16x8 fp32) += a (16x16 bf16, row) b (16x8 bf16, col).
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ float Exp2(float x) {  // 2^x, 0 for -inf
   float y;

@@ -21,24 +21,13 @@
 #include <cstdint>
 
 #include "kernels/cuda_check.h"
+#include "kernels/mma_sync.cuh"
 
 namespace tandem::kernels::mma_rows {
 
 constexpr int kNTiles = 4;  // up to 32 tokens per pass
 
-// d += A (16 x 16 row-major bf16) B (16 x 8 column-major bf16) (PTX ISA "mma.m16n8k16" layouts).
-__device__ __forceinline__ void Mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  __trap();  // built for sm_90 and sm_121 only (CMAKE_CUDA_ARCHITECTURES)
-#endif
-}
+using kernels::Mma16816;  // mma_sync.cuh
 
 __device__ __forceinline__ uint32_t PackBf16(__nv_bfloat16 lo_elem, __nv_bfloat16 hi_elem) {
   return static_cast<uint32_t>(__bfloat16_as_ushort(lo_elem)) |
