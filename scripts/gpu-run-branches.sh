@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs a pack of scripts/gpu-pack-branches.sh on the GPU machine in one call: the test binaries of
+# the named builds (each under a timeout), then a same-run A/B of their cuda_decode_bench with the
+# given arguments, the builds alternating round by round (in the order given: put the reference
+# last or first, as the A/B wants). Stops starting work when fewer than MARGIN seconds are left of
+# DEADLINE (the call's limit), so the summary and the logs still come back. Prints one line per test
+# binary and per bench run: the step ms of every graphed decode row ("b<batch>:<ms> (<min-max>)")
+# and the tokens/s of every prefill row; logs in $OUT/branches-logs.tar.gz.
+# Usage: scripts/gpu-run-branches.sh PACK_DIR [--tests "NAME..."] [--ab "NAME..."] [--rounds N]
+#          [--deadline SECONDS] [--margin SECONDS] [-- BENCH_ARGS...]
+#   default bench args: --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024 --prefill=
+#   --prefill-batch= --runs 3 --steps 16 --no-kernel-table; --rounds 3, --deadline 560, --margin 60
+set -u
+pack=${1:?usage: gpu-run-branches.sh PACK_DIR [--tests NAMES] [--ab NAMES] [--rounds N] [-- BENCH_ARGS...]}
+shift
+tests="" ab="" rounds=3 deadline=560 margin=60
+while (($# > 0)); do
+  case $1 in
+    --tests) tests=$2; shift 2 ;;
+    --ab) ab=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --deadline) deadline=$2; shift 2 ;;
+    --margin) margin=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "gpu-run-branches: unknown argument $1" >&2; exit 1 ;;
+  esac
+done
+args=("$@")
+# shellcheck disable=SC2054  # the commas are the bench's list syntax
+((${#args[@]} > 0)) || args=(--synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024 --prefill= --prefill-batch=
+                           --runs 3 --steps 16 --no-kernel-table)
+# shellcheck source=scripts/lib-gpu.sh
+. "$(dirname "$0")/lib-gpu.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+w=$(mktemp -d /tmp/gpu-branches-XXXXXX)
+tar xJf "$pack/branches.tar.xz" -C "$w" || { echo "gpu-run-branches: cannot unpack $pack/branches.tar.xz" >&2; exit 1; }
+log=$(gpu_log_dir branches)
+trap 'gpu_pack_logs branches "$log"' EXIT
+export LD_LIBRARY_PATH="$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cublas=$(find /usr/local /usr/lib /opt /root -name 'libcublas.so.13*' 2>/dev/null | head -1)
+[[ -n $cublas ]] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
+export TANDEM_TESTDATA=${TANDEM_TESTDATA:-$root/tests/data}
+start=$SECONDS
+left() { ((SECONDS - start < deadline - margin)); }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+# shellcheck disable=SC2086  # word lists
+for v in $(printf '%s\n' $ab $tests | awk '!seen[$0]++'); do
+  echo "$v: $(cat "$w/$v/COMMIT" 2>/dev/null || echo 'not in the pack')"
+done
+for v in $tests; do
+  for t in "$w/$v"/*_test; do
+    [[ -x $t ]] || continue
+    left || { echo "deadline: tests stopped"; break 2; }
+    n=$v.$(basename "$t")
+    timeout 180 "$t" > "$log/$n.log" 2>&1
+    rc=$?
+    echo "TEST $n rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$log/$n.log" | tr '\n' ' ')($((SECONDS - start)) s)"
+  done
+done
+for r in $(seq 1 "$rounds"); do
+  for v in $ab; do
+    left || { echo "deadline: A/B stopped in round $r"; break 2; }
+    f=$log/ab.$v.$r.log
+    timeout 240 "$w/$v/cuda_decode_bench" "${args[@]}" > "$f" 2>&1
+    rc=$?
+    dec=$(grep -E '^\| +[0-9]+ \| +[0-9]+ \| yes \|' "$f" | awk -F'|' '{printf "b%d:%s ", $2, $5}')
+    pf=$(grep -E '^\| +[0-9]+ \| +[0-9]+ \| [0-9.]+ \(' "$f" | awk -F'|' '{printf "%dx%d:%s tok/s ", $2, $3, $5}')
+    echo "AB $v r$r rc=$rc $dec$pf"
+  done
+done
+echo "elapsed $((SECONDS - start)) s"
