@@ -5,20 +5,24 @@
 # last or first, as the A/B wants). Stops starting work when fewer than MARGIN seconds are left of
 # DEADLINE (the call's limit), so the summary and the logs still come back. Prints one line per test
 # binary and per bench run: the step ms of every graphed decode row ("b<batch>:<ms> (<min-max>)")
-# and the tokens/s of every prefill row; logs in $OUT/branches-logs.tar.gz.
+# and the tokens/s of every prefill row; logs in $OUT/branches[-TAG]-logs.tar.gz. --once BINARY runs
+# that binary of each A/B build once (no arguments) before the A/B, its output kept in the logs and
+# its last lines printed (e.g. prefill_gemm_bench).
 # Usage: scripts/gpu-run-branches.sh PACK_DIR [--tests "NAME..."] [--ab "NAME..."] [--rounds N]
-#          [--deadline SECONDS] [--margin SECONDS] [-- BENCH_ARGS...]
+#          [--once BINARY] [--tag TAG] [--deadline SECONDS] [--margin SECONDS] [-- BENCH_ARGS...]
 #   default bench args: --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024 --prefill=
 #   --prefill-batch= --runs 3 --steps 16 --no-kernel-table; --rounds 3, --deadline 560, --margin 60
 set -u
 pack=${1:?usage: gpu-run-branches.sh PACK_DIR [--tests NAMES] [--ab NAMES] [--rounds N] [-- BENCH_ARGS...]}
 shift
-tests="" ab="" rounds=3 deadline=560 margin=60
+tests="" ab="" rounds=3 deadline=560 margin=60 once="" tag=""
 while (($# > 0)); do
   case $1 in
     --tests) tests=$2; shift 2 ;;
     --ab) ab=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --once) once=$2; shift 2 ;;
+    --tag) tag=-$2; shift 2 ;;
     --deadline) deadline=$2; shift 2 ;;
     --margin) margin=$2; shift 2 ;;
     --) shift; break ;;
@@ -34,8 +38,8 @@ args=("$@")
 root=$(cd "$(dirname "$0")/.." && pwd)
 w=$(mktemp -d /tmp/gpu-branches-XXXXXX)
 tar xJf "$pack/branches.tar.xz" -C "$w" || { echo "gpu-run-branches: cannot unpack $pack/branches.tar.xz" >&2; exit 1; }
-log=$(gpu_log_dir branches)
-trap 'gpu_pack_logs branches "$log"' EXIT
+log=$(gpu_log_dir "branches$tag")
+trap 'gpu_pack_logs "branches$tag" "$log"' EXIT
 export LD_LIBRARY_PATH="$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cublas=$(find /usr/local /usr/lib /opt /root -name 'libcublas.so.13*' 2>/dev/null | head -1)
 [[ -n $cublas ]] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
@@ -57,6 +61,14 @@ for v in $tests; do
     echo "TEST $n rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$log/$n.log" | tr '\n' ' ')($((SECONDS - start)) s)"
   done
 done
+if [[ -n $once ]]; then
+  for v in $ab; do
+    left || break
+    timeout 120 "$w/$v/$once" > "$log/once.$v.log" 2>&1
+    echo "ONCE $v $once rc=$?"
+    tail -n 4 "$log/once.$v.log" | sed "s/^/  $v: /"
+  done
+fi
 for r in $(seq 1 "$rounds"); do
   for v in $ab; do
     left || { echo "deadline: A/B stopped in round $r"; break 2; }
