@@ -5,7 +5,9 @@
 # last or first, as the A/B wants). Stops starting work when fewer than MARGIN seconds are left of
 # DEADLINE (the call's limit), so the summary and the logs still come back. Prints one line per test
 # binary and per bench run: the step ms of every graphed decode row ("b<batch>:<ms> (<min-max>)")
-# and the tokens/s of every prefill row; logs in $OUT/branches[-TAG]-logs.tar.gz. --once BINARY runs
+# and the tokens/s of every prefill row, then one table (scripts/ab_summary.py: per row and build
+# the median of the rounds' medians with their min-max, against the last build named); logs in
+# $OUT/branches[-TAG]-logs.tar.gz. --once BINARY runs
 # that binary of each A/B build once (no arguments) before the A/B, its output kept in the logs and
 # its last lines printed (e.g. prefill_gemm_bench).
 # Usage: scripts/gpu-run-branches.sh PACK_DIR [--tests "NAME..."] [--ab "NAME..."] [--rounds N]
@@ -80,4 +82,9 @@ for r in $(seq 1 "$rounds"); do
     echo "AB $v r$r rc=$rc $dec$pf"
   done
 done
+# One table: per row and build the median of the rounds' medians (min-max, rounds), against the last build.
+if [[ -n $ab ]] && command -v python3 > /dev/null; then
+  # shellcheck disable=SC2086  # a word list
+  python3 "$(dirname "$0")/ab_summary.py" "$log" $ab
+fi
 echo "elapsed $((SECONDS - start)) s"
