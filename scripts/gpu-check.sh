@@ -28,31 +28,9 @@ else
   export TANDEM_TESTDATA="$root/tests/data"
 fi
 echo "fixtures: $TANDEM_TESTDATA"
-# cuBLAS (the prefill GEMMs dlopen libcublas.so.13, else .12; kernels/gemm.h) is not packed: use
-# the machine's own, from the loader's cache, LD_LIBRARY_PATH, or a CUDA/PyTorch install found by name.
-has_cublas() {
-  ldconfig -p 2>/dev/null | grep -q "$1" && return 0
-  local d
-  for d in ${LD_LIBRARY_PATH//:/ }; do [[ -e "$d/$1" ]] && return 0; done
-  return 1
-}
-if has_cublas libcublas.so.13; then
-  echo "cuBLAS: libcublas.so.13 on the library path"
-else
-  cublas=""
-  for name in libcublas.so.13 libcublas.so.12; do
-    cublas=$(find /usr/local /usr/lib /usr/lib64 /opt /root /home -name "$name" -not -path '*/proc/*' 2>/dev/null | head -1)
-    [[ -z "$cublas" ]] && cublas=$(find / -xdev -name "$name" -not -path '/proc/*' 2>/dev/null | head -1)
-    [[ -n "$cublas" ]] && break
-  done
-  if [[ -n "$cublas" ]]; then
-    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
-    export LD_LIBRARY_PATH
-    echo "cuBLAS: using $cublas"
-  else
-    echo "cuBLAS: NOT FOUND (no libcublas.so.13/.12): prefill falls back to the decode kernels; gemm_cuda_test fails"
-  fi
-fi
+# cuBLAS (the prefill GEMMs dlopen libcublas.so.13, else .12; kernels/gemm.h) is not packed: the
+# machine's own (lib-gpu.sh gpu_add_cublas).
+gpu_add_cublas
 log=$(gpu_log_dir gpu-check)
 trap 'gpu_pack_logs gpu-check "$log"' EXIT
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true

@@ -43,8 +43,7 @@ tar xJf "$pack/branches.tar.xz" -C "$w" || { echo "gpu-run-branches: cannot unpa
 log=$(gpu_log_dir "branches$tag")
 trap 'gpu_pack_logs "branches$tag" "$log"' EXIT
 export LD_LIBRARY_PATH="$w/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-cublas=$(find /usr/local /usr/lib /opt /root -name 'libcublas.so.13*' 2>/dev/null | head -1)
-[[ -n $cublas ]] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
+gpu_add_cublas
 export TANDEM_TESTDATA=${TANDEM_TESTDATA:-$root/tests/data}
 start=$SECONDS
 left() { ((SECONDS - start < deadline - margin)); }

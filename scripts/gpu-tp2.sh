@@ -109,13 +109,8 @@ run() {
 }
 
 echo "gpu-tp2: backend=$backend steps=$steps packed=$dir work=$WORK logs=$LOG"
-# cuBLAS (prefill GEMMs of >= 64 tokens, dlopen'ed) is the machine's own, as in gpu-check.sh.
-if [[ $backend == cuda && $dry == 0 ]] && ! ldconfig -p 2>/dev/null | grep -q -E 'libcublas\.so\.1[23]'; then
-  cublas=$(find /usr/local /usr/lib /usr/lib64 /opt /root /home -name 'libcublas.so.1[23]' 2>/dev/null | sort -r | head -1)
-  [[ -n $cublas ]] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$cublas")"
-  export LD_LIBRARY_PATH
-  echo "cuBLAS: ${cublas:-not found (prefill falls back to the decode kernels)}"
-fi
+# cuBLAS (prefill GEMMs of >= 64 tokens, dlopen'ed) is the machine's own (lib-gpu.sh gpu_add_cublas).
+if [[ $backend == cuda && $dry == 0 ]]; then gpu_add_cublas; fi
 [[ $backend == cuda && $dry == 0 ]] && { nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader || true; }
 
 # ---- a. golden prompts: TP=1 vs TP=2 (one process per rank) ----

@@ -28,3 +28,26 @@ gpu_log_dir() {
 gpu_pack_logs() {
   if [[ -n "${OUT:-}" ]]; then tar czf "$OUT/$1-logs.tar.gz" -C "$2" .; fi
 }
+
+# gpu_add_cublas: puts the machine's cuBLAS (libcublas.so.13, else .12: the prefill GEMMs dlopen it,
+# kernels/gemm.h) on LD_LIBRARY_PATH unless the loader already finds it: from the loader's cache,
+# LD_LIBRARY_PATH, or a CUDA / PyTorch install found by name. Prints what it uses.
+gpu_add_cublas() {
+  local name d found=""
+  if ldconfig -p 2>/dev/null | grep -q libcublas.so.13; then echo "cuBLAS: libcublas.so.13 on the library path"; return 0; fi
+  for d in ${LD_LIBRARY_PATH//:/ }; do
+    [[ -e "$d/libcublas.so.13" ]] && { echo "cuBLAS: $d/libcublas.so.13"; return 0; }
+  done
+  for name in libcublas.so.13 libcublas.so.12; do
+    found=$(find /usr/local /usr/lib /usr/lib64 /opt /root /home -name "$name" -not -path '*/proc/*' 2>/dev/null | head -1)
+    [[ -z "$found" ]] && found=$(find / -xdev -name "$name" -not -path '/proc/*' 2>/dev/null | head -1)
+    [[ -n "$found" ]] && break
+  done
+  if [[ -n "$found" ]]; then
+    LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$(dirname "$found")"
+    export LD_LIBRARY_PATH
+    echo "cuBLAS: using $found"
+  else
+    echo "cuBLAS: NOT FOUND (no libcublas.so.13/.12): prefill falls back to the decode kernels"
+  fi
+}
