@@ -15,9 +15,8 @@ using mma_rows::SumWarps;
 using mma_rows::WarpSlice;
 
 constexpr int kWarps = 8;  // the block's rows of W, k split eight ways
-constexpr int kBlockTokens = 8 * kNTiles;
 
-// Grid (ceil(out / (16 kGroups)), ceil(T / kBlockTokens)). A block multiplies kGroups groups of 16
+// Grid (ceil(out / (16 kGroups)), ceil(T / (8 kNTiles))). A block multiplies kGroups groups of 16
 // rows, kLoads k steps in flight per warp (kGroups * kLoads = 4: 4 KB a warp either way). Two
 // groups read the tokens' x (up to 32 x in floats, from L2) once for twice the rows of W: faster
 // where the grid still fills the GPU, and at 8 tokens (launcher). No register cap: capped at 128
@@ -31,24 +30,17 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulBatchedKernel(float* y, con
   __shared__ float sums[mma_rows::kSumFloats<kGroups, kWarps>];
   GridDepWait();  // x
   GridDepLaunchDependents();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 16 * kGroups;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBlockTokens;
+  const mma_rows::BlockPlace at = mma_rows::PlaceOf<kGroups>();
   const uint16_t* rows[2 * kGroups];
-#pragma unroll
-  for (int m = 0; m < kGroups; ++m) {
-    const int64_t rg = mma_rows::GroupFirstRow(r0, m, out);
-    rows[2 * m] = w + (rg + g) * in + 8 * c;
-    rows[2 * m + 1] = w + (rg + g + 8) * in + 8 * c;
-  }
+  mma_rows::ForLaneRows<kGroups>(at, out, [&](int i, int64_t r) { rows[i] = w + r * in + 8 * at.c; });
   const float* xr[kNTiles];
-  const int nt = mma_rows::TokenRows(xr, x, t0, T, in, lane);
+  const int nt = mma_rows::TokenRows(xr, x, at.t0, T, in, at.lane);
   float acc[kGroups][kNTiles][4] = {};
   int64_t k_begin, k_end;
-  WarpSlice<kWarps>(in, warp, &k_begin, &k_end);
+  WarpSlice<kWarps>(in, at.warp, &k_begin, &k_end);
   MmaRows<kGroups, kLoads, FloatRows>(acc, rows, xr, k_begin, k_end, 0, nt);
-  SumWarps<kGroups, kWarps>(acc, sums, warp, lane);
-  if (warp == 0) mma_rows::StoreRows<kGroups>(y, acc, r0, t0, T, out, lane);
+  SumWarps<kGroups, kWarps>(acc, sums, at.warp, at.lane);
+  if (at.warp == 0) mma_rows::StoreRows<kGroups>(y, acc, at.r0, at.t0, T, out, at.lane);
 }
 
 }  // namespace

@@ -187,6 +187,32 @@ __device__ __forceinline__ int64_t GroupFirstRow(int64_t r0, int m, int64_t out)
   return r0 + 16 * m < out ? r0 + 16 * m : r0;
 }
 
+// Where a batched product's block and lane sit: lane and warp, the lane's place in the mma
+// fragments (g = lane / 4, c = lane % 4), the block's first weight row r0 (blockIdx.x: kGroups
+// groups of 16 rows a block) and first token t0 (blockIdx.y: kNTiles * 8 tokens a block).
+struct BlockPlace {
+  int lane, warp, g, c;
+  int64_t r0, t0;
+};
+
+template <int kGroups>
+__device__ __forceinline__ BlockPlace PlaceOf() {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  return {lane, static_cast<int>(threadIdx.x / 32), lane / 4, lane % 4,
+          static_cast<int64_t>(blockIdx.x) * 16 * kGroups, static_cast<int64_t>(blockIdx.y) * 8 * kNTiles};
+}
+
+// f(i, r) for the lane's 2 kGroups weight rows: i = 2m + h is row g + 8h of group m (GroupFirstRow).
+template <int kGroups, typename F>
+__device__ __forceinline__ void ForLaneRows(const BlockPlace& at, int64_t out, F&& f) {
+#pragma unroll
+  for (int m = 0; m < kGroups; ++m) {
+    const int64_t rg = GroupFirstRow(at.r0, m, out);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) f(2 * m + h, rg + at.g + 8 * h);
+  }
+}
+
 // acc[m][j] times a factor per row: factor[2m] for group m's row g (e in {0, 1}), factor[2m + 1] for
 // its row g + 8 (NVFP4's row scales, applied to the finished sums).
 template <int M>

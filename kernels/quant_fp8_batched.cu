@@ -29,14 +29,13 @@ using mma_rows::SumWarps;
 using mma_rows::WarpSlice;
 
 constexpr int kWarps = 8;  // the block's rows of W, k split eight ways
-constexpr int kBlockTokens = 8 * kNTiles;
 
 struct BatchedGeometry {
   int64_t cols = 0, scale_cols = 0, row_block = 1;
   int32_t col_phase = 0, shift = 0;  // block_in = 1 << shift
 };
 
-// Grid (ceil(out / (16 kGroups)), ceil(T / kBlockTokens)), as MatmulBatchedKernel. A warp walks its
+// Grid (ceil(out / (16 kGroups)), ceil(T / (8 kNTiles))), as MatmulBatchedKernel. A warp walks its
 // slice of k one scale block at a time: the block's steps in rounds of kLoads with every weight
 // load of a round in flight, the products into `part`, then acc += scale * part per row.
 template <int kGroups>
@@ -47,26 +46,18 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ float sums[mma_rows::kSumFloats<kGroups, kWarps>];
   GridDepWait();  // x
   GridDepLaunchDependents();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gr = lane / 4, c = lane % 4;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 16 * kGroups;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBlockTokens;
+  const mma_rows::BlockPlace at = mma_rows::PlaceOf<kGroups>();
   const uint8_t* rows[2 * kGroups];
   const float* srows[2 * kGroups];
-#pragma unroll
-  for (int m = 0; m < kGroups; ++m) {
-    const int64_t rg = mma_rows::GroupFirstRow(r0, m, out);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = rg + gr + 8 * h;
-      rows[2 * m + h] = w + r * g.cols + 8 * c;
-      srows[2 * m + h] = scales + (r / g.row_block) * g.scale_cols;
-    }
-  }
+  mma_rows::ForLaneRows<kGroups>(at, out, [&](int i, int64_t r) {
+    rows[i] = w + r * g.cols + 8 * at.c;
+    srows[i] = scales + (r / g.row_block) * g.scale_cols;
+  });
   const float* xr[kNTiles];
-  const int nt = mma_rows::TokenRows(xr, x, t0, T, g.cols, lane);
+  const int nt = mma_rows::TokenRows(xr, x, at.t0, T, g.cols, at.lane);
   float acc[kGroups][kNTiles][4] = {};
   int64_t k_begin, k_end;
-  WarpSlice<kWarps>(g.cols, warp, &k_begin, &k_end);
+  WarpSlice<kWarps>(g.cols, at.warp, &k_begin, &k_end);
   for (int64_t k = k_begin; k < k_end;) {
     const int64_t blk = (k + g.col_phase) >> g.shift;
     const int64_t next = ((blk + 1) << g.shift) - g.col_phase;
@@ -101,8 +92,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
-  SumWarps<kGroups, kWarps>(acc, sums, warp, lane);
-  if (warp == 0) mma_rows::StoreRows<kGroups>(y, acc, r0, t0, T, out, lane);
+  SumWarps<kGroups, kWarps>(acc, sums, at.warp, at.lane);
+  if (at.warp == 0) mma_rows::StoreRows<kGroups>(y, acc, at.r0, at.t0, T, out, at.lane);
 }
 
 }  // namespace

@@ -29,10 +29,9 @@ using mma_rows::SumWarps;
 using mma_rows::WarpSlice;
 
 constexpr int kWarps = 8;  // the block's rows of W, k split eight ways
-constexpr int kBlockTokens = 8 * kNTiles;
 constexpr int kSpan = 64;  // columns a lane's 8-byte load belongs to (two mma steps)
 
-// Grid (ceil(out / (16 kGroups)), ceil(T / kBlockTokens)), as MatmulBatchedKernel. A warp walks its
+// Grid (ceil(out / (16 kGroups)), ceil(T / (8 kNTiles))), as MatmulBatchedKernel. A warp walks its
 // slice of k in rounds of kSpans spans with every load of a round in flight.
 template <int kGroups>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -42,30 +41,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ float sums[mma_rows::kSumFloats<kGroups, kWarps>];
   GridDepWait();  // x
   GridDepLaunchDependents();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gr = lane / 4, c = lane % 4;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 16 * kGroups;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBlockTokens;
+  const mma_rows::BlockPlace at = mma_rows::PlaceOf<kGroups>();
   const uint8_t* rows[2 * kGroups];
   const uint8_t* srows[2 * kGroups];
   float factor[2 * kGroups];
-#pragma unroll
-  for (int m = 0; m < kGroups; ++m) {
-    const int64_t rg = mma_rows::GroupFirstRow(r0, m, out);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = rg + gr + 8 * h;
-      rows[2 * m + h] = w + r * (cols / 2) + 8 * c;
-      srows[2 * m + h] = group_scales + r * (cols / 16) + c;
-      factor[2 * m + h] = __ldg(row_scale2 + r) * 16384.0f;
-    }
-  }
+  mma_rows::ForLaneRows<kGroups>(at, out, [&](int i, int64_t r) {
+    rows[i] = w + r * (cols / 2) + 8 * at.c;
+    srows[i] = group_scales + r * (cols / 16) + at.c;
+    factor[i] = __ldg(row_scale2 + r) * 16384.0f;
+  });
   const float* xr[kNTiles];
-  const int nt = mma_rows::TokenRows(xr, x, t0, T, cols, lane);
+  const int nt = mma_rows::TokenRows(xr, x, at.t0, T, cols, at.lane);
 #pragma unroll
-  for (int j = 0; j < kNTiles; ++j) xr[j] += 8 * c;  // TokenRows offsets by 8c; a lane's span starts at 16c
+  for (int j = 0; j < kNTiles; ++j) xr[j] += 8 * at.c;  // TokenRows offsets by 8c; a lane's span starts at 16c
   float acc[kGroups][kNTiles][4] = {};
   int64_t k_begin, k_end;
-  WarpSlice<kWarps, kSpan>(cols, warp, &k_begin, &k_end);
+  WarpSlice<kWarps, kSpan>(cols, at.warp, &k_begin, &k_end);
   for (int64_t k = k_begin; k < k_end; k += kSpan * kSpans) {
     uint2 raw[kSpans][2 * kGroups];
     uint32_t sc[kSpans][2 * kGroups];
@@ -90,10 +81,10 @@ __global__ void __launch_bounds__(kWarps * 32)
       MmaStep<kGroups, FloatRowsSpread>(acc, a, xr, k + kSpan * u + 8, 0, nt);
     }
   }
-  SumWarps<kGroups, kWarps>(acc, sums, warp, lane);
-  if (warp != 0) return;
+  SumWarps<kGroups, kWarps>(acc, sums, at.warp, at.lane);
+  if (at.warp != 0) return;
   mma_rows::ScaleRows<kGroups>(acc, factor);
-  mma_rows::StoreRows<kGroups>(y, acc, r0, t0, T, out, lane);
+  mma_rows::StoreRows<kGroups>(y, acc, at.r0, at.t0, T, out, at.lane);
 }
 
 }  // namespace
