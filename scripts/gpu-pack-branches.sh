@@ -19,6 +19,8 @@ out=${1:?usage: gpu-pack-branches.sh [--build BUILD_DIR] OUT_DIR NAME=REF:TARGET
 shift
 (($# > 0)) || { echo "gpu-pack-branches: no NAME=REF:TARGETS given" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib-gpu.sh
+. "$root/scripts/lib-gpu.sh"
 cd "$root"
 [[ -z "$(git status --porcelain --untracked-files=no)" ]] ||
   { echo "gpu-pack-branches: the worktree has changes; commit or stash them first" >&2; exit 1; }
@@ -43,17 +45,11 @@ for spec in "$@"; do
   done
   git log -1 --format='%h %s' > "$pkg/$name/COMMIT"
 done
-# The shared libraries the binaries link, less the C/C++ runtime and what the GPU machine has (the
-# CUDA driver, cuBLAS, NCCL).
-for b in "$pkg"/*/*; do
-  [[ -f $b && -x $b ]] || continue
-  ldd "$b" | awk '/=> \//{print $3}'
-done | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+)\.so|/ld-linux|libcuda\.|libcublas|libnccl' |
-  while read -r l; do cp -L "$l" "$pkg/lib/"; done
+bins=()
+for b in "$pkg"/*/*; do if [[ -f $b && -x $b ]]; then bins+=("$b"); fi; done
+gpu_copy_libs "$pkg/lib" "${bins[@]}"
 mkdir -p "$out"
 tar cf - -C "$pkg" . | xz -9e -T2 > "$out/branches.tar.xz"
 rm -rf "$pkg"
-tracked=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-packed=$(du -cb "$out" | tail -1 | cut -f1)
-echo "gpu-pack-branches: $out/branches.tar.xz $(du -h "$out/branches.tar.xz" | cut -f1); with the tracked files $(((tracked + packed) >> 20)) MiB of 64"
-((tracked + packed < 64 << 20)) || { echo "gpu-pack-branches: over the 64 MiB a device call takes" >&2; exit 1; }
+echo "gpu-pack-branches: $out/branches.tar.xz $(du -h "$out/branches.tar.xz" | cut -f1)"
+gpu_check_fits gpu-pack-branches "$out"

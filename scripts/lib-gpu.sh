@@ -1,6 +1,26 @@
 # shellcheck shell=bash
-# Sourced by the GPU scripts (gpu-check.sh, gpu-variants.sh, gpu-ab.sh, gpu-tp2.sh): what each needs
-# of the device machine's limits.
+# Sourced by the GPU scripts (gpu-check.sh, gpu-variants.sh, gpu-ab.sh, gpu-tp2.sh) and the packers
+# (gpu-pack.sh, gpu-pack-branches.sh): what each needs of the device machine's limits.
+
+# gpu_copy_libs DEST BINARY...: copies into DEST the shared libraries the binaries link, less the C/C++
+# runtime and what the GPU machine has (the CUDA driver, cuBLAS, NCCL).
+gpu_copy_libs() {
+  local dest=$1 b lib
+  shift
+  for b in "$@"; do ldd "$b" || true; done | awk '/=> \// {print $3}' | sort -u |
+    { grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl|ld-linux[^/]*|libnccl|libcuda|libcublas[^/]*|libcublasLt)\.so' || true; } |
+    while read -r lib; do cp -Lu "$lib" "$dest/"; done
+}
+
+# gpu_check_fits NAME DIR: prints what DIR and the repository's tracked files (which travel with it)
+# come to; fails (NAME in the message) when they reach the 64 MiB a device call takes.
+gpu_check_fits() {
+  local name=$1 dir=$2 tracked packed
+  tracked=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  packed=$(du -cb "$dir" | tail -1 | cut -f1)
+  echo "$name: $dir is $((packed >> 20)) MiB, with the tracked files $(((tracked + packed) >> 20)) MiB of 64"
+  ((tracked + packed < 64 << 20)) || { echo "$name: over the 64 MiB a device call takes" >&2; return 1; }
+}
 
 # gpu_unpack_tests DIR: prints the folder holding bin/ and lib/: DIR itself, or a temporary folder
 # with DIR/tests.tar.xz (what scripts/gpu-pack.sh writes: unpacked it would not fit the 64 MiB a
