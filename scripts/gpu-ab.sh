@@ -36,14 +36,19 @@ import glob, os, re, statistics, sys
 log, runs = sys.argv[1], int(sys.argv[2])
 def cases(path):
     out = {}
+    fmt = ''  # "<format> " after the bench's "## weights: <format>" line (several with --weights a,b)
     for line in open(path):
+        m = re.match(r'^## weights: (\S+)', line)
+        if m:
+            fmt = m.group(1) + ' '
+            continue
         c = [x.strip() for x in line.strip().strip('|').split('|')]
         if len(c) >= 4 and c[0].isdigit() and c[1].isdigit() and c[2] in ('yes', 'no'):
-            out['decode b%s ctx%s graphs=%s' % (c[0], c[1], c[2])] = float(c[3].split()[0])
+            out['%sdecode b%s ctx%s graphs=%s' % (fmt, c[0], c[1], c[2])] = float(c[3].split()[0])
         elif len(c) == 3 and c[0].isdigit() and re.match(r'^[\d.]+ \(', c[1]):
-            out['prefill 1 x %s tokens' % c[0]] = float(c[1].split()[0])
+            out['%sprefill 1 x %s tokens' % (fmt, c[0])] = float(c[1].split()[0])
         elif len(c) == 4 and c[0].isdigit() and c[1].isdigit() and re.match(r'^[\d.]+ \(', c[2]):
-            out['prefill %s x %s tokens' % (c[0], c[1])] = float(c[2].split()[0])
+            out['%sprefill %s x %s tokens' % (fmt, c[0], c[1])] = float(c[2].split()[0])
     return out
 res = {s: [cases(os.path.join(log, '%s.%d.log' % (s, i))) for i in range(1, runs + 1)] for s in 'AB'}
 print('\n| case (ms per step) | A median (min-max over %d runs) | B median (min-max) | B vs A |' % runs)
