@@ -9,7 +9,9 @@
 # the median of the rounds' medians with their min-max, against the last build named); logs in
 # $OUT/branches[-TAG]-logs.tar.gz. --once BINARY runs
 # that binary of each A/B build once (no arguments) before the A/B, its output kept in the logs and
-# its last lines printed (e.g. prefill_gemm_bench).
+# its last lines printed (e.g. prefill_gemm_bench). An A/B name may carry bench flags of its own
+# after '@' (BUILD@FLAG[@FLAG...], e.g. "fused fused@--no-fused-layers"): that build's bench with
+# those flags added, a variant of one build against itself.
 # Usage: scripts/gpu-run-branches.sh PACK_DIR [--tests "NAME..."] [--ab "NAME..."] [--rounds N]
 #          [--once BINARY] [--tag TAG] [--deadline SECONDS] [--margin SECONDS] [-- BENCH_ARGS...]
 #   default bench args: --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024 --prefill=
@@ -49,7 +51,7 @@ start=$SECONDS
 left() { ((SECONDS - start < deadline - margin)); }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 # shellcheck disable=SC2086  # word lists
-for v in $(printf '%s\n' $ab $tests | awk '!seen[$0]++'); do
+for v in $(printf '%s\n' $ab $tests | sed 's/@.*//' | awk '!seen[$0]++'); do
   echo "$v: $(cat "$w/$v/COMMIT" 2>/dev/null || echo 'not in the pack')"
 done
 for v in $tests; do
@@ -63,7 +65,8 @@ for v in $tests; do
   done
 done
 if [[ -n $once ]]; then
-  for v in $ab; do
+  # shellcheck disable=SC2086  # a word list
+  for v in $(printf '%s\n' $ab | sed 's/@.*//' | awk '!seen[$0]++'); do
     left || break
     timeout 120 "$w/$v/$once" > "$log/once.$v.log" 2>&1
     echo "ONCE $v $once rc=$?"
@@ -74,7 +77,9 @@ for r in $(seq 1 "$rounds"); do
   for v in $ab; do
     left || { echo "deadline: A/B stopped in round $r"; break 2; }
     f=$log/ab.$v.$r.log
-    timeout 240 "$w/$v/cuda_decode_bench" "${args[@]}" > "$f" 2>&1
+    extra=()  # BUILD@FLAG@FLAG: the variant's own flags
+    [[ $v == *@* ]] && IFS=@ read -r -a extra <<< "${v#*@}"
+    timeout 240 "$w/${v%%@*}/cuda_decode_bench" "${args[@]}" "${extra[@]}" > "$f" 2>&1
     rc=$?
     dec=$(grep -E '^\| +[0-9]+ \| +[0-9]+ \| yes \|' "$f" | awk -F'|' '{printf "b%d:%s ", $2, $5}')
     pf=$(grep -E '^\| +[0-9]+ \| +[0-9]+ \| [0-9.]+ \(' "$f" | awk -F'|' '{printf "%dx%d:%s tok/s ", $2, $3, $5}')
