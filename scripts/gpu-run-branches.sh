@@ -10,7 +10,7 @@
 # $OUT/branches[-TAG]-logs.tar.gz. --once BINARY runs
 # that binary of each A/B build once (no arguments) before the A/B, its output kept in the logs and
 # its last lines printed (e.g. prefill_gemm_bench). An A/B name may carry bench flags of its own
-# after '@' (BUILD@FLAG[@FLAG...], e.g. "fused fused@--no-fused-layers"): that build's bench with
+# after '@' (BUILD@FLAG[@FLAG...], e.g. "main main@--quant-prefill-split"): that build's bench with
 # those flags added, a variant of one build against itself.
 # Usage: scripts/gpu-run-branches.sh PACK_DIR [--tests "NAME..."] [--ab "NAME..."] [--rounds N]
 #          [--once BINARY] [--tag TAG] [--deadline SECONDS] [--margin SECONDS] [-- BENCH_ARGS...]
@@ -49,9 +49,11 @@ gpu_add_cublas
 export TANDEM_TESTDATA=${TANDEM_TESTDATA:-$root/tests/data}
 start=$SECONDS
 left() { ((SECONDS - start < deadline - margin)); }
+# The builds of a list of names, once each in order (an A/B name's @-flags dropped).
+builds_of() { printf '%s\n' "$@" | sed 's/@.*//' | awk '!seen[$0]++'; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 # shellcheck disable=SC2086  # word lists
-for v in $(printf '%s\n' $ab $tests | sed 's/@.*//' | awk '!seen[$0]++'); do
+for v in $(builds_of $ab $tests); do
   echo "$v: $(cat "$w/$v/COMMIT" 2>/dev/null || echo 'not in the pack')"
 done
 for v in $tests; do
@@ -66,7 +68,7 @@ for v in $tests; do
 done
 if [[ -n $once ]]; then
   # shellcheck disable=SC2086  # a word list
-  for v in $(printf '%s\n' $ab | sed 's/@.*//' | awk '!seen[$0]++'); do
+  for v in $(builds_of $ab); do
     left || break
     timeout 120 "$w/$v/$once" > "$log/once.$v.log" 2>&1
     echo "ONCE $v $once rc=$?"
