@@ -2,7 +2,7 @@
 // shared memory and bf16 mma.sync m16n8k16 with float accumulation (PTX ISA "mma.m16n8k16" and
 // "ldmatrix" fragment layouts). Plain sm_80 instructions: the same code runs on the H200 (sm_90)
 // and the DGX Spark's GB10 (sm_121). Users: attention_tile.cuh (attention), mma_rows.cuh (decode
-// batches).
+// batches), moe_gemm_mma.cuh (the prefill MoE GEMM).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
+#include "kernels/moe_gemm_mma.cuh"
 #include "kernels/moe_pairs.cuh"
 
 namespace tandem::kernels {
@@ -30,6 +31,39 @@ constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
 constexpr int kSplitSmemBytes = 2 * kPipeBytes > kOutBytes ? 2 * kPipeBytes : kOutBytes;
 
 enum class MoeOp { kGateUp, kDown };
+
+// The tile's outputs from Cs (kBM x kBN floats): gate_up act[p][n0 + c] = silu(gate) * up, down
+// part[p][n0 + c] = weights[p] * product, for the tile's `rows` pairs.
+template <MoeOp op>
+__device__ __forceinline__ void StoreTile(float* dst, const float (*Cs)[kLdc], const int* pair_of, int rows,
+                                          const float* weights, int64_t n0, int64_t H, int64_t I) {
+  const int tid = threadIdx.x;
+  if constexpr (op == MoeOp::kGateUp) {
+    // act[p][n0 + c] = silu(gate) * up: 64 rows x 16 float4.
+#pragma unroll
+    for (int j = 0; j < (kBM * kBN / 2 / 4) / kThreads; ++j) {
+      const int idx = tid + j * kThreads;
+      const int r = idx / 16, c = (idx % 16) * 4;
+      if (r >= rows) continue;
+      const float4 g = *reinterpret_cast<const float4*>(&Cs[r][c]);
+      const float4 u = *reinterpret_cast<const float4*>(&Cs[r][kBN / 2 + c]);
+      const float4 v = make_float4(SiluF(g.x) * u.x, SiluF(g.y) * u.y, SiluF(g.z) * u.z, SiluF(g.w) * u.w);
+      *reinterpret_cast<float4*>(dst + static_cast<int64_t>(pair_of[r]) * I + n0 + c) = v;
+    }
+  } else {
+    // part[p][n0 + c] = weights[p] * product: 64 rows x 32 float4.
+#pragma unroll
+    for (int j = 0; j < (kBM * kBN / 4) / kThreads; ++j) {
+      const int idx = tid + j * kThreads;
+      const int r = idx / 32, c = (idx % 32) * 4;
+      if (r >= rows || n0 + c >= H) continue;
+      const int64_t p = pair_of[r];
+      const float wp = weights[p];
+      const float4 s = *reinterpret_cast<const float4*>(&Cs[r][c]);
+      *reinterpret_cast<float4*>(dst + p * H + n0 + c) = make_float4(wp * s.x, wp * s.y, wp * s.z, wp * s.w);
+    }
+  }
+}
 
 // Grid (tile_bound, n tiles). A: the pairs' float32 rows (gate_up: x[p / K], H wide; down: act[p],
 // I wide). B: 128 rows of the expert's weights. See moe_gemm.h for what each op writes.
@@ -185,31 +219,7 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
   }
   __syncthreads();
 
-  if (op == MoeOp::kGateUp) {
-    // act[p][n0 + c] = silu(gate) * up: 64 rows x 16 float4.
-#pragma unroll
-    for (int j = 0; j < (kBM * kBN / 2 / 4) / kThreads; ++j) {
-      const int idx = tid + j * kThreads;
-      const int r = idx / 16, c = (idx % 16) * 4;
-      if (r >= rows) continue;
-      const float4 g = *reinterpret_cast<const float4*>(&Cs[r][c]);
-      const float4 u = *reinterpret_cast<const float4*>(&Cs[r][kBN / 2 + c]);
-      const float4 v = make_float4(SiluF(g.x) * u.x, SiluF(g.y) * u.y, SiluF(g.z) * u.z, SiluF(g.w) * u.w);
-      *reinterpret_cast<float4*>(dst + static_cast<int64_t>(pair_of[r]) * I + n0 + c) = v;
-    }
-  } else {
-    // part[p][n0 + c] = weights[p] * product: 64 rows x 32 float4.
-#pragma unroll
-    for (int j = 0; j < (kBM * kBN / 4) / kThreads; ++j) {
-      const int idx = tid + j * kThreads;
-      const int r = idx / 32, c = (idx % 32) * 4;
-      if (r >= rows || n0 + c >= H) continue;
-      const int64_t p = pair_of[r];
-      const float wp = weights[p];
-      const float4 s = *reinterpret_cast<const float4*>(&Cs[r][c]);
-      *reinterpret_cast<float4*>(dst + p * H + n0 + c) = make_float4(wp * s.x, wp * s.y, wp * s.z, wp * s.w);
-    }
-  }
+  StoreTile<op>(dst, Cs, pair_of, rows, weights, n0, H, I);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -218,6 +228,10 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 size_t SortBytes(int64_t n_pairs) { return MoeSortBytes(n_pairs, kBM); }
 // Scratch slot 2: moe_down_grouped's weighted partial rows.
 size_t PartialBytes(int64_t T, int64_t K, int64_t H) { return static_cast<size_t>(T * K * H) * sizeof(float); }
+// Scratch slot 3: the activations rounded to bf16 (gate_up's x, then down's act).
+size_t ActBf16Bytes(int64_t T, int64_t K, int64_t H, int64_t I) {
+  return static_cast<size_t>(std::max(T * H, T * K * I)) * sizeof(bf16_bits);
+}
 bool SizesSupported(int64_t H, int64_t I) { return H % 64 == 0 && I % 64 == 0 && H > 0 && I > 0; }
 
 MoeSorted SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) {
@@ -232,20 +246,55 @@ bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t 
 
 namespace {
 
-// Launches MoeGroupedKernel<op, split> (the split one with its dynamic shared memory).
+// The split products: MoeGroupedKernel<op, true> (float32 activations split into bf16 hi + lo in
+// shared memory), with its dynamic shared memory.
 template <MoeOp op>
-void LaunchGrouped(dim3 grid, cudaStream_t stream, float* dst, const float* a, const MoeSorted& s,
-                   const float* weights, const bf16_bits* w, const bf16_bits* w_lo, int64_t K, int64_t H, int64_t I) {
-  if (w_lo == nullptr) {
-    MoeGroupedKernel<op, false><<<grid, kThreads, 0, stream>>>(dst, a, s.sorted, s.tiles, weights, w, nullptr, K, H, I);
-  } else {
-    // Per function and device; cheap to repeat, and prefill steps are never captured.
-    CUDA_CHECK(cudaFuncSetAttribute(MoeGroupedKernel<op, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kSplitSmemBytes));
-    MoeGroupedKernel<op, true><<<grid, kThreads, kSplitSmemBytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w,
-                                                                            w_lo, K, H, I);
-  }
+void LaunchSplit(cudaStream_t stream, float* dst, const float* a, const MoeSorted& s, const float* weights,
+                 const bf16_bits* w, const bf16_bits* w_lo, int64_t K, int64_t H, int64_t I) {
+  const int64_t outputs_per_block = op == MoeOp::kGateUp ? kBN / 2 : kBN;
+  const dim3 grid(static_cast<unsigned>(s.tile_bound),
+                  static_cast<unsigned>(((op == MoeOp::kGateUp ? I : H) + outputs_per_block - 1) / outputs_per_block));
+  // Per function and device; cheap to repeat, and prefill steps are never captured.
+  CUDA_CHECK(cudaFuncSetAttribute(MoeGroupedKernel<op, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  kSplitSmemBytes));
+  MoeGroupedKernel<op, true><<<grid, kThreads, kSplitSmemBytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w, w_lo,
+                                                                          K, H, I);
   KERNEL_CHECK();
+}
+
+// kStages of moe_mma::MoeGroupedMmaKernel<op, kStages>, its shared memory allowed once per process
+// and device (prefill steps are never captured).
+template <moe_mma::Op op, int kStages>
+void LaunchMmaStages(dim3 grid, cudaStream_t stream, float* dst, const uint16_t* a, const MoeSorted& s,
+                     const float* weights, const uint16_t* w, int64_t K, int64_t H, int64_t I) {
+  constexpr int bytes = moe_mma::SmemBytes(kStages);
+  CUDA_CHECK(cudaFuncSetAttribute(moe_mma::MoeGroupedMmaKernel<op, kStages>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  moe_mma::MoeGroupedMmaKernel<op, kStages>
+      <<<grid, moe_mma::kThreads, bytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w, K, H, I);
+  KERNEL_CHECK();
+}
+
+// The activations (n floats) rounded to bf16 in slot 3, then the tensor-core kernel
+// (moe_gemm_mma.cuh) with as many stages as the device's shared memory holds two blocks of.
+template <MoeOp op>
+void LaunchMma(cudaStream_t stream, float* dst, const float* a, int64_t n, const MoeSorted& s, const float* weights,
+               const bf16_bits* w, int64_t T, int64_t K, int64_t H, int64_t I) {
+  constexpr moe_mma::Op mop = op == MoeOp::kGateUp ? moe_mma::Op::kGateUp : moe_mma::Op::kDown;
+  auto* ab = static_cast<uint16_t*>(StreamScratch(stream, 3, ActBf16Bytes(T, K, H, I)));
+  floats_to_bf16(reinterpret_cast<bf16_bits*>(ab), a, n, stream);
+  const int64_t per_block = moe_mma::BlockOutputs(mop);
+  const dim3 grid(static_cast<unsigned>(s.tile_bound),
+                  static_cast<unsigned>(((op == MoeOp::kGateUp ? I : H) + per_block - 1) / per_block));
+  int device = 0, optin = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const auto* wu = reinterpret_cast<const uint16_t*>(w);
+  if (optin >= moe_mma::SmemBytes(4)) {
+    LaunchMmaStages<mop, 4>(grid, stream, dst, ab, s, weights, wu, K, H, I);
+  } else {
+    LaunchMmaStages<mop, 3>(grid, stream, dst, ab, s, weights, wu, K, H, I);
+  }
 }
 
 }  // namespace
@@ -253,6 +302,9 @@ void LaunchGrouped(dim3 grid, cudaStream_t stream, float* dst, const float* a, c
 cudaError_t ReserveMoeGrouped(cudaStream_t stream, int64_t T, int64_t K, int64_t H, int64_t I) {
   if (!SizesSupported(H, I) || T * K == 0 || T * K > INT32_MAX / 2) return cudaSuccess;  // no grouped launch
   if (const cudaError_t err = ReserveStreamScratch(stream, 1, SortBytes(T * K)); err != cudaSuccess) return err;
+  if (const cudaError_t err = ReserveStreamScratch(stream, 3, ActBf16Bytes(T, K, H, I)); err != cudaSuccess) {
+    return err;
+  }
   return ReserveStreamScratch(stream, 2, PartialBytes(T, K, H));
 }
 
@@ -263,8 +315,11 @@ bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const b
   }
   if (T * K == 0) return true;
   const MoeSorted s = SortPairs(ids, T * K, stream);
-  const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>(I / (kBN / 2)));
-  LaunchGrouped<MoeOp::kGateUp>(grid, stream, act, x, s, nullptr, gate_up, gate_up_lo, K, H, I);
+  if (gate_up_lo == nullptr) {
+    LaunchMma<MoeOp::kGateUp>(stream, act, x, T * H, s, nullptr, gate_up, T, K, H, I);
+  } else {
+    LaunchSplit<MoeOp::kGateUp>(stream, act, x, s, nullptr, gate_up, gate_up_lo, K, H, I);
+  }
   return true;
 }
 
@@ -279,8 +334,11 @@ bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const fl
   if (T * K == 0) return true;
   const MoeSorted s = SortPairs(ids, T * K, stream);
   auto* part = static_cast<float*>(StreamScratch(stream, 2, PartialBytes(T, K, H)));
-  const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>((H + kBN - 1) / kBN));
-  LaunchGrouped<MoeOp::kDown>(grid, stream, part, act, s, weights, down, down_lo, K, H, I);
+  if (down_lo == nullptr) {
+    LaunchMma<MoeOp::kDown>(stream, part, act, T * K * I, s, weights, down, T, K, H, I);
+  } else {
+    LaunchSplit<MoeOp::kDown>(stream, part, act, s, weights, down, down_lo, K, H, I);
+  }
   MoeReducePairs(out, part, T, K, H, stream);
   return true;
 }

@@ -3,16 +3,19 @@
 //
 //  1. One block sorts the T*K (token, expert) pairs by expert (count, exclusive scan, scatter) and
 //     writes the tile table: tile j = (expert, first sorted pair, pairs <= 64).
-//  2. One WMMA kernel (bf16 16x16x16, float accumulate) over (output-row tile, pair tile): a block
-//     gathers its pairs' activation rows (float32 rounded to bf16 in shared memory) and multiplies
-//     them by a 128-row tile of its expert's weights. The grid has an upper bound of pair tiles,
-//     ceil(T*K/64) + min(T*K, kMaxExperts); the blocks past the table's end exit at once.
-//       gate_up: 64 gate rows i and the 64 matching up rows I+i -> act[p][i] = silu(gate) * up.
-//       down:    128 rows h -> part[p][h] = weights[p] * (act[p] W_down[e]^T)[h]   (scratch)
+//  2. One tensor-core kernel over (output-row tile, pair tile) (moe_gemm_mma.cuh: mma.sync
+//     m16n8k16 from ldmatrix, float accumulate): a block multiplies its pairs' activation rows
+//     (rounded to bf16 once, into scratch slot 3) by 256 rows of its expert's weights, both
+//     copied through a ring of cp.async stages. The grid has an upper bound of pair tiles,
+//     ceil(T*K/64) + min(T*K, kMaxExperts); the blocks past the table's end exit at once. (The
+//     split products below keep the WMMA kernel, which splits the float32 rows itself.)
+//       gate_up: 128 gate rows i and the 128 matching up rows I+i -> act[p][i] = silu(gate) * up.
+//       down:    256 rows h -> part[p][h] = weights[p] * (act[p] W_down[e]^T)[h]   (scratch)
 //  3. down only: out[t] = sum_k part[t*K+k] in k order (deterministic; no float atomics).
 //
 // Scratch (kernels/gemm.h StreamScratch): slot 1 the sort (~4 * (2 T*K + 2 kMaxExperts) bytes),
-// slot 2 the down partials (4 T*K*H bytes: 128 MiB at 2048 tokens of Qwen3-30B-A3B).
+// slot 2 the down partials (4 T*K*H bytes: 128 MiB at 2048 tokens of Qwen3-30B-A3B), slot 3 the
+// activations in bf16 (2 max(T*H, T*K*I) bytes).
 #pragma once
 
 #include <cstdint>
