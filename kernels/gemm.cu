@@ -65,7 +65,7 @@ const Cublas* LoadCublas() {
     }                                                                                                    \
   } while (0)
 
-constexpr int kScratchSlots = 4;
+constexpr int kScratchSlots = 5;
 
 struct StreamState {
   cublasHandle_t handle = nullptr;

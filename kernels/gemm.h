@@ -76,7 +76,7 @@ cudaError_t ReserveGemm(cudaStream_t stream, int64_t T, int64_t max_in, int64_t 
 
 // At least `bytes` of device memory on the current device, private to (`stream`, `slot`), valid
 // until the next call with the same key (it only grows; growing waits for `stream` first).
-// Slots: kernels/gemm.cu uses 0, kernels/moe_gemm.cu 1, 2 and 3. Growing here aborts on an error:
+// Slots: kernels/gemm.cu uses 0, kernels/moe_gemm.cu 1 to 4. Growing here aborts on an error:
 // callers that must survive out of memory reserve first (ReserveGemm, ReserveMoeGrouped).
 void* StreamScratch(cudaStream_t stream, int slot, size_t bytes);
 // Grows (`stream`, `slot`) as StreamScratch would, returning the error (the slot left empty on

@@ -229,9 +229,11 @@ size_t SortBytes(int64_t n_pairs) { return MoeSortBytes(n_pairs, kBM); }
 // Scratch slot 2: moe_down_grouped's weighted partial rows.
 size_t PartialBytes(int64_t T, int64_t K, int64_t H) { return static_cast<size_t>(T * K * H) * sizeof(float); }
 // Scratch slot 3: the activations rounded to bf16 (gate_up's x, then down's act).
-size_t ActBf16Bytes(int64_t T, int64_t K, int64_t H, int64_t I) {
+size_t RoundedBytes(int64_t T, int64_t K, int64_t H, int64_t I) {
   return static_cast<size_t>(std::max(T * H, T * K * I)) * sizeof(bf16_bits);
 }
+// Scratch slot 4: moe_grouped's activations, written by gate_up in bf16 for down.
+size_t FusedActBytes(int64_t T, int64_t K, int64_t I) { return static_cast<size_t>(T * K * I) * sizeof(bf16_bits); }
 bool SizesSupported(int64_t H, int64_t I) { return H % 64 == 0 && I % 64 == 0 && H > 0 && I > 0; }
 
 MoeSorted SortPairs(const int32_t* ids, int64_t n_pairs, cudaStream_t stream) {
@@ -262,39 +264,44 @@ void LaunchSplit(cudaStream_t stream, float* dst, const float* a, const MoeSorte
   KERNEL_CHECK();
 }
 
-// kStages of moe_mma::MoeGroupedMmaKernel<op, kStages>, its shared memory allowed once per process
-// and device (prefill steps are never captured).
-template <moe_mma::Op op, int kStages>
-void LaunchMmaStages(dim3 grid, cudaStream_t stream, float* dst, const uint16_t* a, const MoeSorted& s,
+// moe_mma::MoeGroupedMmaKernel<op, kStages, Out>, its shared memory allowed on each call (cheap,
+// and prefill steps are never captured).
+template <moe_mma::Op op, int kStages, typename Out>
+void LaunchMmaStages(dim3 grid, cudaStream_t stream, Out* dst, const uint16_t* a, const MoeSorted& s,
                      const float* weights, const uint16_t* w, int64_t K, int64_t H, int64_t I) {
   constexpr int bytes = moe_mma::SmemBytes(kStages);
-  CUDA_CHECK(cudaFuncSetAttribute(moe_mma::MoeGroupedMmaKernel<op, kStages>,
+  CUDA_CHECK(cudaFuncSetAttribute(moe_mma::MoeGroupedMmaKernel<op, kStages, Out>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  moe_mma::MoeGroupedMmaKernel<op, kStages>
+  moe_mma::MoeGroupedMmaKernel<op, kStages, Out>
       <<<grid, moe_mma::kThreads, bytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w, K, H, I);
   KERNEL_CHECK();
 }
 
-// The activations (n floats) rounded to bf16 in slot 3, then the tensor-core kernel
-// (moe_gemm_mma.cuh) with as many stages as the device's shared memory holds two blocks of.
-template <MoeOp op>
-void LaunchMma(cudaStream_t stream, float* dst, const float* a, int64_t n, const MoeSorted& s, const float* weights,
-               const bf16_bits* w, int64_t T, int64_t K, int64_t H, int64_t I) {
-  constexpr moe_mma::Op mop = op == MoeOp::kGateUp ? moe_mma::Op::kGateUp : moe_mma::Op::kDown;
-  auto* ab = static_cast<uint16_t*>(StreamScratch(stream, 3, ActBf16Bytes(T, K, H, I)));
-  floats_to_bf16(reinterpret_cast<bf16_bits*>(ab), a, n, stream);
-  const int64_t per_block = moe_mma::BlockOutputs(mop);
-  const dim3 grid(static_cast<unsigned>(s.tile_bound),
-                  static_cast<unsigned>(((op == MoeOp::kGateUp ? I : H) + per_block - 1) / per_block));
+// The tensor-core kernel (moe_gemm_mma.cuh) on bf16 activation rows `a`, with as many stages as
+// the device's shared memory holds two blocks of.
+template <moe_mma::Op op, typename Out>
+void LaunchMma(cudaStream_t stream, Out* dst, const bf16_bits* a, const MoeSorted& s, const float* weights,
+               const bf16_bits* w, int64_t K, int64_t H, int64_t I) {
+  const int64_t outputs = op == moe_mma::Op::kGateUp ? I : H, per_block = moe_mma::BlockOutputs(op);
+  const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>((outputs + per_block - 1) / per_block));
   int device = 0, optin = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const auto* au = reinterpret_cast<const uint16_t*>(a);
   const auto* wu = reinterpret_cast<const uint16_t*>(w);
   if (optin >= moe_mma::SmemBytes(4)) {
-    LaunchMmaStages<mop, 4>(grid, stream, dst, ab, s, weights, wu, K, H, I);
+    LaunchMmaStages<op, 4>(grid, stream, dst, au, s, weights, wu, K, H, I);
   } else {
-    LaunchMmaStages<mop, 3>(grid, stream, dst, ab, s, weights, wu, K, H, I);
+    LaunchMmaStages<op, 3>(grid, stream, dst, au, s, weights, wu, K, H, I);
   }
+}
+
+// n floats rounded to bf16 into scratch slot 3.
+const bf16_bits* ToBf16Scratch(const float* src, int64_t n, int64_t T, int64_t K, int64_t H, int64_t I,
+                               cudaStream_t stream) {
+  auto* dst = static_cast<bf16_bits*>(StreamScratch(stream, 3, RoundedBytes(T, K, H, I)));
+  floats_to_bf16(dst, src, n, stream);
+  return dst;
 }
 
 }  // namespace
@@ -302,9 +309,10 @@ void LaunchMma(cudaStream_t stream, float* dst, const float* a, int64_t n, const
 cudaError_t ReserveMoeGrouped(cudaStream_t stream, int64_t T, int64_t K, int64_t H, int64_t I) {
   if (!SizesSupported(H, I) || T * K == 0 || T * K > INT32_MAX / 2) return cudaSuccess;  // no grouped launch
   if (const cudaError_t err = ReserveStreamScratch(stream, 1, SortBytes(T * K)); err != cudaSuccess) return err;
-  if (const cudaError_t err = ReserveStreamScratch(stream, 3, ActBf16Bytes(T, K, H, I)); err != cudaSuccess) {
+  if (const cudaError_t err = ReserveStreamScratch(stream, 3, RoundedBytes(T, K, H, I)); err != cudaSuccess) {
     return err;
   }
+  if (const cudaError_t err = ReserveStreamScratch(stream, 4, FusedActBytes(T, K, I)); err != cudaSuccess) return err;
   return ReserveStreamScratch(stream, 2, PartialBytes(T, K, H));
 }
 
@@ -316,7 +324,8 @@ bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const b
   if (T * K == 0) return true;
   const MoeSorted s = SortPairs(ids, T * K, stream);
   if (gate_up_lo == nullptr) {
-    LaunchMma<MoeOp::kGateUp>(stream, act, x, T * H, s, nullptr, gate_up, T, K, H, I);
+    LaunchMma<moe_mma::Op::kGateUp>(stream, act, ToBf16Scratch(x, T * H, T, K, H, I, stream), s, nullptr, gate_up, K,
+                                    H, I);
   } else {
     LaunchSplit<MoeOp::kGateUp>(stream, act, x, s, nullptr, gate_up, gate_up_lo, K, H, I);
   }
@@ -335,10 +344,28 @@ bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const fl
   const MoeSorted s = SortPairs(ids, T * K, stream);
   auto* part = static_cast<float*>(StreamScratch(stream, 2, PartialBytes(T, K, H)));
   if (down_lo == nullptr) {
-    LaunchMma<MoeOp::kDown>(stream, part, act, T * K * I, s, weights, down, T, K, H, I);
+    LaunchMma<moe_mma::Op::kDown>(stream, part, ToBf16Scratch(act, T * K * I, T, K, H, I, stream), s, weights, down,
+                                  K, H, I);
   } else {
     LaunchSplit<MoeOp::kDown>(stream, part, act, s, weights, down, down_lo, K, H, I);
   }
+  MoeReducePairs(out, part, T, K, H, stream);
+  return true;
+}
+
+bool moe_grouped(float* out, const float* x, const int32_t* ids, const float* weights, const bf16_bits* gate_up,
+                 const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream) {
+  if (!MoeGroupedSupported(x, gate_up, H, I) || !Aligned16(down) || !Aligned16(out) || T * K > INT32_MAX / 2 ||
+      T > 65535) {
+    return false;
+  }
+  if (T * K == 0) return true;
+  const MoeSorted s = SortPairs(ids, T * K, stream);
+  auto* act = static_cast<uint16_t*>(StreamScratch(stream, 4, FusedActBytes(T, K, I)));
+  LaunchMma<moe_mma::Op::kGateUp>(stream, act, ToBf16Scratch(x, T * H, T, K, H, I, stream), s, nullptr, gate_up, K, H,
+                                  I);
+  auto* part = static_cast<float*>(StreamScratch(stream, 2, PartialBytes(T, K, H)));
+  LaunchMma<moe_mma::Op::kDown>(stream, part, reinterpret_cast<const bf16_bits*>(act), s, weights, down, K, H, I);
   MoeReducePairs(out, part, T, K, H, stream);
   return true;
 }

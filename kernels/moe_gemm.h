@@ -15,7 +15,7 @@
 //
 // Scratch (kernels/gemm.h StreamScratch): slot 1 the sort (~4 * (2 T*K + 2 kMaxExperts) bytes),
 // slot 2 the down partials (4 T*K*H bytes: 128 MiB at 2048 tokens of Qwen3-30B-A3B), slot 3 the
-// activations in bf16 (2 max(T*H, T*K*I) bytes).
+// activations rounded to bf16 (2 max(T*H, T*K*I) bytes), slot 4 moe_grouped's bf16 act (2 T*K*I).
 #pragma once
 
 #include <cstdint>
@@ -50,5 +50,12 @@ bool moe_gate_up_grouped(float* act, const float* x, const int32_t* ids, const b
 bool moe_down_grouped(float* out, const float* act, const int32_t* ids, const float* weights,
                       const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream,
                       const bf16_bits* down_lo = nullptr);
+
+// moe_gate_up_grouped then moe_down_grouped (no split) in one call, the same `out` bit for bit:
+// the pairs sorted once, and the activations passed from gate_up to down as bf16 in scratch slot 4
+// (down rounds them to bf16 anyway) instead of a float32 act written, read and rounded. False,
+// launching nothing, where either of the two would refuse the sizes.
+bool moe_grouped(float* out, const float* x, const int32_t* ids, const float* weights, const bf16_bits* gate_up,
+                 const bf16_bits* down, int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream);
 
 }  // namespace tandem::kernels

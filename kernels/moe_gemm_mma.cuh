@@ -10,7 +10,8 @@
 //    32 mma, and the accumulators (128 floats a thread) stay in registers to the end.
 //  - gate_up: the block's rows are 128 gate rows i and the 128 matching up rows I + i; a warp holds
 //    32 of each, so silu(gate) * up is formed in registers and stored without a pass through
-//    shared memory. down: 256 rows h, stored as weights[p] * product (the partial rows).
+//    shared memory, as float32 (act) or rounded to bf16 (what down reads: moe_grouped). down: 256
+//    rows h, stored as weights[p] * product (the partial rows).
 //  - Rows past I (gate_up) or H (down) and pairs past the tile copy zeros and store nothing.
 //
 // Plain sm_80 instructions (the H200 and the DGX Spark's GB10 alike). The stage count is the
@@ -18,7 +19,10 @@
 // (100 KB a block: the H200), else 3 (75 KB: the GB10's 99 KB).
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cp_async.cuh"
 #include "kernels/device_utils.cuh"
@@ -42,12 +46,15 @@ __host__ __device__ constexpr int BlockOutputs(Op op) { return op == Op::kGateUp
 
 // Grid (tile_bound, ceil(outputs / BlockOutputs(op))); kThreads threads, SmemBytes(kStages) of
 // dynamic shared memory. `a`: bf16 rows, gate_up x[t] (H wide, pair p reads row p / K), down act[p]
-// (I wide). `sorted` / `tiles`: the sort's (moe_pairs.cuh). Writes as moe_gemm.h says.
-template <Op op, int kStages>
+// (I wide). `sorted` / `tiles`: the sort's (moe_pairs.cuh). Writes as moe_gemm.h says, into `dst`
+// of type Out: float, or (gate_up only) uint16_t for bf16 bits.
+template <Op op, int kStages, typename Out>
 __global__ void __launch_bounds__(kThreads, 2)
-    MoeGroupedMmaKernel(float* dst, const uint16_t* a, const int32_t* sorted, const int4* tiles,
+    MoeGroupedMmaKernel(Out* dst, const uint16_t* a, const int32_t* sorted, const int4* tiles,
                         const float* weights, const uint16_t* w_all, int64_t K, int64_t H, int64_t I) {
   static_assert(kStages >= 2, "a ring needs two stages");
+  static_assert(std::is_same_v<Out, float> || (op == Op::kGateUp && std::is_same_v<Out, uint16_t>),
+                "float outputs, or bf16 activations");
   const int4 tile = tiles[blockIdx.x];
   if (tile.x < 0) return;  // past the last tile of this step
   const int64_t e = tile.x;
@@ -167,7 +174,13 @@ __global__ void __launch_bounds__(kThreads, 2)
           if (col >= I) continue;
           const float* gt = &acc[i][j][2 * half];
           const float* up = &acc[i][j + 4][2 * half];
-          *reinterpret_cast<float2*>(dst + p * I + col) = make_float2(SiluF(gt[0]) * up[0], SiluF(gt[1]) * up[1]);
+          const float v0 = SiluF(gt[0]) * up[0], v1 = SiluF(gt[1]) * up[1];
+          if constexpr (std::is_same_v<Out, float>) {
+            *reinterpret_cast<float2*>(dst + p * I + col) = make_float2(v0, v1);
+          } else {  // rounded as floats_to_bf16 rounds the float32 act: the same bits
+            const __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
+            *reinterpret_cast<__nv_bfloat162*>(dst + p * I + col) = b;
+          }
         }
       } else {
         const float wp = weights[p];

@@ -435,6 +435,10 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   if (!gate_up_.quantized() && !down_.quantized() && batched) {
     kernels::moe_batched(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
                          down_.bf16(), T, Ks, H, I, Es, a.moe_batch.get(), ctx.stream);
+  } else if (!gate_up_.quantized() && !down_.quantized() && ctx.GemmPath(T) &&
+             kernels::moe_grouped(a.delta.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
+                                  down_.bf16(), T, Ks, H, I, ctx.stream)) {
+    // Prefill: both grouped GEMMs in one call (one sort, the activations passed on in bf16).
   } else if (!gate_up_.quantized() && !down_.quantized()) {
     kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
                          ctx.gemm_min_tokens);

@@ -332,6 +332,7 @@ TEST(gemm_cuda, MoeGroupedMatchesReference) {
            MoeCase{100, 128, 8, 2048, 768, Routing::kSkewed, "qwen3-30b, expert 0 in every token"},
            MoeCase{200, 16, 2, 256, 128, Routing::kOneExpert, "one expert has every pair"},
            MoeCase{65, 8, 3, 192, 320, Routing::kUniform, "H not a multiple of 128"},
+           MoeCase{256, 16, 4, 2048, 192, Routing::kUniform, "TP 4 shard of qwen3-30b, full pair tiles"},
            MoeCase{300, kMaxExperts, 8, 64, 64, Routing::kTopIds, "ids up to kMaxExperts-1"},
            MoeCase{1, 16, 4, 128, 64, Routing::kUniform, "one token"},
        }) {
@@ -367,6 +368,21 @@ TEST(gemm_cuda, MoeGroupedMatchesReference) {
     d_out.Poison();
     moe_down_grouped(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr);
     EXPECT_TRUE(SameBits(d_out.Download(), got_out)) << "moe_down_grouped not deterministic " << tag;
+
+    // moe_grouped: the two kernels chained on the device's own act, bit for bit, and near the
+    // reference chain.
+    ASSERT_TRUE(moe_gate_up_grouped(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr)) << tag;
+    ASSERT_TRUE(moe_down_grouped(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I,
+                                 nullptr))
+        << tag;
+    const auto chained = d_out.Download();
+    d_out.Poison();
+    ASSERT_TRUE(moe_grouped(d_out.get(), d_x.get(), d_ids.get(), d_w.get(), d_gu.get(), d_down.get(), T, K, H, I,
+                            nullptr))
+        << tag;
+    const auto fused = d_out.Download();
+    EXPECT_TRUE(SameBits(fused, chained)) << "moe_grouped differs from gate_up then down " << tag;
+    ExpectClose("moe_grouped " + tag, fused, out, kBound);
   }
 }
 
