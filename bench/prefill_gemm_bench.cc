@@ -91,7 +91,8 @@ double TimeMs(F f, int reps) {
   return ms / reps;
 }
 
-void PrintRate(const std::string& what, double flops, double ms, double old_ms, const char* old_what = "decode kernels") {
+void PrintRate(const std::string& what, double flops, double ms, double old_ms,
+               const char* old_what = "decode kernels") {
   const double tflops = flops / (ms * 1e-3) / 1e12;
   std::printf("%-44s %8.3f ms %7.1f TFLOP/s (%4.1f%% of 989)", what.c_str(), ms, tflops, 100.0 * tflops / 989.0);
   if (old_ms > 0) std::printf("; %s %8.3f ms (%.1fx)", old_what, old_ms, old_ms / ms);

@@ -7,6 +7,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
+#include "kernels/launch.cuh"
 #include "kernels/moe_gemm_mma.cuh"
 #include "kernels/moe_pairs.cuh"
 
@@ -268,31 +269,31 @@ void LaunchSplit(cudaStream_t stream, float* dst, const float* a, const MoeSorte
 // and prefill steps are never captured).
 template <moe_mma::Op op, int kStages, typename Out>
 void LaunchMmaStages(dim3 grid, cudaStream_t stream, Out* dst, const uint16_t* a, const MoeSorted& s,
-                     const float* weights, const uint16_t* w, int64_t K, int64_t H, int64_t I) {
+                     const float* weights, const uint16_t* w, int n_blocks, int64_t K, int64_t H, int64_t I) {
   constexpr int bytes = moe_mma::SmemBytes(kStages);
   CUDA_CHECK(cudaFuncSetAttribute(moe_mma::MoeGroupedMmaKernel<op, kStages, Out>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   moe_mma::MoeGroupedMmaKernel<op, kStages, Out>
-      <<<grid, moe_mma::kThreads, bytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w, K, H, I);
+      <<<grid, moe_mma::kThreads, bytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w, n_blocks, K, H, I);
   KERNEL_CHECK();
 }
 
-// The tensor-core kernel (moe_gemm_mma.cuh) on bf16 activation rows `a`, with as many stages as
-// the device's shared memory holds two blocks of.
+// The tensor-core kernel (moe_gemm_mma.cuh) on bf16 activation rows `a`: 4 stages where a block
+// may take their 100 KB of shared memory (the H200: two blocks an SM), else 3 (the GB10).
 template <moe_mma::Op op, typename Out>
 void LaunchMma(cudaStream_t stream, Out* dst, const bf16_bits* a, const MoeSorted& s, const float* weights,
                const bf16_bits* w, int64_t K, int64_t H, int64_t I) {
   const int64_t outputs = op == moe_mma::Op::kGateUp ? I : H, per_block = moe_mma::BlockOutputs(op);
-  const dim3 grid(static_cast<unsigned>(s.tile_bound), static_cast<unsigned>((outputs + per_block - 1) / per_block));
-  int device = 0, optin = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int n_blocks = static_cast<int>((outputs + per_block - 1) / per_block);
+  const int64_t blocks = s.tile_bound * n_blocks;
+  KERNEL_REQUIRE(blocks <= INT32_MAX);
+  const dim3 grid(static_cast<unsigned>(blocks));
   const auto* au = reinterpret_cast<const uint16_t*>(a);
   const auto* wu = reinterpret_cast<const uint16_t*>(w);
-  if (optin >= moe_mma::SmemBytes(4)) {
-    LaunchMmaStages<op, 4>(grid, stream, dst, au, s, weights, wu, K, H, I);
+  if (MaxSmemPerBlock() >= moe_mma::SmemBytes(4)) {
+    LaunchMmaStages<op, 4>(grid, stream, dst, au, s, weights, wu, n_blocks, K, H, I);
   } else {
-    LaunchMmaStages<op, 3>(grid, stream, dst, au, s, weights, wu, K, H, I);
+    LaunchMmaStages<op, 3>(grid, stream, dst, au, s, weights, wu, n_blocks, K, H, I);
   }
 }
 

@@ -44,18 +44,22 @@ __host__ __device__ constexpr int SmemBytes(int stages) { return stages * kStage
 // Output rows a block covers: gate_up 128 (each a gate and an up row), down 256.
 __host__ __device__ constexpr int BlockOutputs(Op op) { return op == Op::kGateUp ? kBN / 2 : kBN; }
 
-// Grid (tile_bound, ceil(outputs / BlockOutputs(op))); kThreads threads, SmemBytes(kStages) of
-// dynamic shared memory. `a`: bf16 rows, gate_up x[t] (H wide, pair p reads row p / K), down act[p]
-// (I wide). `sorted` / `tiles`: the sort's (moe_pairs.cuh). Writes as moe_gemm.h says, into `dst`
-// of type Out: float, or (gate_up only) uint16_t for bf16 bits.
+// Grid tile_bound * n_blocks (n_blocks = ceil(outputs / BlockOutputs(op))), the n blocks of a pair
+// tile adjacent: the blocks resident together share their tiles' activation rows and a few
+// experts' weights in L2 (with the tiles fastest, each tile's rows came from DRAM once per n
+// block). kThreads threads, SmemBytes(kStages) of dynamic shared memory. `a`: bf16 rows, gate_up
+// x[t] (H wide, pair p reads row p / K), down act[p] (I wide). `sorted` / `tiles`: the sort's
+// (moe_pairs.cuh). Writes as moe_gemm.h says, into `dst` of type Out: float, or (gate_up only)
+// uint16_t for bf16 bits.
 template <Op op, int kStages, typename Out>
 __global__ void __launch_bounds__(kThreads, 2)
     MoeGroupedMmaKernel(Out* dst, const uint16_t* a, const int32_t* sorted, const int4* tiles,
-                        const float* weights, const uint16_t* w_all, int64_t K, int64_t H, int64_t I) {
+                        const float* weights, const uint16_t* w_all, int n_blocks, int64_t K, int64_t H,
+                        int64_t I) {
   static_assert(kStages >= 2, "a ring needs two stages");
   static_assert(std::is_same_v<Out, float> || (op == Op::kGateUp && std::is_same_v<Out, uint16_t>),
                 "float outputs, or bf16 activations");
-  const int4 tile = tiles[blockIdx.x];
+  const int4 tile = tiles[blockIdx.x / n_blocks];
   if (tile.x < 0) return;  // past the last tile of this step
   const int64_t e = tile.x;
   const int rows = tile.z;
@@ -63,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t kdim = kGateUp ? H : I;
   const int64_t outputs = kGateUp ? I : H;  // gate_up: i < I, down: h < H
   const uint16_t* we = w_all + e * (kGateUp ? 2 * I : H) * kdim;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * BlockOutputs(op);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x % n_blocks) * BlockOutputs(op);
 
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int pair_of[kBM];
