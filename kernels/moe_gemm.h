@@ -1,8 +1,8 @@
 // Prefill versions of moe_gate_up / moe_down (kernels/moe.h, same arguments and layouts): grouped
 // GEMMs on tensor cores, the expert ids staying on the device.
 //
-//  1. One block sorts the T*K (token, expert) pairs by expert (count, exclusive scan, scatter) and
-//     writes the tile table: tile j = (expert, first sorted pair, pairs <= 64).
+//  1. The T*K (token, expert) pairs sorted by expert (count, exclusive scan, scatter: moe_pairs.cuh)
+//     with the tile table: tile j = (expert, first sorted pair, pairs <= 64).
 //  2. One tensor-core kernel over (output-row tile, pair tile) (moe_gemm_mma.cuh: mma.sync
 //     m16n8k16 from ldmatrix, float accumulate): a block multiplies its pairs' activation rows
 //     (rounded to bf16 once, into scratch slot 3) by 256 rows of its expert's weights, both

@@ -335,6 +335,11 @@ TEST(gemm_cuda, MoeGroupedMatchesReference) {
            MoeCase{256, 16, 4, 2048, 192, Routing::kUniform, "TP 4 shard of qwen3-30b, full pair tiles"},
            MoeCase{300, kMaxExperts, 8, 64, 64, Routing::kTopIds, "ids up to kMaxExperts-1"},
            MoeCase{1, 16, 4, 128, 64, Routing::kUniform, "one token"},
+           // Past 4096 pairs the sort counts and scatters by blocks of 2048 pairs (moe_pairs.cuh).
+           MoeCase{600, 128, 8, 128, 64, Routing::kUniform, "4800 pairs, the last sort block partial"},
+           MoeCase{1100, 128, 8, 128, 64, Routing::kSkewed, "8800 pairs, expert 0 in every token"},
+           MoeCase{2500, 16, 2, 64, 64, Routing::kOneExpert, "5000 pairs of one expert"},
+           MoeCase{700, kMaxExperts, 8, 64, 64, Routing::kTopIds, "5600 pairs, ids up to kMaxExperts-1"},
        }) {
     const int64_t T = c.T, E = c.E, K = c.K, H = c.H, I = c.I;
     auto x = RandomFloats(T * H);
