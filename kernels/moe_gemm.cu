@@ -26,9 +26,8 @@ constexpr int kThreads = 256;     // 8 warps, each a 32x32 piece of the 64x128 t
 
 constexpr int kPipeBytes = 2 * (kBM + kBN) * kLds * 2;
 constexpr int kOutBytes = kBM * kLdc * 4;
-constexpr int kSmemBytes = kPipeBytes > kOutBytes ? kPipeBytes : kOutBytes;
-// The split variant (weights and activations as bf16 hi + lo) keeps a second pipeline for the lo
-// parts after the first: 60 KB, over the 48 KB of static shared memory, so it is dynamic.
+// Weights and activations as bf16 hi + lo: a second pipeline for the lo parts after the first,
+// 60 KB, over the 48 KB of static shared memory, so it is dynamic.
 constexpr int kSplitSmemBytes = 2 * kPipeBytes > kOutBytes ? 2 * kPipeBytes : kOutBytes;
 
 enum class MoeOp { kGateUp, kDown };
@@ -68,11 +67,12 @@ __device__ __forceinline__ void StoreTile(float* dst, const float (*Cs)[kLdc], c
 
 // Grid (tile_bound, n tiles). A: the pairs' float32 rows (gate_up: x[p / K], H wide; down: act[p],
 // I wide). B: 128 rows of the expert's weights. See moe_gemm.h for what each op writes.
-// kSplit: w_lo holds the weights' bf16 remainders (same layout as w_all), A is split into
-// hi = bf16(a) and lo = bf16(a - hi) as it is stored, and each k step adds hi*W + lo*W + hi*W_lo
-// (kernels/gemm.h gemm_bf16_split's three products, on this kernel's tiles).
-template <MoeOp op, bool kSplit>
-__global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const float* a, const int32_t* sorted,
+// The float32-grade (split) products: w_lo holds the weights' bf16 remainders (same layout as
+// w_all), A is split into hi = bf16(a) and lo = bf16(a - hi) as it is stored, and each k step adds
+// hi*W + lo*W + hi*W_lo (kernels/gemm.h gemm_bf16_split's three products, on this kernel's tiles).
+// The bf16 products take the mma.sync kernel (moe_gemm_mma.cuh).
+template <MoeOp op>
+__global__ void __launch_bounds__(kThreads) MoeGroupedSplitKernel(float* dst, const float* a, const int32_t* sorted,
                                                              const int4* tiles, const float* weights,
                                                              const uint16_t* w_all, const uint16_t* w_lo,
                                                              int64_t K, int64_t H, int64_t I) {
@@ -85,13 +85,11 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
   const uint16_t* we = w_all + e * rows_per_expert * kdim;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * (op == MoeOp::kGateUp ? kBN / 2 : kBN);
 
-  __shared__ __align__(128) unsigned char static_smem[kSplit ? 16 : kSmemBytes];
-  extern __shared__ __align__(128) unsigned char split_smem[];  // kSplitSmemBytes (kSplit only)
-  unsigned char* smem = kSplit ? split_smem : static_smem;
+  extern __shared__ __align__(128) unsigned char smem[];  // kSplitSmemBytes
   __shared__ int pair_of[kBM];
   auto As = reinterpret_cast<__nv_bfloat16(*)[kBM][kLds]>(smem);                       // [2][kBM][kLds]
   auto Bs = reinterpret_cast<__nv_bfloat16(*)[kBN][kLds]>(smem + 2 * kBM * kLds * 2);  // [2][kBN][kLds]
-  // kSplit: the lo parts, laid out as As / Bs one pipeline further on.
+  // The lo parts, laid out as As / Bs one pipeline further on.
   auto Al = reinterpret_cast<__nv_bfloat16(*)[kBM][kLds]>(smem + kPipeBytes);
   auto Bl = reinterpret_cast<__nv_bfloat16(*)[kBN][kLds]>(smem + kPipeBytes + 2 * kBM * kLds * 2);
   auto Cs = reinterpret_cast<float(*)[kLdc]>(smem);  // [kBM][kLdc], after the main loop
@@ -128,10 +126,9 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
     for (int j = 0; j < 2; ++j) {
       ra[j] = a_src[j] ? *reinterpret_cast<const float4*>(a_src[j] + k0) : make_float4(0.f, 0.f, 0.f, 0.f);
       rb[j] = b_src[j] ? __ldg(reinterpret_cast<const uint4*>(b_src[j] + k0)) : make_uint4(0, 0, 0, 0);
-      if constexpr (kSplit) {  // the same element of w_lo, its address formed here: fewer live registers
-        const uint16_t* lo = b_src[j] ? w_lo + (b_src[j] - w_all) + k0 : nullptr;
-        rbl[j] = lo ? __ldg(reinterpret_cast<const uint4*>(lo)) : make_uint4(0, 0, 0, 0);
-      }
+      // The same element of w_lo, its address formed here: fewer live registers.
+      const uint16_t* lo = b_src[j] ? w_lo + (b_src[j] - w_all) + k0 : nullptr;
+      rbl[j] = lo ? __ldg(reinterpret_cast<const uint4*>(lo)) : make_uint4(0, 0, 0, 0);
     }
   };
   auto store = [&](int buf) {
@@ -143,16 +140,14 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
       packed.y = *reinterpret_cast<uint32_t*>(&hi);
       *reinterpret_cast<uint2*>(&As[buf][a_r[j]][a_c[j]]) = packed;
       *reinterpret_cast<uint4*>(&Bs[buf][b_r[j]][b_c[j]]) = rb[j];
-      if constexpr (kSplit) {
-        // The activations' remainders: a - bf16(a) is exact in float32, rounded to bf16 once more.
-        const float2 l2 = __bfloat1622float2(lo), h2 = __bfloat1622float2(hi);
-        __nv_bfloat162 rl = __floats2bfloat162_rn(ra[j].x - l2.x, ra[j].y - l2.y);
-        __nv_bfloat162 rh = __floats2bfloat162_rn(ra[j].z - h2.x, ra[j].w - h2.y);
-        packed.x = *reinterpret_cast<uint32_t*>(&rl);
-        packed.y = *reinterpret_cast<uint32_t*>(&rh);
-        *reinterpret_cast<uint2*>(&Al[buf][a_r[j]][a_c[j]]) = packed;
-        *reinterpret_cast<uint4*>(&Bl[buf][b_r[j]][b_c[j]]) = rbl[j];
-      }
+      // The activations' remainders: a - bf16(a) is exact in float32, rounded to bf16 once more.
+      const float2 l2 = __bfloat1622float2(lo), h2 = __bfloat1622float2(hi);
+      __nv_bfloat162 rl = __floats2bfloat162_rn(ra[j].x - l2.x, ra[j].y - l2.y);
+      __nv_bfloat162 rh = __floats2bfloat162_rn(ra[j].z - h2.x, ra[j].w - h2.y);
+      packed.x = *reinterpret_cast<uint32_t*>(&rl);
+      packed.y = *reinterpret_cast<uint32_t*>(&rh);
+      *reinterpret_cast<uint2*>(&Al[buf][a_r[j]][a_c[j]]) = packed;
+      *reinterpret_cast<uint4*>(&Bl[buf][b_r[j]][b_c[j]]) = rbl[j];
     }
   };
 
@@ -186,24 +181,22 @@ __global__ void __launch_bounds__(kThreads) MoeGroupedKernel(float* dst, const f
 #pragma unroll
         for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
       }
-      if constexpr (kSplit) {
-        // lo(A) * hi(W), then hi(A) * lo(W), loaded one operand at a time to hold few fragments.
+      // lo(A) * hi(W), then hi(A) * lo(W), loaded one operand at a time to hold few fragments.
 #pragma unroll
-        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &Al[buf][wm + 16 * i][kk], kLds);
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &Al[buf][wm + 16 * i][kk], kLds);
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < 2; ++i) {
 #pragma unroll
-          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-        }
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+      }
 #pragma unroll
-        for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &As[buf][wm + 16 * i][kk], kLds);
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &As[buf][wm + 16 * i][kk], kLds);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bl[buf][wn + 16 * j][kk], kLds);
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bl[buf][wn + 16 * j][kk], kLds);
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < 2; ++i) {
 #pragma unroll
-          for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-        }
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
       }
     }
     // The other buffer was last read in iteration kt-1, before the barrier that ended it.
@@ -249,7 +242,7 @@ bool MoeGroupedSupported(const float* x, const bf16_bits* w, int64_t H, int64_t 
 
 namespace {
 
-// The split products: MoeGroupedKernel<op, true> (float32 activations split into bf16 hi + lo in
+// The split products: MoeGroupedSplitKernel<op> (float32 activations split into bf16 hi + lo in
 // shared memory), with its dynamic shared memory.
 template <MoeOp op>
 void LaunchSplit(cudaStream_t stream, float* dst, const float* a, const MoeSorted& s, const float* weights,
@@ -258,10 +251,10 @@ void LaunchSplit(cudaStream_t stream, float* dst, const float* a, const MoeSorte
   const dim3 grid(static_cast<unsigned>(s.tile_bound),
                   static_cast<unsigned>(((op == MoeOp::kGateUp ? I : H) + outputs_per_block - 1) / outputs_per_block));
   // Per function and device; cheap to repeat, and prefill steps are never captured.
-  CUDA_CHECK(cudaFuncSetAttribute(MoeGroupedKernel<op, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CUDA_CHECK(cudaFuncSetAttribute(MoeGroupedSplitKernel<op>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   kSplitSmemBytes));
-  MoeGroupedKernel<op, true><<<grid, kThreads, kSplitSmemBytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w, w_lo,
-                                                                          K, H, I);
+  MoeGroupedSplitKernel<op><<<grid, kThreads, kSplitSmemBytes, stream>>>(dst, a, s.sorted, s.tiles, weights, w, w_lo,
+                                                                         K, H, I);
   KERNEL_CHECK();
 }
 
