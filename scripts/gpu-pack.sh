@@ -41,9 +41,9 @@ if [[ $bench_only == 1 ]]; then
   [[ -x "$build/bench/cuda_decode_bench" ]] ||
     { echo "gpu-pack: $build/bench/cuda_decode_bench is missing (ninja -C $build cuda_decode_bench)" >&2; exit 1; }
 elif command -v ninja > /dev/null && [[ -f "$build/build.ninja" ]]; then
-  missing=$(ninja -C "$build" -t targets all 2>/dev/null |
-    sed -n -E 's#^(tests/[^ :]*/[^ /:]*cuda[^ /:]*_test|bench/cuda_decode_bench): .*LINKER.*#\1#p' |
-    while read -r t; do [[ -x "$build/$t" ]] || echo "$t"; done)
+  targets=$(ninja -C "$build" -t targets all 2>/dev/null |
+    sed -n -E 's#^(tests/[^ :]*/[^ /:]*cuda[^ /:]*_test): .*LINKER.*#\1#p')
+  missing=$(for t in $targets bench/cuda_decode_bench; do [[ -x "$build/$t" ]] || echo "$t"; done)
   if [[ -n "$missing" ]]; then
     echo "gpu-pack: not built in $build (ninja -C $build ${missing//$'\n'/ }):" >&2
     while read -r t; do echo "  $t" >&2; done <<< "$missing"
@@ -61,8 +61,15 @@ pack_binary() {
   gpu_copy_libs "$dest/lib" "$b"
 }
 
+# The build's own GPU test targets: a binary another branch left in the folder is not one of them
+# (a pack of main once carried two stale test binaries of a branch's kernels). Without ninja's
+# target list, every GPU test binary found.
 bins=""
-[[ $bench_only == 1 ]] || bins=$(find "$build/tests" -maxdepth 3 -type f -name '*cuda*_test' -perm -u+x)
+if [[ $bench_only == 0 && -n ${targets+x} ]]; then
+  for t in $targets; do bins="$bins $build/$t"; done
+elif [[ $bench_only == 0 ]]; then
+  bins=$(find "$build/tests" -maxdepth 3 -type f -name '*cuda*_test' -perm -u+x)
+fi
 bins="$bins $build/bench/cuda_decode_bench"
 for b in $bins; do pack_binary "$b"; done
 # The repository's own fixtures travel with the working tree (gpu-check.sh reads tests/data when
