@@ -435,15 +435,16 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   if (!gate_up_.quantized() && !down_.quantized() && batched) {
     kernels::moe_batched(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
                          down_.bf16(), T, Ks, H, I, Es, a.moe_batch.get(), ctx.stream);
-  } else if (!gate_up_.quantized() && !down_.quantized() && ctx.GemmPath(T) &&
-             kernels::moe_grouped(a.delta.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(), gate_up_.bf16(),
-                                  down_.bf16(), T, Ks, H, I, ctx.stream)) {
-    // Prefill: both grouped GEMMs in one call (one sort, the activations passed on in bf16).
   } else if (!gate_up_.quantized() && !down_.quantized()) {
-    kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
-                         ctx.gemm_min_tokens);
-    kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
-                      ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens);
+    // Prefill: both grouped GEMMs in one call (one sort, the activations passed on in bf16) where
+    // the sizes allow it; otherwise the two products, each choosing its own kernel.
+    if (!ctx.GemmPath(T) || !kernels::moe_grouped(a.delta.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
+                                                  gate_up_.bf16(), down_.bf16(), T, Ks, H, I, ctx.stream)) {
+      kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
+                           ctx.gemm_min_tokens);
+      kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
+                        ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens);
+    }
   } else if (batched && kernels::MoeBatchedQuantSupported(gate_up_.quant(), down_.quant(), H, I)) {
     // Quantized decode batches: each chosen expert read once, widened to bf16 for the tensor cores.
     kernels::moe_batched_quant(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
