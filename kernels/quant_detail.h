@@ -11,25 +11,27 @@
 
 namespace tandem::kernels::detail {
 
-void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
+// token_mma as in quant_matmul.h / quant_moe.h.
+void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream, bool token_mma = false);
 // matmul_fp8 on the tensor cores for decode batches (quant_fp8_batched.cu): false, launching nothing,
 // for a layout it does not take (block_in not a power of two >= 32, col_phase % 32, cols % 32, rows
 // % 16); matmul_fp8 then keeps its token-tile kernels.
 bool matmul_fp8_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T, int64_t K,
-                     cudaStream_t stream);
+                     cudaStream_t stream, bool token_mma = false);
 void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                  int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up);
+                  int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool token_mma = false);
 
-void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
+void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream,
+                  bool token_mma = false);
 // matmul_nvfp4 on the tensor cores for decode batches (quant_nvfp4_batched.cu): false, launching
 // nothing, for a layout it does not take (cols % 64, rows % 16); matmul_nvfp4 then keeps its token tiles.
 bool matmul_nvfp4_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream);
+                       int64_t K, cudaStream_t stream, bool token_mma = false);
 void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up);
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool token_mma = false);
 
 }  // namespace tandem::kernels::detail

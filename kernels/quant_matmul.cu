@@ -5,12 +5,12 @@
 
 namespace tandem::kernels {
 
-void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
+void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream, bool token_mma) {
   KERNEL_REQUIRE(W.count == 1 && W.cols % 16 == 0);
   if (T == 0 || W.rows == 0) return;
   switch (W.format) {
-    case WeightFormat::kFp8Block: detail::matmul_fp8(y, x, W, T, stream); return;
-    case WeightFormat::kNvfp4: detail::matmul_nvfp4(y, x, W, T, stream); return;
+    case WeightFormat::kFp8Block: detail::matmul_fp8(y, x, W, T, stream, token_mma); return;
+    case WeightFormat::kNvfp4: detail::matmul_nvfp4(y, x, W, T, stream, token_mma); return;
     default: KERNEL_REQUIRE(false && "matmul_quant: FP8 or NVFP4 weights only (bf16: matmul_bf16)");
   }
 }

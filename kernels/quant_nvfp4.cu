@@ -32,6 +32,7 @@
 #include "kernels/launch.cuh"
 #include "kernels/matmul_batched.h"
 #include "kernels/quant_detail.h"
+#include "kernels/quant_moe_token.cuh"
 #include "kernels/quant_split_matvec.cuh"
 
 namespace tandem::kernels::detail {
@@ -314,6 +315,12 @@ bool WideLoads(const QuantMatrix& W) {
          reinterpret_cast<uintptr_t>(W.group_scales) % 2 == 0;
 }
 
+// The tensor-core products' view of a stack (quant_moe_token.cuh), for WideLoads layouts.
+few_tokens::Nvfp4Token::Matrix TokenMatrix(const QuantMatrix& W) {
+  return {static_cast<const uint8_t*>(W.data), W.group_scales,         W.row_scale2,          W.data_bytes(),
+          W.group_scale_stride(),              W.row_scale2_stride(), static_cast<int32_t>(W.cols)};
+}
+
 void RequireNvfp4(const QuantMatrix& W) {
   KERNEL_REQUIRE(W.format == WeightFormat::kNvfp4 && W.cols % 16 == 0);
   KERNEL_REQUIRE(W.data != nullptr && W.group_scales != nullptr && W.row_scale2 != nullptr);
@@ -440,10 +447,15 @@ __global__ void __launch_bounds__(256) DequantNvfp4Kernel(uint16_t* dst, uint16_
 
 }  // namespace
 
-void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
+void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream, bool token_mma) {
   RequireNvfp4(W);
   KERNEL_REQUIRE(W.count == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || W.rows == 0) return;
+  if (token_mma && T == 1 && WideLoads(W) && W.cols < (int64_t{1} << 30)) {
+    few_tokens::LaunchTokenMatvec<few_tokens::Nvfp4Token>(y, x, TokenMatrix(W), W.rows, stream);
+    KERNEL_CHECK();
+    return;
+  }
   if (!WideLoads(W)) {
     // cols % 32 == 16 (or unaligned scales): one group per 8-byte load, a single shape.
     if (T == 1) {
@@ -480,7 +492,7 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
 }
 
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream) {
+                       int64_t K, cudaStream_t stream, bool token_mma) {
   RequireNvfp4(gate_up);
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
@@ -492,6 +504,12 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
     Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, data, gate_up.group_scales,
            gate_up.row_scale2, gate_up.data_bytes(), gate_up.group_scale_stride(), T * K, K, H, I);
   };
+  if (token_mma && WideLoads(gate_up) && T <= few_tokens::kMaxTokens && H < (int64_t{1} << 30)) {
+    const few_tokens::Nvfp4Token::Matrix tm = TokenMatrix(gate_up);
+    few_tokens::LaunchTokenGateUp<few_tokens::Nvfp4Token>(act, x, ids, tm, I, K, 0, T * K, stream);
+    KERNEL_CHECK();
+    return;
+  }
   // Decode sizes take the split-column kernel (H200, Qwen3-30B-A3B shapes: the decode step at batch
   // 1 ran in 2.698 ms against 3.126 with one row pair a warp, at batch 8 in 16.19 against 18.98;
   // docs/bench/quant-decode-h200.md); larger batches keep the warp-per-row kernel, not measured
@@ -509,7 +527,7 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
 }
 
 void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool token_mma) {
   RequireNvfp4(down);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0);
   if (T == 0 || down.rows == 0) return;
@@ -518,6 +536,12 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   // loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
   const bool early = follows_gate_up;
   const auto* data = static_cast<const uint8_t*>(down.data);
+  if (token_mma && WideLoads(down) && T <= few_tokens::kMaxTokens && I < (int64_t{1} << 30)) {
+    const few_tokens::Nvfp4Token::Matrix tm = TokenMatrix(down);
+    few_tokens::LaunchTokenDown<few_tokens::Nvfp4Token>(out, act, ids, weights, tm, H, T, K, early, stream);
+    KERNEL_CHECK();
+    return;
+  }
   // Up to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 15.78
   // ms against 16.27; at batch 1 2.677 against 2.696-2.699, inside the runs' spread).
   if (WideLoads(down) && T <= 8 && I < (int64_t{1} << 30)) {
