@@ -187,6 +187,7 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   tp.world = world;
   tp.comm = comm;
   tp.cuda_quant_prefill_split = o.quant_prefill_split;
+  tp.cuda_quant_decode_mma = o.quant_decode_mma;
   ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp, format));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
   // Rank 0 spent a while on the copy and kernel timings (or the previous format): meet before the
@@ -195,6 +196,9 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   out += "KV cache: " + o.kv_dtype + "\n";
   if (o.quant_prefill_split && format != WeightFormat::kBf16) {
     out += "prefill products: split bf16 hi + lo (--quant-prefill-split, float32-grade)\n";
+  }
+  if (o.quant_decode_mma && format != WeightFormat::kBf16) {
+    out += "decode products: tensor cores (experts up to 8 tokens, dense at 1; --quant-decode-mma)\n";
   }
   const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
   const int blocks_per_seq = DecodeBlocksPerSeq(o);

@@ -46,6 +46,9 @@ struct DecodeBenchOptions {
   // --quant-prefill-split: the quantized formats' prefill products float32-grade
   // (ModelLoadOptions::cuda_quant_prefill_split), for timing them against the rounded default.
   bool quant_prefill_split = false;
+  // --quant-decode-mma: the fp8 / nvfp4 products of decode steps on the tensor cores
+  // (ModelLoadOptions::cuda_quant_decode_mma), for their A/B against the CUDA-core kernels.
+  bool quant_decode_mma = false;
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

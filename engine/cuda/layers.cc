@@ -223,7 +223,7 @@ absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bi
 }
 
 absl::Status StepContext::Matmul(float* y, const float* x_in, const LinearWeight& w) const {
-  return LinearMatmul(y, x_in, w, m.T, dequant, stream, gemm_min_tokens);
+  return LinearMatmul(y, x_in, w, m.T, dequant, stream, gemm_min_tokens, quant_decode_mma);
 }
 
 void StepContext::Norm(const float* delta, const bf16_bits* norm_w) {
@@ -450,9 +450,10 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
     kernels::moe_batched_quant(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
                                gate_up_.quant(), down_.quant(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
   } else if (!ctx.GemmPath(T)) {  // decode: the weights dequantized in registers
-    kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream);
+    kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream,
+                               ctx.quant_decode_mma);
     kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
-                            ctx.stream, /*follows_gate_up=*/true);
+                            ctx.stream, /*follows_gate_up=*/true, ctx.quant_decode_mma);
   } else if (ctx.dequant.split) {
     // Float32-grade prefill: each stack as bf16 hi + lo in the scratch (gate_up's consumed before
     // down's overwrites it), the grouped GEMMs splitting the activations too. Where the grouped

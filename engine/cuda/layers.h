@@ -157,6 +157,8 @@ struct StepContext {
   // Tokens from which the products, the MoE experts and attention take their prefill paths (the
   // model's ModelLoadOptions::cuda_gemm_min_tokens), passed to every launcher that switches on it.
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
+  // Quantized decode products on the tensor cores (ModelLoadOptions::cuda_quant_decode_mma).
+  bool quant_decode_mma = false;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.

@@ -19,9 +19,11 @@
 // identical. The difference is MoE routing flipped at near-ties, which the bf16 rounding of either
 // the weights or the activations alone causes (numbers at cuda_model_quant_golden_split, whose
 // float32-grade split prefill holds 1e-2). On those paths a parting greedy continuation must be a
-// near tie of this run (CheckGoldenPromptsRounded).
+// near tie of this run (CheckGoldenPromptsRounded). The tensor-core kernels of decode products
+// (ModelLoadOptions::cuda_quant_decode_mma) are held to the same bounds at TP 1 and 2.
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -65,6 +67,30 @@ absl::Status CheckByPath(StepDriver& driver, const std::vector<testing::GoldenPr
 
 bool Present(const std::string& name) { return std::filesystem::exists(ModelDir(name) + "/config.json"); }
 
+// The cuda backend with a KV cache of `kv_dtype`.
+ModelLoadOptions CudaOptions(const std::string& kv_dtype) {
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  opt.kv_cache_dtype = kv_dtype;
+  return opt;
+}
+
+// `check` on fixture `name` loaded with `opt` at TP `tp`: one model, or the ranks as threads on the
+// one GPU, each loading its shard.
+absl::Status RunAtTp(const std::string& name, const ModelLoadOptions& opt, int tp,
+                     const std::function<absl::Status(StepDriver&)>& check) {
+  if (tp == 1) {
+    auto model = Model::Load(ModelDir(name), opt);
+    if (!model.ok()) return model.status();
+    StepDriver driver(model->get(), nullptr);
+    return check(driver);
+  }
+  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
+    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
+  };
+  return testing::RunOnRanks(tp, opt, on_device0, check, ModelDir(name));
+}
+
 const auto kFixtures = ::testing::Values("qwen3moe-fp8-tiny", "qwen3moe-nvfp4-tiny", "qwen35moe-fp8-tiny");
 
 std::string Ident(std::string s) {
@@ -82,9 +108,7 @@ TEST_P(cuda_model_quant_golden, LogitsAndGreedyMatchTransformers) {
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt;
-  opt.backend = "cuda";
-  opt.kv_cache_dtype = kv_dtype;
+  ModelLoadOptions opt = CudaOptions(kv_dtype);
   opt.cuda_graphs = graphs;
   opt.cuda_gemm_min_tokens = gemm_min_tokens;
   auto model = Model::Load(ModelDir(name), opt);
@@ -129,18 +153,10 @@ TEST_P(cuda_model_quant_golden_tp2, LogitsAndGreedyMatchTransformers) {
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt;
-  opt.backend = "cuda";
-  opt.kv_cache_dtype = kv_dtype;  // every rank's pool alike
-  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
-    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
-  };
-  absl::Status st = testing::RunOnRanks(
-      2, opt, on_device0,
-      [&](StepDriver& driver) {
-        return CheckByPath(driver, *golden, "cuda " + name + " tp=2 kv=" + kv_dtype, kv_dtype == "bf16");
-      },
-      ModelDir(name));
+  const ModelLoadOptions opt = CudaOptions(kv_dtype);  // every rank's pool alike
+  const absl::Status st = RunAtTp(name, opt, 2, [&](StepDriver& driver) {
+    return CheckByPath(driver, *golden, "cuda " + name + " tp=2 kv=" + kv_dtype, kv_dtype == "bf16");
+  });
   ASSERT_TRUE(st.ok()) << st;
 }
 
@@ -171,29 +187,15 @@ TEST_P(cuda_model_quant_golden_split, LogitsAndGreedyMatchTransformers) {
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt;
-  opt.backend = "cuda";
-  opt.kv_cache_dtype = "f32";
+  ModelLoadOptions opt = CudaOptions("f32");
   opt.cuda_quant_prefill_split = true;
   opt.cuda_gemm_min_tokens = gemm_min_tokens;
   const std::string tag = "cuda " + name + " split prefill tp=" + std::to_string(tp) +
                           " gemm_min_tokens=" + std::to_string(gemm_min_tokens);
-  const auto check = [&](StepDriver& driver) {
+  const absl::Status st = RunAtTp(name, opt, tp, [&](StepDriver& driver) {
     return gemm_min_tokens == 1 ? testing::CheckGoldenPromptsRounded(driver, *golden, tag, Bound(false))
                                 : testing::CheckGoldenPrompts(driver, *golden, tag, Bound(false));
-  };
-  if (tp == 1) {
-    auto model = Model::Load(ModelDir(name), opt);
-    ASSERT_TRUE(model.ok()) << model.status();
-    StepDriver driver(model->get(), nullptr);
-    const absl::Status st = check(driver);
-    ASSERT_TRUE(st.ok()) << st;
-    return;
-  }
-  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
-    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
-  };
-  const absl::Status st = testing::RunOnRanks(tp, opt, on_device0, check, ModelDir(name));
+  });
   ASSERT_TRUE(st.ok()) << st;
 }
 
@@ -203,6 +205,44 @@ INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_split,
                          [](const auto& p) {
                            return Ident(std::get<0>(p.param)) + "_tp" + std::to_string(std::get<1>(p.param)) +
                                   (std::get<2>(p.param) == 1 ? "_gemm_path" : "");
+                         });
+
+// The quantized decode products on the tensor cores (ModelLoadOptions::cuda_quant_decode_mma:
+// kernels/quant_moe_token.cuh, the experts of decode steps and the dense products of one token;
+// FP8's 32-blocks in 8-byte pieces), float32 KV, at TP 1 (graphs on and off) and TP 2: held as the
+// CUDA-core kernels are (Bound(false) below gemm_min_tokens, greedy identical; prompt3's 150 tokens
+// on the rounded prefill path as CheckByPath says).
+// (fixture, tp, graphs)
+class cuda_model_quant_golden_decode_mma : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
+
+TEST_P(cuda_model_quant_golden_decode_mma, LogitsAndGreedyMatchTransformers) {
+  SKIP_WITHOUT_GPU();
+  const auto& [name, tp, graphs] = GetParam();
+  if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
+  auto golden = testing::LoadGolden(ModelDir(name));
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  ModelLoadOptions opt = CudaOptions("f32");
+  opt.cuda_graphs = graphs;
+  opt.cuda_quant_decode_mma = true;
+  const std::string tag =
+      "cuda " + name + " quant_decode_mma tp=" + std::to_string(tp) + " graphs=" + std::to_string(graphs);
+  const absl::Status st = RunAtTp(name, opt, tp, [&](StepDriver& driver) {
+    return CheckByPath(driver, *golden, tag, /*kv_bf16=*/false);
+  });
+  ASSERT_TRUE(st.ok()) << st;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_decode_mma,
+                         ::testing::Values(std::make_tuple("qwen3moe-fp8-tiny", 1, true),
+                                           std::make_tuple("qwen3moe-fp8-tiny", 1, false),
+                                           std::make_tuple("qwen3moe-fp8-tiny", 2, false),
+                                           std::make_tuple("qwen3moe-nvfp4-tiny", 1, true),
+                                           std::make_tuple("qwen3moe-nvfp4-tiny", 2, false),
+                                           std::make_tuple("qwen35moe-fp8-tiny", 1, true),
+                                           std::make_tuple("qwen35moe-fp8-tiny", 2, false)),
+                         [](const auto& p) {
+                           return Ident(std::get<0>(p.param)) + "_tp" + std::to_string(std::get<1>(p.param)) +
+                                  (std::get<2>(p.param) ? "_graphs" : "_no_graphs");
                          });
 
 }  // namespace
