@@ -198,7 +198,7 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
     out += "prefill products: split bf16 hi + lo (--quant-prefill-split, float32-grade)\n";
   }
   if (o.quant_decode_mma && format != WeightFormat::kBf16) {
-    out += "decode products: tensor cores (experts up to 8 tokens, dense at 1; --quant-decode-mma)\n";
+    out += "decode products: tensor cores (experts below the batched kernels, dense at 1 token; --quant-decode-mma)\n";
   }
   const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
   const int blocks_per_seq = DecodeBlocksPerSeq(o);

@@ -116,9 +116,9 @@ std::string DecodeBenchUsage() {
          "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n"
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
          "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
-         "  --quant-decode-mma: the fp8 / nvfp4 products of decode steps on the tensor cores (the experts of up\n"
-         "    to 8 tokens, the dense products of one; the model option cuda_quant_decode_mma) instead of the\n"
-         "    CUDA-core kernels\n";
+         "  --quant-decode-mma: the fp8 / nvfp4 products of decode steps on the tensor cores (the experts below\n"
+         "    the batched experts' 20 (fp8) / 10 (nvfp4) tokens, the dense products of one token; the model\n"
+         "    option cuda_quant_decode_mma) instead of the CUDA-core kernels\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {

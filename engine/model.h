@@ -48,9 +48,9 @@ struct ModelLoadOptions {
   bool cuda_quant_prefill_split = false;
   // FP8 / NVFP4 products of decode steps on the tensor cores (kernels/quant_moe_token.cuh: each
   // weight widened to half straight into mma.sync fragments, the token as half hi + lo): the routed
-  // experts of steps of up to 8 tokens and the dense products of one token, where the layout allows
-  // it; off: the CUDA-core kernels, whose widening and float multiply-adds bound them by instruction
-  // issue. Off by default until its same-run A/B on the H200 (docs/bench/quant-decode-h200.md,
+  // experts of steps below the batched experts' token count and the dense products of one token,
+  // where the layout allows it; off: the CUDA-core kernels, whose widening and float multiply-adds
+  // bound them by instruction issue. Off by default until its same-run A/B on the H200 (docs/bench/quant-decode-h200.md,
   // session 29): built and tested only where no GPU runs so far.
   bool cuda_quant_decode_mma = false;
 };

@@ -512,7 +512,7 @@ void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const Quant
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t I = gate_up.rows / 2;
-  if (token_mma && T <= few_tokens::kMaxTokens &&
+  if (token_mma && T <= few_tokens::MaxTokens(WeightFormat::kFp8Block) &&
       WithTokenPolicy(gate_up, g, [&]<class P>(const typename P::Matrix& m) {
         few_tokens::LaunchTokenGateUp<P>(act, x, ids, m, I, K, 0, T * K, stream);
       })) {
@@ -537,7 +537,7 @@ void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float*
   if (T == 0 || down.rows == 0) return;
   // The early loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
   const bool early = follows_gate_up;
-  if (token_mma && T <= few_tokens::kMaxTokens &&
+  if (token_mma && T <= few_tokens::MaxTokens(WeightFormat::kFp8Block) &&
       WithTokenPolicy(down, g, [&]<class P>(const typename P::Matrix& m) {
         few_tokens::LaunchTokenDown<P>(out, act, ids, weights, m, down.rows, T, K, early, stream);
       })) {

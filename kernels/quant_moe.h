@@ -12,7 +12,8 @@
 
 namespace tandem::kernels {
 
-// token_mma: steps of up to 8 tokens take the tensor-core kernels of kernels/quant_moe_token.cuh
+// token_mma: steps below the batched experts' token count (moe_batched.h MoeBatchedMinTokens: 20
+// FP8, 10 NVFP4) take the tensor-core kernels of kernels/quant_moe_token.cuh
 // where the layout allows them (FP8 blocks of at least 32 columns, NVFP4 rows of whole 32-column
 // pieces), else the CUDA-core kernels; ModelLoadOptions::cuda_quant_decode_mma, off by default until
 // its H200 A/B.

@@ -40,14 +40,17 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/mma_sync.cuh"
+#include "kernels/moe_batched.h"
 #include "kernels/quant_moe_token_fragments.cuh"
 
 namespace tandem::kernels::detail::few_tokens {
 
-// Decode steps of up to this many tokens take the expert kernels (the batched tensor-core experts,
-// moe_batched.h, take over from MoeBatchedMinTokens); the dense kernel serves one token (a tile of
-// tokens shares each weight load in the CUDA-core kernels from 2).
-constexpr int64_t kMaxTokens = 8;
+// Steps of up to this many tokens take the expert kernels: every decode step below the batched
+// tensor-core experts (moe_batched.h, from MoeBatchedMinTokens: 20 tokens FP8, 10 NVFP4), whose
+// CUDA-core kernels these replace (both read a chosen expert once per token that chose it). The
+// dense kernel serves one token (a tile of tokens shares each weight load in the CUDA-core kernels
+// from 2).
+constexpr int64_t MaxTokens(WeightFormat format) { return MoeBatchedMinTokens(format) - 1; }
 
 // ---- formats (the fragments' arithmetic: quant_moe_token_fragments.cuh) ----------------------
 

@@ -504,7 +504,7 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
     Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, data, gate_up.group_scales,
            gate_up.row_scale2, gate_up.data_bytes(), gate_up.group_scale_stride(), T * K, K, H, I);
   };
-  if (token_mma && WideLoads(gate_up) && T <= few_tokens::kMaxTokens && H < (int64_t{1} << 30)) {
+  if (token_mma && WideLoads(gate_up) && T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && H < (int64_t{1} << 30)) {
     const few_tokens::Nvfp4Token::Matrix tm = TokenMatrix(gate_up);
     few_tokens::LaunchTokenGateUp<few_tokens::Nvfp4Token>(act, x, ids, tm, I, K, 0, T * K, stream);
     KERNEL_CHECK();
@@ -536,7 +536,7 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   // loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
   const bool early = follows_gate_up;
   const auto* data = static_cast<const uint8_t*>(down.data);
-  if (token_mma && WideLoads(down) && T <= few_tokens::kMaxTokens && I < (int64_t{1} << 30)) {
+  if (token_mma && WideLoads(down) && T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && I < (int64_t{1} << 30)) {
     const few_tokens::Nvfp4Token::Matrix tm = TokenMatrix(down);
     few_tokens::LaunchTokenDown<few_tokens::Nvfp4Token>(out, act, ids, weights, tm, H, T, K, early, stream);
     KERNEL_CHECK();

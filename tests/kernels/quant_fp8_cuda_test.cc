@@ -191,12 +191,14 @@ TEST(quant_fp8_cuda, MoeExperts) {
       {3, 16, 9, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true, 16}},
       // Per-element scales in both products.
       {2, 33, 9, 128, 48, {1, 0, 0, 32, 48, true}, {1, 0, 0, 32, 32, false, 8}},
-      // Up to 8 tokens with 64-column chunks inside one scale block take the tensor-core kernels
-      // (kernels/quant_moe_token.cuh): the TP 4 expert at one token, 64-blocks with K = 9 (a warp
-      // serves two slots) and a down row of 80 columns (a chunk only one lane quarter long), and K =
-      // 4 (warps without a slot).
+      // With token_mma, steps below 20 tokens whose chunks (64 or 32 columns) lie inside one scale
+      // block take the tensor-core kernels (kernels/quant_moe_token.cuh; above: the 13-token TP 4
+      // case, and gate_up's 32-blocks at K = 9): the TP 4 expert at one token, 64-blocks with K = 9
+      // (a warp serves two slots) and a down row of 80 columns (a chunk only one lane quarter long),
+      // 32-blocks in both products (8-byte pieces), and K = 4 (warps without a slot).
       {1, 64, 8, 1024, 192, {1, 0, 0, 128, 128, true}, {1, 0, 0, 128, 128, false, 64}},
       {5, 16, 9, 320, 80, {1, 0, 0, 64, 64}, {1, 0, 0, 64, 64, true}},
+      {4, 16, 8, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true}},
       {2, 8, 4, 2048, 768, {}, {}},
       // More pairs (65600) than a grid has rows: moe_gate_up launches once per 65535.
       {8200, 16, 8, 32, 16, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32}},

@@ -158,8 +158,9 @@ TEST(quant_nvfp4_cuda, DequantizeBf16Split) {
 TEST(quant_nvfp4_cuda, MoeExperts) {
   SKIP_WITHOUT_GPU();
   // (T, E, K, H, I): Qwen3-30B-A3B's H and I (at E = 16: the reference dequantizes the whole stack),
-  // its I at TP 2, K = 9 (two slots on one warp of moe_down), and H, I = 48, 80 (8-byte loads). Up
-  // to 8 tokens take the tensor-core kernels (kernels/quant_moe_token.cuh) where cols % 32 == 0:
+  // its I at TP 2, K = 9 (two slots on one warp of moe_down), and H, I = 48, 80 (8-byte loads). With
+  // token_mma, steps below 10 tokens take the tensor-core kernels (kernels/quant_moe_token.cuh) where
+  // cols % 32 == 0:
   // rows of one partial 128-column chunk (I = 32, 64), one and a half (192, with K = 4: warps
   // without a slot), and 4096 columns (two rounds a warp).
   for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{{7, 16, 8, 128, 64},   {1, 16, 8, 2048, 768},
