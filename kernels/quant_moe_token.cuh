@@ -271,19 +271,20 @@ __device__ __forceinline__ void StoreRows(float* row_sums, float acc_a, float ac
 
 // ---- kernels --------------------------------------------------------------------------------
 
-constexpr int kGateUpWarps = 8;
+// Warps of a gate_up or dense block, splitting its rows' columns.
+constexpr int kColumnWarps = 8;
 
 // moe_gate_up. Grid (ceil(I / 8), pairs of this launch): block (b, y) computes rows i = 8b .. 8b + 7
 // of gate and up of expert ids[p], p = p0 + y, over token p / K; warp w takes chunks w * R, w * R +
-// kGateUpWarps * R, ... (R = kChunksPerRound) and the warps' sums meet in shared memory in a fixed
+// kColumnWarps * R, ... (R = kChunksPerRound) and the warps' sums meet in shared memory in a fixed
 // order. The expert comes from the router: nothing is loaded before the wait, and the next kernel
 // may launch only after it (moe_down then reads the ids early).
 template <class P>
-__global__ void __launch_bounds__(kGateUpWarps * 32)
+__global__ void __launch_bounds__(kColumnWarps * 32)
     TokenGateUpKernel(float* act, const float* x, const int32_t* ids, typename P::Matrix m, int64_t I, int64_t K,
                       int64_t p0) {
-  __shared__ __align__(16) uint32_t staged[kGateUpWarps][2][kRoundPairs<P>];
-  __shared__ float partial[kGateUpWarps][16];
+  __shared__ __align__(16) uint32_t staged[kColumnWarps][2][kRoundPairs<P>];
+  __shared__ float partial[kColumnWarps][16];
   GridDepWait();
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4;
@@ -295,13 +296,13 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
   float acc_a = 0.0f, acc_b = 0.0f;
   Round<P> rd;
   SliceDot<P>(acc_a, acc_b, rd, /*preloaded=*/false, staged[warp][0], staged[warp][1], m, ra, rb, xt,
-              warp * P::kChunksPerRound, kGateUpWarps * P::kChunksPerRound, nchunks, cols);
+              warp * P::kChunksPerRound, kColumnWarps * P::kChunksPerRound, nchunks, cols);
   StoreRows<P>(partial[warp], acc_a, acc_b, m, ra, rb);
   __syncthreads();
   if (threadIdx.x < 8 && i0 + threadIdx.x < I) {
     float gate = 0.0f, up = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kGateUpWarps; ++w) gate += partial[w][threadIdx.x], up += partial[w][8 + threadIdx.x];
+    for (int w = 0; w < kColumnWarps; ++w) gate += partial[w][threadIdx.x], up += partial[w][8 + threadIdx.x];
     act[p * I + i0 + threadIdx.x] = SiluF(gate) * up;
   }
 }
@@ -311,10 +312,10 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
 // in TokenGateUpKernel. Weights never change during a step: the first round is loaded before the
 // wait on the previous kernel.
 template <class P>
-__global__ void __launch_bounds__(kGateUpWarps * 32)
+__global__ void __launch_bounds__(kColumnWarps * 32)
     TokenMatvecKernel(float* y, const float* x, typename P::Matrix m, int64_t rows) {
-  __shared__ __align__(16) uint32_t staged[kGateUpWarps][2][kRoundPairs<P>];
-  __shared__ float partial[kGateUpWarps][16];
+  __shared__ __align__(16) uint32_t staged[kColumnWarps][2][kRoundPairs<P>];
+  __shared__ float partial[kColumnWarps][16];
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 16;
@@ -327,13 +328,13 @@ __global__ void __launch_bounds__(kGateUpWarps * 32)
   GridDepWait();
   float acc_a = 0.0f, acc_b = 0.0f;
   SliceDot<P>(acc_a, acc_b, rd, /*preloaded=*/true, staged[warp][0], staged[warp][1], m, ra, rb, x, first0,
-              kGateUpWarps * P::kChunksPerRound, nchunks, cols);
+              kColumnWarps * P::kChunksPerRound, nchunks, cols);
   StoreRows<P>(partial[warp], acc_a, acc_b, m, ra, rb);
   __syncthreads();
   if (threadIdx.x < 16 && r0 + threadIdx.x < rows) {
     float s = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kGateUpWarps; ++w) s += partial[w][threadIdx.x];
+    for (int w = 0; w < kColumnWarps; ++w) s += partial[w][threadIdx.x];
     y[r0 + threadIdx.x] = s;
   }
 }
@@ -402,7 +403,7 @@ __global__ void __launch_bounds__(8 * KS * 32)
 // One token's y (rows) = W x for a single (rows x cols) matrix (stride fields unused).
 template <class P>
 void LaunchTokenMatvec(float* y, const float* x, const typename P::Matrix& m, int64_t rows, cudaStream_t stream) {
-  Launch(TokenMatvecKernel<P>, dim3(static_cast<unsigned>((rows + 15) / 16)), dim3(kGateUpWarps * 32), 0, stream, y,
+  Launch(TokenMatvecKernel<P>, dim3(static_cast<unsigned>((rows + 15) / 16)), dim3(kColumnWarps * 32), 0, stream, y,
          x, m, rows);
 }
 
@@ -411,7 +412,7 @@ template <class P>
 void LaunchTokenGateUp(float* act, const float* x, const int32_t* ids, const typename P::Matrix& m, int64_t I,
                        int64_t K, int64_t p0, int64_t pairs, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((I + 7) / 8), static_cast<unsigned>(pairs));
-  Launch(TokenGateUpKernel<P>, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, m, I, K, p0);
+  Launch(TokenGateUpKernel<P>, grid, dim3(kColumnWarps * 32), 0, stream, act, x, ids, m, I, K, p0);
 }
 
 // T tokens (T <= 65535) of a stack of (H x cols) matrices: KS warps a slot, enough for one round

@@ -315,7 +315,13 @@ bool WideLoads(const QuantMatrix& W) {
          reinterpret_cast<uintptr_t>(W.group_scales) % 2 == 0;
 }
 
-// The tensor-core products' view of a stack (quant_moe_token.cuh), for WideLoads layouts.
+// Whether the tensor-core products (quant_moe_token.cuh) take W, when asked: whole 32-column pieces
+// (WideLoads) and columns that fit their 32-bit arithmetic.
+bool TokenKernelsTake(bool token_mma, const QuantMatrix& W) {
+  return token_mma && WideLoads(W) && W.cols < (int64_t{1} << 30);
+}
+
+// The tensor-core products' view of a stack, for the layouts they take.
 few_tokens::Nvfp4Token::Matrix TokenMatrix(const QuantMatrix& W) {
   return {static_cast<const uint8_t*>(W.data), W.group_scales,         W.row_scale2,          W.data_bytes(),
           W.group_scale_stride(),              W.row_scale2_stride(), static_cast<int32_t>(W.cols)};
@@ -451,7 +457,7 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
   RequireNvfp4(W);
   KERNEL_REQUIRE(W.count == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || W.rows == 0) return;
-  if (token_mma && T == 1 && WideLoads(W) && W.cols < (int64_t{1} << 30)) {
+  if (T == 1 && TokenKernelsTake(token_mma, W)) {
     few_tokens::LaunchTokenMatvec<few_tokens::Nvfp4Token>(y, x, TokenMatrix(W), W.rows, stream);
     KERNEL_CHECK();
     return;
@@ -497,6 +503,11 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t H = gate_up.cols, I = gate_up.rows / 2;
+  if (T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && TokenKernelsTake(token_mma, gate_up)) {
+    few_tokens::LaunchTokenGateUp<few_tokens::Nvfp4Token>(act, x, ids, TokenMatrix(gate_up), I, K, 0, T * K, stream);
+    KERNEL_CHECK();
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps),
                   static_cast<unsigned>(std::min<int64_t>(T * K, kMaxGridY)));
   const auto* data = static_cast<const uint8_t*>(gate_up.data);
@@ -504,12 +515,6 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
     Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, data, gate_up.group_scales,
            gate_up.row_scale2, gate_up.data_bytes(), gate_up.group_scale_stride(), T * K, K, H, I);
   };
-  if (token_mma && WideLoads(gate_up) && T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && H < (int64_t{1} << 30)) {
-    const few_tokens::Nvfp4Token::Matrix tm = TokenMatrix(gate_up);
-    few_tokens::LaunchTokenGateUp<few_tokens::Nvfp4Token>(act, x, ids, tm, I, K, 0, T * K, stream);
-    KERNEL_CHECK();
-    return;
-  }
   // Decode sizes take the split-column kernel (H200, Qwen3-30B-A3B shapes: the decode step at batch
   // 1 ran in 2.698 ms against 3.126 with one row pair a warp, at batch 8 in 16.19 against 18.98;
   // docs/bench/quant-decode-h200.md); larger batches keep the warp-per-row kernel, not measured
@@ -535,13 +540,13 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late). The early
   // loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
   const bool early = follows_gate_up;
-  const auto* data = static_cast<const uint8_t*>(down.data);
-  if (token_mma && WideLoads(down) && T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && I < (int64_t{1} << 30)) {
-    const few_tokens::Nvfp4Token::Matrix tm = TokenMatrix(down);
-    few_tokens::LaunchTokenDown<few_tokens::Nvfp4Token>(out, act, ids, weights, tm, H, T, K, early, stream);
+  if (T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && TokenKernelsTake(token_mma, down)) {
+    few_tokens::LaunchTokenDown<few_tokens::Nvfp4Token>(out, act, ids, weights, TokenMatrix(down), H, T, K, early,
+                                                        stream);
     KERNEL_CHECK();
     return;
   }
+  const auto* data = static_cast<const uint8_t*>(down.data);
   // Up to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 15.78
   // ms against 16.27; at batch 1 2.677 against 2.696-2.699, inside the runs' spread).
   if (WideLoads(down) && T <= 8 && I < (int64_t{1} << 30)) {
