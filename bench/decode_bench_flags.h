@@ -49,6 +49,9 @@ struct DecodeBenchOptions {
   // --quant-decode-mma: the fp8 / nvfp4 products of decode steps on the tensor cores
   // (ModelLoadOptions::cuda_quant_decode_mma), for their A/B against the CUDA-core kernels.
   bool quant_decode_mma = false;
+  // --quant-norm-fused: the norm before a one-token fp8 / nvfp4 product fused into it
+  // (ModelLoadOptions::cuda_quant_norm_fused), for its A/B against the separate norm kernel.
+  bool quant_norm_fused = false;
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

@@ -53,6 +53,12 @@ struct ModelLoadOptions {
   // bound them by instruction issue. Off by default until its same-run A/B on the H200 (docs/bench/quant-decode-h200.md,
   // session 29): built and tested only where no GPU runs so far.
   bool cuda_quant_decode_mma = false;
+  // The residual add + RMSNorm before a one-token FP8 / NVFP4 product fused into it
+  // (kernels/norm_matmul.h add_rmsnorm_matmul_quant: every block of the product normalises the row
+  // itself), as bf16 products have it; off: the norm kernel, then the product (one kernel boundary
+  // more a layer at batch 1). Off by default until its same-run A/B on the H200
+  // (docs/bench/quant-decode-h200.md, session 30): built and tested only where no GPU runs so far.
+  bool cuda_quant_norm_fused = false;
 };
 
 class Model {

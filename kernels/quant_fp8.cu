@@ -257,13 +257,13 @@ struct Fp8Split {
     raw.w = __ldcs(reinterpret_cast<const uint4*>(row.data) + j);
     raw.s = SharedScale(row.scales, j * 16, m.g);
   }
-  template <int R>
+  template <int R, bool kSharedX = false>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&)[R], const float* x,
                              int j) {
     float part[R] = {};
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(x) + 4 * j + q);
+      const float4 v = LoadX<kSharedX>(reinterpret_cast<const float4*>(x) + 4 * j + q);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float w[4];
@@ -491,6 +491,19 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
     LaunchMatmul<kTileRows, 1, 8>(y, x, W, g, T, stream);
   }
   KERNEL_CHECK();
+}
+
+bool norm_matmul_fp8(float* y, const RowNorm& norm, const QuantMatrix& W, cudaStream_t stream, bool token_mma) {
+  const Fp8Geometry g = GeometryOf(W);
+  if (W.count != 1 || W.rows == 0 || g.shift < 0 || !FusedNormFits(W.cols)) return false;
+  if (!(token_mma && WithTokenPolicy(W, g, [&]<class P>(const typename P::Matrix& m) {
+        few_tokens::LaunchTokenMatvec<P>(y, nullptr, m, W.rows, stream, &norm);
+      }))) {
+    LaunchSplitMatvec<Fp8Split>(y, nullptr, Fp8Split::Matrix{static_cast<const uint8_t*>(W.data), W.scales, g},
+                                W.cols / 16, W.rows, stream, &norm, W.cols);
+  }
+  KERNEL_CHECK();
+  return true;
 }
 
 void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {

@@ -42,6 +42,7 @@
 #include "kernels/mma_sync.cuh"
 #include "kernels/moe_batched.h"
 #include "kernels/quant_moe_token_fragments.cuh"
+#include "kernels/row_norm.cuh"
 
 namespace tandem::kernels::detail::few_tokens {
 
@@ -162,8 +163,8 @@ __device__ __forceinline__ void FetchRound(Round<P>& rd, const typename P::Matri
 // Stages the token's x (float32, `cols` long) for the round's chunks as half pairs in the fragments'
 // order: pair s holds the columns StagedCols(s) times 2^e, rounded (hi[s]), and its remainder
 // rounded (lo[s]). Returns 2^-e. The
-// whole warp calls it; it reads only the warp's own hi / lo.
-template <class P>
+// whole warp calls it; it reads only the warp's own hi / lo. kSharedX: x lies in shared memory.
+template <class P, bool kSharedX = false>
 __device__ __forceinline__ float StageX(uint32_t* hi, uint32_t* lo, const float* x, int first, int cols) {
   constexpr int kPerLane = kRoundPairs<P> / 32;
   const int lane = threadIdx.x % 32;
@@ -173,8 +174,8 @@ __device__ __forceinline__ float StageX(uint32_t* hi, uint32_t* lo, const float*
   for (int k = 0; k < kPerLane; ++k) {
     int a, b;
     StagedCols<P>(k * 32 + lane, first, a, b);
-    v[k].x = a < cols ? __ldg(x + a) : 0.0f;
-    v[k].y = b < cols ? __ldg(x + b) : 0.0f;
+    v[k].x = a < cols ? LoadX<kSharedX>(x + a) : 0.0f;
+    v[k].y = b < cols ? LoadX<kSharedX>(x + b) : 0.0f;
     mx = fmaxf(mx, fmaxf(fabsf(v[k].x), fabsf(v[k].y)));
   }
   mx = WarpMax(mx);
@@ -244,15 +245,15 @@ __device__ __forceinline__ void UseRound(float& acc_a, float& acc_b, const Round
 
 // A warp's rounds over chunks first0, first0 + stride, ... (below nchunks) of rows a and b against
 // the token x: acc_a / acc_b (on lane 4g) += their products. With `preloaded` the first round's
-// loads are already in rd (issued before the kernel's wait).
-template <class P>
+// loads are already in rd (issued before the kernel's wait). kSharedX: x lies in shared memory.
+template <class P, bool kSharedX = false>
 __device__ __forceinline__ void SliceDot(float& acc_a, float& acc_b, Round<P>& rd, bool preloaded, uint32_t* hi,
                                          uint32_t* lo, const typename P::Matrix& m, const typename P::Row& ra,
                                          const typename P::Row& rb, const float* x, int first0, int stride, int nchunks,
                                          int cols) {
   for (int first = first0; first < nchunks; first += stride) {
     if (!(preloaded && first == first0)) FetchRound<P>(rd, m, ra, rb, first, nchunks, cols);
-    const float down = StageX<P>(hi, lo, x, first, cols);
+    const float down = StageX<P, kSharedX>(hi, lo, x, first, cols);
     UseRound<P>(acc_a, acc_b, rd, hi, lo, first, nchunks, down);
   }
 }
@@ -310,12 +311,15 @@ __global__ void __launch_bounds__(kColumnWarps * 32)
 // The dense product of one token (matmul_quant's batch-1 form). Grid (ceil(rows / 16)): block b
 // computes rows 16b .. 16b + 15 (rows g and 8 + g of each warp), the warps splitting the columns as
 // in TokenGateUpKernel. Weights never change during a step: the first round is loaded before the
-// wait on the previous kernel.
-template <class P>
+// wait on the previous kernel. With kNorm, x is unused: every block first normalises `norm`'s row
+// into its dynamic shared memory (kernels/row_norm.cuh, as SplitMatvecKernel), block 0 storing the
+// residual, and multiplies that.
+template <class P, bool kNorm = false>
 __global__ void __launch_bounds__(kColumnWarps * 32)
-    TokenMatvecKernel(float* y, const float* x, typename P::Matrix m, int64_t rows) {
+    TokenMatvecKernel(float* y, const float* x, typename P::Matrix m, int64_t rows, RowNorm norm) {
   __shared__ __align__(16) uint32_t staged[kColumnWarps][2][kRoundPairs<P>];
   __shared__ float partial[kColumnWarps][16];
+  extern __shared__ float4 token_norm_row[];
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * 16;
@@ -325,10 +329,16 @@ __global__ void __launch_bounds__(kColumnWarps * 32)
   const int first0 = warp * P::kChunksPerRound;
   Round<P> rd;
   if (first0 < nchunks) FetchRound<P>(rd, m, ra, rb, first0, nchunks, cols);
+  if constexpr (kNorm) StageNormWeights(NormWeightsAfter(token_norm_row, cols), norm.norm_w, cols);
   GridDepWait();
+  if constexpr (kNorm) {
+    BlockNormRow<kColumnWarps * 32>(token_norm_row, NormWeightsAfter(token_norm_row, cols), norm, cols,
+                                    blockIdx.x == 0);
+    x = reinterpret_cast<const float*>(token_norm_row);
+  }
   float acc_a = 0.0f, acc_b = 0.0f;
-  SliceDot<P>(acc_a, acc_b, rd, /*preloaded=*/true, staged[warp][0], staged[warp][1], m, ra, rb, x, first0,
-              kColumnWarps * P::kChunksPerRound, nchunks, cols);
+  SliceDot<P, kNorm>(acc_a, acc_b, rd, /*preloaded=*/true, staged[warp][0], staged[warp][1], m, ra, rb, x, first0,
+                     kColumnWarps * P::kChunksPerRound, nchunks, cols);
   StoreRows<P>(partial[warp], acc_a, acc_b, m, ra, rb);
   __syncthreads();
   if (threadIdx.x < 16 && r0 + threadIdx.x < rows) {
@@ -400,11 +410,17 @@ __global__ void __launch_bounds__(8 * KS * 32)
 
 // ---- launchers ------------------------------------------------------------------------------
 
-// One token's y (rows) = W x for a single (rows x cols) matrix (stride fields unused).
+// One token's y (rows) = W x for a single (rows x cols) matrix (stride fields unused); with `norm`
+// (not null) W times the fused norm's row instead of x (FusedNormFits(m.cols)).
 template <class P>
-void LaunchTokenMatvec(float* y, const float* x, const typename P::Matrix& m, int64_t rows, cudaStream_t stream) {
-  Launch(TokenMatvecKernel<P>, dim3(static_cast<unsigned>((rows + 15) / 16)), dim3(kColumnWarps * 32), 0, stream, y,
-         x, m, rows);
+void LaunchTokenMatvec(float* y, const float* x, const typename P::Matrix& m, int64_t rows, cudaStream_t stream,
+                       const RowNorm* norm = nullptr) {
+  const dim3 grid(static_cast<unsigned>((rows + 15) / 16)), block(kColumnWarps * 32);
+  if (norm != nullptr) {
+    Launch(TokenMatvecKernel<P, true>, grid, block, FusedNormSmemBytes(m.cols), stream, y, nullptr, m, rows, *norm);
+  } else {
+    Launch(TokenMatvecKernel<P>, grid, block, 0, stream, y, x, m, rows, RowNorm{});
+  }
 }
 
 // Pairs p0 .. p0 + pairs - 1 (pairs <= 65535) of a stack of (2I x cols) matrices.

@@ -285,7 +285,7 @@ struct Nvfp4Split {
     return row;
   }
   __device__ static void Fetch(Raw& raw, const Matrix&, const Row& row, int j) { LoadOne<2>(raw, row.data, row.gs, j); }
-  template <int R>
+  template <int R, bool kSharedX = false>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
                              int j) {
 #pragma unroll
@@ -294,7 +294,7 @@ struct Nvfp4Split {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float4* xp = reinterpret_cast<const float4*>(x + j * 32 + g * 16 + h * 8);
-        const float4 a = __ldg(xp), b = __ldg(xp + 1);
+        const float4 a = LoadX<kSharedX>(xp), b = LoadX<kSharedX>(xp + 1);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float w[8];
@@ -482,6 +482,22 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
     LaunchMatmulTile<8>(y, x, W, T, stream);
   }
   KERNEL_CHECK();
+}
+
+bool norm_matmul_nvfp4(float* y, const RowNorm& norm, const QuantMatrix& W, cudaStream_t stream, bool token_mma) {
+  RequireNvfp4(W);
+  if (W.count != 1 || W.rows == 0 || !WideLoads(W) || W.cols >= (int64_t{1} << 30) || !FusedNormFits(W.cols)) {
+    return false;
+  }
+  if (TokenKernelsTake(token_mma, W)) {
+    few_tokens::LaunchTokenMatvec<few_tokens::Nvfp4Token>(y, nullptr, TokenMatrix(W), W.rows, stream, &norm);
+  } else {
+    const Nvfp4Split::Matrix m{static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2,
+                               static_cast<int32_t>(W.cols)};
+    LaunchSplitMatvec<Nvfp4Split>(y, nullptr, m, W.cols / 32, W.rows, stream, &norm, W.cols);
+  }
+  KERNEL_CHECK();
+  return true;
 }
 
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {

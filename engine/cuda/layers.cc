@@ -216,8 +216,22 @@ absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bi
     NormMatmul(y, delta, norm_w, w.bf16(), w.rows(), keep_xn);
     return absl::OkStatus();
   }
-  // No fused form: the residual is updated in place (x stays the residual, as on unfused steps;
-  // x_next is only the fused kernels' second buffer), xn always kept, then the product.
+  if (quant_norm_fused && fuse && m.T == 1 && !GemmPath(m.T)) {
+    kernels::RowNorm n;
+    n.x_out = x_next;
+    n.xn_out = keep_xn ? a->xn.get() : nullptr;
+    n.x_in = x;
+    n.delta = delta;
+    n.norm_w = norm_w;
+    n.eps = eps;
+    n.w_offset = norm_offset;
+    if (kernels::add_rmsnorm_matmul_quant(y, n, w.quant(), stream, quant_decode_mma)) {
+      std::swap(x, x_next);
+      return absl::OkStatus();
+    }
+  }
+  // Unfused: the residual is updated in place (x stays the residual, as on unfused steps; x_next
+  // is only the fused kernels' second buffer), xn always kept, then the product.
   Norm(delta, norm_w);
   return Matmul(y, a->xn.get(), w);
 }

@@ -86,6 +86,18 @@ TEST(DecodeBenchFlags, QuantDecodeMmaIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-decode-mma"), std::string::npos);
 }
 
+TEST(DecodeBenchFlags, QuantNormFusedIsOffUnlessAsked) {
+  auto def = ParseDecodeBenchFlags({"--weights", "fp8"});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_FALSE(def->quant_norm_fused);
+  auto on = ParseDecodeBenchFlags({"--weights", "fp8,nvfp4", "--quant-norm-fused", "--quant-decode-mma"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->quant_norm_fused);
+  EXPECT_TRUE(on->quant_decode_mma) << "the two switches are independent";
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--quant-norm-fused=yes"}).ok()) << "a switch takes no value";
+  EXPECT_NE(DecodeBenchUsage().find("--quant-norm-fused"), std::string::npos);
+}
+
 // The decode-attention A/B switch of session 18 is gone (the split kernel is the decode batches'
 // attention since its A/B): the flag is refused, not ignored.
 TEST(DecodeBenchFlags, RetiredSwitchIsRefused) {

@@ -20,7 +20,8 @@
 // the weights or the activations alone causes (numbers at cuda_model_quant_golden_split, whose
 // float32-grade split prefill holds 1e-2). On those paths a parting greedy continuation must be a
 // near tie of this run (CheckGoldenPromptsRounded). The tensor-core kernels of decode products
-// (ModelLoadOptions::cuda_quant_decode_mma) are held to the same bounds at TP 1 and 2.
+// (ModelLoadOptions::cuda_quant_decode_mma) and the norms fused into one-token products
+// (cuda_quant_norm_fused) are held to the same bounds at TP 1 and 2.
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -212,24 +213,32 @@ INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_split,
 // FP8's 32-blocks in 8-byte pieces), float32 KV, at TP 1 (graphs on and off) and TP 2: held as the
 // CUDA-core kernels are (Bound(false) below gemm_min_tokens, greedy identical; prompt3's 150 tokens
 // on the rounded prefill path as CheckByPath says).
+// One decode configuration (fixture, tp, graphs) with the given options on, float32 KV: held as the
+// CUDA-core kernels are (CheckByPath).
+void CheckDecodeOptions(const std::string& name, int tp, bool graphs, bool decode_mma, bool norm_fused) {
+  if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
+  auto golden = testing::LoadGolden(ModelDir(name));
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  ModelLoadOptions opt = CudaOptions("f32");
+  opt.cuda_graphs = graphs;
+  opt.cuda_quant_decode_mma = decode_mma;
+  opt.cuda_quant_norm_fused = norm_fused;
+  const std::string tag = "cuda " + name + (decode_mma ? " quant_decode_mma" : "") +
+                          (norm_fused ? " quant_norm_fused" : "") + " tp=" + std::to_string(tp) +
+                          " graphs=" + std::to_string(graphs);
+  const absl::Status st = RunAtTp(name, opt, tp, [&](StepDriver& driver) {
+    return CheckByPath(driver, *golden, tag, /*kv_bf16=*/false);
+  });
+  ASSERT_TRUE(st.ok()) << st;
+}
+
 // (fixture, tp, graphs)
 class cuda_model_quant_golden_decode_mma : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
 TEST_P(cuda_model_quant_golden_decode_mma, LogitsAndGreedyMatchTransformers) {
   SKIP_WITHOUT_GPU();
   const auto& [name, tp, graphs] = GetParam();
-  if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
-  auto golden = testing::LoadGolden(ModelDir(name));
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt = CudaOptions("f32");
-  opt.cuda_graphs = graphs;
-  opt.cuda_quant_decode_mma = true;
-  const std::string tag =
-      "cuda " + name + " quant_decode_mma tp=" + std::to_string(tp) + " graphs=" + std::to_string(graphs);
-  const absl::Status st = RunAtTp(name, opt, tp, [&](StepDriver& driver) {
-    return CheckByPath(driver, *golden, tag, /*kv_bf16=*/false);
-  });
-  ASSERT_TRUE(st.ok()) << st;
+  CheckDecodeOptions(name, tp, graphs, /*decode_mma=*/true, /*norm_fused=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_decode_mma,
@@ -243,6 +252,37 @@ INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_decode_mma,
                          [](const auto& p) {
                            return Ident(std::get<0>(p.param)) + "_tp" + std::to_string(std::get<1>(p.param)) +
                                   (std::get<2>(p.param) ? "_graphs" : "_no_graphs");
+                         });
+
+// The norm before a one-token quantized product fused into it (ModelLoadOptions::cuda_quant_norm_fused:
+// kernels/norm_matmul.h add_rmsnorm_matmul_quant, q/k/v and the hybrid's DeltaNet in_proj, whose
+// xn the ba product reads after it), with the CUDA-core and the tensor-core products, TP 1 (graphs
+// on and off) and TP 2: held as the unfused steps are.
+// (fixture, tp, graphs, decode_mma)
+class cuda_model_quant_golden_norm_fused
+    : public ::testing::TestWithParam<std::tuple<std::string, int, bool, bool>> {};
+
+TEST_P(cuda_model_quant_golden_norm_fused, LogitsAndGreedyMatchTransformers) {
+  SKIP_WITHOUT_GPU();
+  const auto& [name, tp, graphs, decode_mma] = GetParam();
+  CheckDecodeOptions(name, tp, graphs, decode_mma, /*norm_fused=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_norm_fused,
+                         ::testing::Values(std::make_tuple("qwen3moe-fp8-tiny", 1, true, false),
+                                           std::make_tuple("qwen3moe-fp8-tiny", 1, false, false),
+                                           std::make_tuple("qwen3moe-fp8-tiny", 1, true, true),
+                                           std::make_tuple("qwen3moe-fp8-tiny", 2, false, false),
+                                           std::make_tuple("qwen3moe-nvfp4-tiny", 1, true, false),
+                                           std::make_tuple("qwen3moe-nvfp4-tiny", 1, true, true),
+                                           std::make_tuple("qwen3moe-nvfp4-tiny", 2, false, false),
+                                           std::make_tuple("qwen35moe-fp8-tiny", 1, true, false),
+                                           std::make_tuple("qwen35moe-fp8-tiny", 1, true, true),
+                                           std::make_tuple("qwen35moe-fp8-tiny", 2, false, false)),
+                         [](const auto& p) {
+                           return Ident(std::get<0>(p.param)) + "_tp" + std::to_string(std::get<1>(p.param)) +
+                                  (std::get<2>(p.param) ? "_graphs" : "_no_graphs") +
+                                  (std::get<3>(p.param) ? "_decode_mma" : "");
                          });
 
 }  // namespace
