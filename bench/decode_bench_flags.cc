@@ -98,7 +98,7 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
-         "             [--quant-decode-mma] [--quant-norm-fused] [--no-kernel-table]\n"
+         "             [--quant-decode-mma] [--quant-norm-fused] [--decode-qk-fused] [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
@@ -121,7 +121,9 @@ std::string DecodeBenchUsage() {
          "    option cuda_quant_decode_mma) instead of the CUDA-core kernels\n"
          "  --quant-norm-fused: the residual add + RMSNorm before a one-token fp8 / nvfp4 product (q/k/v at\n"
          "    batch 1) done inside that product (the model option cuda_quant_norm_fused), as bf16 products\n"
-         "    do, instead of its own kernel\n";
+         "    do, instead of its own kernel\n"
+         "  --decode-qk-fused: decode steps' q/k norm, RoPE and K/V store inside the split attention kernel\n"
+         "    (every batch then takes it; the model option cuda_decode_qk_fused) instead of their own kernel\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -140,7 +142,7 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       return args[++i];
     };
     if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--quant-decode-mma" ||
-         f == "--quant-norm-fused" || f == "--help") &&
+         f == "--quant-norm-fused" || f == "--decode-qk-fused" || f == "--help") &&
         inline_value) {
       return absl::InvalidArgumentError("bench: flag " + f + " takes no value");
     }
@@ -181,6 +183,8 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.quant_decode_mma = true;
     } else if (f == "--quant-norm-fused") {
       o.quant_norm_fused = true;
+    } else if (f == "--decode-qk-fused") {
+      o.decode_qk_fused = true;
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

@@ -52,6 +52,9 @@ struct DecodeBenchOptions {
   // --quant-norm-fused: the norm before a one-token fp8 / nvfp4 product fused into it
   // (ModelLoadOptions::cuda_quant_norm_fused), for its A/B against the separate norm kernel.
   bool quant_norm_fused = false;
+  // --decode-qk-fused: decode steps' q/k norm + RoPE + K/V store inside the split attention
+  // (ModelLoadOptions::cuda_decode_qk_fused), for its A/B against their own kernel.
+  bool decode_qk_fused = false;
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

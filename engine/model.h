@@ -59,6 +59,13 @@ struct ModelLoadOptions {
   // more a layer at batch 1). Off by default until its same-run A/B on the H200
   // (docs/bench/quant-decode-h200.md, session 30): built and tested only where no GPU runs so far.
   bool cuda_quant_norm_fused = false;
+  // Decode steps' q / k norm, RoPE and K/V store done inside the split decode attention
+  // (kernels/attention_decode.h attention_decode_qk_norm) instead of by their own kernel before
+  // it, every weight format; batch 1 then takes the split attention at every context (without
+  // it, paged_attention below 2k positions over a bf16 cache). Off by default until its same-run
+  // A/B on the H200 (docs/bench/decode-h200.md, session 30): built and tested only where no GPU
+  // runs so far.
+  bool cuda_decode_qk_fused = false;
 };
 
 class Model {

@@ -287,10 +287,12 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
 //    width: ctx 1k 3.04-3.05 ms against paged_attention's 3.51-3.56.
 // A float32 cache keeps paged_attention (the tensor cores would round its K and V to bf16, which a
 // bf16 cache measured above the float32 golden bound: docs/cuda.md).
+// With the q/k norm fused into it (ctx.decode_qk_fused) every decode step takes it.
 bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A) {
   constexpr int64_t kSingleSplitMinPositions = 2049;
   return ctx.Decode() && ctx.kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
-         (ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions);
+         (ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions ||
+          ctx.decode_qk_fused);
 }
 
 template <typename KV>
@@ -300,6 +302,19 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   const kernels::AttentionShape A = AttentionShapeOf(L_, ctx.block_size, m.max_blocks);
   const float scale = 1.0f / std::sqrt(static_cast<float>(L_.head_dim));
   const kernels::KvScale kv_scale = ctx.kv_scales != nullptr ? ctx.kv_scales[kv_layer_] : kernels::KvScale{};
+  constexpr bool kRoundsCache = std::is_same_v<KV, float>;
+  if constexpr (!kRoundsCache) {
+    // The q/k norm, RoPE and K/V store inside the split decode attention
+    // (ModelLoadOptions::cuda_decode_qk_fused).
+    if (ctx.decode_qk_fused && DecodeTakesSplitAttention(ctx, A)) {
+      const kernels::DecodeQkNorm qk{q_norm_.get(), k_norm_.get(), ctx.inv_freq, L_.rotary_dim, ctx.eps,
+                                     ctx.norm_offset};
+      kernels::attention_decode_qk_norm(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(),
+                                        k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A,
+                                        ctx.max_positions, scale, qk, ctx.stream, kv_scale);
+      return;
+    }
+  }
   kernels::qk_norm_rope_store_kv(a.qkv.get(), k_cache, v_cache, q_norm_.get(), k_norm_.get(), ctx.inv_freq,
                                  ctx.meta + m.pos(), ctx.meta + m.slot(), m.T, L_, ctx.eps, ctx.stream,
                                  ctx.norm_offset, kv_scale);
@@ -311,7 +326,6 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // where the scratch reserved for T tokens holds that launch's partitions (it always does unless
   // a rank has very few heads). A float32 cache keeps paged_attention: the tensor cores would round
   // its K and V to bf16, which a bf16 cache measured above the float32 golden bound (docs/cuda.md).
-  constexpr bool kRoundsCache = std::is_same_v<KV, float>;
   // Decode steps (one token per sequence) take the split tensor-core kernel where
   // DecodeTakesSplitAttention says so (its comment has the A/Bs); the others paged_attention.
   // Other small multi-token steps (several tokens of a sequence, below the prefill threshold) of

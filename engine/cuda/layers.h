@@ -161,6 +161,10 @@ struct StepContext {
   bool quant_decode_mma = false;
   // One-token quantized products with their norm fused in (ModelLoadOptions::cuda_quant_norm_fused).
   bool quant_norm_fused = false;
+  // Decode steps' q/k norm + RoPE + K/V store inside the split attention
+  // (ModelLoadOptions::cuda_decode_qk_fused, where kernels::attention_decode_fuses_qk_norm takes the
+  // model's attention).
+  bool decode_qk_fused = false;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.

@@ -98,6 +98,18 @@ TEST(DecodeBenchFlags, QuantNormFusedIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-norm-fused"), std::string::npos);
 }
 
+TEST(DecodeBenchFlags, DecodeQkFusedIsOffUnlessAsked) {
+  auto def = ParseDecodeBenchFlags({"--weights", "bf16"});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_FALSE(def->decode_qk_fused);
+  auto on = ParseDecodeBenchFlags({"--decode-qk-fused"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->decode_qk_fused);
+  EXPECT_FALSE(on->quant_norm_fused);
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-qk-fused=1"}).ok()) << "a switch takes no value";
+  EXPECT_NE(DecodeBenchUsage().find("--decode-qk-fused"), std::string::npos);
+}
+
 // The decode-attention A/B switch of session 18 is gone (the split kernel is the decode batches'
 // attention since its A/B): the flag is refused, not ignored.
 TEST(DecodeBenchFlags, RetiredSwitchIsRefused) {
