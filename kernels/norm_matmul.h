@@ -40,7 +40,7 @@ struct RowNorm {
 // norm fused into matmul_quant's one-token kernels (kernels/quant_matmul.h; token_mma as there).
 // Every block normalises the row into its shared memory itself. Returns false, launching nothing,
 // where no fused kernel takes W (FP8's per-element scales, NVFP4 rows of cols % 32 == 16, rows wider
-// than 8192 columns): the caller then runs add_rmsnorm and matmul_quant. Device pointers 16-byte
+// than 4096 columns): the caller then runs add_rmsnorm and matmul_quant. Device pointers 16-byte
 // aligned. ModelLoadOptions::cuda_quant_norm_fused; off by default until its H200 A/B.
 bool add_rmsnorm_matmul_quant(float* y, const RowNorm& norm, const QuantMatrix& W, cudaStream_t stream,
                               bool token_mma = false);

@@ -3,8 +3,8 @@
 // FP8 and NVFP4, each through the CUDA-core split kernels and the tensor-core kernels (token_mma),
 // with and without the residual's delta, with and without xn kept, plain and zero-centred norms.
 // Shapes: Qwen3-30B-A3B's q/k/v at batch 1 (5120 x 2048), rows that end inside a block, FP8 shards
-// starting inside a scale block and 32-blocks, the widest row the fused kernels take (8192), and
-// the layouts they decline (FP8's per-element scales, NVFP4 rows of cols % 32 == 16, rows past 8192
+// starting inside a scale block and 32-blocks, the widest row the fused kernels take (4096), and
+// the layouts they decline (FP8's per-element scales, NVFP4 rows of cols % 32 == 16, rows past 4096
 // columns), where nothing may be launched: the caller runs the two kernels instead.
 //
 // Bounds: the residual x_in + delta is one float32 addition, the same in the reference: equal bit
@@ -115,9 +115,9 @@ TEST(norm_matmul_quant_cuda, Fp8) {
       {{1, 1536, 2048, 128, 128, true}, true},          // a scale row per row (a TP shard)
       {{1, 200, 1024, 128, 128, false, 64}, true},      // rows ending inside a block, a shard 64 in
       {{1, 100, 512, 32, 32, true, 16}, true},          // 32-blocks, 16 columns in
-      {{1, 77, 8192}, true},                            // the widest row the fused kernels take
+      {{1, 77, 4096}, true},                            // the widest row the fused kernels take
       {{1, 70, 160, 32, 32, false, 8}, false},          // loads straddling blocks: per-element scales
-      {{1, 16, 8192 + 256}, false},                     // past 48 KB of shared memory
+      {{1, 16, 4096 + 128}, false},                     // past 24 KB of shared memory
   };
   for (const Case& c : cases) {
     const auto W = RandomFp8(c.w);
@@ -128,13 +128,13 @@ TEST(norm_matmul_quant_cuda, Fp8) {
 TEST(norm_matmul_quant_cuda, Nvfp4) {
   SKIP_WITHOUT_GPU();
   // (rows, cols, takes): q/k/v; rows of a partial 16-row group; 1056 columns (the tensor-core
-  // kernels' last chunk partial); 8192 columns; 48 (cols % 32 == 16: 8-byte loads, declined); 8448.
+  // kernels' last chunk partial); 4096 columns; 48 (cols % 32 == 16: 8-byte loads, declined); 4224.
   for (auto [rows, cols, takes] : std::vector<std::tuple<int64_t, int64_t, bool>>{{5120, 2048, true},
                                                                                   {130, 2048, true},
                                                                                   {70, 1056, true},
-                                                                                  {33, 8192, true},
+                                                                                  {33, 4096, true},
                                                                                   {37, 48, false},
-                                                                                  {16, 8448, false}}) {
+                                                                                  {16, 4224, false}}) {
     Nvfp4Stack W(1, rows, cols);
     CheckFused(W.host, W.device, takes, "nvfp4 " + Shape({rows, cols}));
   }
