@@ -68,21 +68,10 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     CpAsyncWait<0>();  // the norm's weights (this thread's copies; the barrier: everyone's)
     __syncthreads();
     if (warp < nt) {
-      const float4* xr = reinterpret_cast<const float4*>(x_in + (t0 + warp) * in);
-      const float4* dr = delta != nullptr ? reinterpret_cast<const float4*>(delta + (t0 + warp) * in) : nullptr;
       float4* srow = smem4 + warp * nv;
-      float ss = 0;
-#pragma unroll 4
-      for (int64_t i = lane; i < nv; i += 32) {
-        float4 v = xr[i];
-        if (dr != nullptr) {
-          const float4 d = dr[i];
-          v.x += d.x, v.y += d.y, v.z += d.z, v.w += d.w;
-        }
-        srow[i] = v;
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      }
-      ss = WarpSum(ss);
+      const float ss = WarpSum(detail::AddRowSquares(srow, x_in + (t0 + warp) * in,
+                                                     delta != nullptr ? delta + (t0 + warp) * in : nullptr, nv, lane,
+                                                     32));
       // Each lane rewrites the elements it stored above: no barrier between the passes.
       detail::NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr,
                            snw, nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);

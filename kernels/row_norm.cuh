@@ -41,6 +41,26 @@ __device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* 
   }
 }
 
+// srow[i] = x_in[i] + delta[i] (delta may be null) for the float4s i = first, first + step, ...
+// below nv; returns this thread's sum of their squares.
+__device__ __forceinline__ float AddRowSquares(float4* srow, const float* x_in, const float* delta, int64_t nv,
+                                               int first, int step) {
+  const float4* xr = reinterpret_cast<const float4*>(x_in);
+  const float4* dr = reinterpret_cast<const float4*>(delta);
+  float ss = 0;
+#pragma unroll 4
+  for (int64_t i = first; i < nv; i += step) {
+    float4 v = xr[i];
+    if (dr != nullptr) {
+      const float4 d = dr[i];
+      v.x += d.x, v.y += d.y, v.z += d.z, v.w += d.w;
+    }
+    srow[i] = v;
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  return ss;
+}
+
 // Copies the norm's weights (cols bf16, cols % 8 == 0, 16-byte aligned) into shared memory with
 // cp.async, every thread of the block a share. Call it before GridDepWait: a norm's weights never
 // change during a step. BlockNormRow (or the caller's CpAsyncWait and barrier) waits for them.
@@ -61,20 +81,7 @@ __device__ __forceinline__ void BlockNormRow(float4* srow, const uint16_t* snw, 
   __shared__ float red[kWarps];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t nv = cols / 4;
-  const float4* xr = reinterpret_cast<const float4*>(n.x_in);
-  const float4* dr = reinterpret_cast<const float4*>(n.delta);
-  float ss = 0;
-#pragma unroll 4
-  for (int64_t i = threadIdx.x; i < nv; i += kThreads) {
-    float4 v = xr[i];
-    if (dr != nullptr) {
-      const float4 d = dr[i];
-      v.x += d.x, v.y += d.y, v.z += d.z, v.w += d.w;
-    }
-    srow[i] = v;
-    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-  }
-  ss = WarpSum(ss);
+  const float ss = WarpSum(AddRowSquares(srow, n.x_in, n.delta, nv, threadIdx.x, kThreads));
   if (lane == 0) red[warp] = ss;
   CpAsyncWait<0>();  // the norm's weights (this thread's copies; the barrier: everyone's)
   __syncthreads();
