@@ -123,6 +123,40 @@ struct QkNormShared {
   __nv_bfloat16 own[2][HD];
 };
 
+// The token's own K (warp 0: normed and rotated, as qk_norm_rope_store_kv does) or V (warp 1: as
+// is) from this lane's values own[i] = row[lane + 32 i]: stored into the cache row dst (divided by
+// the cache's scale) and kept in qks.own[warp] as the stager would read it back (bf16).
+template <int HD, typename KV>
+__device__ __forceinline__ void StoreOwnKv(QkNormShared<HD>& qks, float (&own)[HD / 32], KV* dst, int warp, int lane,
+                                           const QkNormArgs& qkn) {
+  if (warp == 0) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) ss += own[i] * own[i];
+    const float scale = rsqrtf(WarpSum(ss) / static_cast<float>(HD) + qkn.eps);
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) qks.k_normed[lane + 32 * i] = qks.wk[lane + 32 * i] * (own[i] * scale);
+    __syncwarp();
+    const int half = qkn.half;
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) {
+      const int d = lane + 32 * i;
+      const float x = qks.k_normed[d];
+      own[i] = d >= 2 * half ? x
+               : d < half    ? x * qks.cosv[d] - qks.k_normed[d + half] * qks.sinv[d]
+                             : x * qks.cosv[d] + qks.k_normed[d - half] * qks.sinv[d];
+    }
+  }
+  const float div = warp == 0 ? qkn.k_div : qkn.v_div;
+#pragma unroll
+  for (int i = 0; i < HD / 32; ++i) {
+    KV stored;
+    KvStore(&stored, own[i] / div);
+    dst[lane + 32 * i] = stored;
+    qks.own[warp][lane + 32 * i] = __float2bfloat16(KvLoad(&stored));
+  }
+}
+
 // Grid: S * n_kv_heads * parts blocks, block b = ((s * n_kv_heads) + kvh) * parts + p. Row r < G of
 // the block's m16 tile is q head kvh * G + r of token s. Scratch per (s, kvh): parts x G rows of
 // [max, sum, O (HD)], the max in base 2 (q_scale holds log2 e). With kQkNorm, q holds the raw
@@ -189,51 +223,18 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
         qks.wk[tid] = qkn.w_offset + Bf16At(qkn.k_norm, tid);
       }
     }
+    // The block of the last partition holds the token's own position: with kQkNorm it stores the
+    // token's K and V, at the slot looked up here (step metadata).
+    [[maybe_unused]] const bool writer = kQkNorm && p == cut.active - 1;
+    [[maybe_unused]] int32_t own_slot = 0;
+    if constexpr (kQkNorm) {
+      if (writer) own_slot = kv.slot_of(n_pos - 1);
+    }
     __syncthreads();
     if (early0) kv.fetch(0);
     if (early1) kv.fetch(1);
     GridDepWait();
     if (!early0) kv.fetch(0);
-    // The token's own K and V (the last partition's block): warp 0 norms and rotates k, warp 1 takes
-    // v, each stores its row into the cache and keeps it as the stager would read it back.
-    [[maybe_unused]] const bool writer = kQkNorm && p == cut.active - 1;
-    if constexpr (kQkNorm) {
-      if (writer && warp < 2) {
-        const int64_t kv_dim = A.n_kv_heads * HD;
-        const float* src = q + static_cast<int64_t>(s) * A.q_stride + A.n_heads * HD + warp * kv_dim + kvh * HD;
-        float vals[HD / 32];
-        float ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < HD / 32; ++i) {
-          vals[i] = src[lane + 32 * i];
-          ss += vals[i] * vals[i];
-        }
-        if (warp == 0) {
-          const float scale = rsqrtf(WarpSum(ss) / static_cast<float>(HD) + qkn.eps);
-#pragma unroll
-          for (int i = 0; i < HD / 32; ++i) qks.k_normed[lane + 32 * i] = qks.wk[lane + 32 * i] * (vals[i] * scale);
-          __syncwarp();
-          const int half = qkn.half;
-#pragma unroll
-          for (int i = 0; i < HD / 32; ++i) {
-            const int d = lane + 32 * i;
-            const float x = qks.k_normed[d];
-            vals[i] = d >= 2 * half ? x
-                      : d < half    ? x * qks.cosv[d] - qks.k_normed[d + half] * qks.sinv[d]
-                                    : x * qks.cosv[d] + qks.k_normed[d - half] * qks.sinv[d];
-          }
-        }
-        KV* dst = (warp == 0 ? kc : vc) + static_cast<int64_t>(kv.slot_of(n_pos - 1)) * kv_dim + kvh * HD;
-        const float div = warp == 0 ? qkn.k_div : qkn.v_div;
-#pragma unroll
-        for (int i = 0; i < HD / 32; ++i) {
-          KV stored;
-          KvStore(&stored, vals[i] / div);
-          dst[lane + 32 * i] = stored;
-          qks.own[warp][lane + 32 * i] = __float2bfloat16(KvLoad(&stored));
-        }
-      }
-    }
     kv.put_held(0);  // fp8: tile 0 from its held registers into shared memory (bf16: nothing)
     // ---- Q: the group's rows scaled (softmax scale, k scale, log2 e) and rounded to bf16 straight
     // into each warp's A fragments (m16n8k16: this lane's rows g and g + 8, columns c2, c2 + 1 and 8
@@ -248,6 +249,15 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
       // give the rows' norms; a second pass (L1 hits) norms each pair and its rotation partner.
       [[maybe_unused]] float rs[2] = {0.0f, 0.0f};
       if constexpr (kQkNorm) {
+        // The writer's warps 0 and 1 load the token's k and v with their q rows (one round trip),
+        // and store them between the two passes.
+        const bool own_warp = writer && warp < 2;
+        float own[HD / 32];
+        if (own_warp) {
+          const int64_t kv_off = A.n_heads * HD + warp * A.n_kv_heads * HD + kvh * HD;
+#pragma unroll
+          for (int i = 0; i < HD / 32; ++i) own[i] = q[static_cast<int64_t>(s) * A.q_stride + kv_off + lane + 32 * i];
+        }
         float ss[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int kk = 0; kk < HD / 16; ++kk) {
@@ -265,6 +275,10 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
           ss[h] += __shfl_xor_sync(0xffffffffu, ss[h], 1);
           ss[h] += __shfl_xor_sync(0xffffffffu, ss[h], 2);
           rs[h] = rsqrtf(ss[h] / static_cast<float>(HD) + qkn.eps);
+        }
+        if (own_warp) {
+          KV* dst = (warp == 0 ? kc : vc) + static_cast<int64_t>(own_slot) * A.n_kv_heads * HD + kvh * HD;
+          StoreOwnKv<HD>(qks, own, dst, warp, lane, qkn);
         }
       }
 #pragma unroll
