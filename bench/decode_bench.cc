@@ -187,9 +187,6 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   tp.world = world;
   tp.comm = comm;
   tp.cuda_quant_prefill_split = o.quant_prefill_split;
-  tp.cuda_quant_decode_mma = o.quant_decode_mma;
-  tp.cuda_quant_norm_fused = o.quant_norm_fused;
-  tp.cuda_decode_qk_fused = o.decode_qk_fused;
   ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp, format));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
   // Rank 0 spent a while on the copy and kernel timings (or the previous format): meet before the
@@ -199,13 +196,6 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   if (o.quant_prefill_split && format != WeightFormat::kBf16) {
     out += "prefill products: split bf16 hi + lo (--quant-prefill-split, float32-grade)\n";
   }
-  if (o.quant_decode_mma && format != WeightFormat::kBf16) {
-    out += "decode products: tensor cores (experts below the batched kernels, dense at 1 token; --quant-decode-mma)\n";
-  }
-  if (o.quant_norm_fused && format != WeightFormat::kBf16) {
-    out += "norms: fused into the one-token products (--quant-norm-fused)\n";
-  }
-  if (o.decode_qk_fused) out += "decode attention: q/k norm + RoPE + K/V store fused in (--decode-qk-fused)\n";
   const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
   const int blocks_per_seq = DecodeBlocksPerSeq(o);
   // One pool for the decode points and the prefill rows (bench/decode_bench_prefill.h), refused

@@ -98,7 +98,7 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
-         "             [--quant-decode-mma] [--quant-norm-fused] [--decode-qk-fused] [--no-kernel-table]\n"
+         "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
          "\n"
@@ -115,15 +115,7 @@ std::string DecodeBenchUsage() {
          "    (--weights bf16,fp8,nvfp4) runs each format in turn in this process, one model loaded at a\n"
          "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n"
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
-         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
-         "  --quant-decode-mma: the fp8 / nvfp4 products of decode steps on the tensor cores (the experts below\n"
-         "    the batched experts' 20 (fp8) / 10 (nvfp4) tokens, the dense products of one token; the model\n"
-         "    option cuda_quant_decode_mma) instead of the CUDA-core kernels\n"
-         "  --quant-norm-fused: the residual add + RMSNorm before a one-token fp8 / nvfp4 product (q/k/v at\n"
-         "    batch 1) done inside that product (the model option cuda_quant_norm_fused), as bf16 products\n"
-         "    do, instead of its own kernel\n"
-         "  --decode-qk-fused: decode steps' q/k norm, RoPE and K/V store inside the split attention kernel\n"
-         "    (every batch then takes it; the model option cuda_decode_qk_fused) instead of their own kernel\n";
+         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -141,8 +133,7 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
       return args[++i];
     };
-    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--quant-decode-mma" ||
-         f == "--quant-norm-fused" || f == "--decode-qk-fused" || f == "--help") &&
+    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--help") &&
         inline_value) {
       return absl::InvalidArgumentError("bench: flag " + f + " takes no value");
     }
@@ -179,12 +170,6 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.kernel_table = false;
     } else if (f == "--quant-prefill-split") {
       o.quant_prefill_split = true;
-    } else if (f == "--quant-decode-mma") {
-      o.quant_decode_mma = true;
-    } else if (f == "--quant-norm-fused") {
-      o.quant_norm_fused = true;
-    } else if (f == "--decode-qk-fused") {
-      o.decode_qk_fused = true;
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

@@ -46,15 +46,6 @@ struct DecodeBenchOptions {
   // --quant-prefill-split: the quantized formats' prefill products float32-grade
   // (ModelLoadOptions::cuda_quant_prefill_split), for timing them against the rounded default.
   bool quant_prefill_split = false;
-  // --quant-decode-mma: the fp8 / nvfp4 products of decode steps on the tensor cores
-  // (ModelLoadOptions::cuda_quant_decode_mma), for their A/B against the CUDA-core kernels.
-  bool quant_decode_mma = false;
-  // --quant-norm-fused: the norm before a one-token fp8 / nvfp4 product fused into it
-  // (ModelLoadOptions::cuda_quant_norm_fused), for its A/B against the separate norm kernel.
-  bool quant_norm_fused = false;
-  // --decode-qk-fused: decode steps' q/k norm + RoPE + K/V store inside the split attention
-  // (ModelLoadOptions::cuda_decode_qk_fused), for its A/B against their own kernel.
-  bool decode_qk_fused = false;
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

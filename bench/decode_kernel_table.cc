@@ -249,10 +249,6 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c, const std::v
       out.push_back(TimeKernel("matmul_quant " + fmt + " " + what + " (" + Dims(rows, in) + ")", w.Bytes(),
                                static_cast<int>(w.m.size()),
                                [&](int i) { kernels::matmul_quant(y, x, w.m[i], 1, nullptr); }));
-      // On the tensor cores (ModelLoadOptions::cuda_quant_decode_mma), beside it whichever the model runs.
-      out.push_back(TimeKernel("matmul_quant " + fmt + " " + what + " tensor cores (" + Dims(rows, in) + ")",
-                               w.Bytes(), static_cast<int>(w.m.size()),
-                               [&](int i) { kernels::matmul_quant(y, x, w.m[i], 1, nullptr, /*token_mma=*/true); }));
     };
     qmatvec(qkv, q_rows + 2 * kvd, H);
     qmatvec("o_proj", H, qd);
@@ -265,18 +261,6 @@ std::vector<KernelTiming> DecodeKernelTimings(const ModelConfig& c, const std::v
                              [&](int i) { kernels::moe_gate_up_quant(y, x, ids + i * Ks, gu.m[0], 1, Ks, nullptr); }));
     out.push_back(TimeKernel("moe_down_quant " + fmt + " (" + k_experts + Dims(H, I) + ")", down.Bytes(Ks), 16,
                              [&](int i) { kernels::moe_down_quant(y, x, ids + i * Ks, wts, down.m[0], 1, Ks, nullptr); }));
-    // The same two on the tensor cores (ModelLoadOptions::cuda_quant_decode_mma, the bench's
-    // --quant-decode-mma), timed beside them whichever the model runs.
-    out.push_back(TimeKernel("moe_gate_up_quant " + fmt + " tensor cores (" + k_experts + Dims(2 * I, H) + ")",
-                             gu.Bytes(Ks), 16, [&](int i) {
-                               kernels::moe_gate_up_quant(y, x, ids + i * Ks, gu.m[0], 1, Ks, nullptr,
-                                                          /*token_mma=*/true);
-                             }));
-    out.push_back(TimeKernel("moe_down_quant " + fmt + " tensor cores (" + k_experts + Dims(H, I) + ")",
-                             down.Bytes(Ks), 16, [&](int i) {
-                               kernels::moe_down_quant(y, x, ids + i * Ks, wts, down.m[0], 1, Ks, nullptr,
-                                                       /*follows_gate_up=*/false, /*token_mma=*/true);
-                             }));
   }
   cudaFree(ids);
   cudaFree(x);

@@ -46,26 +46,6 @@ struct ModelLoadOptions {
   // tokens' logits 1-6% off the float32 golden, docs/cuda.md "Quantized weights"); split, none do.
   // Doubles the dequantization scratch. bf16 weights and decode steps are unaffected.
   bool cuda_quant_prefill_split = false;
-  // FP8 / NVFP4 products of decode steps on the tensor cores (kernels/quant_moe_token.cuh: each
-  // weight widened to half straight into mma.sync fragments, the token as half hi + lo): the routed
-  // experts of steps below the batched experts' token count and the dense products of one token,
-  // where the layout allows it; off: the CUDA-core kernels, whose widening and float multiply-adds
-  // bound them by instruction issue. Off by default until its same-run A/B on the H200 (docs/bench/quant-decode-h200.md,
-  // session 29): built and tested only where no GPU runs so far.
-  bool cuda_quant_decode_mma = false;
-  // The residual add + RMSNorm before a one-token FP8 / NVFP4 product fused into it
-  // (kernels/norm_matmul.h add_rmsnorm_matmul_quant: every block of the product normalises the row
-  // itself), as bf16 products have it; off: the norm kernel, then the product (one kernel boundary
-  // more a layer at batch 1). Off by default until its same-run A/B on the H200
-  // (docs/bench/quant-decode-h200.md, session 30): built and tested only where no GPU runs so far.
-  bool cuda_quant_norm_fused = false;
-  // Decode steps' q / k norm, RoPE and K/V store done inside the split decode attention
-  // (kernels/attention_decode.h attention_decode_qk_norm) instead of by their own kernel before
-  // it, every weight format; batch 1 then takes the split attention at every context (without
-  // it, paged_attention below 2k positions over a bf16 cache). Off by default until its same-run
-  // A/B on the H200 (docs/bench/decode-h200.md, session 30): built and tested only where no GPU
-  // runs so far.
-  bool cuda_decode_qk_fused = false;
 };
 
 class Model {

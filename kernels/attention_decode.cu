@@ -103,73 +103,14 @@ __device__ __forceinline__ void ClusterMerge(float* out, unsigned char* part_raw
   cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
-// The fused q/k norm + RoPE + K/V store (attention_decode_qk_norm): the kernel's view of
-// DecodeQkNorm, with the cache's scales that K and V are divided by when stored.
-struct QkNormArgs {
-  const uint16_t* q_norm = nullptr;
-  const uint16_t* k_norm = nullptr;
-  const float* inv_freq = nullptr;
-  int half = 0;  // rotary_dim / 2
-  float eps = 0.0f, w_offset = 0.0f, k_div = 1.0f, v_div = 1.0f;
-};
-
-// Per block, in static shared memory: each column's rotation (cos, sin at the token's position) and
-// norm weights (w_offset + w), written before the wait; the writer block's K row normed before its
-// rotation, and its token's K and V as the cache holds them, as bf16 (the stager's form).
-template <int HD>
-struct QkNormShared {
-  float cosv[HD], sinv[HD], wq[HD], wk[HD];
-  float k_normed[HD];
-  __nv_bfloat16 own[2][HD];
-};
-
-// The token's own K (warp 0: normed and rotated, as qk_norm_rope_store_kv does) or V (warp 1: as
-// is) from this lane's values own[i] = row[lane + 32 i]: stored into the cache row dst (divided by
-// the cache's scale) and kept in qks.own[warp] as the stager would read it back (bf16).
-template <int HD, typename KV>
-__device__ __forceinline__ void StoreOwnKv(QkNormShared<HD>& qks, float (&own)[HD / 32], KV* dst, int warp, int lane,
-                                           const QkNormArgs& qkn) {
-  if (warp == 0) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < HD / 32; ++i) ss += own[i] * own[i];
-    const float scale = rsqrtf(WarpSum(ss) / static_cast<float>(HD) + qkn.eps);
-#pragma unroll
-    for (int i = 0; i < HD / 32; ++i) qks.k_normed[lane + 32 * i] = qks.wk[lane + 32 * i] * (own[i] * scale);
-    __syncwarp();
-    const int half = qkn.half;
-#pragma unroll
-    for (int i = 0; i < HD / 32; ++i) {
-      const int d = lane + 32 * i;
-      const float x = qks.k_normed[d];
-      own[i] = d >= 2 * half ? x
-               : d < half    ? x * qks.cosv[d] - qks.k_normed[d + half] * qks.sinv[d]
-                             : x * qks.cosv[d] + qks.k_normed[d - half] * qks.sinv[d];
-    }
-  }
-  const float div = warp == 0 ? qkn.k_div : qkn.v_div;
-#pragma unroll
-  for (int i = 0; i < HD / 32; ++i) {
-    KV stored;
-    KvStore(&stored, own[i] / div);
-    dst[lane + 32 * i] = stored;
-    qks.own[warp][lane + 32 * i] = __float2bfloat16(KvLoad(&stored));
-  }
-}
-
 // Grid: S * n_kv_heads * parts blocks, block b = ((s * n_kv_heads) + kvh) * parts + p. Row r < G of
 // the block's m16 tile is q head kvh * G + r of token s. Scratch per (s, kvh): parts x G rows of
-// [max, sum, O (HD)], the max in base 2 (q_scale holds log2 e). With kQkNorm, q holds the raw
-// [q | k | v] rows: each block norms and rotates its group's q rows as it loads them, and the block
-// of the last partition (the one holding the token's own position) norms and rotates the token's k,
-// stores K and V into the cache, and puts them into its staged last tile in place of what the cache
-// held there before the store (qk_norm_rope_store_kv's work, kernels/qk_norm_rope.cu, same float32
-// arithmetic). kc / vc are written only then.
-template <int HD, typename KV, bool kCluster, bool kQkNorm>
+// [max, sum, O (HD)], the max in base 2 (q_scale holds log2 e).
+template <int HD, typename KV, bool kCluster>
 __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
-    AttentionDecodeKernel(float* out, float* scratch, uint32_t* counters, const float* q, KV* kc, KV* vc,
+    AttentionDecodeKernel(float* out, float* scratch, uint32_t* counters, const float* q, const KV* kc, const KV* vc,
                           const int32_t* block_tables, const int32_t* pos, AttentionShape A, int parts, float q_scale,
-                          float v_scale, QkNormArgs qkn) {
+                          float v_scale) {
   using C = DecodeTile<HD>;
   using Stager = KvTileStager<HD, KV, C::kThreads, C::kBN>;
   constexpr int kBN = C::kBN, kLd = C::kLd, kRows = C::kRows, kWarps = C::kWarps, kThreads = C::kThreads;
@@ -209,27 +150,6 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
     const bool early0 = (kt_begin + 1) * kBN < n_pos;
     const bool early1 = Stager::kAsync && two && (kt_begin + 2) * kBN < n_pos;
     kv.load_slots_pair(kt_begin * kBN);
-    // The rotation and the norms' weights are step metadata and weights: before the wait too.
-    [[maybe_unused]] __shared__ std::conditional_t<kQkNorm, QkNormShared<HD>, char> qks;
-    if constexpr (kQkNorm) {
-      if (tid < HD) {
-        float sv = 0.0f, cv = 1.0f;
-        if (tid < 2 * qkn.half) {
-          const int i = tid < qkn.half ? tid : tid - qkn.half;
-          sincosf(static_cast<float>(n_pos - 1) * qkn.inv_freq[i], &sv, &cv);
-        }
-        qks.cosv[tid] = cv, qks.sinv[tid] = sv;
-        qks.wq[tid] = qkn.w_offset + Bf16At(qkn.q_norm, tid);
-        qks.wk[tid] = qkn.w_offset + Bf16At(qkn.k_norm, tid);
-      }
-    }
-    // The block of the last partition holds the token's own position: with kQkNorm it stores the
-    // token's K and V, at the slot looked up here (step metadata).
-    [[maybe_unused]] const bool writer = kQkNorm && p == cut.active - 1;
-    [[maybe_unused]] int32_t own_slot = 0;
-    if constexpr (kQkNorm) {
-      if (writer) own_slot = kv.slot_of(n_pos - 1);
-    }
     __syncthreads();
     if (early0) kv.fetch(0);
     if (early1) kv.fetch(1);
@@ -244,64 +164,12 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
     uint32_t qf[HD / 16][4];
     {
       const float* qrow = q + static_cast<int64_t>(s) * A.q_stride + static_cast<int64_t>(kvh) * G * HD;
-      const auto at = [&](int r, int c) { return *reinterpret_cast<const float2*>(qrow + r * HD + c); };
-      // kQkNorm: rows g and g + 8 are spread over the 4 lanes of quad g, so a quad's sums of squares
-      // give the rows' norms; a second pass (L1 hits) norms each pair and its rotation partner.
-      [[maybe_unused]] float rs[2] = {0.0f, 0.0f};
-      if constexpr (kQkNorm) {
-        // The writer's warps 0 and 1 load the token's k and v with their q rows (one round trip),
-        // and store them between the two passes.
-        const bool own_warp = writer && warp < 2;
-        float own[HD / 32];
-        if (own_warp) {
-          const int64_t kv_off = A.n_heads * HD + warp * A.n_kv_heads * HD + kvh * HD;
-#pragma unroll
-          for (int i = 0; i < HD / 32; ++i) own[i] = q[static_cast<int64_t>(s) * A.q_stride + kv_off + lane + 32 * i];
-        }
-        float ss[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; ++kk) {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int r = g + 8 * (j & 1), c = kk * 16 + c2 + 8 * (j >> 1);
-            if (r < G) {
-              const float2 v = at(r, c);
-              ss[j & 1] += v.x * v.x + v.y * v.y;
-            }
-          }
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          ss[h] += __shfl_xor_sync(0xffffffffu, ss[h], 1);
-          ss[h] += __shfl_xor_sync(0xffffffffu, ss[h], 2);
-          rs[h] = rsqrtf(ss[h] / static_cast<float>(HD) + qkn.eps);
-        }
-        if (own_warp) {
-          KV* dst = (warp == 0 ? kc : vc) + static_cast<int64_t>(own_slot) * A.n_kv_heads * HD + kvh * HD;
-          StoreOwnKv<HD>(qks, own, dst, warp, lane, qkn);
-        }
-      }
 #pragma unroll
       for (int kk = 0; kk < HD / 16; ++kk) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int r = g + 8 * (j & 1), c = kk * 16 + c2 + 8 * (j >> 1);
-          float2 v = r < G ? at(r, c) : make_float2(0.0f, 0.0f);
-          if constexpr (kQkNorm) {
-            if (r < G) {
-              const float sc = rs[j & 1];
-              v = make_float2(qks.wq[c] * (v.x * sc), qks.wq[c + 1] * (v.y * sc));
-              const int half = qkn.half;
-              if (c < 2 * half) {  // c and c + 1 lie on the same side of half (even)
-                const int pc = c < half ? c + half : c - half;
-                const float2 pr = at(r, pc);
-                const float px = qks.wq[pc] * (pr.x * sc), py = qks.wq[pc + 1] * (pr.y * sc);
-                const float sx = c < half ? -qks.sinv[c] : qks.sinv[c];
-                const float sy = c < half ? -qks.sinv[c + 1] : qks.sinv[c + 1];
-                v = make_float2(v.x * qks.cosv[c] + px * sx, v.y * qks.cosv[c + 1] + py * sy);
-              }
-            }
-          }
+          const float2 v = r < G ? *reinterpret_cast<const float2*>(qrow + r * HD + c) : make_float2(0.0f, 0.0f);
           qf[kk][j] = PackBf16(v.x * q_scale, v.y * q_scale);
         }
       }
@@ -342,18 +210,6 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
       if constexpr (Stager::kAsync) {
         Stager::wait_copies(more);
         __syncthreads();
-      }
-      if constexpr (kQkNorm) {
-        // The writer's last tile holds what the cache held at the token's slot before the store:
-        // its row becomes the token's K and V (written before a barrier that precedes this one).
-        if (writer && kt == kt_end - 1) {
-          if (tid < HD) {
-            __nv_bfloat16* row = smem + 2 * cur * C::kTileElems + (n_pos - 1 - kv0) * kLd;
-            row[tid] = qks.own[0][tid];
-            row[C::kTileElems + tid] = qks.own[1][tid];
-          }
-          __syncthreads();
-        }
       }
       const __nv_bfloat16* ks = kv.k_tile(cur);
       const __nv_bfloat16* vs = kv.v_tile(cur);
@@ -532,7 +388,7 @@ int ClusterPartsLimit() {
     CUDA_CHECK(cudaDeviceGetAttribute(&has_clusters, cudaDevAttrClusterLaunch, device));
     if (has_clusters == 0) return 0;
     using C = DecodeTile<128>;
-    const auto kernel = AttentionDecodeKernel<128, __nv_bfloat16, true, false>;
+    const auto kernel = AttentionDecodeKernel<128, __nv_bfloat16, true>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     cudaLaunchConfig_t config = {};
@@ -567,10 +423,10 @@ DecodeSplit Split(int64_t S, const AttentionShape& A, int64_t max_positions) {
   return {parts, false};
 }
 
-template <int HD, bool kQkNorm, typename KV>
-void LaunchHd(float* out, float* scratch, uint32_t* counters, const float* q, KV* k_cache, KV* v_cache,
+template <int HD, typename KV>
+void LaunchHd(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache, const KV* v_cache,
               const int32_t* block_tables, const int32_t* pos, int64_t S, const AttentionShape& A, DecodeSplit split,
-              float q_scale, float v_scale, const QkNormArgs& qkn, cudaStream_t stream) {
+              float q_scale, float v_scale, cudaStream_t stream) {
   using C = DecodeTile<HD>;
   const int64_t parts = split.parts, blocks = S * A.n_kv_heads * parts;
   KERNEL_REQUIRE(blocks <= INT32_MAX);
@@ -581,45 +437,32 @@ void LaunchHd(float* out, float* scratch, uint32_t* counters, const float* q, KV
     if (cluster > 8) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     LaunchClusters(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream,
                    dim3(cluster, 1, 1), out, scratch, counters, q, k_cache, v_cache, block_tables, pos, A,
-                   static_cast<int>(parts), q_scale, v_scale, qkn);
+                   static_cast<int>(parts), q_scale, v_scale);
   };
   if (split.cluster) {
     KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(out) % 16 == 0);
-    launch(AttentionDecodeKernel<HD, KV, true, kQkNorm>, static_cast<unsigned>(parts));
+    launch(AttentionDecodeKernel<HD, KV, true>, static_cast<unsigned>(parts));
   } else {
-    launch(AttentionDecodeKernel<HD, KV, false, kQkNorm>, 1u);
+    launch(AttentionDecodeKernel<HD, KV, false>, 1u);
   }
   KERNEL_CHECK();
 }
 
-// With `qk` (not null) the q/k norm + RoPE + K/V store are the kernel's (attention_decode_qk_norm).
 template <typename KV>
-void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q, KV* k_cache, KV* v_cache,
-                  const int32_t* block_tables, const int32_t* pos, int64_t S, const AttentionShape& A,
-                  int64_t max_positions, float scale, KvScale kv_scale, const DecodeQkNorm* qk, cudaStream_t stream) {
+void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache,
+                  const KV* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
+                  const AttentionShape& A, int64_t max_positions, float scale, KvScale kv_scale,
+                  cudaStream_t stream) {
   KERNEL_REQUIRE(attention_decode_supported(A));
   if (S == 0) return;
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(q) % 16 == 0 && S <= INT32_MAX && max_positions >= 1);
   const DecodeSplit split = Split(S, A, max_positions);
   KERNEL_REQUIRE(split.parts == 1 || split.cluster || (scratch != nullptr && counters != nullptr));
-  QkNormArgs qkn;
-  if (qk != nullptr) {
-    KERNEL_REQUIRE(attention_decode_fuses_qk_norm(A, qk->rotary_dim));
-    qkn.q_norm = qk->q_norm, qkn.k_norm = qk->k_norm, qkn.inv_freq = qk->inv_freq;
-    qkn.half = static_cast<int>(qk->rotary_dim / 2);
-    qkn.eps = qk->eps, qkn.w_offset = qk->w_offset, qkn.k_div = kv_scale.k, qkn.v_div = kv_scale.v;
-  }
   // The scores are kept in base 2 (ex2 is the hardware's exponential): log2 e joins the scale.
   const float q_scale = scale * kv_scale.k * kLog2e;
   const auto launch = [&](auto hd) {
-    constexpr int kHd = decltype(hd)::value;
-    if (qk != nullptr) {
-      LaunchHd<kHd, true>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, split, q_scale,
-                          kv_scale.v, qkn, stream);
-    } else {
-      LaunchHd<kHd, false>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, split, q_scale,
-                           kv_scale.v, qkn, stream);
-    }
+    LaunchHd<decltype(hd)::value>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, split,
+                                  q_scale, kv_scale.v, stream);
   };
   switch (A.head_dim) {
     case 32: launch(std::integral_constant<int, 32>{}); break;
@@ -647,46 +490,22 @@ int64_t attention_decode_scratch_floats(int64_t S, const AttentionShape& A, int6
 
 int64_t attention_decode_counter_count(int64_t S, const AttentionShape& A) { return S * A.n_kv_heads; }
 
-bool attention_decode_fuses_qk_norm(const AttentionShape& A, int64_t rotary_dim) {
-  return attention_decode_supported(A) && rotary_dim >= 0 && rotary_dim <= A.head_dim && rotary_dim % 4 == 0 &&
-         A.q_stride >= (A.n_heads + 2 * A.n_kv_heads) * A.head_dim;
-}
-
-// The unfused kernel never writes the cache: the const_casts only give both forms one signature.
 void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                       const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
                       const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
                       KvScale kv_scale) {
-  LaunchDecode(out, scratch, counters, q, reinterpret_cast<__nv_bfloat16*>(const_cast<bf16_bits*>(k_cache)),
-               reinterpret_cast<__nv_bfloat16*>(const_cast<bf16_bits*>(v_cache)), block_tables, pos, S, A,
-               max_positions, scale, kv_scale, nullptr, stream);
+  LaunchDecode(out, scratch, counters, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
+               reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, pos, S, A, max_positions, scale,
+               kv_scale, stream);
 }
 
 void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
                       const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
                       const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
                       KvScale kv_scale) {
-  LaunchDecode(out, scratch, counters, q, reinterpret_cast<__nv_fp8_e4m3*>(const_cast<fp8_e4m3*>(k_cache)),
-               reinterpret_cast<__nv_fp8_e4m3*>(const_cast<fp8_e4m3*>(v_cache)), block_tables, pos, S, A,
-               max_positions, scale, kv_scale, nullptr, stream);
-}
-
-void attention_decode_qk_norm(float* out, float* scratch, uint32_t* counters, const float* qkv, bf16_bits* k_cache,
-                              bf16_bits* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
-                              const AttentionShape& A, int64_t max_positions, float scale, const DecodeQkNorm& qk,
-                              cudaStream_t stream, KvScale kv_scale) {
-  LaunchDecode(out, scratch, counters, qkv, reinterpret_cast<__nv_bfloat16*>(k_cache),
-               reinterpret_cast<__nv_bfloat16*>(v_cache), block_tables, pos, S, A, max_positions, scale, kv_scale,
-               &qk, stream);
-}
-
-void attention_decode_qk_norm(float* out, float* scratch, uint32_t* counters, const float* qkv, fp8_e4m3* k_cache,
-                              fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
-                              const AttentionShape& A, int64_t max_positions, float scale, const DecodeQkNorm& qk,
-                              cudaStream_t stream, KvScale kv_scale) {
-  LaunchDecode(out, scratch, counters, qkv, reinterpret_cast<__nv_fp8_e4m3*>(k_cache),
-               reinterpret_cast<__nv_fp8_e4m3*>(v_cache), block_tables, pos, S, A, max_positions, scale, kv_scale,
-               &qk, stream);
+  LaunchDecode(out, scratch, counters, q, reinterpret_cast<const __nv_fp8_e4m3*>(k_cache),
+               reinterpret_cast<const __nv_fp8_e4m3*>(v_cache), block_tables, pos, S, A, max_positions, scale,
+               kv_scale, stream);
 }
 
 }  // namespace tandem::kernels

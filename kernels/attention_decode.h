@@ -75,37 +75,4 @@ void attention_decode(float* out, float* scratch, uint32_t* counters, const floa
                       const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
                       KvScale kv_scale = {});
 
-// The per-head RMSNorm of q and k, their RoPE and the store of the token's K and V into the cache
-// (qk_norm_rope_store_kv, kernels/qk_norm_rope.h) done by attention_decode itself, one kernel
-// boundary less a layer: every block norms and rotates its group's q rows as it loads them, and the
-// block holding a sequence's last positions norms and rotates the token's k, stores K and V into
-// the cache (divided by kv_scale.k / kv_scale.v, as there) and uses them in place of the slot's old
-// contents. q_norm, k_norm (head_dim) bf16, used as (w_offset + w); inv_freq (rotary_dim / 2).
-struct DecodeQkNorm {
-  const bf16_bits* q_norm = nullptr;
-  const bf16_bits* k_norm = nullptr;
-  const float* inv_freq = nullptr;
-  int64_t rotary_dim = 0;
-  float eps = 0.0f;
-  float w_offset = 0.0f;
-};
-
-// Whether attention_decode_qk_norm takes the shape: attention_decode's, rotary_dim a multiple of 4
-// (each pair of columns and its rotation partner on the same side of the half), and q rows that
-// hold k and v after q (q_stride >= (n_heads + 2 n_kv_heads) head_dim).
-bool attention_decode_fuses_qk_norm(const AttentionShape& A, int64_t rotary_dim);
-
-// attention_decode over qkv's raw [q | k | v] rows (the q/k/v product's output, q_stride apart;
-// left unchanged) with the work of qk_norm_rope_store_kv fused in (above): the token's K and V are
-// written into the cache at its position's slot (the block table's), the output is attention over
-// the normed, rotated q. ModelLoadOptions::cuda_decode_qk_fused; off by default until its H200 A/B.
-void attention_decode_qk_norm(float* out, float* scratch, uint32_t* counters, const float* qkv, bf16_bits* k_cache,
-                              bf16_bits* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
-                              const AttentionShape& A, int64_t max_positions, float scale, const DecodeQkNorm& qk,
-                              cudaStream_t stream, KvScale kv_scale = {});
-void attention_decode_qk_norm(float* out, float* scratch, uint32_t* counters, const float* qkv, fp8_e4m3* k_cache,
-                              fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
-                              const AttentionShape& A, int64_t max_positions, float scale, const DecodeQkNorm& qk,
-                              cudaStream_t stream, KvScale kv_scale = {});
-
 }  // namespace tandem::kernels

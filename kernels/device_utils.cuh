@@ -1,5 +1,4 @@
-// Small device helpers shared by the kernels: warp reductions, activation loads and 16-byte bf16
-// loads.
+// Small device helpers shared by the kernels: warp reductions and 16-byte bf16 loads.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -44,18 +43,6 @@ __device__ __forceinline__ T BlockExclusiveScan(T v, T* red, T* total) {
   }
   *total = sum;
   return offset + excl;
-}
-
-// An activation load of a product: __ldg (read-only for the kernel's life) from global memory, or
-// a plain load where the products read a row staged in shared memory (a fused norm's output,
-// kernels/row_norm.cuh): ld.global.nc must never be given a shared address.
-template <bool kShared, class T>
-__device__ __forceinline__ T LoadX(const T* p) {
-  if constexpr (kShared) {
-    return *p;
-  } else {
-    return __ldg(p);
-  }
 }
 
 __device__ __forceinline__ float Bf16At(const uint16_t* p, int64_t i) {

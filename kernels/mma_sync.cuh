@@ -1,9 +1,8 @@
 // The warp-level tensor-core instructions the tiled kernels share: ldmatrix fragment loads from
-// shared memory and bf16 / f16 mma.sync m16n8k16 with float accumulation (PTX ISA "mma.m16n8k16" and
+// shared memory and bf16 mma.sync m16n8k16 with float accumulation (PTX ISA "mma.m16n8k16" and
 // "ldmatrix" fragment layouts). Plain sm_80 instructions: the same code runs on the H200 (sm_90)
 // and the DGX Spark's GB10 (sm_121). Users: attention_tile.cuh (attention), mma_rows.cuh (decode
-// batches), moe_gemm_mma.cuh (the prefill MoE GEMM), quant_moe_token.cuh (the few-token quantized
-// products, f16).
+// batches), moe_gemm_mma.cuh (the prefill MoE GEMM).
 #pragma once
 
 #include <cstdint>
@@ -27,31 +26,19 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], uint32_t addr)
                : "memory");
 }
 
-// d (16x8 float) += A (16x16, row-major fragment a0..a3) B (16x8, column-major b0, b1), both of
-// element type TYPE (bf16 or f16).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define TANDEM_MMA_16816(TYPE)                                                                                     \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE                                             \
-               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                      \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                   \
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
-#else
-#define TANDEM_MMA_16816(TYPE) __trap()  // built for sm_90 and sm_121 only (CMAKE_CUDA_ARCHITECTURES)
-#endif
-
-// bf16 operands.
+// d (16x8 float) += A (16x16 bf16, row-major fragment a0..a3) B (16x8 bf16, column-major b0, b1).
 __device__ __forceinline__ void Mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
-  TANDEM_MMA_16816("bf16");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // built for sm_90 and sm_121 only (CMAKE_CUDA_ARCHITECTURES)
+#endif
 }
-
-// Half operands (the few-token quantized products, quant_moe_token.cuh).
-__device__ __forceinline__ void MmaF16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-  TANDEM_MMA_16816("f16");
-}
-
-#undef TANDEM_MMA_16816
 
 __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   Mma16816(d, a[0], a[1], a[2], a[3], b0, b1);

@@ -5,7 +5,6 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
-#include "kernels/row_norm.cuh"
 
 namespace tandem::kernels {
 
@@ -13,6 +12,23 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
+
+// srow[i] = (w_offset + norm_w) * (srow[i] * scale) for the float4s i = first, first + step, ...
+// below nv; the writer block also stores the row before (x_out) and after (xn_out, when not null).
+__device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* xn_out, const uint16_t* norm_w,
+                                             int64_t nv, float scale, float w_offset, bool writer, int first,
+                                             int step) {
+  for (int64_t i = first; i < nv; i += step) {
+    float4 v = srow[i];
+    if (writer) reinterpret_cast<float4*>(x_out)[i] = v;
+    v.x = (w_offset + Bf16At(norm_w, 4 * i)) * (v.x * scale);
+    v.y = (w_offset + Bf16At(norm_w, 4 * i + 1)) * (v.y * scale);
+    v.z = (w_offset + Bf16At(norm_w, 4 * i + 2)) * (v.z * scale);
+    v.w = (w_offset + Bf16At(norm_w, 4 * i + 3)) * (v.w * scale);
+    srow[i] = v;
+    if (writer && xn_out != nullptr) reinterpret_cast<float4*>(xn_out)[i] = v;
+  }
+}
 
 // Grid (ceil(out / (kWarps * R)), ceil(T / TT)), dynamic shared memory TT * in floats and the
 // norm's in bf16 weights. Every block: loads its rows' first weight chunks and copies the norm's
@@ -29,6 +45,7 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
                                                              int64_t out, float eps, float w_offset) {
   extern __shared__ float4 smem4[];
   float* sx = reinterpret_cast<float*>(smem4);
+  __shared__ float red[kWarps];
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
@@ -42,42 +59,70 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     for (int r = 0; r < R; ++r) LoadChunk<NL>(buf[r], rows[r], 0, in, lane);
   }
   uint16_t* snw = reinterpret_cast<uint16_t*>(sx + TT * in);
-  detail::StageNormWeights(snw, norm_w, in);
+  for (int i = threadIdx.x; i < static_cast<int>(in / 8); i += kThreads) {
+    CpAsync16(SmemAddr(snw + 8 * i), norm_w + 8 * i, true);
+  }
+  CpAsyncCommit();
   GridDepWait();
 
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * TT;
   const int nt = T - t0 < TT ? static_cast<int>(T - t0) : TT;
   const bool writer = blockIdx.x == 0;
+  const int64_t nv = in / 4;
   if constexpr (TT == 1) {
     // One token: the whole block normalises it (block-reduced sum of squares).
-    RowNorm n;
-    n.x_out = x_out + t0 * in;
-    n.xn_out = xn_out != nullptr ? xn_out + t0 * in : nullptr;
-    n.x_in = x_in + t0 * in;
-    n.delta = delta != nullptr ? delta + t0 * in : nullptr;
-    n.eps = eps;
-    n.w_offset = w_offset;
-    detail::BlockNormRow<kThreads>(smem4, snw, n, in, writer);
+    const float4* xr = reinterpret_cast<const float4*>(x_in + t0 * in);
+    const float4* dr = delta != nullptr ? reinterpret_cast<const float4*>(delta + t0 * in) : nullptr;
+    float ss = 0;
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < nv; i += kThreads) {
+      float4 v = xr[i];
+      if (dr != nullptr) {
+        const float4 d = dr[i];
+        v.x += d.x, v.y += d.y, v.z += d.z, v.w += d.w;
+      }
+      smem4[i] = v;
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = WarpSum(ss);
+    if (lane == 0) red[warp] = ss;
+    CpAsyncWait<0>();  // the norm's weights (this thread's copies; the barrier: everyone's)
+    __syncthreads();
+    float total = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) total += red[i];
+    NormaliseRow(smem4, x_out + t0 * in, xn_out != nullptr ? xn_out + t0 * in : nullptr, snw, nv,
+                 rsqrtf(total / static_cast<float>(in) + eps), w_offset, writer, threadIdx.x, kThreads);
   } else {
     // A token tile: warp t normalises token t on its own (warp-reduced sum of squares), all at once.
     // With one block barrier per token instead, the router's product at a decode batch of 8 (16
     // blocks of 8 rows, each normalising all 8 tokens in turn) took 16.4 us a layer on the H200
     // against 4.5 at batch 1 (Nsight Compute, session 19).
     static_assert(TT <= kWarps, "one warp per token of the tile");
-    const int64_t nv = in / 4;
     CpAsyncWait<0>();  // the norm's weights (this thread's copies; the barrier: everyone's)
     __syncthreads();
     if (warp < nt) {
+      const float4* xr = reinterpret_cast<const float4*>(x_in + (t0 + warp) * in);
+      const float4* dr = delta != nullptr ? reinterpret_cast<const float4*>(delta + (t0 + warp) * in) : nullptr;
       float4* srow = smem4 + warp * nv;
-      const float ss = WarpSum(detail::AddRowSquares(srow, x_in + (t0 + warp) * in,
-                                                     delta != nullptr ? delta + (t0 + warp) * in : nullptr, nv, lane,
-                                                     32));
+      float ss = 0;
+#pragma unroll 4
+      for (int64_t i = lane; i < nv; i += 32) {
+        float4 v = xr[i];
+        if (dr != nullptr) {
+          const float4 d = dr[i];
+          v.x += d.x, v.y += d.y, v.z += d.z, v.w += d.w;
+        }
+        srow[i] = v;
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+      ss = WarpSum(ss);
       // Each lane rewrites the elements it stored above: no barrier between the passes.
-      detail::NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr,
-                           snw, nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);
+      NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr, snw,
+                   nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);
     }
-    __syncthreads();  // every row of the tile normalised before the products
   }
+  __syncthreads();  // every row of the tile normalised before the products
   if (!active) return;
   RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
 }

@@ -1,9 +1,7 @@
-#include <algorithm>
 #include <vector>
 
 #include "kernels/matmul.h"
 #include "kernels/norm_matmul.h"
-#include "kernels/quant_matmul.h"
 #include "kernels/rmsnorm.h"
 
 namespace tandem::kernels::ref {
@@ -16,14 +14,6 @@ void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in
   matmul_bf16(y, xn.data(), w, T, in, out);
   std::copy(r.begin(), r.end(), x_out);
   if (xn_out != nullptr) std::copy(xn.begin(), xn.end(), xn_out);
-}
-
-void add_rmsnorm_matmul_quant(float* y, const RowNorm& norm, const QuantMatrix& W) {
-  std::vector<float> r(norm.x_in, norm.x_in + W.cols), xn(W.cols);
-  add_rmsnorm(xn.data(), r.data(), norm.delta, norm.norm_w, 1, W.cols, norm.eps, norm.w_offset);
-  matmul_quant(y, xn.data(), W, 1);
-  std::copy(r.begin(), r.end(), norm.x_out);
-  if (norm.xn_out != nullptr) std::copy(xn.begin(), xn.end(), norm.xn_out);
 }
 
 }  // namespace tandem::kernels::ref

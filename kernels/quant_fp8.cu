@@ -19,7 +19,6 @@
 #include "kernels/matmul_batched.h"
 #include "kernels/quant_detail.h"
 #include "kernels/quant_fp8.cuh"
-#include "kernels/quant_moe_token.cuh"
 #include "kernels/quant_split_matvec.cuh"
 
 namespace tandem::kernels::detail {
@@ -257,13 +256,13 @@ struct Fp8Split {
     raw.w = __ldcs(reinterpret_cast<const uint4*>(row.data) + j);
     raw.s = SharedScale(row.scales, j * 16, m.g);
   }
-  template <int R, bool kSharedX = false>
+  template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&)[R], const float* x,
                              int j) {
     float part[R] = {};
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 v = LoadX<kSharedX>(reinterpret_cast<const float4*>(x) + 4 * j + q);
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x) + 4 * j + q);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float w[4];
@@ -443,39 +442,12 @@ __global__ void __launch_bounds__(kDownWarps * 32, kDownBlocksPerSm)
   StoreSlotSums<kDownWarps, kDownRows>(out + t * H, partial, sum, h0, H, warp, lane);
 }
 
-// The tensor-core experts of few tokens (quant_moe_token.cuh): calls go.operator()<P>(matrix) with
-// the piece size whose chunks the layout keeps inside one scale block (16 bytes, else 8), and returns
-// false, launching nothing, where neither does.
-template <class F>
-bool WithTokenPolicy(const QuantMatrix& W, const Fp8Geometry& g, F&& go) {
-  const auto launch = [&]<class P>(int32_t shift) {
-    go.template operator()<P>(typename P::Matrix{static_cast<const uint8_t*>(W.data), W.scales, W.data_bytes(),
-                                                 W.scale_stride(), g.cols, g.scale_cols, g.row_block, g.col_phase,
-                                                 shift});
-  };
-  if (const int32_t shift = W.block_shift(few_tokens::Fp8Token::kChunkCols); shift >= 0) {
-    launch.template operator()<few_tokens::Fp8Token>(shift);
-    return true;
-  }
-  if (const int32_t shift = W.block_shift(few_tokens::Fp8Token32::kChunkCols); shift >= 0) {
-    launch.template operator()<few_tokens::Fp8Token32>(shift);
-    return true;
-  }
-  return false;
-}
-
 }  // namespace
 
-void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream, bool token_mma) {
+void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
   const Fp8Geometry g = GeometryOf(W);
   KERNEL_REQUIRE(W.count == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || W.rows == 0) return;
-  if (token_mma && T == 1 && WithTokenPolicy(W, g, [&]<class P>(const typename P::Matrix& m) {
-        few_tokens::LaunchTokenMatvec<P>(y, x, m, W.rows, stream);
-      })) {
-    KERNEL_CHECK();
-    return;
-  }
   if (g.shift < 0) {  // per-element scales (no real checkpoint): one token and one row at a time
     KERNEL_REQUIRE(T <= 65535);
     LaunchMatmul<1, 1, 1, false>(y, x, W, g, T, stream);
@@ -493,19 +465,6 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
   KERNEL_CHECK();
 }
 
-bool norm_matmul_fp8(float* y, const RowNorm& norm, const QuantMatrix& W, cudaStream_t stream, bool token_mma) {
-  const Fp8Geometry g = GeometryOf(W);
-  if (W.count != 1 || W.rows == 0 || g.shift < 0 || !FusedNormFits(W.cols)) return false;
-  if (!(token_mma && WithTokenPolicy(W, g, [&]<class P>(const typename P::Matrix& m) {
-        few_tokens::LaunchTokenMatvec<P>(y, nullptr, m, W.rows, stream, &norm);
-      }))) {
-    LaunchSplitMatvec<Fp8Split>(y, nullptr, Fp8Split::Matrix{static_cast<const uint8_t*>(W.data), W.scales, g},
-                                W.cols / 16, W.rows, stream, &norm, W.cols);
-  }
-  KERNEL_CHECK();
-  return true;
-}
-
 void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {
   const Fp8Geometry g = GeometryOf(W);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(lo) % 16 == 0 &&
@@ -520,18 +479,11 @@ void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stre
 }
 
 void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T, int64_t K,
-                     cudaStream_t stream, bool token_mma) {
+                     cudaStream_t stream) {
   const Fp8Geometry g = GeometryOf(gate_up);
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t I = gate_up.rows / 2;
-  if (token_mma && T <= few_tokens::MaxTokens(WeightFormat::kFp8Block) &&
-      WithTokenPolicy(gate_up, g, [&]<class P>(const typename P::Matrix& m) {
-        few_tokens::LaunchTokenGateUp<P>(act, x, ids, m, I, K, 0, T * K, stream);
-      })) {
-    KERNEL_CHECK();
-    return;
-  }
   const auto kernel = g.shift >= 0 ? MoeGateUpFp8Kernel<true> : MoeGateUpFp8Kernel<false>;
   for (int64_t p0 = 0; p0 < T * K; p0 += 65535) {
     const int64_t pairs = T * K - p0 < 65535 ? T * K - p0 : 65535;
@@ -544,19 +496,12 @@ void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const Quant
 }
 
 void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                  int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool token_mma) {
+                  int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
   const Fp8Geometry g = GeometryOf(down);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0 && T <= 65535);
   if (T == 0 || down.rows == 0) return;
   // The early loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
   const bool early = follows_gate_up;
-  if (token_mma && T <= few_tokens::MaxTokens(WeightFormat::kFp8Block) &&
-      WithTokenPolicy(down, g, [&]<class P>(const typename P::Matrix& m) {
-        few_tokens::LaunchTokenDown<P>(out, act, ids, weights, m, down.rows, T, K, early, stream);
-      })) {
-    KERNEL_CHECK();
-    return;
-  }
   // 2 to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 14.57
   // ms against 15.09); one token keeps the warp-per-slot kernel below (2.514-2.543 against 2.574).
   if (g.shift >= 0 && T >= 2 && T <= 8) {

@@ -1,33 +1,17 @@
 #include "kernels/quant_matmul.h"
 
 #include "kernels/cuda_check.h"
-#include "kernels/norm_matmul.h"
 #include "kernels/quant_detail.h"
 
 namespace tandem::kernels {
 
-void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream, bool token_mma) {
+void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
   KERNEL_REQUIRE(W.count == 1 && W.cols % 16 == 0);
   if (T == 0 || W.rows == 0) return;
   switch (W.format) {
-    case WeightFormat::kFp8Block: detail::matmul_fp8(y, x, W, T, stream, token_mma); return;
-    case WeightFormat::kNvfp4: detail::matmul_nvfp4(y, x, W, T, stream, token_mma); return;
+    case WeightFormat::kFp8Block: detail::matmul_fp8(y, x, W, T, stream); return;
+    case WeightFormat::kNvfp4: detail::matmul_nvfp4(y, x, W, T, stream); return;
     default: KERNEL_REQUIRE(false && "matmul_quant: FP8 or NVFP4 weights only (bf16: matmul_bf16)");
-  }
-}
-
-bool add_rmsnorm_matmul_quant(float* y, const RowNorm& norm, const QuantMatrix& W, cudaStream_t stream,
-                              bool token_mma) {
-  KERNEL_REQUIRE(norm.x_out != norm.x_in && norm.x_out != norm.delta);
-  for (const void* p : {static_cast<const void*>(y), static_cast<const void*>(norm.x_out),
-                        static_cast<const void*>(norm.xn_out), static_cast<const void*>(norm.x_in),
-                        static_cast<const void*>(norm.delta), static_cast<const void*>(norm.norm_w)}) {
-    KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(p) % 16 == 0);
-  }
-  switch (W.format) {
-    case WeightFormat::kFp8Block: return detail::norm_matmul_fp8(y, norm, W, stream, token_mma);
-    case WeightFormat::kNvfp4: return detail::norm_matmul_nvfp4(y, norm, W, stream, token_mma);
-    default: return false;
   }
 }
 

@@ -14,11 +14,8 @@ namespace tandem::kernels {
 
 // y (T, W.rows) = x (T, W.cols) W^T for one matrix (W.count == 1) in kFp8Block or kNvfp4, x float32
 // 16-byte aligned, W.cols % 16 == 0. Any T; meant for decode sizes (the weights are read once per
-// tile of up to 8 tokens). token_mma: one token takes the tensor-core kernel of
-// kernels/quant_moe_token.cuh where the layout allows it (ModelLoadOptions::cuda_quant_decode_mma,
-// off by default until its H200 A/B).
-void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream,
-                  bool token_mma = false);
+// tile of up to 8 tokens).
+void matmul_quant(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 
 // dst (W.count, W.rows, W.cols) bf16 = W dequantized, rounded to nearest even. With `lo` (same
 // shape, 16-byte aligned) also the rounding's remainder, lo = bf16(W - dst): dst + lo holds the

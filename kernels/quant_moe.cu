@@ -6,26 +6,26 @@
 namespace tandem::kernels {
 
 void moe_gate_up_quant(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream, bool token_mma) {
+                       int64_t K, cudaStream_t stream) {
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && gate_up.cols % 16 == 0);
   if (T == 0) return;
   switch (gate_up.format) {
-    case WeightFormat::kFp8Block: detail::moe_gate_up_fp8(act, x, ids, gate_up, T, K, stream, token_mma); return;
-    case WeightFormat::kNvfp4: detail::moe_gate_up_nvfp4(act, x, ids, gate_up, T, K, stream, token_mma); return;
+    case WeightFormat::kFp8Block: detail::moe_gate_up_fp8(act, x, ids, gate_up, T, K, stream); return;
+    case WeightFormat::kNvfp4: detail::moe_gate_up_nvfp4(act, x, ids, gate_up, T, K, stream); return;
     default: KERNEL_REQUIRE(false && "moe_gate_up_quant: FP8 or NVFP4 experts only (bf16: moe_gate_up)");
   }
 }
 
 void moe_down_quant(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool token_mma) {
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
   KERNEL_REQUIRE(down.cols % 16 == 0);
   if (T == 0) return;
   switch (down.format) {
     case WeightFormat::kFp8Block:
-      detail::moe_down_fp8(out, act, ids, weights, down, T, K, stream, follows_gate_up, token_mma);
+      detail::moe_down_fp8(out, act, ids, weights, down, T, K, stream, follows_gate_up);
       return;
     case WeightFormat::kNvfp4:
-      detail::moe_down_nvfp4(out, act, ids, weights, down, T, K, stream, follows_gate_up, token_mma);
+      detail::moe_down_nvfp4(out, act, ids, weights, down, T, K, stream, follows_gate_up);
       return;
     default: KERNEL_REQUIRE(false && "moe_down_quant: FP8 or NVFP4 experts only (bf16: moe_down)");
   }

@@ -12,18 +12,13 @@
 
 namespace tandem::kernels {
 
-// token_mma: steps below the batched experts' token count (moe_batched.h MoeBatchedMinTokens: 20
-// FP8, 10 NVFP4) take the tensor-core kernels of kernels/quant_moe_token.cuh
-// where the layout allows them (FP8 blocks of at least 32 columns, NVFP4 rows of whole 32-column
-// pieces), else the CUDA-core kernels; ModelLoadOptions::cuda_quant_decode_mma, off by default until
-// its H200 A/B.
 // act (T*K, I) = silu(x_t W_gate[e]^T) * (x_t W_up[e]^T), e = ids[p], t = p / K. x (T, H).
 void moe_gate_up_quant(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream, bool token_mma = false);
+                       int64_t K, cudaStream_t stream);
 // out (T, H) = sum_k weights[t*K+k] * act[t*K+k] W_down[ids[t*K+k]]^T (plain store). follows_gate_up
 // as in moe_down.
 void moe_down_quant(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up = false, bool token_mma = false);
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up = false);
 
 namespace ref {
 void moe_gate_up_quant(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,

@@ -32,7 +32,6 @@
 #include "kernels/launch.cuh"
 #include "kernels/matmul_batched.h"
 #include "kernels/quant_detail.h"
-#include "kernels/quant_moe_token.cuh"
 #include "kernels/quant_split_matvec.cuh"
 
 namespace tandem::kernels::detail {
@@ -285,7 +284,7 @@ struct Nvfp4Split {
     return row;
   }
   __device__ static void Fetch(Raw& raw, const Matrix&, const Row& row, int j) { LoadOne<2>(raw, row.data, row.gs, j); }
-  template <int R, bool kSharedX = false>
+  template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
                              int j) {
 #pragma unroll
@@ -294,7 +293,7 @@ struct Nvfp4Split {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float4* xp = reinterpret_cast<const float4*>(x + j * 32 + g * 16 + h * 8);
-        const float4 a = LoadX<kSharedX>(xp), b = LoadX<kSharedX>(xp + 1);
+        const float4 a = __ldg(xp), b = __ldg(xp + 1);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float w[8];
@@ -313,18 +312,6 @@ struct Nvfp4Split {
 bool WideLoads(const QuantMatrix& W) {
   return W.cols % 32 == 0 && reinterpret_cast<uintptr_t>(W.data) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(W.group_scales) % 2 == 0;
-}
-
-// Whether the tensor-core products (quant_moe_token.cuh) take W, when asked: whole 32-column pieces
-// (WideLoads) and columns that fit their 32-bit arithmetic.
-bool TokenKernelsTake(bool token_mma, const QuantMatrix& W) {
-  return token_mma && WideLoads(W) && W.cols < (int64_t{1} << 30);
-}
-
-// The tensor-core products' view of a stack, for the layouts they take.
-few_tokens::Nvfp4Token::Matrix TokenMatrix(const QuantMatrix& W) {
-  return {static_cast<const uint8_t*>(W.data), W.group_scales,         W.row_scale2,          W.data_bytes(),
-          W.group_scale_stride(),              W.row_scale2_stride(), static_cast<int32_t>(W.cols)};
 }
 
 void RequireNvfp4(const QuantMatrix& W) {
@@ -453,15 +440,10 @@ __global__ void __launch_bounds__(256) DequantNvfp4Kernel(uint16_t* dst, uint16_
 
 }  // namespace
 
-void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream, bool token_mma) {
+void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream) {
   RequireNvfp4(W);
   KERNEL_REQUIRE(W.count == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || W.rows == 0) return;
-  if (T == 1 && TokenKernelsTake(token_mma, W)) {
-    few_tokens::LaunchTokenMatvec<few_tokens::Nvfp4Token>(y, x, TokenMatrix(W), W.rows, stream);
-    KERNEL_CHECK();
-    return;
-  }
   if (!WideLoads(W)) {
     // cols % 32 == 16 (or unaligned scales): one group per 8-byte load, a single shape.
     if (T == 1) {
@@ -484,22 +466,6 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
   KERNEL_CHECK();
 }
 
-bool norm_matmul_nvfp4(float* y, const RowNorm& norm, const QuantMatrix& W, cudaStream_t stream, bool token_mma) {
-  RequireNvfp4(W);
-  if (W.count != 1 || W.rows == 0 || !WideLoads(W) || W.cols >= (int64_t{1} << 30) || !FusedNormFits(W.cols)) {
-    return false;
-  }
-  if (TokenKernelsTake(token_mma, W)) {
-    few_tokens::LaunchTokenMatvec<few_tokens::Nvfp4Token>(y, nullptr, TokenMatrix(W), W.rows, stream, &norm);
-  } else {
-    const Nvfp4Split::Matrix m{static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2,
-                               static_cast<int32_t>(W.cols)};
-    LaunchSplitMatvec<Nvfp4Split>(y, nullptr, m, W.cols / 32, W.rows, stream, &norm, W.cols);
-  }
-  KERNEL_CHECK();
-  return true;
-}
-
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {
   RequireNvfp4(W);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(lo) % 16 == 0);
@@ -514,16 +480,11 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
 }
 
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream, bool token_mma) {
+                       int64_t K, cudaStream_t stream) {
   RequireNvfp4(gate_up);
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t H = gate_up.cols, I = gate_up.rows / 2;
-  if (T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && TokenKernelsTake(token_mma, gate_up)) {
-    few_tokens::LaunchTokenGateUp<few_tokens::Nvfp4Token>(act, x, ids, TokenMatrix(gate_up), I, K, 0, T * K, stream);
-    KERNEL_CHECK();
-    return;
-  }
   const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps),
                   static_cast<unsigned>(std::min<int64_t>(T * K, kMaxGridY)));
   const auto* data = static_cast<const uint8_t*>(gate_up.data);
@@ -548,7 +509,7 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
 }
 
 void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool token_mma) {
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
   RequireNvfp4(down);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0);
   if (T == 0 || down.rows == 0) return;
@@ -556,12 +517,6 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late). The early
   // loads won their A/B for the bf16 kernel (moe.cu); they are always on here too.
   const bool early = follows_gate_up;
-  if (T <= few_tokens::MaxTokens(WeightFormat::kNvfp4) && TokenKernelsTake(token_mma, down)) {
-    few_tokens::LaunchTokenDown<few_tokens::Nvfp4Token>(out, act, ids, weights, TokenMatrix(down), H, T, K, early,
-                                                        stream);
-    KERNEL_CHECK();
-    return;
-  }
   const auto* data = static_cast<const uint8_t*>(down.data);
   // Up to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 15.78
   // ms against 16.27; at batch 1 2.677 against 2.696-2.699, inside the runs' spread).

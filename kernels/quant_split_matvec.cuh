@@ -23,7 +23,6 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
-#include "kernels/row_norm.cuh"
 
 namespace tandem::kernels::detail {
 
@@ -46,7 +45,7 @@ __device__ __forceinline__ void SplitLoadRound(typename P::Raw (&buf)[NL][R], co
   }
 }
 
-template <class P, int R, int WARPS, int NL, bool kSharedX = false>
+template <class P, int R, int WARPS, int NL>
 __device__ __forceinline__ float SplitRowsDot(typename P::Raw (&buf)[NL][R], const typename P::Matrix& m,
                                               const typename P::Row (&rows)[R], const float* x, int nj) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -55,7 +54,7 @@ __device__ __forceinline__ float SplitRowsDot(typename P::Raw (&buf)[NL][R], con
 #pragma unroll
     for (int k = 0; k < NL; ++k) {
       const int j = base + (k * WARPS + warp) * 32 + lane;
-      if (j < nj) P::template Dot<R, kSharedX>(acc, buf[k], m, rows, x, j);
+      if (j < nj) P::template Dot<R>(acc, buf[k], m, rows, x, j);
     }
     base += NL * WARPS * 32;
     if (base >= nj) break;
@@ -78,13 +77,10 @@ __device__ __forceinline__ float SplitRowsDot(typename P::Raw (&buf)[NL][R], con
 
 // The dense product. Grid (ceil(out / R)), WARPS * 32 threads: block b computes rows b*R .. b*R+R-1
 // (rows past `out` recompute the last row and are not stored), every load issued before the wait
-// on the previous kernel. With kNorm, x is unused: every block first normalises `norm`'s row into
-// its dynamic shared memory (P::cols(m) floats, then the norm's P::cols(m) bf16 weights, staged
-// before the wait; kernels/row_norm.cuh), block 0 storing the residual, and multiplies that.
-template <class P, int R, int WARPS, int NL, bool kNorm = false>
+// on the previous kernel.
+template <class P, int R, int WARPS, int NL>
 __global__ void __launch_bounds__(WARPS * 32)
-    SplitMatvecKernel(float* y, const float* x, typename P::Matrix m, int64_t out, RowNorm norm) {
-  extern __shared__ float4 split_norm_row[];
+    SplitMatvecKernel(float* y, const float* x, typename P::Matrix m, int64_t out) {
   GridDepLaunchDependents();
   const int64_t o0 = static_cast<int64_t>(blockIdx.x) * R;
   const int nj = P::loads_per_row(m);
@@ -93,14 +89,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   for (int r = 0; r < R; ++r) rows[r] = P::RowOf(m, o0 + r < out ? o0 + r : out - 1);
   typename P::Raw buf[NL][R];
   SplitLoadRound<P, R, WARPS, NL>(buf, m, rows, 0, nj);
-  if constexpr (kNorm) StageNormWeights(NormWeightsAfter(split_norm_row, P::cols(m)), norm.norm_w, P::cols(m));
   GridDepWait();
-  if constexpr (kNorm) {
-    BlockNormRow<WARPS * 32>(split_norm_row, NormWeightsAfter(split_norm_row, P::cols(m)), norm, P::cols(m),
-                             blockIdx.x == 0);
-    x = reinterpret_cast<const float*>(split_norm_row);
-  }
-  const float s = SplitRowsDot<P, R, WARPS, NL, kNorm>(buf, m, rows, x, nj);
+  const float s = SplitRowsDot<P, R, WARPS, NL>(buf, m, rows, x, nj);
   if (threadIdx.x < R && o0 + threadIdx.x < out) y[o0 + threadIdx.x] = s;
 }
 
@@ -213,20 +203,13 @@ void SplitShape(int64_t loads, F&& go) {
 // warps and loads of SplitShape (longer rows loop over rounds). 8 rows a block won the
 // A/B on the H200 (Qwen3-30B-A3B's q/k/v and o_proj in FP8, decode step at batch 1: 2.504 ms with 8,
 // 2.614 with 4, 2.699 with 2, 2.906 with one row a warp; NVFP4: 3.101 with 8, 3.104 with 4, 3.748).
-// With `norm` (not null) the product takes its row from the fused norm instead of x (cols: the
-// matrix's columns, FusedNormFits).
 template <class P>
 void LaunchSplitMatvec(float* y, const float* x, const typename P::Matrix& m, int64_t loads, int64_t out,
-                       cudaStream_t stream, const RowNorm* norm = nullptr, int64_t cols = 0) {
+                       cudaStream_t stream) {
   constexpr int kRows = 8;
   const dim3 grid(static_cast<unsigned>((out + kRows - 1) / kRows));
   const auto go = [&]<int W, int NL>() {
-    if (norm != nullptr) {
-      Launch(SplitMatvecKernel<P, kRows, W, NL, true>, grid, dim3(W * 32), FusedNormSmemBytes(cols), stream, y,
-             nullptr, m, out, *norm);
-    } else {
-      Launch(SplitMatvecKernel<P, kRows, W, NL>, grid, dim3(W * 32), 0, stream, y, x, m, out, RowNorm{});
-    }
+    Launch(SplitMatvecKernel<P, kRows, W, NL>, grid, dim3(W * 32), 0, stream, y, x, m, out);
   };
   SplitShape(loads, go);
 }

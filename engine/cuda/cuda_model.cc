@@ -74,8 +74,7 @@ class CudaModel final : public Model {
       : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
-        quant_prefill_split_(options.cuda_quant_prefill_split), quant_decode_mma_(options.cuda_quant_decode_mma),
-        quant_norm_fused_(options.cuda_quant_norm_fused), decode_qk_fused_(options.cuda_decode_qk_fused) {
+        quant_prefill_split_(options.cuda_quant_prefill_split) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -184,9 +183,6 @@ class CudaModel final : public Model {
   // ModelLoadOptions::cuda_quant_prefill_split: dequant_ holds a weight's bf16 hi and lo (linear.h
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
-  bool quant_decode_mma_ = false;  // ModelLoadOptions::cuda_quant_decode_mma
-  bool quant_norm_fused_ = false;  // ModelLoadOptions::cuda_quant_norm_fused
-  bool decode_qk_fused_ = false;   // ModelLoadOptions::cuda_decode_qk_fused
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   PinnedBuffer<float> host_logits_;
@@ -398,10 +394,6 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.ids_per_layer = ids_per_layer;
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
-  ctx.quant_decode_mma = quant_decode_mma_;
-  ctx.quant_norm_fused = quant_norm_fused_;
-  ctx.decode_qk_fused =
-      decode_qk_fused_ && kernels::attention_decode_fuses_qk_norm(AttentionShapeOf(m), L_.rotary_dim);
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
   // every kernel for the largest shared memory (kernels/carveout.h), so that the SMs do not switch

@@ -216,28 +216,14 @@ absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bi
     NormMatmul(y, delta, norm_w, w.bf16(), w.rows(), keep_xn);
     return absl::OkStatus();
   }
-  if (quant_norm_fused && fuse && m.T == 1 && !GemmPath(m.T)) {
-    kernels::RowNorm n;
-    n.x_out = x_next;
-    n.xn_out = keep_xn ? a->xn.get() : nullptr;
-    n.x_in = x;
-    n.delta = delta;
-    n.norm_w = norm_w;
-    n.eps = eps;
-    n.w_offset = norm_offset;
-    if (kernels::add_rmsnorm_matmul_quant(y, n, w.quant(), stream, quant_decode_mma)) {
-      std::swap(x, x_next);
-      return absl::OkStatus();
-    }
-  }
-  // Unfused: the residual is updated in place (x stays the residual, as on unfused steps; x_next
-  // is only the fused kernels' second buffer), xn always kept, then the product.
+  // No fused form: the residual is updated in place (x stays the residual, as on unfused steps;
+  // x_next is only the fused kernels' second buffer), xn always kept, then the product.
   Norm(delta, norm_w);
   return Matmul(y, a->xn.get(), w);
 }
 
 absl::Status StepContext::Matmul(float* y, const float* x_in, const LinearWeight& w) const {
-  return LinearMatmul(y, x_in, w, m.T, dequant, stream, gemm_min_tokens, quant_decode_mma);
+  return LinearMatmul(y, x_in, w, m.T, dequant, stream, gemm_min_tokens);
 }
 
 void StepContext::Norm(const float* delta, const bf16_bits* norm_w) {
@@ -287,12 +273,10 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
 //    width: ctx 1k 3.04-3.05 ms against paged_attention's 3.51-3.56.
 // A float32 cache keeps paged_attention (the tensor cores would round its K and V to bf16, which a
 // bf16 cache measured above the float32 golden bound: docs/cuda.md).
-// With the q/k norm fused into it (ctx.decode_qk_fused) every decode step takes it.
 bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A) {
   constexpr int64_t kSingleSplitMinPositions = 2049;
   return ctx.Decode() && ctx.kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
-         (ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions ||
-          ctx.decode_qk_fused);
+         (ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions);
 }
 
 template <typename KV>
@@ -302,19 +286,6 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   const kernels::AttentionShape A = AttentionShapeOf(L_, ctx.block_size, m.max_blocks);
   const float scale = 1.0f / std::sqrt(static_cast<float>(L_.head_dim));
   const kernels::KvScale kv_scale = ctx.kv_scales != nullptr ? ctx.kv_scales[kv_layer_] : kernels::KvScale{};
-  constexpr bool kRoundsCache = std::is_same_v<KV, float>;
-  if constexpr (!kRoundsCache) {
-    // The q/k norm, RoPE and K/V store inside the split decode attention
-    // (ModelLoadOptions::cuda_decode_qk_fused).
-    if (ctx.decode_qk_fused && DecodeTakesSplitAttention(ctx, A)) {
-      const kernels::DecodeQkNorm qk{q_norm_.get(), k_norm_.get(), ctx.inv_freq, L_.rotary_dim, ctx.eps,
-                                     ctx.norm_offset};
-      kernels::attention_decode_qk_norm(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(),
-                                        k_cache, v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A,
-                                        ctx.max_positions, scale, qk, ctx.stream, kv_scale);
-      return;
-    }
-  }
   kernels::qk_norm_rope_store_kv(a.qkv.get(), k_cache, v_cache, q_norm_.get(), k_norm_.get(), ctx.inv_freq,
                                  ctx.meta + m.pos(), ctx.meta + m.slot(), m.T, L_, ctx.eps, ctx.stream,
                                  ctx.norm_offset, kv_scale);
@@ -326,6 +297,7 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
   // where the scratch reserved for T tokens holds that launch's partitions (it always does unless
   // a rank has very few heads). A float32 cache keeps paged_attention: the tensor cores would round
   // its K and V to bf16, which a bf16 cache measured above the float32 golden bound (docs/cuda.md).
+  constexpr bool kRoundsCache = std::is_same_v<KV, float>;
   // Decode steps (one token per sequence) take the split tensor-core kernel where
   // DecodeTakesSplitAttention says so (its comment has the A/Bs); the others paged_attention.
   // Other small multi-token steps (several tokens of a sequence, below the prefill threshold) of
@@ -478,10 +450,9 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
     kernels::moe_batched_quant(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
                                gate_up_.quant(), down_.quant(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
   } else if (!ctx.GemmPath(T)) {  // decode: the weights dequantized in registers
-    kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream,
-                               ctx.quant_decode_mma);
+    kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream);
     kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
-                            ctx.stream, /*follows_gate_up=*/true, ctx.quant_decode_mma);
+                            ctx.stream, /*follows_gate_up=*/true);
   } else if (ctx.dequant.split) {
     // Float32-grade prefill: each stack as bf16 hi + lo in the scratch (gate_up's consumed before
     // down's overwrites it), the grouped GEMMs splitting the activations too. Where the grouped

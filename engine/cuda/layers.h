@@ -157,14 +157,6 @@ struct StepContext {
   // Tokens from which the products, the MoE experts and attention take their prefill paths (the
   // model's ModelLoadOptions::cuda_gemm_min_tokens), passed to every launcher that switches on it.
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
-  // Quantized decode products on the tensor cores (ModelLoadOptions::cuda_quant_decode_mma).
-  bool quant_decode_mma = false;
-  // One-token quantized products with their norm fused in (ModelLoadOptions::cuda_quant_norm_fused).
-  bool quant_norm_fused = false;
-  // Decode steps' q/k norm + RoPE + K/V store inside the split attention
-  // (ModelLoadOptions::cuda_decode_qk_fused, where kernels::attention_decode_fuses_qk_norm takes the
-  // model's attention).
-  bool decode_qk_fused = false;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.
@@ -180,10 +172,9 @@ struct StepContext {
   // rounding of its input.
   void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
                   bool float_input = false);
-  // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one of a
-  // one-token step under fuse with quant_norm_fused as the bf16 one where a fused kernel takes it
-  // (kernels/norm_matmul.h add_rmsnorm_matmul_quant), otherwise the norm runs first, in place (x
-  // stays the residual), and then its product (LinearMatmul).
+  // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one has
+  // no fused product (kernels/norm_matmul.h reads bf16), so the norm runs first with the same
+  // residual semantics (x_next under fuse) and then its product (LinearMatmul).
   absl::Status NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w, bool keep_xn);
   // y = x W^T on this step's stream (LinearMatmul with the model's dequantization scratch).
   absl::Status Matmul(float* y, const float* x_in, const LinearWeight& w) const;

@@ -100,13 +100,13 @@ absl::StatusOr<SplitWeight> DequantizeSplitToScratch(const LinearWeight& w, cons
 }
 
 absl::Status LinearMatmul(float* y, const float* x, const LinearWeight& w, int64_t T, const DequantScratch& scratch,
-                          cudaStream_t stream, int64_t gemm_min_tokens, bool quant_decode_mma) {
+                          cudaStream_t stream, int64_t gemm_min_tokens) {
   if (!w.quantized()) {
     kernels::matmul_bf16(y, x, w.bf16(), T, w.cols(), w.rows(), stream, gemm_min_tokens);
     return absl::OkStatus();
   }
   if (!kernels::UseGemmPath(T, gemm_min_tokens, stream)) {
-    kernels::matmul_quant(y, x, w.quant(), T, stream, quant_decode_mma);
+    kernels::matmul_quant(y, x, w.quant(), T, stream);
     return absl::OkStatus();
   }
   if (scratch.split) {

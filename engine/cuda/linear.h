@@ -76,10 +76,8 @@ class LinearWeight {
 // y (T, W.rows) = x (T, W.cols) W^T on `stream` for a single matrix (W.count == 1). A quantized W
 // on a prefill-sized step (T >= gemm_min_tokens outside a graph capture: kernels/gemm.h
 // UseGemmPath) needs `scratch` of at least W.dequant_elems() (Internal error otherwise).
-// quant_decode_mma: a quantized W's one-token product on the tensor cores
-// (ModelLoadOptions::cuda_quant_decode_mma).
 absl::Status LinearMatmul(float* y, const float* x, const LinearWeight& w, int64_t T, const DequantScratch& scratch,
-                          cudaStream_t stream, int64_t gemm_min_tokens, bool quant_decode_mma = false);
+                          cudaStream_t stream, int64_t gemm_min_tokens);
 
 // Dequantizes the quantized stack `w` into `scratch` (bf16, w's layout) and returns it: the input
 // of the bf16 prefill kernels. Internal error when the scratch is too small.

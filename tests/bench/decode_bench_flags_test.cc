@@ -75,41 +75,6 @@ TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-prefill-split"), std::string::npos);
 }
 
-TEST(DecodeBenchFlags, QuantDecodeMmaIsOffUnlessAsked) {
-  auto def = ParseDecodeBenchFlags({"--weights", "fp8"});
-  ASSERT_TRUE(def.ok()) << def.status();
-  EXPECT_FALSE(def->quant_decode_mma);
-  auto on = ParseDecodeBenchFlags({"--weights", "fp8,nvfp4", "--quant-decode-mma"});
-  ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->quant_decode_mma);
-  EXPECT_FALSE(ParseDecodeBenchFlags({"--quant-decode-mma=1"}).ok()) << "a switch takes no value";
-  EXPECT_NE(DecodeBenchUsage().find("--quant-decode-mma"), std::string::npos);
-}
-
-TEST(DecodeBenchFlags, QuantNormFusedIsOffUnlessAsked) {
-  auto def = ParseDecodeBenchFlags({"--weights", "fp8"});
-  ASSERT_TRUE(def.ok()) << def.status();
-  EXPECT_FALSE(def->quant_norm_fused);
-  auto on = ParseDecodeBenchFlags({"--weights", "fp8,nvfp4", "--quant-norm-fused", "--quant-decode-mma"});
-  ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->quant_norm_fused);
-  EXPECT_TRUE(on->quant_decode_mma) << "the two switches are independent";
-  EXPECT_FALSE(ParseDecodeBenchFlags({"--quant-norm-fused=yes"}).ok()) << "a switch takes no value";
-  EXPECT_NE(DecodeBenchUsage().find("--quant-norm-fused"), std::string::npos);
-}
-
-TEST(DecodeBenchFlags, DecodeQkFusedIsOffUnlessAsked) {
-  auto def = ParseDecodeBenchFlags({"--weights", "bf16"});
-  ASSERT_TRUE(def.ok()) << def.status();
-  EXPECT_FALSE(def->decode_qk_fused);
-  auto on = ParseDecodeBenchFlags({"--decode-qk-fused"});
-  ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->decode_qk_fused);
-  EXPECT_FALSE(on->quant_norm_fused);
-  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-qk-fused=1"}).ok()) << "a switch takes no value";
-  EXPECT_NE(DecodeBenchUsage().find("--decode-qk-fused"), std::string::npos);
-}
-
 // The decode-attention A/B switch of session 18 is gone (the split kernel is the decode batches'
 // attention since its A/B): the flag is refused, not ignored.
 TEST(DecodeBenchFlags, RetiredSwitchIsRefused) {

@@ -13,21 +13,17 @@
 // first for the driver's split. One sequence takes the cluster merge (kernels/attention_decode.h),
 // 32 sequences the global one.
 //
-// With the q/k norm fused in (attention_decode_qk_norm): against the separate kernels' references.
 // Bounds as attention_prefill_cuda_test's (the same bf16 operands: Q with the scale folded in, and
 // P): ||out - ref|| / ||ref|| < 1e-2 over the output, < 5e-2 for every (token, head) row.
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
 #include "kernels/carveout.h"
-#include "kernels/fp8.h"
-#include "kernels/qk_norm_rope.h"
 #include "tests/kernels/attention_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -129,129 +125,6 @@ TEST(attention_decode_cuda, MatchesPagedAttentionReference) {
       check(tag + " fp8 kv", k8, v8, {});
       check(tag + " fp8 kv scaled", k8, v8, KvScale{0.37f, 2.5f});
     }
-  }
-}
-
-// A cache element as float (bf16 or e4m3), for comparing stored rows.
-float CacheValue(bf16_bits v) { return Bf16ToFloat(v); }
-float CacheValue(fp8_e4m3 v) { return E4m3Decode(v.bits); }
-bool SameElement(bf16_bits a, bf16_bits b) { return a == b; }
-bool SameElement(fp8_e4m3 a, fp8_e4m3 b) { return a.bits == b.bits; }
-
-// attention_decode_qk_norm (the q/k norm, RoPE and K/V store fused into the split kernel) against
-// the separate kernels' references: ref::qk_norm_rope_store_kv on the raw q/k/v rows and a cache
-// copy, then ref::paged_attention. The tokens' own slots hold NaN before the launch (the kernel
-// must store them and must not read them back from the cache); the output is held to this test's
-// bounds, the tokens' stored K and V to 1e-3 (bf16) / 1e-2 (e4m3) relative (the sums of squares are
-// added in another order than the reference's, so a value may round to the neighbouring code), every
-// other cache element must be unchanged, and the q/k/v rows too. Twice in a row (counters, and a
-// second launch over the already stored slots). Cases: Qwen3-30B-A3B at 1k and 4k and a batch of 8,
-// head_dim 64 with half the dims rotated and zero-centred norms, the tiny models' head_dim 32, a
-// group of 16.
-TEST(attention_decode_cuda, FusedQkNormMatchesSeparateKernels) {
-  SKIP_WITHOUT_GPU();
-  struct FusedCase {
-    Case c;
-    int64_t rotary;
-    float w_offset;
-  };
-  const std::vector<FusedCase> cases = {
-      {DecodeCase(32, 4, 128, 16, {1023}), 128, 0.0f},
-      {DecodeCase(32, 4, 128, 16, {4095}), 128, 0.0f},
-      {DecodeCase(32, 4, 128, 16, {0, 5, 63, 64, 100, 1000, 2047, 4095}), 128, 0.0f},
-      {DecodeCase(16, 2, 64, 16, {1, 64, 129, 1900}), 32, 1.0f},
-      {DecodeCase(8, 4, 32, 32, {0, 32, 33, 150}), 32, 0.0f},
-      {DecodeCase(16, 1, 64, 16, {3, 200, 5000}), 64, 0.0f},
-  };
-  for (const FusedCase& fc : cases) {
-    const Case& c = fc.c;
-    const Step st = MakeStep(c);
-    const AttentionShape& A = st.A;
-    const int64_t S = st.S, kv_dim = c.nkv * c.hd, num_blocks = st.num_blocks;
-    ASSERT_TRUE(attention_decode_fuses_qk_norm(A, fc.rotary)) << Shape({c.nh, c.nkv, c.hd, fc.rotary});
-    const QkvLayout L{c.nh, c.nkv, c.hd, fc.rotary};
-    ASSERT_EQ(L.row(), A.q_stride);
-    const int32_t longest = *std::max_element(st.pos.begin(), st.pos.end()) + 1;
-    const auto qkv = RandomFloats(S * A.q_stride);
-    std::vector<bf16_bits> q_norm = RandomBf16(c.hd, 0.3f), k_norm = RandomBf16(c.hd, 0.3f);
-    if (fc.w_offset == 0.0f) {
-      for (auto* w : {&q_norm, &k_norm}) {
-        for (auto& v : *w) v = FloatToBf16(1.0f + Bf16ToFloat(v));
-      }
-    }
-    std::vector<float> inv_freq(fc.rotary / 2);
-    for (size_t i = 0; i < inv_freq.size(); ++i) {
-      inv_freq[i] = std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(fc.rotary));
-    }
-    std::vector<int32_t> slot(S);
-    for (int64_t s = 0; s < S; ++s) {
-      slot[s] = st.tables[s * A.max_blocks + st.pos[s] / c.bs] * static_cast<int32_t>(c.bs) + st.pos[s] % c.bs;
-    }
-    DeviceBuffer<float> d_qkv(qkv), d_inv(inv_freq), d_out(S * c.nh * c.hd);
-    DeviceBuffer<bf16_bits> d_qn(q_norm), d_kn(k_norm);
-    DeviceBuffer<int32_t> d_tables(st.tables), d_pos(st.pos);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd)), eps = 1e-6f;
-    const DecodeQkNorm qk{d_qn.get(), d_kn.get(), d_inv.get(), fc.rotary, eps, fc.w_offset};
-    const int64_t max_positions = longest;
-    DeviceBuffer<float> d_scratch(std::max<int64_t>(attention_decode_scratch_floats(S, A, max_positions), 1));
-    const int64_t n_counters = attention_decode_counter_count(S, A);
-    DeviceBuffer<uint32_t> d_counters(n_counters);
-    CUDA_CHECK(cudaMemset(d_counters.get(), 0, n_counters * sizeof(uint32_t)));
-    const std::string tag = "attention_decode_qk_norm " + Shape({c.nh, c.nkv, c.hd, c.bs, S}) + " rotary " +
-                            std::to_string(fc.rotary) + (fc.w_offset != 0.0f ? " zero-centred" : "");
-
-    auto check = [&](const std::string& what, auto k_host, auto v_host, KvScale kv_scale, double store_bound,
-                     auto nan) {
-      using KV = typename decltype(k_host)::value_type;
-      for (auto* cache : {&k_host, &v_host}) {
-        PoisonUnused(*cache, st, nan);
-        for (const int32_t sl : slot) std::fill_n(cache->begin() + sl * kv_dim, kv_dim, nan);
-      }
-      // The separate kernels' references on copies.
-      std::vector<float> qkv_ref = qkv;
-      std::vector<KV> k_ref = k_host, v_ref = v_host;
-      ref::qk_norm_rope_store_kv(qkv_ref.data(), k_ref.data(), v_ref.data(), q_norm.data(), k_norm.data(),
-                                 inv_freq.data(), st.pos.data(), slot.data(), S, L, eps, fc.w_offset, kv_scale);
-      const std::vector<float> want =
-          Reference(qkv_ref, k_ref, v_ref, st.tables, st.token_seq, st.pos, A, scale, kv_scale);
-      DeviceBuffer<KV> d_k(k_host), d_v(v_host);
-      for (int launch = 0; launch < 2; ++launch) {
-        const std::string name = what + (launch == 0 ? "" : ", second launch");
-        d_out.Poison();
-        attention_decode_qk_norm(d_out.get(), d_scratch.get(), d_counters.get(), d_qkv.get(), d_k.get(), d_v.get(),
-                                 d_tables.get(), d_pos.get(), S, A, max_positions, scale, qk, nullptr, kv_scale);
-        const std::vector<float> got = d_out.Download();
-        ExpectClose(name, got, want, kBound);
-        const double worst = WorstRow(got, want, c.hd);
-        std::printf("%-60s worst (token, head) row rel err %.3g (bound %.0e)\n", name.c_str(), worst, kRowBound);
-        EXPECT_LT(worst, kRowBound) << name;
-        EXPECT_TRUE(testing::SameBits(d_qkv.Download(), qkv)) << name << ": the q/k/v rows must stay raw";
-        const std::vector<uint32_t> counters = d_counters.Download();
-        EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u), n_counters) << name << ": counters not reset";
-        for (const auto& [mat, got_cache, want_cache] :
-             {std::tuple{"K", d_k.Download(), k_ref}, std::tuple{"V", d_v.Download(), v_ref}}) {
-          std::vector<float> got_rows, want_rows;
-          std::vector<bool> own(got_cache.size() / kv_dim, false);
-          for (const int32_t sl : slot) {
-            own[sl] = true;
-            for (int64_t i = 0; i < kv_dim; ++i) {
-              got_rows.push_back(CacheValue(got_cache[sl * kv_dim + i]));
-              want_rows.push_back(CacheValue(want_cache[sl * kv_dim + i]));
-            }
-          }
-          ExpectClose(name + " stored " + mat, got_rows, want_rows, store_bound);
-          int64_t changed = 0;
-          for (size_t e = 0; e < got_cache.size(); ++e) {
-            if (!own[e / kv_dim] && !SameElement(got_cache[e], want_cache[e])) ++changed;
-          }
-          EXPECT_EQ(changed, 0) << name << ": " << mat << " cache elements outside the tokens' slots changed";
-        }
-      }
-    };
-    check(tag + " bf16 kv", RandomBf16(num_blocks * c.bs * kv_dim), RandomBf16(num_blocks * c.bs * kv_dim), {}, 1e-3,
-          bf16_bits{0x7fc0});
-    check(tag + " fp8 kv scaled", testing::RandomE4m3(num_blocks * c.bs * kv_dim),
-          testing::RandomE4m3(num_blocks * c.bs * kv_dim), KvScale{0.37f, 2.5f}, 1e-2, fp8_e4m3{kE4m3NanBits});
   }
 }
 

@@ -13,9 +13,7 @@
 // kernels accumulate in float32, each lane over cols/32 terms and then a 5-level shuffle tree: the
 // expected relative error is ~eps * sqrt(cols / 32) (~1e-6 for 8192 columns, eps = 6e-8; a CPU
 // emulation of these kernels measured 0.6-2e-7 on such shapes), so 1e-5 has margin and still fails
-// on any wrong weight, scale or row. The experts' tensor-core kernels of up to 8 tokens multiply the
-// exact weights (as half) by x as half hi + lo (about 22 bits after a power-of-two scaling) with
-// float32 accumulation: well inside the bound too. The tensor-core kernel multiplies the exact weights (every
+// on any wrong weight, scale or row. The tensor-core kernel multiplies the exact weights (every
 // e4m3 value is a bf16 value) by x as bf16 hi + lo (x to ~2^-16) with float32 accumulation: a few
 // 1e-6 on these shapes, under the same bound.
 // Dequantization to bf16 must equal the reference bit for bit (same float32 product, same
@@ -97,16 +95,11 @@ TEST(quant_fp8_cuda, Matmul) {
     for (int64_t T : c.tokens) {
       const auto x = RandomFloats(static_cast<size_t>(T * c.w.cols));
       DeviceBuffer<float> d_x(x), d_y(T * c.w.rows);
+      d_y.Poison();
+      detail::matmul_fp8(d_y.get(), d_x.get(), W->device, T, nullptr);
       std::vector<float> want(T * c.w.rows);
       ref::matmul_quant(want.data(), x.data(), W->host, T);
-      // The CUDA-core kernels, and one token on the tensor cores where the layout allows it
-      // (kernels/quant_moe_token.cuh: 64- or 32-column chunks inside a scale block).
-      for (const bool token_mma : {false, true}) {
-        d_y.Poison();
-        detail::matmul_fp8(d_y.get(), d_x.get(), W->device, T, nullptr, token_mma);
-        ExpectClose("matmul_fp8 T=" + std::to_string(T) + " " + Describe(c.w) + (token_mma ? " token_mma" : ""),
-                    d_y.Download(), want, kBound);
-      }
+      ExpectClose("matmul_fp8 T=" + std::to_string(T) + " " + Describe(c.w), d_y.Download(), want, kBound);
     }
   }
 }
@@ -191,15 +184,6 @@ TEST(quant_fp8_cuda, MoeExperts) {
       {3, 16, 9, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true, 16}},
       // Per-element scales in both products.
       {2, 33, 9, 128, 48, {1, 0, 0, 32, 48, true}, {1, 0, 0, 32, 32, false, 8}},
-      // With token_mma, steps below 20 tokens whose chunks (64 or 32 columns) lie inside one scale
-      // block take the tensor-core kernels (kernels/quant_moe_token.cuh; above: the 13-token TP 4
-      // case, and gate_up's 32-blocks at K = 9): the TP 4 expert at one token, 64-blocks with K = 9
-      // (a warp serves two slots) and a down row of 80 columns (a chunk only one lane quarter long),
-      // 32-blocks in both products (8-byte pieces), and K = 4 (warps without a slot).
-      {1, 64, 8, 1024, 192, {1, 0, 0, 128, 128, true}, {1, 0, 0, 128, 128, false, 64}},
-      {5, 16, 9, 320, 80, {1, 0, 0, 64, 64}, {1, 0, 0, 64, 64, true}},
-      {4, 16, 8, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true}},
-      {2, 8, 4, 2048, 768, {}, {}},
       // More pairs (65600) than a grid has rows: moe_gate_up launches once per 65535.
       {8200, 16, 8, 32, 16, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32}},
   };
@@ -215,30 +199,24 @@ TEST(quant_fp8_cuda, MoeExperts) {
     const std::vector<int32_t> ids = RandomExpertIds(T, c.E, K);
     DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * c.I), d_out(T * c.H);
     DeviceBuffer<int32_t> d_ids(ids);
+    const std::string tag = Shape({T, c.E, K, c.H, c.I}) + " gate_up " + Describe(c.gate_up) + ", down " +
+                            Describe(c.down);
+    d_act.Poison();
+    detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr);
     std::vector<float> act(T * K * c.I), out(T * c.H);
     ref::moe_gate_up_quant(act.data(), x.data(), ids.data(), gate_up->host, T, K);
+    ExpectClose("moe_gate_up_fp8 " + tag, d_act.Download(), act, kBound);
+    // moe_down from the reference activations, so each kernel is checked on its own.
+    d_act.Upload(act);
+    d_out.Poison();
+    detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, false);
     ref::moe_down_quant(out.data(), act.data(), ids.data(), weights.data(), down->host, T, K);
-    // The CUDA-core kernels, and the tensor-core ones where they take the layout and token count
-    // (token_mma: kernels/quant_moe_token.cuh).
-    for (const bool token_mma : {false, true}) {
-      const std::string tag = Shape({T, c.E, K, c.H, c.I}) + " gate_up " + Describe(c.gate_up) + ", down " +
-                              Describe(c.down) + (token_mma ? " token_mma" : "");
-      d_act.Poison();
-      detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr, token_mma);
-      ExpectClose("moe_gate_up_fp8 " + tag, d_act.Download(), act, kBound);
-      // moe_down from the reference activations, so each kernel is checked on its own.
-      d_act.Upload(act);
-      d_out.Poison();
-      detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, false,
-                           token_mma);
-      ExpectClose("moe_down_fp8 " + tag, d_out.Download(), out, kBound);
-      // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
-      detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr, token_mma);
-      d_out.Poison();
-      detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, true,
-                           token_mma);
-      ExpectClose("moe_down_fp8 after moe_gate_up " + tag, d_out.Download(), out, kBound);
-    }
+    ExpectClose("moe_down_fp8 " + tag, d_out.Download(), out, kBound);
+    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
+    detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr);
+    d_out.Poison();
+    detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, true);
+    ExpectClose("moe_down_fp8 after moe_gate_up " + tag, d_out.Download(), out, kBound);
   }
 }
 

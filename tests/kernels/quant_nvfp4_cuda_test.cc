@@ -79,16 +79,11 @@ TEST(quant_nvfp4_cuda, Matmul) {
     ExpectAllCodes(W.data);
     auto x = RandomFloats(T * cols);
     DeviceBuffer<float> d_x(x), d_y(T * rows);
+    d_y.Poison();
+    matmul_quant(d_y.get(), d_x.get(), W.device, T, nullptr);
     std::vector<float> want(T * rows);
     ref::matmul_quant(want.data(), x.data(), W.host, T);
-    // The CUDA-core kernels, and one token on the tensor cores where cols % 32 == 0
-    // (kernels/quant_moe_token.cuh: 32, 1056 and 6144 columns end inside a 128-column chunk).
-    for (const bool token_mma : {false, true}) {
-      d_y.Poison();
-      matmul_quant(d_y.get(), d_x.get(), W.device, T, nullptr, token_mma);
-      ExpectClose("matmul_nvfp4 " + Shape({T, cols, rows}) + (token_mma ? " token_mma" : ""), d_y.Download(), want,
-                  kBound);
-    }
+    ExpectClose("matmul_nvfp4 " + Shape({T, cols, rows}), d_y.Download(), want, kBound);
   }
 }
 
@@ -158,40 +153,34 @@ TEST(quant_nvfp4_cuda, DequantizeBf16Split) {
 TEST(quant_nvfp4_cuda, MoeExperts) {
   SKIP_WITHOUT_GPU();
   // (T, E, K, H, I): Qwen3-30B-A3B's H and I (at E = 16: the reference dequantizes the whole stack),
-  // its I at TP 2, K = 9 (two slots on one warp of moe_down), and H, I = 48, 80 (8-byte loads). With
-  // token_mma, steps below 10 tokens take the tensor-core kernels (kernels/quant_moe_token.cuh) where
-  // cols % 32 == 0:
-  // rows of one partial 128-column chunk (I = 32, 64), one and a half (192, with K = 4: warps
-  // without a slot), and 4096 columns (two rounds a warp).
+  // its I at TP 2, K = 9 (two slots on one warp of moe_down), and H, I = 48, 80 (8-byte loads).
   for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{{7, 16, 8, 128, 64},   {1, 16, 8, 2048, 768},
                                                                  {9, 16, 8, 2048, 768},  {3, 64, 9, 2048, 384},
                                                                  {2, 16, 9, 48, 80},     {1, 128, 8, 256, 64},
-                                                                 {4, 128, 9, 4096, 32},  {2, 16, 4, 1024, 192}}) {
+                                                                 {4, 128, 9, 4096, 32}}) {
     Nvfp4Stack gate_up(E, 2 * I, H), down(E, H, I);
     auto x = RandomFloats(T * H);
     const std::vector<int32_t> ids = RandomExpertIds(T, E, K);
     std::vector<float> weights = RandomFloats(T * K);
     DeviceBuffer<float> d_x(x), d_w(weights), d_act(T * K * I), d_out(T * H);
     DeviceBuffer<int32_t> d_ids(ids);
+    d_act.Poison();
+    d_out.Poison();
+    moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr);
     std::vector<float> act(T * K * I), out(T * H);
     ref::moe_gate_up_quant(act.data(), x.data(), ids.data(), gate_up.host, T, K);
+    const std::string tag = Shape({T, E, K, H, I});
+    ExpectClose("moe_gate_up_nvfp4 " + tag, d_act.Download(), act, kBound);
+    // moe_down from the reference activations, so each kernel is checked on its own.
+    d_act.Upload(act);
+    moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr);
     ref::moe_down_quant(out.data(), act.data(), ids.data(), weights.data(), down.host, T, K);
-    for (const bool token_mma : {false, true}) {  // the CUDA-core kernels, then the tensor-core ones
-      const std::string tag = Shape({T, E, K, H, I}) + (token_mma ? " token_mma" : "");
-      d_act.Poison();
-      d_out.Poison();
-      moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr, token_mma);
-      ExpectClose("moe_gate_up_nvfp4 " + tag, d_act.Download(), act, kBound);
-      // moe_down from the reference activations, so each kernel is checked on its own.
-      d_act.Upload(act);
-      moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, false, token_mma);
-      ExpectClose("moe_down_nvfp4 " + tag, d_out.Download(), out, kBound);
-      // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
-      moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr, token_mma);
-      d_out.Poison();
-      moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, true, token_mma);
-      ExpectClose("moe_down_nvfp4 after moe_gate_up " + tag, d_out.Download(), out, kBound);
-    }
+    ExpectClose("moe_down_nvfp4 " + tag, d_out.Download(), out, kBound);
+    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
+    moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr);
+    d_out.Poison();
+    moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, true);
+    ExpectClose("moe_down_nvfp4 after moe_gate_up " + tag, d_out.Download(), out, kBound);
   }
 }
 

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/norm_matmul.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/quant_moe.h"
 #include "kernels/quant_weight.h"
@@ -169,29 +168,6 @@ TEST(quant_ref, MatmulQuantFp8) {
   ref::matmul_quant(y.data(), x.data(), f.W, 2);
   // Rows (0.5, 4, -2, 6), (2^-10, 896, 0, -12), (0.25, 8, 8, 16).
   ExpectValues(y, {8.5, 884.0009765625, 32.25, 7.5, 0.0009765625 - 896 - 24, 0.25 - 8 + 4 + 32}, "matmul fp8");
-}
-
-// The fused norm's reference: x_out = x_in + delta = (1, 2, 3, 4), xn its RMSNorm (unit weights),
-// y = W xn with the fixture's dequantized rows.
-TEST(quant_ref, NormMatmulQuantFp8) {
-  Fp8Fixture f;
-  const std::vector<float> x_in = {1, 2, 3, 3}, delta = {0, 0, 0, 1};
-  const auto norm_w = testing::Bf16({1, 1, 1, 1});
-  std::vector<float> y(3), x_out(4), xn(4);
-  RowNorm n;
-  n.x_out = x_out.data();
-  n.xn_out = xn.data();
-  n.x_in = x_in.data();
-  n.delta = delta.data();
-  n.norm_w = norm_w.data();
-  ref::add_rmsnorm_matmul_quant(y.data(), n, f.W);
-  ExpectValues(x_out, {1, 2, 3, 4}, "x_out");
-  ExpectValues(xn, testing::kNormed1234, "xn");
-  std::vector<double> want(3, 0.0);
-  for (int r = 0; r < 3; ++r) {
-    for (int c = 0; c < 4; ++c) want[r] += kFp8Dequantized[4 * r + c] * testing::kNormed1234[c];
-  }
-  ExpectValues(y, want, "add_rmsnorm_matmul_quant fp8");
 }
 
 TEST(quant_ref, MatmulQuantNvfp4) {

@@ -3,8 +3,7 @@
 // the cpu test measures it) and the identical 16-token greedy continuations, with decode steps
 // replayed from CUDA graphs and without, and once with every multi-token step on the prefill paths
 // (ModelLoadOptions::cuda_gemm_min_tokens = 1). Also a batched decode step against the same
-// sequences run one at a time. With ModelLoadOptions::cuda_decode_qk_fused too (a bf16 cache).
-// Skips where no GPU is present.
+// sequences run one at a time. Skips where no GPU is present.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -32,10 +31,6 @@ struct GoldenCase {
   // continuation flips at a near-tie at token 13: reproduced on the cpu backend with bf16-rounded
   // matmul inputs, logits error 0.003-0.004.)
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
-  // ModelLoadOptions::cuda_decode_qk_fused: the decode steps' q/k norm + RoPE + K/V store inside
-  // the split attention, which then takes every decode step (a bf16 or fp8 cache: a float32 one
-  // keeps paged_attention and the separate kernel).
-  bool qk_fused = false;
 };
 
 // The engine's default (float32 KV) meets 1e-2 with and without graphs. A bf16 KV cache rounds
@@ -53,7 +48,6 @@ TEST_P(cuda_model_golden, LogitsAndGreedyMatchTransformers) {
   opt.backend = "cuda";
   opt.cuda_graphs = graphs;
   opt.cuda_gemm_min_tokens = GetParam().gemm_min_tokens;
-  opt.cuda_decode_qk_fused = GetParam().qk_fused;
   auto model = Model::Load(testing::TinyModelDir(), opt);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(cuda::SetKvDtype(**model, GetParam().kv_dtype).ok());
@@ -64,10 +58,9 @@ TEST_P(cuda_model_golden, LogitsAndGreedyMatchTransformers) {
     ASSERT_TRUE(logits.ok()) << logits.status();
     ASSERT_EQ(logits->rows(), static_cast<int64_t>(g.ids.size()));
     const double rel = testing::RelativeError(logits->data, g.logits);
-    std::printf("cuda kv=%s graphs=%d gemm_min_tokens=%lld qk_fused=%d prompt%zu (%zu tokens): max abs diff / max "
-                "abs logit = %.3g; logits[0][0..2] = %.5f %.5f %.5f vs golden %.5f %.5f %.5f\n",
-                GetParam().kv_dtype, graphs, static_cast<long long>(GetParam().gemm_min_tokens),
-                GetParam().qk_fused ? 1 : 0, i, g.ids.size(), rel,
+    std::printf("cuda kv=%s graphs=%d gemm_min_tokens=%lld prompt%zu (%zu tokens): max abs diff / max abs logit = "
+                "%.3g; logits[0][0..2] = %.5f %.5f %.5f vs golden %.5f %.5f %.5f\n",
+                GetParam().kv_dtype, graphs, static_cast<long long>(GetParam().gemm_min_tokens), i, g.ids.size(), rel,
                 logits->data[0], logits->data[1], logits->data[2], g.logits[0], g.logits[1], g.logits[2]);
     EXPECT_LT(rel, bound) << "prompt" << i;
 
@@ -83,13 +76,10 @@ TEST_P(cuda_model_golden, LogitsAndGreedyMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(kv, cuda_model_golden,
                          ::testing::Values(GoldenCase{false, "f32", 1e-2}, GoldenCase{true, "f32", 1e-2},
-                                           GoldenCase{true, "bf16", 2e-2}, GoldenCase{true, "f32", 1e-2, 1},
-                                           GoldenCase{true, "bf16", 2e-2, kernels::kGemmMinTokens, true},
-                                           GoldenCase{false, "bf16", 2e-2, kernels::kGemmMinTokens, true}),
+                                           GoldenCase{true, "bf16", 2e-2}, GoldenCase{true, "f32", 1e-2, 1}),
                          [](const ::testing::TestParamInfo<GoldenCase>& p) {
                            return std::string(p.param.kv_dtype) + (p.param.graphs ? "_graphs" : "_no_graphs") +
-                                  (p.param.gemm_min_tokens == 1 ? "_gemm_path" : "") +
-                                  (p.param.qk_fused ? "_qk_fused" : "");
+                                  (p.param.gemm_min_tokens == 1 ? "_gemm_path" : "");
                          });
 
 // N sequences prefilled separately, then one decode step of all N at once: each row against the
@@ -102,13 +92,10 @@ INSTANTIATE_TEST_SUITE_P(kv, cuda_model_golden,
 //    experts: 1e-2, since the attention's tensor cores see Q and the softmax weights in bf16
 //    (kernels/attention_decode.h, its own test's bound) and the products and experts the activations
 //    as bf16 hi + lo (~2^-16). Measured on the H200: at most 1.3e-3 (8) and 2.0e-3 (32).
-// With cuda_decode_qk_fused (8 sequences, bf16): the fused split attention in both runs (one
-// sequence alone takes it too), held to the same 1e-2.
 struct DecodeBatchCase {
   int sequences;
   const char* kv_dtype;
   double bound;
-  bool qk_fused = false;
 };
 class cuda_model_decode_batch : public ::testing::TestWithParam<DecodeBatchCase> {};
 
@@ -119,24 +106,20 @@ TEST_P(cuda_model_decode_batch, RowsMatchAlone) {
   ASSERT_TRUE(golden.ok()) << golden.status();
   ModelLoadOptions opt;
   opt.backend = "cuda";
-  opt.cuda_decode_qk_fused = c.qk_fused;
   auto model = Model::Load(testing::TinyModelDir(), opt);
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_TRUE(cuda::SetKvDtype(**model, c.kv_dtype).ok());
   auto r = testing::DecodeBatchedAndAlone(**model, *golden, c.sequences);
   ASSERT_TRUE(r.ok()) << r.status();
-  testing::ExpectBatchedRowsMatchAlone(*r,
-                                       "cuda " + std::to_string(c.sequences) + "-sequence decode, kv " + c.kv_dtype +
-                                           (c.qk_fused ? ", qk fused" : ""),
-                                       c.bound);
+  testing::ExpectBatchedRowsMatchAlone(
+      *r, "cuda " + std::to_string(c.sequences) + "-sequence decode, kv " + c.kv_dtype, c.bound);
 }
 
 INSTANTIATE_TEST_SUITE_P(sequences, cuda_model_decode_batch,
                          ::testing::Values(DecodeBatchCase{3, "f32", 1e-5}, DecodeBatchCase{8, "bf16", 1e-2},
-                                           DecodeBatchCase{32, "bf16", 1e-2}, DecodeBatchCase{8, "bf16", 1e-2, true}),
+                                           DecodeBatchCase{32, "bf16", 1e-2}),
                          [](const ::testing::TestParamInfo<DecodeBatchCase>& p) {
-                           return std::to_string(p.param.sequences) + "_" + p.param.kv_dtype +
-                                  (p.param.qk_fused ? "_qk_fused" : "");
+                           return std::to_string(p.param.sequences) + "_" + p.param.kv_dtype;
                          });
 
 // ModelLoadOptions::cuda_graphs decides whether decode steps replay a captured graph, and

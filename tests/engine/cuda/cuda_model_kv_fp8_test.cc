@@ -3,9 +3,7 @@
 // bf16 KV cache (the acceptance) and with the default float32 one, by kv_dtype_check.h:
 // logits within the cpu backend's measured bound (cpu_model_kv_dtype_test: fp8 vs f32 or bf16
 // KV at most 0.047 there; 8e-2), greedy identical or a near tie where it parts, decode steps from
-// graphs; and the same with the fp8 model's decode q/k norm + RoPE + K/V store inside the split
-// attention (ModelLoadOptions::cuda_decode_qk_fused). Also: the pool's bytes per token are half of
-// bf16's. Skips where no GPU is present.
+// graphs. Also: the pool's bytes per token are half of bf16's. Skips where no GPU is present.
 #include <algorithm>
 #include <string>
 #include <tuple>
@@ -23,35 +21,31 @@ namespace {
 
 constexpr double kLogitBound = 8e-2;
 
-absl::StatusOr<std::unique_ptr<Model>> LoadCuda(const std::string& dir, const std::string& kv_dtype,
-                                                bool qk_fused = false) {
+absl::StatusOr<std::unique_ptr<Model>> LoadCuda(const std::string& dir, const std::string& kv_dtype) {
   ModelLoadOptions opt;
   opt.backend = "cuda";
   opt.kv_cache_dtype = kv_dtype;
-  opt.cuda_decode_qk_fused = qk_fused;
   return Model::Load(dir, opt);
 }
 
-// (fixture, reference kv dtype, the fp8 model with cuda_decode_qk_fused: its q/k norm + RoPE + fp8
-// K/V store inside the split attention, where the model's attention takes it)
-class cuda_model_kv_fp8 : public ::testing::TestWithParam<std::tuple<std::string, std::string, bool>> {};
+// (fixture, reference kv dtype)
+class cuda_model_kv_fp8 : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(cuda_model_kv_fp8, LogitsNearAndGreedyIdenticalToTheReferenceKv) {
   SKIP_WITHOUT_GPU();
-  const auto& [name, ref_dtype, qk_fused] = GetParam();
+  const auto& [name, ref_dtype] = GetParam();
   const std::string dir = testing::TestdataDir() + "/" + name;
   auto golden = testing::LoadGolden(dir);
   ASSERT_TRUE(golden.ok()) << golden.status();
   auto ref = LoadCuda(dir, ref_dtype);
-  auto fp8 = LoadCuda(dir, "fp8", qk_fused);
+  auto fp8 = LoadCuda(dir, "fp8");
   ASSERT_TRUE(ref.ok()) << ref.status();
   ASSERT_TRUE(fp8.ok()) << fp8.status();
   EXPECT_EQ((*fp8)->kv_spec().bytes_per_element, 1);
   EXPECT_EQ((*fp8)->kv_spec().bytes_per_token() * ((*ref)->kv_spec().bytes_per_element),
             (*ref)->kv_spec().bytes_per_token());
   StepDriver ref_driver(ref->get(), nullptr), fp8_driver(fp8->get(), nullptr);
-  testing::CompareKvDtypeRuns(ref_driver, fp8_driver, *golden,
-                              "cuda " + name + " kv=fp8" + (qk_fused ? " qk fused" : ""), ref_dtype + " KV",
+  testing::CompareKvDtypeRuns(ref_driver, fp8_driver, *golden, "cuda " + name + " kv=fp8", ref_dtype + " KV",
                               kLogitBound);
   EXPECT_TRUE(ref_driver.Stop().ok());
   EXPECT_TRUE(fp8_driver.Stop().ok());
@@ -59,10 +53,9 @@ TEST_P(cuda_model_kv_fp8, LogitsNearAndGreedyIdenticalToTheReferenceKv) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, cuda_model_kv_fp8,
                          ::testing::Combine(::testing::Values("qwen3moe-tiny", "qwen35moe-tiny", "qwen3next-tiny"),
-                                            ::testing::Values("bf16", "f32"), ::testing::Values(false, true)),
+                                            ::testing::Values("bf16", "f32")),
                          [](const auto& p) {
-                           std::string n = std::get<0>(p.param) + "_vs_" + std::get<1>(p.param) +
-                                           (std::get<2>(p.param) ? "_qk_fused" : "");
+                           std::string n = std::get<0>(p.param) + "_vs_" + std::get<1>(p.param);
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

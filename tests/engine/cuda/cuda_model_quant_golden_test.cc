@@ -19,12 +19,9 @@
 // identical. The difference is MoE routing flipped at near-ties, which the bf16 rounding of either
 // the weights or the activations alone causes (numbers at cuda_model_quant_golden_split, whose
 // float32-grade split prefill holds 1e-2). On those paths a parting greedy continuation must be a
-// near tie of this run (CheckGoldenPromptsRounded). The tensor-core kernels of decode products
-// (ModelLoadOptions::cuda_quant_decode_mma) and the norms fused into one-token products
-// (cuda_quant_norm_fused) are held to the same bounds at TP 1 and 2.
+// near tie of this run (CheckGoldenPromptsRounded).
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -68,30 +65,6 @@ absl::Status CheckByPath(StepDriver& driver, const std::vector<testing::GoldenPr
 
 bool Present(const std::string& name) { return std::filesystem::exists(ModelDir(name) + "/config.json"); }
 
-// The cuda backend with a KV cache of `kv_dtype`.
-ModelLoadOptions CudaOptions(const std::string& kv_dtype) {
-  ModelLoadOptions opt;
-  opt.backend = "cuda";
-  opt.kv_cache_dtype = kv_dtype;
-  return opt;
-}
-
-// `check` on fixture `name` loaded with `opt` at TP `tp`: one model, or the ranks as threads on the
-// one GPU, each loading its shard.
-absl::Status RunAtTp(const std::string& name, const ModelLoadOptions& opt, int tp,
-                     const std::function<absl::Status(StepDriver&)>& check) {
-  if (tp == 1) {
-    auto model = Model::Load(ModelDir(name), opt);
-    if (!model.ok()) return model.status();
-    StepDriver driver(model->get(), nullptr);
-    return check(driver);
-  }
-  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
-    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
-  };
-  return testing::RunOnRanks(tp, opt, on_device0, check, ModelDir(name));
-}
-
 const auto kFixtures = ::testing::Values("qwen3moe-fp8-tiny", "qwen3moe-nvfp4-tiny", "qwen35moe-fp8-tiny");
 
 std::string Ident(std::string s) {
@@ -109,7 +82,9 @@ TEST_P(cuda_model_quant_golden, LogitsAndGreedyMatchTransformers) {
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt = CudaOptions(kv_dtype);
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  opt.kv_cache_dtype = kv_dtype;
   opt.cuda_graphs = graphs;
   opt.cuda_gemm_min_tokens = gemm_min_tokens;
   auto model = Model::Load(ModelDir(name), opt);
@@ -154,10 +129,18 @@ TEST_P(cuda_model_quant_golden_tp2, LogitsAndGreedyMatchTransformers) {
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  const ModelLoadOptions opt = CudaOptions(kv_dtype);  // every rank's pool alike
-  const absl::Status st = RunAtTp(name, opt, 2, [&](StepDriver& driver) {
-    return CheckByPath(driver, *golden, "cuda " + name + " tp=2 kv=" + kv_dtype, kv_dtype == "bf16");
-  });
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  opt.kv_cache_dtype = kv_dtype;  // every rank's pool alike
+  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
+    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
+  };
+  absl::Status st = testing::RunOnRanks(
+      2, opt, on_device0,
+      [&](StepDriver& driver) {
+        return CheckByPath(driver, *golden, "cuda " + name + " tp=2 kv=" + kv_dtype, kv_dtype == "bf16");
+      },
+      ModelDir(name));
   ASSERT_TRUE(st.ok()) << st;
 }
 
@@ -188,15 +171,29 @@ TEST_P(cuda_model_quant_golden_split, LogitsAndGreedyMatchTransformers) {
   if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
   auto golden = testing::LoadGolden(ModelDir(name));
   ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt = CudaOptions("f32");
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  opt.kv_cache_dtype = "f32";
   opt.cuda_quant_prefill_split = true;
   opt.cuda_gemm_min_tokens = gemm_min_tokens;
   const std::string tag = "cuda " + name + " split prefill tp=" + std::to_string(tp) +
                           " gemm_min_tokens=" + std::to_string(gemm_min_tokens);
-  const absl::Status st = RunAtTp(name, opt, tp, [&](StepDriver& driver) {
+  const auto check = [&](StepDriver& driver) {
     return gemm_min_tokens == 1 ? testing::CheckGoldenPromptsRounded(driver, *golden, tag, Bound(false))
                                 : testing::CheckGoldenPrompts(driver, *golden, tag, Bound(false));
-  });
+  };
+  if (tp == 1) {
+    auto model = Model::Load(ModelDir(name), opt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    StepDriver driver(model->get(), nullptr);
+    const absl::Status st = check(driver);
+    ASSERT_TRUE(st.ok()) << st;
+    return;
+  }
+  const auto on_device0 = []() -> absl::Status {  // every rank on the one GPU
+    return cudaSetDevice(0) == cudaSuccess ? absl::OkStatus() : absl::InternalError("cudaSetDevice(0)");
+  };
+  const absl::Status st = testing::RunOnRanks(tp, opt, on_device0, check, ModelDir(name));
   ASSERT_TRUE(st.ok()) << st;
 }
 
@@ -206,83 +203,6 @@ INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_split,
                          [](const auto& p) {
                            return Ident(std::get<0>(p.param)) + "_tp" + std::to_string(std::get<1>(p.param)) +
                                   (std::get<2>(p.param) == 1 ? "_gemm_path" : "");
-                         });
-
-// The quantized decode products on the tensor cores (ModelLoadOptions::cuda_quant_decode_mma:
-// kernels/quant_moe_token.cuh, the experts of decode steps and the dense products of one token;
-// FP8's 32-blocks in 8-byte pieces), float32 KV, at TP 1 (graphs on and off) and TP 2: held as the
-// CUDA-core kernels are (Bound(false) below gemm_min_tokens, greedy identical; prompt3's 150 tokens
-// on the rounded prefill path as CheckByPath says).
-// One decode configuration (fixture, tp, graphs) with the given options on, float32 KV: held as the
-// CUDA-core kernels are (CheckByPath).
-void CheckDecodeOptions(const std::string& name, int tp, bool graphs, bool decode_mma, bool norm_fused) {
-  if (!Present(name)) GTEST_SKIP() << name << " is not in " << testing::TestdataDir();
-  auto golden = testing::LoadGolden(ModelDir(name));
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  ModelLoadOptions opt = CudaOptions("f32");
-  opt.cuda_graphs = graphs;
-  opt.cuda_quant_decode_mma = decode_mma;
-  opt.cuda_quant_norm_fused = norm_fused;
-  const std::string tag = "cuda " + name + (decode_mma ? " quant_decode_mma" : "") +
-                          (norm_fused ? " quant_norm_fused" : "") + " tp=" + std::to_string(tp) +
-                          " graphs=" + std::to_string(graphs);
-  const absl::Status st = RunAtTp(name, opt, tp, [&](StepDriver& driver) {
-    return CheckByPath(driver, *golden, tag, /*kv_bf16=*/false);
-  });
-  ASSERT_TRUE(st.ok()) << st;
-}
-
-// (fixture, tp, graphs)
-class cuda_model_quant_golden_decode_mma : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
-
-TEST_P(cuda_model_quant_golden_decode_mma, LogitsAndGreedyMatchTransformers) {
-  SKIP_WITHOUT_GPU();
-  const auto& [name, tp, graphs] = GetParam();
-  CheckDecodeOptions(name, tp, graphs, /*decode_mma=*/true, /*norm_fused=*/false);
-}
-
-INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_decode_mma,
-                         ::testing::Values(std::make_tuple("qwen3moe-fp8-tiny", 1, true),
-                                           std::make_tuple("qwen3moe-fp8-tiny", 1, false),
-                                           std::make_tuple("qwen3moe-fp8-tiny", 2, false),
-                                           std::make_tuple("qwen3moe-nvfp4-tiny", 1, true),
-                                           std::make_tuple("qwen3moe-nvfp4-tiny", 2, false),
-                                           std::make_tuple("qwen35moe-fp8-tiny", 1, true),
-                                           std::make_tuple("qwen35moe-fp8-tiny", 2, false)),
-                         [](const auto& p) {
-                           return Ident(std::get<0>(p.param)) + "_tp" + std::to_string(std::get<1>(p.param)) +
-                                  (std::get<2>(p.param) ? "_graphs" : "_no_graphs");
-                         });
-
-// The norm before a one-token quantized product fused into it (ModelLoadOptions::cuda_quant_norm_fused:
-// kernels/norm_matmul.h add_rmsnorm_matmul_quant, q/k/v and the hybrid's DeltaNet in_proj, whose
-// xn the ba product reads after it), with the CUDA-core and the tensor-core products, TP 1 (graphs
-// on and off) and TP 2: held as the unfused steps are.
-// (fixture, tp, graphs, decode_mma)
-class cuda_model_quant_golden_norm_fused
-    : public ::testing::TestWithParam<std::tuple<std::string, int, bool, bool>> {};
-
-TEST_P(cuda_model_quant_golden_norm_fused, LogitsAndGreedyMatchTransformers) {
-  SKIP_WITHOUT_GPU();
-  const auto& [name, tp, graphs, decode_mma] = GetParam();
-  CheckDecodeOptions(name, tp, graphs, decode_mma, /*norm_fused=*/true);
-}
-
-INSTANTIATE_TEST_SUITE_P(Models, cuda_model_quant_golden_norm_fused,
-                         ::testing::Values(std::make_tuple("qwen3moe-fp8-tiny", 1, true, false),
-                                           std::make_tuple("qwen3moe-fp8-tiny", 1, false, false),
-                                           std::make_tuple("qwen3moe-fp8-tiny", 1, true, true),
-                                           std::make_tuple("qwen3moe-fp8-tiny", 2, false, false),
-                                           std::make_tuple("qwen3moe-nvfp4-tiny", 1, true, false),
-                                           std::make_tuple("qwen3moe-nvfp4-tiny", 1, true, true),
-                                           std::make_tuple("qwen3moe-nvfp4-tiny", 2, false, false),
-                                           std::make_tuple("qwen35moe-fp8-tiny", 1, true, false),
-                                           std::make_tuple("qwen35moe-fp8-tiny", 1, true, true),
-                                           std::make_tuple("qwen35moe-fp8-tiny", 2, false, false)),
-                         [](const auto& p) {
-                           return Ident(std::get<0>(p.param)) + "_tp" + std::to_string(std::get<1>(p.param)) +
-                                  (std::get<2>(p.param) ? "_graphs" : "_no_graphs") +
-                                  (std::get<3>(p.param) ? "_decode_mma" : "");
                          });
 
 }  // namespace
