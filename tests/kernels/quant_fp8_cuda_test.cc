@@ -184,6 +184,12 @@ TEST(quant_fp8_cuda, MoeExperts) {
       {3, 16, 9, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true, 16}},
       // Per-element scales in both products.
       {2, 33, 9, 128, 48, {1, 0, 0, 32, 48, true}, {1, 0, 0, 32, 32, false, 8}},
+      // The TP 4 expert at one token (a scale row per row, the down shard 64 columns into a block),
+      // 64-blocks with K = 9 and a down row of 80 columns, 32-blocks in both products, and K = 4.
+      {1, 64, 8, 1024, 192, {1, 0, 0, 128, 128, true}, {1, 0, 0, 128, 128, false, 64}},
+      {5, 16, 9, 320, 80, {1, 0, 0, 64, 64}, {1, 0, 0, 64, 64, true}},
+      {4, 16, 8, 256, 96, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32, true}},
+      {2, 8, 4, 2048, 768, {}, {}},
       // More pairs (65600) than a grid has rows: moe_gate_up launches once per 65535.
       {8200, 16, 8, 32, 16, {1, 0, 0, 32, 32}, {1, 0, 0, 32, 32}},
   };
