@@ -98,7 +98,6 @@ void WriteTrace() {
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   g_records = new std::vector<Record>();
-  g_records->reserve(1 << 20);
   CUptiResult r = cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   if (r != CUPTI_SUCCESS) {
     Fail("cuptiActivityRegisterCallbacks", r);

@@ -63,11 +63,13 @@ def main():
     ap.add_argument('--layers-from')
     a = ap.parse_args()
     rows = load(a.trace)
-    graphs = sorted({r['graph'] for r in rows if r['graph'] != 0})
-    if not graphs:
+    nodes = collections.defaultdict(set)  # graph -> its kernel nodes
+    for r in rows:
+        if r['graph'] != 0:
+            nodes[r['graph']].add(r['node'])
+    if not nodes:
         sys.exit('kernel_timeline: no kernel ran inside a graph')
-    sizes = {g: replays_of(rows, g)[1] for g in graphs}
-    graph = a.graph if a.graph is not None else max(graphs, key=lambda g: (sizes[g], g))
+    graph = a.graph if a.graph is not None else max(nodes, key=lambda g: (len(nodes[g]), g))
     reps, n = replays_of(rows, graph)
     reps = reps[-a.replays:]
     spans = [(rep[-1]['end'] - rep[0]['start']) / 1e3 for rep in reps]
