@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/logit_storage.h"
 
 namespace tandem::engine {
 
@@ -88,10 +89,11 @@ StepMeta PlanStepMeta(const StepBatch& batch, bool pad_tables);
 void WriteStepMeta(const StepBatch& batch, const StepMeta& meta, int32_t block_size, int32_t* out);
 
 // Logits gathered on rank 0, one row per requested token, in batch order (each chunk's rows in
-// token order). Other ranks get an empty Logits.
+// token order). Other ranks get an empty Logits. `data` may live in memory the backend lends
+// (engine/logit_storage.h: the CUDA backend's page-locked buffers); a copy of it is the caller's own.
 struct Logits {
   int64_t vocab = 0;
-  std::vector<float> data;          // (rows, vocab)
+  LogitVector data;                 // (rows, vocab)
   std::vector<int64_t> seq_ids;     // (rows) the sequence of each row
   std::vector<int32_t> positions;   // (rows) the position of the token whose next-token logits these are
 

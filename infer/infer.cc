@@ -277,7 +277,7 @@ absl::StatusOr<std::string> DumpLogits(const InferOptions& o) {
     t.name = "logits";
     t.dtype = DType::kF32;
     t.shape = {logits.rows(), logits.vocab};
-    t.floats = std::move(logits.data);
+    t.floats.assign(logits.data.begin(), logits.data.end());
     RETURN_IF_ERROR(WriteSafetensors(o.out, {t}));
     nlohmann::json j;
     j["out"] = o.out;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine/cuda/device_collectives.h"
 #include "engine/cuda/gated_deltanet.h"
 #include "engine/cuda/layers.h"
+#include "engine/cuda/pinned_logit_pool.h"
 #include "engine/cuda/random_fill.h"
 #include "engine/load_checks.h"
 #include "engine/memory_budget.h"
@@ -185,7 +187,8 @@ class CudaModel final : public Model {
   bool quant_prefill_split_ = false;
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
-  PinnedBuffer<float> host_logits_;
+  // The returned Logits' rows: the device copies into them directly (no second copy on the host).
+  std::shared_ptr<PinnedLogitPool> logit_pool_ = std::make_shared<PinnedLogitPool>();
   // Decode graphs by shape: the kernels read everything that changes between steps
   // (tokens, positions, slots, tables) from a.meta, which the step rewrites before the replay.
   std::map<std::tuple<int64_t, int64_t, int64_t>, cudaGraphExec_t> graphs_;  // (T, R, max_blocks)
@@ -517,13 +520,14 @@ absl::StatusOr<Logits> CudaModel::Forward(const StepBatch& batch) {
     return out;
   }
   const int64_t V = cfg_.vocab_size;
-  RETURN_IF_ERROR(host_logits_.Reserve(m.R * V));
-  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(host_logits_.get(), a_.logits.get(), m.R * V * sizeof(float),
+  RETURN_IF_ERROR(logit_pool_->Reserve(m.R * V * sizeof(float)));
+  out.vocab = V;
+  out.data = LogitVector(LogitAllocator<float>(logit_pool_));
+  out.data.resize(m.R * V);  // takes the buffer Reserve made sure of; left unset (logit_storage.h)
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(out.data.data(), a_.logits.get(), m.R * V * sizeof(float),
                                              cudaMemcpyDeviceToHost, stream_),
                              "logits"));
   RETURN_IF_ERROR(Sync());
-  out.vocab = V;
-  out.data.assign(host_logits_.get(), host_logits_.get() + m.R * V);
   for (int64_t r = 0; r < m.R; ++r) {
     const int32_t t = host_meta_.get()[m.rows() + r];
     out.seq_ids.push_back(batch.seqs[host_meta_.get()[m.token_seq() + t]].seq_id);

@@ -41,7 +41,7 @@ inline std::vector<float> ForkCheckStep(Model& model, const StepBatch& batch, co
   EXPECT_TRUE(out.ok()) << what << ": " << out.status();
   if (!out.ok()) return {};
   EXPECT_EQ(out->rows(), 1) << what;
-  return out->data;
+  return std::vector<float>(out->data.begin(), out->data.end());
 }
 
 inline void CheckForkCopies(Model& model, const std::string& label, double tolerance = 0) {

@@ -24,13 +24,13 @@ absl::StatusOr<std::vector<GoldenPrompt>> LoadGolden(const std::string& model_di
     ASSIGN_OR_RETURN(Tensor logits, file->ReadFloat(p + "logits"));
     g.ids = ToInt32(ids);
     g.greedy = ToInt32(greedy);
-    g.logits = std::move(logits.data);
+    g.logits.assign(logits.data.begin(), logits.data.end());
     prompts.push_back(std::move(g));
   }
   return prompts;
 }
 
-double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+double RelativeError(std::span<const float> got, std::span<const float> want) {
   if (got.size() != want.size()) return INFINITY;
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < got.size(); ++i) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ inline std::string Qwen3NextTinyDir() { return TestdataDir() + "/qwen3next-tiny"
 absl::StatusOr<std::vector<GoldenPrompt>> LoadGolden(const std::string& model_dir);
 
 // max |got - want| / max |want| over all values.
-double RelativeError(const std::vector<float>& got, const std::vector<float>& want);
+double RelativeError(std::span<const float> got, std::span<const float> want);
 
 // A gtest parameter name for a fixture folder at a TP size: "qwen35moe-fp8-tiny", 2 ->
 // "qwen35moe_fp8_tiny_tp2" (gtest names take no '-').

@@ -138,7 +138,7 @@ absl::StatusOr<BatchedAndAlone> DecodeBatchedAndAlone(Model& m, const std::vecto
     StepBatch one;
     one.seqs.push_back(d);
     ASSIGN_OR_RETURN(Logits l, m.Forward(one));
-    r.alone[s] = l.data;
+    r.alone[s].assign(l.data.begin(), l.data.end());
     all.seqs.push_back(d);
   }
   ASSIGN_OR_RETURN(r.batched, m.Forward(all));

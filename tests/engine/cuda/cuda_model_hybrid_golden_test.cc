@@ -150,7 +150,7 @@ absl::StatusOr<testing::BatchedAndAlone> DecodeFromTwinSlots(Model& m, const std
     StepBatch one;
     one.seqs.push_back(twin[0]);
     ASSIGN_OR_RETURN(Logits l, m.Forward(one));
-    r.alone[s] = l.data;
+    r.alone[s].assign(l.data.begin(), l.data.end());
     all.seqs.push_back(twin[1]);
   }
   ASSIGN_OR_RETURN(r.batched, m.Forward(all));

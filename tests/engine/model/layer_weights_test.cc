@@ -361,7 +361,7 @@ TEST(LayerWeights, FusedExpertsGiveIdenticalLogits) {
     StepDriver driver(model->get(), nullptr);
     auto l = PromptLogits(driver, prompt);
     ASSERT_TRUE(l.ok()) << l.status();
-    logits.push_back(l->data);
+    logits.emplace_back(l->data.begin(), l->data.end());
   }
   ASSERT_EQ(logits[0].size(), prompt.size() * 4096);
   EXPECT_TRUE(logits[0] == logits[1]) << "fused experts changed the logits";

@@ -174,7 +174,7 @@ TEST(WeightNames, MultimodalLayoutGivesTheTextModelsLogits) {
     StepDriver driver(model->get(), nullptr);
     auto l = PromptLogits(driver, prompt);
     ASSERT_TRUE(l.ok()) << l.status();
-    logits.push_back(l->data);
+    logits.emplace_back(l->data.begin(), l->data.end());
   }
   ASSERT_EQ(logits[0].size(), prompt.size() * 4096);
   size_t differ = 0;
