@@ -98,6 +98,7 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
+         "             [--separate-router-topk]\n"
          "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
@@ -115,7 +116,9 @@ std::string DecodeBenchUsage() {
          "    (--weights bf16,fp8,nvfp4) runs each format in turn in this process, one model loaded at a\n"
          "    time, and ends with batch 1's tokens/s per format and its ratio to bf16\n"
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
-         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n";
+         "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
+         "  --separate-router-topk: decode steps' MoE routing in its own kernel after the router's product\n"
+         "    (the model option cuda_fused_routing off) instead of inside it\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -133,7 +136,7 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("flag " + f + " needs a value");
       return args[++i];
     };
-    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--help") &&
+    if ((f == "--no-kernel-table" || f == "--quant-prefill-split" || f == "--separate-router-topk" || f == "--help") &&
         inline_value) {
       return absl::InvalidArgumentError("bench: flag " + f + " takes no value");
     }
@@ -170,6 +173,8 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.kernel_table = false;
     } else if (f == "--quant-prefill-split") {
       o.quant_prefill_split = true;
+    } else if (f == "--separate-router-topk") {
+      o.separate_router_topk = true;
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

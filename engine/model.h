@@ -46,6 +46,10 @@ struct ModelLoadOptions {
   // tokens' logits 1-6% off the float32 golden, docs/cuda.md "Quantized weights"); split, none do.
   // Doubles the dequantization scratch. bf16 weights and decode steps are unaffected.
   bool cuda_quant_prefill_split = false;
+  // Decode steps route their tokens inside the MoE router's product (kernels/norm_matmul.h
+  // FusedRouting: the same ids and weights as router_topk, one kernel boundary less a layer). Off:
+  // the product, then router_topk, as prefill steps do.
+  bool cuda_fused_routing = true;
 };
 
 class Model {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "kernels/moe_batched.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_gemm.h"
+#include "kernels/norm_matmul.h"
 #include "kernels/router_topk.h"
 
 namespace tandem::engine::cuda {
@@ -76,7 +78,7 @@ class CudaModel final : public Model {
       : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
-        quant_prefill_split_(options.cuda_quant_prefill_split) {
+        quant_prefill_split_(options.cuda_quant_prefill_split), fused_routing_(options.cuda_fused_routing) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -185,6 +187,7 @@ class CudaModel final : public Model {
   // ModelLoadOptions::cuda_quant_prefill_split: dequant_ holds a weight's bf16 hi and lo (linear.h
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
+  bool fused_routing_ = true;  // ModelLoadOptions::cuda_fused_routing
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -338,13 +341,18 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
     RETURN_IF_ERROR(a_.meta.Reserve(m.total(), &grew));
     RETURN_IF_ERROR(ReservePrefillScratch(T));
     RETURN_IF_ERROR(a_.attn_scratch.Reserve(scratch, &grew));
-    const int64_t counters = kernels::attention_counter_count(T, attn);
-    bool new_counters = false;
-    RETURN_IF_ERROR(a_.attn_counters.Reserve(counters, &new_counters));
-    if (new_counters) {  // on stream_: ordered before the step's kernels
-      grew = true;
-      RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a_.attn_counters.get(), 0, counters * sizeof(uint32_t), stream_),
-                                 "attention counters"));
+    // Counters of the "last block" patterns (0 between launches): zeroed when they grow, on stream_
+    // (ordered before the step's kernels).
+    for (auto [array, n, what] : {std::tuple{&a_.attn_counters, kernels::attention_counter_count(T, attn), "attention"},
+                                  std::tuple{&a_.route_counters, kernels::add_rmsnorm_matmul_route_counters(T),
+                                             "router"}}) {
+      bool new_counters = false;
+      RETURN_IF_ERROR(array->Reserve(n, &new_counters));
+      if (new_counters) {
+        grew = true;
+        RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(array->get(), 0, n * sizeof(uint32_t), stream_),
+                                   std::string(what) + " counters"));
+      }
     }
     return absl::OkStatus();
   }();
@@ -397,6 +405,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.ids_per_layer = ids_per_layer;
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
+  ctx.fused_routing = fused_routing_;
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
   // every kernel for the largest shared memory (kernels/carveout.h), so that the SMs do not switch
