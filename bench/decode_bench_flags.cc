@@ -98,7 +98,7 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
-         "             [--separate-router-topk]\n"
+         "             [--separate-router-topk] [--decode-attention auto|split|paged]\n"
          "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
@@ -118,7 +118,9 @@ std::string DecodeBenchUsage() {
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
          "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
          "  --separate-router-topk: decode steps' MoE routing in its own kernel after the router's product\n"
-         "    (the model option cuda_fused_routing off) instead of inside it\n";
+         "    (the model option cuda_fused_routing off) instead of inside it\n"
+         "  --decode-attention K: the decode steps' attention kernel (the model option cuda_decode_attention):\n"
+         "    auto (default: by batch, context and cache type), split (the split tensor-core kernel) or paged\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -175,6 +177,12 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.quant_prefill_split = true;
     } else if (f == "--separate-router-topk") {
       o.separate_router_topk = true;
+    } else if (f == "--decode-attention") {
+      ASSIGN_OR_RETURN(o.decode_attention, value());
+      if (o.decode_attention != "auto" && o.decode_attention != "split" && o.decode_attention != "paged") {
+        return absl::InvalidArgumentError("bench: --decode-attention takes auto, split or paged (got '" +
+                                          o.decode_attention + "')");
+      }
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

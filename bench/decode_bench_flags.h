@@ -49,6 +49,8 @@ struct DecodeBenchOptions {
   // --separate-router-topk: decode steps run the router's product and then router_topk
   // (ModelLoadOptions::cuda_fused_routing off), for timing the fused routing against it.
   bool separate_router_topk = false;
+  // --decode-attention auto|split|paged: ModelLoadOptions::cuda_decode_attention.
+  std::string decode_attention = "auto";
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

@@ -50,6 +50,12 @@ struct ModelLoadOptions {
   // FusedRouting: the same ids and weights as router_topk, one kernel boundary less a layer). Off:
   // the product, then router_topk, as prefill steps do.
   bool cuda_fused_routing = true;
+  // Which attention kernel decode steps over a bf16 / fp8 cache take: "auto" (by batch, context
+  // and cache type: engine/cuda/layers.cc DecodeTakesSplitAttention, from same-run A/Bs), "split"
+  // (the split tensor-core kernel wherever it takes the shape) or "paged" (paged_attention). For
+  // measuring one against the other in place (the bench's --decode-attention); the load refuses
+  // other values.
+  std::string cuda_decode_attention = "auto";
 };
 
 class Model {

@@ -78,7 +78,10 @@ class CudaModel final : public Model {
       : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
-        quant_prefill_split_(options.cuda_quant_prefill_split), fused_routing_(options.cuda_fused_routing) {
+        quant_prefill_split_(options.cuda_quant_prefill_split), fused_routing_(options.cuda_fused_routing),
+        decode_attention_(options.cuda_decode_attention == "split"   ? StepContext::DecodeAttention::kSplit
+                          : options.cuda_decode_attention == "paged" ? StepContext::DecodeAttention::kPaged
+                                                                     : StepContext::DecodeAttention::kAuto) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -188,6 +191,7 @@ class CudaModel final : public Model {
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
   bool fused_routing_ = true;  // ModelLoadOptions::cuda_fused_routing
+  StepContext::DecodeAttention decode_attention_ = StepContext::DecodeAttention::kAuto;
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -406,6 +410,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
   ctx.fused_routing = fused_routing_;
+  ctx.decode_attention = decode_attention_;
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
   // every kernel for the largest shared memory (kernels/carveout.h), so that the SMs do not switch
@@ -583,6 +588,11 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   if (options.cuda_gemm_min_tokens < 1) {
     return absl::InvalidArgumentError("cuda_gemm_min_tokens must be at least 1 (got " +
                                       std::to_string(options.cuda_gemm_min_tokens) + ")");
+  }
+  if (options.cuda_decode_attention != "auto" && options.cuda_decode_attention != "split" &&
+      options.cuda_decode_attention != "paged") {
+    return absl::InvalidArgumentError("cuda_decode_attention must be auto, split or paged (got '" +
+                                      options.cuda_decode_attention + "')");
   }
   RETURN_IF_ERROR(CheckDevice());
   // float32 by default: the golden bound holds (kv_cache_dtype picks bf16 or fp8).

@@ -277,8 +277,11 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
 // bf16 cache measured above the float32 golden bound: docs/cuda.md).
 bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A) {
   constexpr int64_t kSingleSplitMinPositions = 2049;
+  using DA = StepContext::DecodeAttention;
+  if (ctx.decode_attention == DA::kPaged) return false;
   return ctx.Decode() && ctx.kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
-         (ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 || ctx.max_positions >= kSingleSplitMinPositions);
+         (ctx.decode_attention == DA::kSplit || ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 ||
+          ctx.max_positions >= kSingleSplitMinPositions);
 }
 
 template <typename KV>

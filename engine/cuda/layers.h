@@ -160,6 +160,8 @@ struct StepContext {
   // model's ModelLoadOptions::cuda_gemm_min_tokens), passed to every launcher that switches on it.
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
   bool fused_routing = true;  // ModelLoadOptions::cuda_fused_routing
+  // ModelLoadOptions::cuda_decode_attention: 0 auto, 1 split, 2 paged.
+  enum class DecodeAttention { kAuto, kSplit, kPaged } decode_attention = DecodeAttention::kAuto;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.

@@ -75,6 +75,23 @@ TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-prefill-split"), std::string::npos);
 }
 
+// The same-run A/B switches of session 32: the routing in its own kernel, the decode attention kernel.
+TEST(DecodeBenchFlags, RoutingAndAttentionChoices) {
+  auto def = ParseDecodeBenchFlags({});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_FALSE(def->separate_router_topk);
+  EXPECT_EQ(def->decode_attention, "auto");
+  auto on = ParseDecodeBenchFlags({"--separate-router-topk", "--decode-attention=split"});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->separate_router_topk);
+  EXPECT_EQ(on->decode_attention, "split");
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--separate-router-topk=1"}).ok()) << "a switch takes no value";
+  auto bad = ParseDecodeBenchFlags({"--decode-attention", "tiled"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tiled"), std::string::npos) << bad.status();
+  EXPECT_NE(DecodeBenchUsage().find("--decode-attention"), std::string::npos);
+}
+
 // The decode-attention A/B switch of session 18 is gone (the split kernel is the decode batches'
 // attention since its A/B): the flag is refused, not ignored.
 TEST(DecodeBenchFlags, RetiredSwitchIsRefused) {

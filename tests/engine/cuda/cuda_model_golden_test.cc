@@ -169,6 +169,71 @@ TEST(cuda_model_check, RefusesGemmThresholdBelowOne) {
   }
 }
 
+// The routing inside the router's product (ModelLoadOptions::cuda_fused_routing, the default) gives
+// the logits of the product followed by router_topk bit for bit: one-token decode steps (each
+// sequence alone) and a 3-sequence decode batch, with graphs.
+TEST(cuda_model, FusedRoutingMatchesSeparate) {
+  SKIP_WITHOUT_GPU();
+  auto golden = testing::LoadGolden(testing::TinyModelDir());
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  std::vector<testing::BatchedAndAlone> runs;
+  for (const bool fused : {true, false}) {
+    ModelLoadOptions opt;
+    opt.backend = "cuda";
+    opt.cuda_fused_routing = fused;
+    auto model = Model::Load(testing::TinyModelDir(), opt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto r = testing::DecodeBatchedAndAlone(**model, *golden, 3);
+    ASSERT_TRUE(r.ok()) << r.status();
+    runs.push_back(std::move(*r));
+  }
+  ASSERT_EQ(runs[0].alone.size(), 3u);
+  for (size_t s = 0; s < runs[0].alone.size(); ++s) EXPECT_EQ(runs[0].alone[s], runs[1].alone[s]) << "sequence " << s;
+  EXPECT_EQ(runs[0].batched.data, runs[1].batched.data) << "3-sequence decode step";
+  std::printf("fused routing: logit 0 of sequence 0 %.6f (separate %.6f)\n", runs[0].alone[0][0], runs[1].alone[0][0]);
+}
+
+// ModelLoadOptions::cuda_decode_attention: the split tensor-core kernel and paged_attention agree on
+// one-token decode steps and a decode batch over a bf16 cache (the split kernel rounds Q and the
+// softmax weights to bf16: about 1e-3); an unknown value is refused at load before the device is
+// touched.
+TEST(cuda_model, DecodeAttentionChoicesAgree) {
+  SKIP_WITHOUT_GPU();
+  auto golden = testing::LoadGolden(testing::TinyModelDir());
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  std::vector<testing::BatchedAndAlone> runs;
+  for (const char* kernel : {"split", "paged"}) {
+    ModelLoadOptions opt;
+    opt.backend = "cuda";
+    opt.cuda_decode_attention = kernel;
+    auto model = Model::Load(testing::TinyModelDir(), opt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE(cuda::SetKvDtype(**model, "bf16").ok());
+    auto r = testing::DecodeBatchedAndAlone(**model, *golden, 3);
+    ASSERT_TRUE(r.ok()) << r.status();
+    runs.push_back(std::move(*r));
+  }
+  for (size_t s = 0; s < runs[0].alone.size(); ++s) {
+    const double rel = testing::RelativeError(runs[0].alone[s], runs[1].alone[s]);
+    std::printf("decode attention split vs paged, sequence %zu alone: %.3g\n", s, rel);
+    EXPECT_LT(rel, 1e-2) << "sequence " << s;
+  }
+  const double rel = testing::RelativeError(runs[0].batched.data, runs[1].batched.data);
+  std::printf("decode attention split vs paged, 3-sequence batch: %.3g\n", rel);
+  EXPECT_LT(rel, 1e-2);
+  EXPECT_GT(rel, 0.0) << "the kernels round differently: equal logits mean one of them did not run";
+}
+
+TEST(cuda_model_check, RefusesUnknownDecodeAttention) {
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  opt.cuda_decode_attention = "tiled";
+  auto model = Model::Load(testing::TinyModelDir(), opt);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
+  EXPECT_NE(model.status().message().find("cuda_decode_attention"), std::string::npos) << model.status();
+}
+
 TEST(cuda_model, KvBlocksFromDeviceMemory) {
   SKIP_WITHOUT_GPU();
   ModelLoadOptions opt;
