@@ -38,8 +38,9 @@ __device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* 
 // during a step), then normalises its TT token rows into shared memory (r = x_in + delta; one
 // token: the block reduces its sum of squares; a tile: a warp per token), then runs the matvec of
 // MatmulKernel over them. Block x == 0 of each token tile also stores r and xn. With kRoute the
-// last block of each token tile to finish routes the tile's tokens (FusedRouting).
-template <int R, int NL, int TT, bool kRoute>
+// last block of each token tile to finish routes the tile's tokens (FusedRouting) with kRoute experts
+// a lane (8 up to 256 experts, 16 up to 512).
+template <int R, int NL, int TT, int kRoute>
 __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out,
                                                              float* __restrict__ xn_out, const float* __restrict__ x_in,
                                                              const float* __restrict__ delta,
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     }
   }
   __syncthreads();  // every row of the tile normalised before the products
-  if constexpr (!kRoute) {
+  if constexpr (kRoute == 0) {
     if (!active) return;
     RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
   } else {
@@ -147,18 +148,13 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     const int E = static_cast<int>(route.E), K = static_cast<int>(route.K);
     const int64_t t = t0 + warp, KS = K + (route.shared_expert ? 1 : 0);
     const float* row = y + t * out;
-    const auto load = [&](int e) { return __ldcg(row + e); };
-    if (E <= 256) {
-      detail::WarpRouteToken<8>(route.ids + t * KS, route.weights + t * KS, load, E, K, route.renormalize,
-                                route.shared_expert, lane);
-    } else {
-      detail::WarpRouteToken<16>(route.ids + t * KS, route.weights + t * KS, load, E, K, route.renormalize,
-                                 route.shared_expert, lane);
-    }
+    detail::WarpRouteToken<kRoute>(route.ids + t * KS, route.weights + t * KS,
+                                   [row](int e) { return __ldcg(row + e); }, E, K, route.renormalize,
+                                   route.shared_expert, lane);
   }
 }
 
-template <int R, int NL, int TT, bool kRoute>
+template <int R, int NL, int TT, int kRoute>
 void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
                  const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset,
                  const FusedRouting& route, cudaStream_t s) {
@@ -183,13 +179,17 @@ void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const 
   const int code = MatvecShape(in, TT, out);
   if (route == nullptr) {
     DispatchMatvecShape<TT>(code, [&]<int R, int NL>() {
-      LaunchShape<R, NL, TT, false>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, {}, s);
+      LaunchShape<R, NL, TT, 0>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, {}, s);
     });
   } else {
     // A router's product is short (at most kRouterMaxExperts + 1 rows): one row a warp; only those
     // shapes are built with the routing (a several-rows shape code becomes its one-row code).
     DispatchMatvecShape<TT, /*kOneRow=*/true>(code >= 400 ? code - 300 : code, [&]<int R, int NL>() {
-      LaunchShape<R, NL, TT, true>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, *route, s);
+      if (route->E <= 256) {
+        LaunchShape<R, NL, TT, 8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, *route, s);
+      } else {
+        LaunchShape<R, NL, TT, 16>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, *route, s);
+      }
     });
   }
 }

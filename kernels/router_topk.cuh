@@ -50,12 +50,8 @@ __device__ __forceinline__ void WarpRouteToken(int32_t* ids, float* weights, Loa
       const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
       if (ob > best || (ob == best && oe < best_e)) best = ob, best_e = oe;
     }
-    if (best_e % 32 == lane) {
 #pragma unroll
-      for (int j = 0; j < kMaxPerLane; ++j) {
-        if (j == best_e / 32) p[j] = -1.0f;
-      }
-    }
+    for (int j = 0; j < kMaxPerLane; ++j) p[j] = lane + 32 * j == best_e ? -1.0f : p[j];
     const float prob = best / sum;
     ksum += prob;
     if (lane == 0) {
