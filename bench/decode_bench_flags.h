@@ -46,11 +46,10 @@ struct DecodeBenchOptions {
   // --quant-prefill-split: the quantized formats' prefill products float32-grade
   // (ModelLoadOptions::cuda_quant_prefill_split), for timing them against the rounded default.
   bool quant_prefill_split = false;
-  // --separate-router-topk: decode steps run the router's product and then router_topk
-  // (ModelLoadOptions::cuda_fused_routing off), for timing the fused routing against it.
-  bool separate_router_topk = false;
   // --decode-attention auto|split|paged: ModelLoadOptions::cuda_decode_attention.
   std::string decode_attention = "auto";
+  // --decode-carveout max|fit: ModelLoadOptions::cuda_decode_carveout.
+  std::string decode_carveout = "max";
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

@@ -473,6 +473,20 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
 
 }  // namespace
 
+int DecodeAttentionCarveoutPercent() {
+  static const int percent = [] {
+    int device = 0, per_sm = 0, reserved = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+    cudaFuncAttributes attr{};
+    CUDA_CHECK(cudaFuncGetAttributes(&attr, AttentionDecodeKernel<128, __nv_bfloat16, true>));
+    const int64_t need = DecodeTile<128>::kSmemBytes + static_cast<int64_t>(attr.sharedSizeBytes) + reserved;
+    return static_cast<int>(std::min<int64_t>(100, (100 * need + per_sm - 1) / per_sm));
+  }();
+  return percent;
+}
+
 bool attention_decode_supported(const AttentionShape& A) {
   if (A.n_kv_heads <= 0 || A.n_heads % A.n_kv_heads != 0 || A.block_size <= 0) return false;
   const int64_t group = A.n_heads / A.n_kv_heads;

@@ -11,8 +11,13 @@ namespace tandem::kernels {
 // leaves the split to the driver (kernels that keep their inputs in L1, such as the per-token
 // products of a batch, get a large L1); kMaxShared asks every kernel for the largest shared memory,
 // so that a step with attention_decode's 68 KB blocks does not switch splits twice a layer.
-enum class LaunchCarveout { kDefault, kMaxShared };
+// kFitDecodeAttention asks every kernel for the smallest shared memory that holds one
+// attention_decode block an SM (DecodeAttentionCarveoutPercent; the driver rounds it up to a split
+// the SM has: 100 KB of 228 on the H100 / H200), leaving the rest to L1.
+enum class LaunchCarveout { kDefault, kMaxShared, kFitDecodeAttention };
 LaunchCarveout CurrentLaunchCarveout();
+// The carveout (percent of the SM's shared memory) of kFitDecodeAttention on the current device.
+int DecodeAttentionCarveoutPercent();
 
 // Sets this thread's LaunchCarveout for its lifetime, restoring the previous one after.
 class ScopedLaunchCarveout {

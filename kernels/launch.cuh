@@ -61,9 +61,10 @@ void LaunchClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sme
   config.stream = stream;
   cudaLaunchAttribute attr[3];
   unsigned n = 0;
-  if (CurrentLaunchCarveout() == LaunchCarveout::kMaxShared) {
+  if (const LaunchCarveout c = CurrentLaunchCarveout(); c != LaunchCarveout::kDefault) {
     attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-    attr[n++].val.sharedMemCarveout = cudaSharedmemCarveoutMaxShared;
+    attr[n++].val.sharedMemCarveout =
+        c == LaunchCarveout::kMaxShared ? cudaSharedmemCarveoutMaxShared : DecodeAttentionCarveoutPercent();
   }
   if (PdlEnabled()) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;

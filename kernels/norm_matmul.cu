@@ -5,8 +5,6 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
-#include "kernels/router_topk.cuh"
-#include "kernels/router_topk.h"
 
 namespace tandem::kernels {
 
@@ -37,16 +35,14 @@ __device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* 
 // weights into shared memory (both before waiting for the previous kernel: weights never change
 // during a step), then normalises its TT token rows into shared memory (r = x_in + delta; one
 // token: the block reduces its sum of squares; a tile: a warp per token), then runs the matvec of
-// MatmulKernel over them. Block x == 0 of each token tile also stores r and xn. With kRoute the
-// last block of each token tile to finish routes the tile's tokens (FusedRouting) with kRoute experts
-// a lane (8 up to 256 experts, 16 up to 512).
-template <int R, int NL, int TT, int kRoute>
+// MatmulKernel over them. Block x == 0 of each token tile also stores r and xn.
+template <int R, int NL, int TT>
 __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out,
                                                              float* __restrict__ xn_out, const float* __restrict__ x_in,
                                                              const float* __restrict__ delta,
                                                              const uint16_t* __restrict__ norm_w,
                                                              const uint16_t* __restrict__ w, int64_t T, int64_t in,
-                                                             int64_t out, float eps, float w_offset, FusedRouting route) {
+                                                             int64_t out, float eps, float w_offset) {
   extern __shared__ float4 smem4[];
   float* sx = reinterpret_cast<float*>(smem4);
   __shared__ float red[kWarps];
@@ -127,83 +123,40 @@ __global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__
     }
   }
   __syncthreads();  // every row of the tile normalised before the products
-  if constexpr (kRoute == 0) {
-    if (!active) return;
-    RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
-  } else {
-    if (active) RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
-    // The "last block" pattern (as the attention's merge): each block counts itself once its logits
-    // are visible device-wide; the last of the tile reads them all through L2.
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      uint32_t* counter = route.counters + blockIdx.y;
-      last = atomicAdd(counter, 1u) == gridDim.x - 1;
-      if (last) *counter = 0;  // every block has counted: ready for the next launch and graph replay
-    }
-    __syncthreads();
-    if (!last || warp >= nt) return;
-    __threadfence();
-    const int E = static_cast<int>(route.E), K = static_cast<int>(route.K);
-    const int64_t t = t0 + warp, KS = K + (route.shared_expert ? 1 : 0);
-    const float* row = y + t * out;
-    detail::WarpRouteToken<kRoute>(route.ids + t * KS, route.weights + t * KS,
-                                   [row](int e) { return __ldcg(row + e); }, E, K, route.renormalize,
-                                   route.shared_expert, lane);
-  }
+  if (!active) return;
+  RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
 }
 
-template <int R, int NL, int TT, int kRoute>
+template <int R, int NL, int TT>
 void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset,
-                 const FusedRouting& route, cudaStream_t s) {
+                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(TT) * in * sizeof(float) + in * sizeof(uint16_t);
   static size_t opted_in = 48 * 1024;  // per instantiation: raise the dynamic shared memory cap once
   if (smem > opted_in) {
-    CUDA_CHECK(cudaFuncSetAttribute(NormMatmulKernel<R, NL, TT, kRoute>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(NormMatmulKernel<R, NL, TT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
     opted_in = smem;
   }
   const int64_t rows_per_block = kWarps * R;
   const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>((T + TT - 1) / TT));
-  Launch(NormMatmulKernel<R, NL, TT, kRoute>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, x_in, delta, norm_w, w,
-         T, in, out, eps, w_offset, route);
+  Launch(NormMatmulKernel<R, NL, TT>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, x_in, delta, norm_w, w, T, in,
+         out, eps, w_offset);
 }
 
 template <int TT>
 void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset,
-                const FusedRouting* route, cudaStream_t s) {
-  const int code = MatvecShape(in, TT, out);
-  if (route == nullptr) {
-    DispatchMatvecShape<TT>(code, [&]<int R, int NL>() {
-      LaunchShape<R, NL, TT, 0>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, {}, s);
-    });
-  } else {
-    // A router's product is short (at most kRouterMaxExperts + 1 rows): one row a warp; only those
-    // shapes are built with the routing (a several-rows shape code becomes its one-row code).
-    DispatchMatvecShape<TT, /*kOneRow=*/true>(code >= 400 ? code - 300 : code, [&]<int R, int NL>() {
-      if (route->E <= 256) {
-        LaunchShape<R, NL, TT, 8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, *route, s);
-      } else {
-        LaunchShape<R, NL, TT, 16>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, *route, s);
-      }
-    });
-  }
+                const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
+  DispatchMatvecShape<TT>(MatvecShape(in, TT, out), [&]<int R, int NL>() {
+    LaunchShape<R, NL, TT>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, s);
+  });
 }
-
-// Token rows per block tile at T tokens (one launch's grid y = ceil(T / TileOf(T))).
-int64_t TileOf(int64_t T) { return T == 1 ? 1 : T <= 4 ? 4 : 8; }
 
 }  // namespace
 
-int64_t add_rmsnorm_matmul_route_counters(int64_t T) { return T <= 0 ? 0 : (T + TileOf(T) - 1) / TileOf(T); }
-
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
-                        cudaStream_t stream, float w_offset, const FusedRouting* route) {
+                        cudaStream_t stream, float w_offset) {
   KERNEL_REQUIRE(in % 8 == 0);
   KERNEL_REQUIRE(x_out != x_in && x_out != delta);
   for (const void* p : {static_cast<const void*>(y), static_cast<const void*>(x_out), static_cast<const void*>(xn_out),
@@ -212,18 +165,13 @@ void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in
   }
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(norm_w) % 16 == 0);
   KERNEL_REQUIRE((8 * 4 + 2) * in <= 200 * 1024);  // the largest token tile and the norm weights fit
-  if (route != nullptr) {
-    KERNEL_REQUIRE(route->E >= 1 && route->E <= kRouterMaxExperts && route->K >= 1 && route->K <= route->E);
-    KERNEL_REQUIRE(out == route->E + (route->shared_expert ? 1 : 0));
-    KERNEL_REQUIRE(route->ids != nullptr && route->weights != nullptr && route->counters != nullptr);
-  }
   if (T == 0) return;
   if (T == 1) {
-    LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, route, stream);
+    LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else if (T <= 4) {
-    LaunchTile<4>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, route, stream);
+    LaunchTile<4>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else {
-    LaunchTile<8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, route, stream);
+    LaunchTile<8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   }
   KERNEL_CHECK();
 }

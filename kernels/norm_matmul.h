@@ -16,25 +16,9 @@ namespace tandem::kernels {
 // xn to xn_out. x_out must not alias x_in or delta (other blocks still read them: ping-pong the
 // residual stream). in % 8 == 0; all pointers 16-byte aligned. The norm's weight is
 // (w_offset + norm_w) as in add_rmsnorm (kernels/rmsnorm.h: 1 for zero-centred norms).
-//
-// With `route` (the MoE router's product, y = the router logits (T, out)): the product also routes
-// its tokens as router_topk (kernels/router_topk.h) does from y, in the same launch: the last block
-// of each token tile to finish its rows (a counter per tile) computes the tile's ids and weights.
-// One kernel boundary less per MoE layer than the product followed by router_topk; the ids and
-// weights are router_topk's bit for bit (the same warp routine). out must be E (+ 1 with the shared
-// expert's gate), E <= kRouterMaxExperts.
-struct FusedRouting {
-  int32_t* ids = nullptr;  // (T, K [+ 1])
-  float* weights = nullptr;  // (T, K [+ 1])
-  uint32_t* counters = nullptr;  // add_rmsnorm_matmul_route_counters(T) of them: 0 before, 0 after
-  int64_t E = 0, K = 0;
-  bool renormalize = false, shared_expert = false;
-};
-int64_t add_rmsnorm_matmul_route_counters(int64_t T);
-
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
-                        cudaStream_t stream, float w_offset = 0.0f, const FusedRouting* route = nullptr);
+                        cudaStream_t stream, float w_offset = 0.0f);
 
 namespace ref {
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,

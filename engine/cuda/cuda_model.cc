@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -34,7 +33,6 @@
 #include "kernels/moe_batched.h"
 #include "kernels/matmul.h"
 #include "kernels/moe_gemm.h"
-#include "kernels/norm_matmul.h"
 #include "kernels/router_topk.h"
 
 namespace tandem::engine::cuda {
@@ -78,10 +76,11 @@ class CudaModel final : public Model {
       : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
-        quant_prefill_split_(options.cuda_quant_prefill_split), fused_routing_(options.cuda_fused_routing),
-        decode_attention_(options.cuda_decode_attention == "split"   ? StepContext::DecodeAttention::kSplit
+        quant_prefill_split_(options.cuda_quant_prefill_split), decode_attention_(options.cuda_decode_attention == "split"   ? StepContext::DecodeAttention::kSplit
                           : options.cuda_decode_attention == "paged" ? StepContext::DecodeAttention::kPaged
-                                                                     : StepContext::DecodeAttention::kAuto) {
+                                                                     : StepContext::DecodeAttention::kAuto),
+        decode_carveout_(options.cuda_decode_carveout == "fit" ? kernels::LaunchCarveout::kFitDecodeAttention
+                                                               : kernels::LaunchCarveout::kMaxShared) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -190,8 +189,8 @@ class CudaModel final : public Model {
   // ModelLoadOptions::cuda_quant_prefill_split: dequant_ holds a weight's bf16 hi and lo (linear.h
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
-  bool fused_routing_ = true;  // ModelLoadOptions::cuda_fused_routing
   StepContext::DecodeAttention decode_attention_ = StepContext::DecodeAttention::kAuto;
+  kernels::LaunchCarveout decode_carveout_ = kernels::LaunchCarveout::kMaxShared;  // cuda_decode_carveout
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -345,18 +344,13 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
     RETURN_IF_ERROR(a_.meta.Reserve(m.total(), &grew));
     RETURN_IF_ERROR(ReservePrefillScratch(T));
     RETURN_IF_ERROR(a_.attn_scratch.Reserve(scratch, &grew));
-    // Counters of the "last block" patterns (0 between launches): zeroed when they grow, on stream_
-    // (ordered before the step's kernels).
-    for (auto [array, n, what] : {std::tuple{&a_.attn_counters, kernels::attention_counter_count(T, attn), "attention"},
-                                  std::tuple{&a_.route_counters, kernels::add_rmsnorm_matmul_route_counters(T),
-                                             "router"}}) {
-      bool new_counters = false;
-      RETURN_IF_ERROR(array->Reserve(n, &new_counters));
-      if (new_counters) {
-        grew = true;
-        RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(array->get(), 0, n * sizeof(uint32_t), stream_),
-                                   std::string(what) + " counters"));
-      }
+    const int64_t counters = kernels::attention_counter_count(T, attn);
+    bool new_counters = false;
+    RETURN_IF_ERROR(a_.attn_counters.Reserve(counters, &new_counters));
+    if (new_counters) {  // on stream_: ordered before the step's kernels
+      grew = true;
+      RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a_.attn_counters.get(), 0, counters * sizeof(uint32_t), stream_),
+                                 "attention counters"));
     }
     return absl::OkStatus();
   }();
@@ -409,7 +403,6 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.ids_per_layer = ids_per_layer;
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
-  ctx.fused_routing = fused_routing_;
   ctx.decode_attention = decode_attention_;
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
@@ -421,8 +414,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   // L1). Moving the switch elsewhere (the q/k/v product and the experts at the driver's split) cost
   // 3-5% at batch 1.
   const bool max_shared = T == 1 && DecodeTakesSplitAttention(ctx, AttentionShapeOf(m));
-  const kernels::ScopedLaunchCarveout carveout(max_shared ? kernels::LaunchCarveout::kMaxShared
-                                                          : kernels::LaunchCarveout::kDefault);
+  const kernels::ScopedLaunchCarveout carveout(max_shared ? decode_carveout_ : kernels::LaunchCarveout::kDefault);
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayer& layer = layers_[l];
@@ -588,6 +580,10 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   if (options.cuda_gemm_min_tokens < 1) {
     return absl::InvalidArgumentError("cuda_gemm_min_tokens must be at least 1 (got " +
                                       std::to_string(options.cuda_gemm_min_tokens) + ")");
+  }
+  if (options.cuda_decode_carveout != "max" && options.cuda_decode_carveout != "fit") {
+    return absl::InvalidArgumentError("cuda_decode_carveout must be max or fit (got '" +
+                                      options.cuda_decode_carveout + "')");
   }
   if (options.cuda_decode_attention != "auto" && options.cuda_decode_attention != "split" &&
       options.cuda_decode_attention != "paged") {

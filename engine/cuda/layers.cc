@@ -189,8 +189,8 @@ absl::Status RandomWeights::Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t
 // ---------------------------------------------------------------------------------------------
 // The step
 
-bool StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out,
-                             bool keep_xn, bool float_input, const kernels::FusedRouting* route) {
+void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out,
+                             bool keep_xn, bool float_input) {
   const int64_t T = m.T;
   // From kMatmulBatchedMinTokens the product takes the tensor cores (matmul_bf16 -> matmul_batched),
   // which have no fused norm: the norm runs first, in place, as on prefill steps.
@@ -198,9 +198,8 @@ bool StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
                        kernels::MatmulBatchedSupported(hidden, out) && !GemmPath(T);
   if (fuse && !batched) {
     kernels::add_rmsnorm_matmul(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, w, T, hidden, out, eps,
-                                stream, norm_offset, route);
+                                stream, norm_offset);
     std::swap(x, x_next);
-    return route != nullptr;
   } else {
     kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, T, hidden, eps, stream, norm_offset);
     if (float_input) {
@@ -209,7 +208,6 @@ bool StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
       kernels::matmul_bf16(y, a->xn.get(), w, T, hidden, out, stream, gemm_min_tokens);
     }
   }
-  return false;
 }
 
 absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w,
@@ -429,16 +427,9 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   // tensor cores with xn split into bf16 hi + lo (kernels/matmul.h matmul_bf16_float_input).
   // With the shared expert as expert E: E + 1 logits, K + 1 experts per token.
   const int64_t Es = E + (shared_as_expert_ ? 1 : 0), Ks = K + (shared_as_expert_ ? 1 : 0);
-  // Decode steps route inside the router's product where the model allows it (fused_routing).
-  kernels::FusedRouting route;
-  route.ids = a.expert_ids.get(), route.weights = a.expert_w.get(), route.counters = a.route_counters.get();
-  route.E = E, route.K = K, route.renormalize = norm_topk_prob_, route.shared_expert = shared_as_expert_;
-  const bool routed = ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true,
-                                     /*float_input=*/true, ctx.fused_routing ? &route : nullptr);
-  if (!routed) {
-    kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
-                         ctx.stream, shared_as_expert_);
-  }
+  ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
+  kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
+                       ctx.stream, shared_as_expert_);
   // Decode batches from MoeBatchedMinTokens (by format): each chosen expert read once for all of its
   // tokens.
   const bool batched = T >= kernels::MoeBatchedMinTokens(gate_up_.format()) && T <= kernels::kMoeBatchedMaxTokens &&

@@ -25,7 +25,6 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
-#include "kernels/norm_matmul.h"
 #include "kernels/qk_norm_rope.h"
 
 namespace tandem::engine::cuda {
@@ -122,7 +121,6 @@ struct Activations {
   DeviceArray<float> linear;        // the Gated DeltaNet's scratch (GatedDeltaNet::ScratchFloats)
   DeviceArray<float> attn_scratch;
   DeviceArray<uint32_t> attn_counters;  // (T, n_heads) partitions done per attention (0 between launches)
-  DeviceArray<uint32_t> route_counters;  // the router product's blocks done per token tile (FusedRouting)
   DeviceArray<float> hn;            // (R, hidden) final-normed rows whose logits are wanted
   DeviceArray<float> logits;        // (R, vocab)
   DeviceArray<float> logits_local;  // TP: (R, vocab_per_rank) this rank's lm_head rows
@@ -159,7 +157,6 @@ struct StepContext {
   // Tokens from which the products, the MoE experts and attention take their prefill paths (the
   // model's ModelLoadOptions::cuda_gemm_min_tokens), passed to every launcher that switches on it.
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
-  bool fused_routing = true;  // ModelLoadOptions::cuda_fused_routing
   // ModelLoadOptions::cuda_decode_attention: 0 auto, 1 split, 2 paged.
   enum class DecodeAttention { kAuto, kSplit, kPaged } decode_attention = DecodeAttention::kAuto;
 
@@ -175,10 +172,8 @@ struct StepContext {
   // float_input keeps xn's float32 precision for the product on prefill-sized steps too
   // (kernels/matmul.h matmul_bf16_float_input): the router, whose top-k must not flip on bf16
   // rounding of its input.
-  // With `route` (the MoE router) the product may also route the tokens (kernels/norm_matmul.h
-  // FusedRouting): it returns whether it did; otherwise the caller runs router_topk.
-  bool NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
-                  bool float_input = false, const kernels::FusedRouting* route = nullptr);
+  void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
+                  bool float_input = false);
   // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one has
   // no fused product (kernels/norm_matmul.h reads bf16), so the norm runs first with the same
   // residual semantics (x_next under fuse) and then its product (LinearMatmul).

@@ -75,17 +75,17 @@ TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-prefill-split"), std::string::npos);
 }
 
-// The same-run A/B switches of session 32: the routing in its own kernel, the decode attention kernel.
-TEST(DecodeBenchFlags, RoutingAndAttentionChoices) {
+// The decode attention kernel, chosen for same-run A/Bs and timelines (session 32).
+TEST(DecodeBenchFlags, DecodeAttentionChoice) {
   auto def = ParseDecodeBenchFlags({});
   ASSERT_TRUE(def.ok()) << def.status();
-  EXPECT_FALSE(def->separate_router_topk);
   EXPECT_EQ(def->decode_attention, "auto");
-  auto on = ParseDecodeBenchFlags({"--separate-router-topk", "--decode-attention=split"});
+  EXPECT_EQ(def->decode_carveout, "max");
+  auto on = ParseDecodeBenchFlags({"--decode-attention=split", "--decode-carveout", "fit"});
   ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->separate_router_topk);
   EXPECT_EQ(on->decode_attention, "split");
-  EXPECT_FALSE(ParseDecodeBenchFlags({"--separate-router-topk=1"}).ok()) << "a switch takes no value";
+  EXPECT_EQ(on->decode_carveout, "fit");
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-carveout", "half"}).ok());
   auto bad = ParseDecodeBenchFlags({"--decode-attention", "tiled"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tiled"), std::string::npos) << bad.status();

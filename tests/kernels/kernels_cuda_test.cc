@@ -207,48 +207,6 @@ TEST(kernels_cuda, RouterTopk) {
   }
 }
 
-// The router's product that routes its own tokens (FusedRouting): the same logits as without
-// routing, and ids and weights bit for bit router_topk's on those logits, at batch 1, 3, 8 and 13
-// (two token tiles), 128 experts (Qwen3-30B-A3B) and 512 + the shared expert's gate (Qwen3-Next);
-// three launches in a row (the counters return to 0 after each).
-TEST(kernels_cuda, AddRmsnormMatmulRoutes) {
-  SKIP_WITHOUT_GPU();
-  for (auto [T, in, E, K] : std::vector<std::array<int64_t, 4>>{
-           {1, 2048, 128, 8}, {3, 512, 128, 8}, {8, 2048, 128, 8}, {13, 256, 64, 4}, {1, 2048, 512, 10}}) {
-    for (bool shared : {false, true}) {
-      const bool renorm = !shared;  // Qwen3-MoE renormalises; the hybrids do not
-      const int64_t out = E + shared, KS = K + shared;
-      const std::string tag = "routed add_rmsnorm_matmul " + Shape({T, in, E, K}) + (shared ? " +shared" : "");
-      auto x = RandomFloats(T * in), delta = RandomFloats(T * in);
-      auto nw = RandomBf16(in);
-      auto w = RandomBf16(out * in, 0.05f);
-      DeviceBuffer<float> d_x(x), d_delta(delta), d_y(T * out), d_y2(T * out), d_xo(T * in), d_xn(T * in);
-      DeviceBuffer<float> d_w_fused(T * KS), d_w_sep(T * KS);
-      DeviceBuffer<int32_t> d_ids_fused(T * KS), d_ids_sep(T * KS);
-      DeviceBuffer<uint32_t> d_counters(std::vector<uint32_t>(add_rmsnorm_matmul_route_counters(T), 0u));
-      DeviceBuffer<bf16_bits> d_nw(nw), d_w(w);
-      add_rmsnorm_matmul(d_y2.get(), d_xo.get(), d_xn.get(), d_x.get(), d_delta.get(), d_nw.get(), d_w.get(), T, in,
-                         out, 1e-6f, nullptr);
-      router_topk(d_ids_sep.get(), d_w_sep.get(), d_y2.get(), T, E, K, renorm, nullptr, shared);
-      FusedRouting route;
-      route.ids = d_ids_fused.get(), route.weights = d_w_fused.get(), route.counters = d_counters.get();
-      route.E = E, route.K = K, route.renormalize = renorm, route.shared_expert = shared;
-      for (int launch = 0; launch < 3; ++launch) {
-        d_y.Poison(), d_ids_fused.Poison(), d_w_fused.Poison();
-        add_rmsnorm_matmul(d_y.get(), d_xo.get(), d_xn.get(), d_x.get(), d_delta.get(), d_nw.get(), d_w.get(), T, in,
-                           out, 1e-6f, nullptr, 0.0f, &route);
-        const std::string at = tag + " launch " + std::to_string(launch);
-        EXPECT_EQ(d_y.Download(), d_y2.Download()) << at;
-        EXPECT_EQ(d_ids_fused.Download(), d_ids_sep.Download()) << at;
-        EXPECT_EQ(d_w_fused.Download(), d_w_sep.Download()) << at;
-        EXPECT_EQ(d_counters.Download(), std::vector<uint32_t>(add_rmsnorm_matmul_route_counters(T), 0u)) << at;
-      }
-      const auto ids = d_ids_fused.Download();
-      std::printf("%s: token 0 experts %d %d %d ...\n", tag.c_str(), ids[0], ids[1], ids[2]);
-    }
-  }
-}
-
 TEST(kernels_cuda, MoeExperts) {
   SKIP_WITHOUT_GPU();
   for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{{7, 16, 4, 128, 64}, {1, 128, 8, 2048, 768},

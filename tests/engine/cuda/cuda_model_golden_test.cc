@@ -169,30 +169,6 @@ TEST(cuda_model_check, RefusesGemmThresholdBelowOne) {
   }
 }
 
-// The routing inside the router's product (ModelLoadOptions::cuda_fused_routing, the default) gives
-// the logits of the product followed by router_topk bit for bit: one-token decode steps (each
-// sequence alone) and a 3-sequence decode batch, with graphs.
-TEST(cuda_model, FusedRoutingMatchesSeparate) {
-  SKIP_WITHOUT_GPU();
-  auto golden = testing::LoadGolden(testing::TinyModelDir());
-  ASSERT_TRUE(golden.ok()) << golden.status();
-  std::vector<testing::BatchedAndAlone> runs;
-  for (const bool fused : {true, false}) {
-    ModelLoadOptions opt;
-    opt.backend = "cuda";
-    opt.cuda_fused_routing = fused;
-    auto model = Model::Load(testing::TinyModelDir(), opt);
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto r = testing::DecodeBatchedAndAlone(**model, *golden, 3);
-    ASSERT_TRUE(r.ok()) << r.status();
-    runs.push_back(std::move(*r));
-  }
-  ASSERT_EQ(runs[0].alone.size(), 3u);
-  for (size_t s = 0; s < runs[0].alone.size(); ++s) EXPECT_EQ(runs[0].alone[s], runs[1].alone[s]) << "sequence " << s;
-  EXPECT_EQ(runs[0].batched.data, runs[1].batched.data) << "3-sequence decode step";
-  std::printf("fused routing: logit 0 of sequence 0 %.6f (separate %.6f)\n", runs[0].alone[0][0], runs[1].alone[0][0]);
-}
-
 // ModelLoadOptions::cuda_decode_attention: the split tensor-core kernel and paged_attention agree on
 // one-token decode steps and a decode batch over a bf16 cache (the split kernel rounds Q and the
 // softmax weights to bf16: about 1e-3); an unknown value is refused at load before the device is
