@@ -98,7 +98,7 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
-         "             [--decode-attention auto|split|paged] [--decode-carveout max|fit]\n"
+         "             [--decode-attention split|paged]\n"
          "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
@@ -118,9 +118,7 @@ std::string DecodeBenchUsage() {
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
          "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
          "  --decode-attention K: the decode steps' attention kernel (the model option cuda_decode_attention):\n"
-         "    auto (default: by batch, context and cache type), split (the split tensor-core kernel) or paged\n"
-         "  --decode-carveout C: the shared-memory split of a one-token step on the split kernel (the model\n"
-         "    option cuda_decode_carveout): max (default) or fit (one attention block an SM, the rest L1)\n";
+         "    split (default: the split tensor-core kernel wherever it takes the shape) or paged\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -175,16 +173,10 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.kernel_table = false;
     } else if (f == "--quant-prefill-split") {
       o.quant_prefill_split = true;
-    } else if (f == "--decode-carveout") {
-      ASSIGN_OR_RETURN(o.decode_carveout, value());
-      if (o.decode_carveout != "max" && o.decode_carveout != "fit") {
-        return absl::InvalidArgumentError("bench: --decode-carveout takes max or fit (got '" + o.decode_carveout +
-                                          "')");
-      }
     } else if (f == "--decode-attention") {
       ASSIGN_OR_RETURN(o.decode_attention, value());
-      if (o.decode_attention != "auto" && o.decode_attention != "split" && o.decode_attention != "paged") {
-        return absl::InvalidArgumentError("bench: --decode-attention takes auto, split or paged (got '" +
+      if (o.decode_attention != "split" && o.decode_attention != "paged") {
+        return absl::InvalidArgumentError("bench: --decode-attention takes split or paged (got '" +
                                           o.decode_attention + "')");
       }
     } else if (f == "--help" || f == "-h") {

@@ -46,10 +46,8 @@ struct DecodeBenchOptions {
   // --quant-prefill-split: the quantized formats' prefill products float32-grade
   // (ModelLoadOptions::cuda_quant_prefill_split), for timing them against the rounded default.
   bool quant_prefill_split = false;
-  // --decode-attention auto|split|paged: ModelLoadOptions::cuda_decode_attention.
-  std::string decode_attention = "auto";
-  // --decode-carveout max|fit: ModelLoadOptions::cuda_decode_carveout.
-  std::string decode_carveout = "max";
+  // --decode-attention split|paged: ModelLoadOptions::cuda_decode_attention.
+  std::string decode_attention = "split";
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

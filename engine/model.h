@@ -46,16 +46,11 @@ struct ModelLoadOptions {
   // tokens' logits 1-6% off the float32 golden, docs/cuda.md "Quantized weights"); split, none do.
   // Doubles the dequantization scratch. bf16 weights and decode steps are unaffected.
   bool cuda_quant_prefill_split = false;
-  // Which attention kernel decode steps over a bf16 / fp8 cache take: "auto" (by batch, context
-  // and cache type: engine/cuda/layers.cc DecodeTakesSplitAttention, from same-run A/Bs), "split"
-  // (the split tensor-core kernel wherever it takes the shape) or "paged" (paged_attention). For
-  // measuring one against the other in place (the bench's --decode-attention); the load refuses
-  // other values.
-  std::string cuda_decode_attention = "auto";
-  // The shared-memory / L1 split of a one-token decode step on the split attention kernel
-  // (kernels/carveout.h): "max" (every kernel at the largest shared memory) or "fit" (the smallest
-  // that holds one attention block an SM). For the same-run A/B; the load refuses other values.
-  std::string cuda_decode_carveout = "max";
+  // Which attention kernel decode steps over a bf16 / fp8 cache take: "split" (the split
+  // tensor-core kernel wherever it takes the shape: engine/cuda/layers.cc DecodeTakesSplitAttention
+  // has the A/Bs) or "paged" (paged_attention), for measuring one against the other in place (the
+  // bench's --decode-attention); the load refuses other values.
+  std::string cuda_decode_attention = "split";
 };
 
 class Model {

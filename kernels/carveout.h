@@ -9,12 +9,13 @@ namespace tandem::kernels {
 // split differs from the previous kernel's waits for that kernel's blocks to leave the SM, and PDL's
 // overlap is lost (our reading of the A/B in docs/bench/decode-h200.md, session 22). kDefault
 // leaves the split to the driver (kernels that keep their inputs in L1, such as the per-token
-// products of a batch, get a large L1); kMaxShared asks every kernel for the largest shared memory,
-// so that a step with attention_decode's 68 KB blocks does not switch splits twice a layer.
-// kFitDecodeAttention asks every kernel for the smallest shared memory that holds one
-// attention_decode block an SM (DecodeAttentionCarveoutPercent; the driver rounds it up to a split
-// the SM has: 100 KB of 228 on the H100 / H200), leaving the rest to L1.
-enum class LaunchCarveout { kDefault, kMaxShared, kFitDecodeAttention };
+// products of a batch, get a large L1). kFitDecodeAttention asks every kernel for the smallest
+// shared memory that holds one attention_decode block an SM (DecodeAttentionCarveoutPercent; the
+// driver rounds it up to a split the SM has: 100 KB of 228 on the H100 / H200), leaving the rest to
+// L1, so that a step with attention_decode's 68 KB blocks does not switch splits twice a layer.
+// (Asking for the largest shared memory instead, until session 32, starved the weight-streaming
+// kernels of L1: docs/bench/decode-h200.md.)
+enum class LaunchCarveout { kDefault, kFitDecodeAttention };
 LaunchCarveout CurrentLaunchCarveout();
 // The carveout (percent of the SM's shared memory) of kFitDecodeAttention on the current device.
 int DecodeAttentionCarveoutPercent();

@@ -61,10 +61,9 @@ void LaunchClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sme
   config.stream = stream;
   cudaLaunchAttribute attr[3];
   unsigned n = 0;
-  if (const LaunchCarveout c = CurrentLaunchCarveout(); c != LaunchCarveout::kDefault) {
+  if (CurrentLaunchCarveout() == LaunchCarveout::kFitDecodeAttention) {
     attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-    attr[n++].val.sharedMemCarveout =
-        c == LaunchCarveout::kMaxShared ? cudaSharedmemCarveoutMaxShared : DecodeAttentionCarveoutPercent();
+    attr[n++].val.sharedMemCarveout = DecodeAttentionCarveoutPercent();
   }
   if (PdlEnabled()) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;

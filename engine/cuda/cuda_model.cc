@@ -76,11 +76,8 @@ class CudaModel final : public Model {
       : cfg_(std::move(cfg)), rank_(options.rank), world_(options.world),
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
-        quant_prefill_split_(options.cuda_quant_prefill_split), decode_attention_(options.cuda_decode_attention == "split"   ? StepContext::DecodeAttention::kSplit
-                          : options.cuda_decode_attention == "paged" ? StepContext::DecodeAttention::kPaged
-                                                                     : StepContext::DecodeAttention::kAuto),
-        decode_carveout_(options.cuda_decode_carveout == "fit" ? kernels::LaunchCarveout::kFitDecodeAttention
-                                                               : kernels::LaunchCarveout::kMaxShared) {
+        quant_prefill_split_(options.cuda_quant_prefill_split),
+        paged_decode_attention_(options.cuda_decode_attention == "paged") {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -189,8 +186,7 @@ class CudaModel final : public Model {
   // ModelLoadOptions::cuda_quant_prefill_split: dequant_ holds a weight's bf16 hi and lo (linear.h
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
-  StepContext::DecodeAttention decode_attention_ = StepContext::DecodeAttention::kAuto;
-  kernels::LaunchCarveout decode_carveout_ = kernels::LaunchCarveout::kMaxShared;  // cuda_decode_carveout
+  bool paged_decode_attention_ = false;  // ModelLoadOptions::cuda_decode_attention == "paged"
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -403,18 +399,19 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.ids_per_layer = ids_per_layer;
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
-  ctx.decode_attention = decode_attention_;
+  ctx.paged_decode_attention = paged_decode_attention_;
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
-  // every kernel for the largest shared memory (kernels/carveout.h), so that the SMs do not switch
-  // their L1 / shared split around attention twice a layer; one token's inputs fit the L1 left.
-  // Other steps keep the driver's split. With every kernel at the largest shared memory batch 8 was
-  // 15% slower (its per-token products read the batch's inputs through L1), and batch 1 on
-  // paged_attention 6% slower at 4k (3.88-3.91 ms against 3.66-3.67; its q heads share K/V through
-  // L1). Moving the switch elsewhere (the q/k/v product and the experts at the driver's split) cost
-  // 3-5% at batch 1.
-  const bool max_shared = T == 1 && DecodeTakesSplitAttention(ctx, AttentionShapeOf(m));
-  const kernels::ScopedLaunchCarveout carveout(max_shared ? decode_carveout_ : kernels::LaunchCarveout::kDefault);
+  // every kernel for one split: the smallest shared memory that holds one attention block an SM,
+  // the rest L1 (kernels/carveout.h kFitDecodeAttention), so that the SMs do not switch their L1 /
+  // shared split around attention twice a layer (moving the switch elsewhere cost 3-5% at batch 1,
+  // session 22). Asking for the largest shared memory instead cost the weight-streaming kernels
+  // about what the split attention saves (session 32, H100: 3.616 ms a bf16 step at 4k against
+  // 3.450). Other steps keep the driver's split: with every kernel at the largest shared memory
+  // batch 8 was 15% slower (its per-token products read the batch's inputs through L1).
+  const bool fit_attention = T == 1 && DecodeTakesSplitAttention(ctx, AttentionShapeOf(m));
+  const kernels::ScopedLaunchCarveout carveout(fit_attention ? kernels::LaunchCarveout::kFitDecodeAttention
+                                                             : kernels::LaunchCarveout::kDefault);
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayer& layer = layers_[l];
@@ -581,13 +578,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
     return absl::InvalidArgumentError("cuda_gemm_min_tokens must be at least 1 (got " +
                                       std::to_string(options.cuda_gemm_min_tokens) + ")");
   }
-  if (options.cuda_decode_carveout != "max" && options.cuda_decode_carveout != "fit") {
-    return absl::InvalidArgumentError("cuda_decode_carveout must be max or fit (got '" +
-                                      options.cuda_decode_carveout + "')");
-  }
-  if (options.cuda_decode_attention != "auto" && options.cuda_decode_attention != "split" &&
-      options.cuda_decode_attention != "paged") {
-    return absl::InvalidArgumentError("cuda_decode_attention must be auto, split or paged (got '" +
+  if (options.cuda_decode_attention != "split" && options.cuda_decode_attention != "paged") {
+    return absl::InvalidArgumentError("cuda_decode_attention must be split or paged (got '" +
                                       options.cuda_decode_attention + "')");
   }
   RETURN_IF_ERROR(CheckDevice());

@@ -266,20 +266,18 @@ absl::StatusOr<std::unique_ptr<Attention>> Attention::Load(WeightSource& src, co
 //  - batch 1 (session 22): with the cluster merge and every kernel of the step asking for the
 //    largest shared memory (CudaModel::RunLayers), ctx 4k 3.17-3.22 ms against 3.65-3.69 (FP8
 //    weights 2.73-2.80 against 3.21-3.29), but ctx 1k 2.99-3.02 against 2.96-3.00 (FP8 2.53-2.57
-//    against 2.44-2.48); without that carveout 3.13-3.20 at 1k. So batch 1 over a bf16 cache takes
-//    it only where the graph's table is wider than kSingleSplitMinPositions (the scheduler grows a
-//    sequence's table with its context, and graphs round it up to a power of two blocks: a 1k
-//    context has a 2048-position table, 4k one of 8192). Over an fp8 cache it takes it at every
-//    width: ctx 1k 3.04-3.05 ms against paged_attention's 3.51-3.56.
+//    against 2.44-2.48); without that carveout 3.13-3.20 at 1k. Over an fp8 cache: ctx 1k 3.04-3.05
+//    ms against paged_attention's 3.51-3.56.
+//  - batch 1 (session 32, one H100): with a split that holds one attention block an SM and leaves
+//    the rest to L1 (kernels/carveout.h kFitDecodeAttention) instead of the largest shared memory,
+//    ctx 1k bf16 3.237 ms against paged_attention's 3.388 (FP8 weights 2.305 against 2.441, NVFP4
+//    2.508 against 2.631), ctx 4k 3.450 against the max-shared split's 3.616. So batch 1 takes it
+//    at every width too (until session 32 only past a 2048-position table over a bf16 cache).
 // A float32 cache keeps paged_attention (the tensor cores would round its K and V to bf16, which a
 // bf16 cache measured above the float32 golden bound: docs/cuda.md).
 bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A) {
-  constexpr int64_t kSingleSplitMinPositions = 2049;
-  using DA = StepContext::DecodeAttention;
-  if (ctx.decode_attention == DA::kPaged) return false;
-  return ctx.Decode() && ctx.kv_dtype != KvDtype::kF32 && kernels::attention_decode_supported(A) &&
-         (ctx.decode_attention == DA::kSplit || ctx.m.T > 1 || ctx.kv_dtype == KvDtype::kFp8 ||
-          ctx.max_positions >= kSingleSplitMinPositions);
+  return !ctx.paged_decode_attention && ctx.Decode() && ctx.kv_dtype != KvDtype::kF32 &&
+         kernels::attention_decode_supported(A);
 }
 
 template <typename KV>

@@ -157,8 +157,8 @@ struct StepContext {
   // Tokens from which the products, the MoE experts and attention take their prefill paths (the
   // model's ModelLoadOptions::cuda_gemm_min_tokens), passed to every launcher that switches on it.
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
-  // ModelLoadOptions::cuda_decode_attention: 0 auto, 1 split, 2 paged.
-  enum class DecodeAttention { kAuto, kSplit, kPaged } decode_attention = DecodeAttention::kAuto;
+  // ModelLoadOptions::cuda_decode_attention == "paged": decode steps keep paged_attention.
+  bool paged_decode_attention = false;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.

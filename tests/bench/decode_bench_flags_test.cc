@@ -79,13 +79,11 @@ TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
 TEST(DecodeBenchFlags, DecodeAttentionChoice) {
   auto def = ParseDecodeBenchFlags({});
   ASSERT_TRUE(def.ok()) << def.status();
-  EXPECT_EQ(def->decode_attention, "auto");
-  EXPECT_EQ(def->decode_carveout, "max");
-  auto on = ParseDecodeBenchFlags({"--decode-attention=split", "--decode-carveout", "fit"});
+  EXPECT_EQ(def->decode_attention, "split");
+  auto on = ParseDecodeBenchFlags({"--decode-attention=paged"});
   ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_EQ(on->decode_attention, "split");
-  EXPECT_EQ(on->decode_carveout, "fit");
-  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-carveout", "half"}).ok());
+  EXPECT_EQ(on->decode_attention, "paged");
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-attention", "auto"}).ok());
   auto bad = ParseDecodeBenchFlags({"--decode-attention", "tiled"});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tiled"), std::string::npos) << bad.status();

@@ -106,15 +106,14 @@ TEST(attention_decode_cuda, MatchesPagedAttentionReference) {
         using KV = typename std::decay_t<decltype(k_host)>::value_type;
         DeviceBuffer<KV> d_k(k_host), d_v(v_host);
         const std::vector<float> want = Reference(q, k_host, v_host, st.tables, st.token_seq, st.pos, A, scale, kv_scale);
-        for (int launch = 0; launch < 3; ++launch) {
-          const ScopedLaunchCarveout carveout(launch == 0   ? LaunchCarveout::kDefault
-                                              : launch == 1 ? LaunchCarveout::kMaxShared
-                                                            : LaunchCarveout::kFitDecodeAttention);
+        for (int launch = 0; launch < 2; ++launch) {
+          const ScopedLaunchCarveout carveout(launch == 0 ? LaunchCarveout::kDefault
+                                                          : LaunchCarveout::kFitDecodeAttention);
           d_out.Poison();
           attention_decode(d_out.get(), d_scratch.get(), d_counters.get(), d_q.get(), d_k.get(), d_v.get(),
                            d_tables.get(), d_pos.get(), S, A, max_positions, scale, nullptr, kv_scale);
           const std::vector<float> got = d_out.Download();
-          const std::string name = what + mp + (launch == 0 ? "" : launch == 1 ? ", max-shared launch" : ", fit launch");
+          const std::string name = what + mp + (launch == 0 ? "" : ", second launch (fit carveout)");
           ExpectClose(name, got, want, kBound);
           const double worst = WorstRow(got, want, c.hd);
           std::printf("%-60s worst (token, head) row rel err %.3g (bound %.0e)\n", name.c_str(), worst, kRowBound);
@@ -186,13 +185,13 @@ TEST(attention_decode_cuda, QwenShapeAgainstOtherKernelsAndTimed) {
 TEST(attention_decode_cuda, CarveoutScopeRestores) {
   EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
   {
-    const ScopedLaunchCarveout outer(LaunchCarveout::kMaxShared);
-    EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kMaxShared);
+    const ScopedLaunchCarveout outer(LaunchCarveout::kFitDecodeAttention);
+    EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kFitDecodeAttention);
     {
       const ScopedLaunchCarveout inner(LaunchCarveout::kDefault);
       EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
     }
-    EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kMaxShared);
+    EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kFitDecodeAttention);
   }
   EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
 }
