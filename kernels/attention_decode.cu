@@ -475,10 +475,8 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
 
 int DecodeAttentionCarveoutPercent() {
   static const int percent = [] {
-    int device = 0, per_sm = 0, reserved = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+    const int per_sm = CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+    const int reserved = CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock);
     cudaFuncAttributes attr{};
     CUDA_CHECK(cudaFuncGetAttributes(&attr, AttentionDecodeKernel<128, __nv_bfloat16, true>));
     const int64_t need = DecodeTile<128>::kSmemBytes + static_cast<int64_t>(attr.sharedSizeBytes) + reserved;

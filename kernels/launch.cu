@@ -12,16 +12,12 @@ bool PdlEnabled() {
   return enabled;
 }
 
-namespace {
-
 int CurrentDeviceAttribute(cudaDeviceAttr attr) {
   int device = 0, value = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&value, attr, device));
   return value;
 }
-
-}  // namespace
 
 int SmCount() {
   static const int n = CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount);

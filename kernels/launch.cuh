@@ -37,6 +37,9 @@ __device__ __forceinline__ void GridDepLaunchDependents() {
 // Whether launches use PDL: the current device is sm_90+ (asked once per process).
 bool PdlEnabled();
 
+// An attribute of the current device (CUDA errors abort, as every launcher's checks do).
+int CurrentDeviceAttribute(cudaDeviceAttr attr);
+
 // The current device's multiprocessor count (cudaDevAttrMultiProcessorCount, asked once per
 // process): what the launchers size their grids and shapes by, never a constant (the H200 has 132,
 // the GB10 48).

@@ -221,8 +221,8 @@ inline kernels::AttentionShape AttentionShapeOf(const kernels::QkvLayout& L, int
 // Whether the step's full attention (shape A) takes attention_decode: a decode step (one token per
 // sequence, off the prefill path) over positions up to ctx.max_positions (the captured graph's table
 // width); the rule and its A/Bs are in layers.cc. Attention::Attend launches by it, and CudaModel
-// asks it too: such a step of one token runs every kernel with the largest shared memory
-// (kernels/carveout.h).
+// asks it too: such a step of one token runs every kernel with the shared memory that fits one
+// attention_decode block an SM (kernels/carveout.h kFitDecodeAttention).
 bool DecodeTakesSplitAttention(const StepContext& ctx, const kernels::AttentionShape& A);
 
 // Grouped-query self-attention over the paged KV cache, this rank's heads only. Gated (the hybrid

@@ -39,24 +39,26 @@ absl::Status PinnedLogitPool::Reserve(size_t bytes) {
     idle_.erase(largest);
   }
   void* p = nullptr;
-  RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&p, std::max<size_t>(bytes, 1)),
-                             "cudaMallocHost of " + std::to_string(bytes) + " bytes for logits"));
-  capacity_[p] = std::max<size_t>(bytes, 1);
+  const size_t size = std::max<size_t>(bytes, 1);
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMallocHost(&p, size), "cudaMallocHost of " + std::to_string(bytes) + " bytes for logits"));
+  capacity_[p] = size;
   idle_.push_back(p);
   return absl::OkStatus();
 }
 
 void* PinnedLogitPool::Take(size_t bytes) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (const int64_t i = FindIdle(bytes); i >= 0) {
-      void* p = idle_[i];
-      idle_.erase(idle_.begin() + i);
-      return p;
+  for (;;) {  // another thread may take what Reserve added: look again
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (const int64_t i = FindIdle(bytes); i >= 0) {
+        void* p = idle_[i];
+        idle_.erase(idle_.begin() + i);
+        return p;
+      }
     }
+    if (!Reserve(bytes).ok()) throw std::bad_alloc();
   }
-  if (!Reserve(bytes).ok()) throw std::bad_alloc();
-  return Take(bytes);
 }
 
 void PinnedLogitPool::Give(void* p, size_t /*bytes*/) noexcept {
