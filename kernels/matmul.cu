@@ -13,16 +13,16 @@ namespace {
 
 constexpr int kWarps = 8;
 
-// Grid (ceil(out / (kWarps * R)), ceil(T / TT)): warp w of block b computes rows (b*kWarps+w)*R .. +R
-// for the TT tokens of tile blockIdx.y. The rows' first chunks are loaded before waiting for the
-// previous kernel (weights never change during a step), so those loads overlap its tail.
-// The shape (R, NL) comes from MatvecShape (matvec.cuh).
-template <int R, int NL, int TT>
-__global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const float* x, const uint16_t* w, int64_t T,
-                                                            int64_t in, int64_t out) {
+// Grid (ceil(out / (W * R)), ceil(T / TT)): warp w of block b computes rows (b*W+w)*R .. +R for the
+// TT tokens of tile blockIdx.y. The rows' first chunks are loaded before waiting for the previous
+// kernel (weights never change during a step), so those loads overlap its tail. The shape (R, NL)
+// comes from MatvecShape (matvec.cuh); W warps a block, at least kMinBlocks blocks an SM.
+template <int R, int NL, int TT, int W = kWarps, int kMinBlocks = 1>
+__global__ void __launch_bounds__(W * 32, kMinBlocks) MatmulKernel(float* y, const float* x, const uint16_t* w,
+                                                                   int64_t T, int64_t in, int64_t out) {
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32;
-  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * R;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * W + threadIdx.x / 32) * R;
   if (o0 >= out) return;
   const uint16_t* rows[R];
 #pragma unroll
@@ -38,10 +38,21 @@ __global__ void __launch_bounds__(kWarps * 32) MatmulKernel(float* y, const floa
 
 template <int R, int NL, int TT>
 void LaunchShape(float* y, const float* x, const uint16_t* w, int64_t T, int64_t in, int64_t out, cudaStream_t s) {
-  const int64_t rows_per_block = kWarps * R;
+  // One token with a whole 4096-wide row in each warp's registers before the wait (shape 116: the
+  // o_proj of a batch-1 step, 16 MB held across the GPU while attention runs): 4-warp blocks capped
+  // at 96 registers (5 blocks an SM), so that every row's block fits on the SMs beside attention's
+  // blocks and is loading before attention ends. 8-warp blocks at 98 registers fit one per SM beside
+  // an attention block (a quarter of the rows then started only after attention, and the router's
+  // blocks, launched once all of o_proj's have started, with them). Same run on one H100, bf16
+  // batch 1: 3.212 against 3.260 ms a step at 1k, 3.436 against 3.468 at 4k (2-warp blocks at 96
+  // registers: 3.222 / 3.442, whose timeline has the router starting 11 us earlier in the layer)
+  // (docs/bench/decode-h200.md, session 34).
+  constexpr bool kWholeRow = R == 1 && NL == 16 && TT == 1;
+  constexpr int W = kWholeRow ? 4 : kWarps, kMinBlocks = kWholeRow ? 5 : 1;
+  const int64_t rows_per_block = W * R;
   const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>((T + TT - 1) / TT));
-  Launch(MatmulKernel<R, NL, TT>, grid, dim3(kWarps * 32), 0, s, y, x, w, T, in, out);
+  Launch(MatmulKernel<R, NL, TT, W, kMinBlocks>, grid, dim3(W * 32), 0, s, y, x, w, T, in, out);
 }
 
 template <int TT>
