@@ -4,7 +4,9 @@
 // InitializeInjection, which turns on CUPTI's concurrent-kernel activity records (start and end of
 // every kernel, as the GPU ran it, with its graph and graph node). At exit the records are written
 // as CSV to $TANDEM_KERNEL_TRACE (default kernel-trace.csv):
-//   start_ns,end_ns,graph_id,graph_node_id,grid,block,shared_bytes,name
+//   start_ns,end_ns,graph_id,graph_node_id,grid,block,shared_bytes,registers,name
+// (registers: per thread, as the kernel was compiled: with the block size, what a block takes of an
+// SM's register file, which decides how many blocks of consecutive kernels fit on an SM together).
 // scripts/kernel_timeline.py turns a decode step's records into what each kernel adds to the step.
 //
 //   CUDA_INJECTION64_PATH=$PWD/libtandem_kernel_trace.so TANDEM_KERNEL_TRACE=t.csv
@@ -28,6 +30,7 @@ struct Record {
   uint32_t graph;
   int32_t grid[3], block[3];
   int32_t shared;
+  int32_t registers;
   std::string name;
 };
 
@@ -67,7 +70,7 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
     got.push_back({k->start, k->end, k->graphNodeId, k->graphId, {k->gridX, k->gridY, k->gridZ},
                    {k->blockX, k->blockY, k->blockZ}, k->staticSharedMemory + k->dynamicSharedMemory,
-                   Demangle(k->name)});
+                   k->registersPerThread, Demangle(k->name)});
   }
   std::free(buffer);
   std::lock_guard<std::mutex> lock(g_mu);
@@ -84,11 +87,12 @@ void WriteTrace() {
     std::fprintf(stderr, "kernel_trace: cannot write %s\n", path);
     return;
   }
-  std::fprintf(f, "start_ns,end_ns,graph_id,graph_node_id,grid,block,shared_bytes,name\n");
+  std::fprintf(f, "start_ns,end_ns,graph_id,graph_node_id,grid,block,shared_bytes,registers,name\n");
   for (const Record& r : *g_records) {
-    std::fprintf(f, "%llu,%llu,%u,%llu,%dx%dx%d,%dx%dx%d,%d,%s\n", static_cast<unsigned long long>(r.start),
+    std::fprintf(f, "%llu,%llu,%u,%llu,%dx%dx%d,%dx%dx%d,%d,%d,%s\n", static_cast<unsigned long long>(r.start),
                  static_cast<unsigned long long>(r.end), r.graph, static_cast<unsigned long long>(r.graph_node),
-                 r.grid[0], r.grid[1], r.grid[2], r.block[0], r.block[1], r.block[2], r.shared, r.name.c_str());
+                 r.grid[0], r.grid[1], r.grid[2], r.block[0], r.block[1], r.block[2], r.shared, r.registers,
+                 r.name.c_str());
   }
   std::fclose(f);
   std::fprintf(stderr, "kernel_trace: %zu kernels written to %s\n", g_records->size(), path);

@@ -10,8 +10,10 @@ its predecessor (negative: a gap where the GPU held no kernel of the step).
 Usage: kernel_timeline.py TRACE.csv [--graph N] [--replays R] [--layers-from NAME]
   Takes the graph with the most kernels a replay (or graph id N), its last R replays (default 5),
   and prints per kernel name: calls a replay, median "adds" and "early" per call (us), the total a
-  replay, and the median duration. With --layers-from NAME the replay is also cut into layers at each
-  kernel whose short name starts with NAME, and one layer's kernels are listed in order.
+  replay, and the median duration, with each kernel's grid, block, shared memory, registers a thread
+  and registers a block (traces written before the registers column show '-'). With --layers-from
+  NAME the replay is also cut into layers at each kernel whose short name starts with NAME, and one
+  layer's kernels are listed in order.
 """
 import argparse
 import collections
@@ -41,10 +43,21 @@ def load(path):
     rows = []
     with open(path, newline='') as f:
         for r in csv.DictReader(f):
+            regs = int(r['registers']) if r.get('registers') not in (None, '') else None
             rows.append({'start': int(r['start_ns']), 'end': int(r['end_ns']), 'graph': int(r['graph_id']),
                          'node': int(r['graph_node_id']), 'grid': r['grid'], 'block': r['block'],
-                         'shared': int(r['shared_bytes']), 'name': short_name(r['name'])})
+                         'shared': int(r['shared_bytes']), 'regs': regs, 'name': short_name(r['name'])})
     return rows
+
+
+def regs_cells(k):
+    """'registers a thread | registers a block' of a record, '- | -' where the trace has none."""
+    if k['regs'] is None:
+        return '- | -'
+    threads = 1
+    for d in k['block'].split('x'):
+        threads *= int(d)
+    return f'{k["regs"]} | {k["regs"] * threads}'
 
 
 def replays_of(rows, graph):
@@ -84,8 +97,9 @@ def main():
                                     (k['end'] - k['start']) / 1e3, k))
         for name, v in seen.items():
             per.setdefault(name, []).append(v)
-    print('| kernel | calls | adds us/call | early us/call | adds us/replay | duration us | grid | block | smem |')
-    print('| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |')
+    print('| kernel | calls | adds us/call | early us/call | adds us/replay | duration us | grid | block | smem | '
+          'regs | regs/block |')
+    print('| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: |')
     total = 0.0
     for name, reps_v in sorted(per.items(), key=lambda kv: -statistics.median(sum(x[0] for x in v) for v in kv[1])):
         flat = [x for v in reps_v for x in v]
@@ -96,8 +110,8 @@ def main():
         total += per_rep
         k = flat[-1][3]
         print(f'| {name} | {len(reps_v[-1])} | {adds:.2f} | {early:.2f} | {per_rep:.1f} | {dur:.2f} | {k["grid"]} | '
-              f'{k["block"]} | {k["shared"]} |')
-    print(f'| sum | | | | {total:.1f} | | | | |')
+              f'{k["block"]} | {k["shared"]} | {regs_cells(k)} |')
+    print(f'| sum | | | | {total:.1f} | | | | | | |')
     if a.layers_from:
         rep = reps[-1]
         cuts = [i for i, k in enumerate(rep) if k['name'].startswith(a.layers_from)]

@@ -17,20 +17,26 @@ NAMES = ["void tandem::kernels::(anonymous namespace)::QkNormRopeKernel<float; 1
 SHAPE = [(500, 2000), (1000, 5000), (0, 1500)]
 
 
-def trace(replays, layers, graph=7, drop_last=False):
-    lines = ["start_ns,end_ns,graph_id,graph_node_id,grid,block,shared_bytes,name"]
+# Registers a thread of each kernel in the trace (bench/kernel_trace.cc's registers column).
+REGS = [32, 154, 96]
+
+
+def trace(replays, layers, graph=7, drop_last=False, registers=True):
+    header = "start_ns,end_ns,graph_id,graph_node_id,grid,block,shared_bytes" + (",registers" if registers else "")
+    lines = [header + ",name"]
     t = 10_000
     for _ in range(replays):
         node = 0
         for _ in range(layers):
-            for (early, dur), name in zip(SHAPE, NAMES):
+            for (early, dur), name, regs in zip(SHAPE, NAMES, REGS):
                 start = t - early
-                lines.append(f"{start},{start + dur},{graph},{node},132x1x1,128x1x1,0,{name}")
+                reg = f",{regs}" if registers else ""
+                lines.append(f"{start},{start + dur},{graph},{node},132x1x1,128x1x1,0{reg},{name}")
                 t = start + dur
                 node += 1
         t += 20_000  # between replays
     # an eager kernel outside any graph: ignored
-    lines.append(f"{t},{t + 100},0,0,1x1x1,32x1x1,0,_Z3barv")
+    lines.append(f"{t},{t + 100},0,0,1x1x1,32x1x1,0{',40' if registers else ''},_Z3barv")
     if drop_last:
         lines.pop(-2)
     return "\n".join(lines) + "\n"
@@ -59,11 +65,20 @@ class KernelTimelineTest(unittest.TestCase):
         qk = rows["QkNormRopeKernel<float; 128>"]
         self.assertEqual(qk[1], "3")
         self.assertEqual(rows["_Z3fooi"][2:4], ["1.50", "0.00"])
+        # registers a thread and a block (128 threads)
+        self.assertEqual(gate[9:11], ["154", str(154 * 128)])
+        self.assertEqual(qk[9:11], ["32", str(32 * 128)])
         self.assertEqual(rows["sum"][4], f"{span:.1f}")
         # the one-layer listing: a layer's kernels in order, from the q/k kernel's start
         self.assertEqual([l.split("|")[1].strip() for l in lines[i + 2:i + 5]],
                          ["QkNormRopeKernel<float; 128>", "MoeGateUpFp8Kernel<true>", "_Z3fooi"])
         self.assertEqual([c.strip() for c in lines[i + 3].strip("|").split("|")][1:], ["1.00", "6.00", "4.00", "1.00"])
+
+    def test_traces_without_registers(self):
+        out = run(trace(replays=2, layers=2, registers=False))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        row = [l for l in out.stdout.splitlines() if l.startswith("| MoeGateUpFp8Kernel<true> |")][0]
+        self.assertEqual([c.strip() for c in row.strip("|").split("|")][9:11], ["-", "-"])
 
     def test_partial_replays_are_refused(self):
         out = run(trace(replays=2, layers=2, drop_last=True))
