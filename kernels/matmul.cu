@@ -44,9 +44,9 @@ void LaunchShape(float* y, const float* x, const uint16_t* w, int64_t T, int64_t
   // blocks and is loading before attention ends. 8-warp blocks at 98 registers fit one per SM beside
   // an attention block (a quarter of the rows then started only after attention, and the router's
   // blocks, launched once all of o_proj's have started, with them). Same run on one H100, bf16
-  // batch 1: 3.212 against 3.260 ms a step at 1k, 3.436 against 3.468 at 4k (2-warp blocks at 96
-  // registers: 3.222 / 3.442, whose timeline has the router starting 11 us earlier in the layer)
-  // (docs/bench/decode-h200.md, session 34).
+  // batch 1: 3.202 against 3.253 ms a step at 1k, 3.430 against 3.447 at 4k; in an earlier call
+  // 2-warp blocks at 96 registers ran 3.222 / 3.442 beside these 3.212 / 3.436, and their timeline
+  // has the router starting 11 us earlier in the layer (docs/bench/decode-h200.md, session 34).
   constexpr bool kWholeRow = R == 1 && NL == 16 && TT == 1;
   constexpr int W = kWholeRow ? 4 : kWarps, kMinBlocks = kWholeRow ? 5 : 1;
   const int64_t rows_per_block = W * R;
