@@ -10,8 +10,8 @@
 // twice in a row: the partition counters must come back to 0 (the next launch and graph replays
 // depend on it), which the second launch's result and a read of the counters both check. The second
 // launch asks for the split that fits one attention block an SM (kernels/carveout.h
-// kFitDecodeAttention: what a batch-1 step does), the first for the driver's split. One sequence takes the cluster merge (kernels/attention_decode.h),
-// 32 sequences the global one.
+// kFitDecodeAttention: what a batch-1 step does), the first for the driver's split. One sequence
+// takes the cluster merge (kernels/attention_decode.h), 32 sequences the global one.
 //
 // Bounds as attention_prefill_cuda_test's (the same bf16 operands: Q with the scale folded in, and
 // P): ||out - ref|| / ||ref|| < 1e-2 over the output, < 5e-2 for every (token, head) row.
