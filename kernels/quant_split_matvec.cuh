@@ -30,7 +30,8 @@ namespace tandem::kernels::detail {
 // of each of the block's R rows in flight, and longer rows take more rounds of NL.
 // SplitLoadRound issues the round starting at load `base`; SplitRowsDot (round 0 already issued)
 // leaves dot(row r, x) for r < R on thread r of the block (other threads: unspecified), summing the
-// warps' parts in shared memory in a fixed order. Every thread of the block must call it.
+// warps' parts in shared memory in a fixed order. Every thread of the block must call it; with
+// kOneRound the caller guarantees that round 0 covers the row (no later round is compiled).
 template <class P, int R, int WARPS, int NL>
 __device__ __forceinline__ void SplitLoadRound(typename P::Raw (&buf)[NL][R], const typename P::Matrix& m,
                                                const typename P::Row (&rows)[R], int base, int nj) {
@@ -45,7 +46,7 @@ __device__ __forceinline__ void SplitLoadRound(typename P::Raw (&buf)[NL][R], co
   }
 }
 
-template <class P, int R, int WARPS, int NL>
+template <class P, int R, int WARPS, int NL, bool kOneRound = false>
 __device__ __forceinline__ float SplitRowsDot(typename P::Raw (&buf)[NL][R], const typename P::Matrix& m,
                                               const typename P::Row (&rows)[R], const float* x, int nj) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -56,6 +57,7 @@ __device__ __forceinline__ float SplitRowsDot(typename P::Raw (&buf)[NL][R], con
       const int j = base + (k * WARPS + warp) * 32 + lane;
       if (j < nj) P::template Dot<R>(acc, buf[k], m, rows, x, j);
     }
+    if constexpr (kOneRound) break;
     base += NL * WARPS * 32;
     if (base >= nj) break;
     SplitLoadRound<P, R, WARPS, NL>(buf, m, rows, base, nj);
@@ -99,9 +101,13 @@ __global__ void __launch_bounds__(WARPS * 32)
 // b*RP+RP-1 of gate (rows i) and up (rows I + i) of expert ids[p], p = p0 + q, over the x of token
 // p / K: 2 * RP rows sharing every x value. The expert comes from the router, so nothing is loaded
 // before the wait; the next kernel may launch only after it (moe_down reads the ids early).
-// P::Expert(stack, e) is matrix e of a stack.
-template <class P, int RP, int WARPS, int NL>
-__global__ void __launch_bounds__(WARPS * 32)
+// P::Expert(stack, e) is matrix e of a stack. kOneRound: one load a lane covers the row (the caller
+// checks); the kernel then holds 8 rows' loads and little else, and is capped at 24 warps an SM (80
+// registers, no spill on sm_90 or sm_121) where it took 168 registers (12 warps): Qwen3-30B-A3B's
+// 1536 blocks of a one-token step fit in one wave on 132 SMs, and a batch of 8 tokens (12,288 blocks)
+// runs its waves with twice the warps (docs/bench/quant-decode-h200.md, session 35).
+template <class P, int RP, int WARPS, int NL, bool kOneRound>
+__global__ void __launch_bounds__(WARPS * 32, kOneRound && NL == 1 ? 24 / WARPS : 0)
     SplitMoeGateUpKernel(float* act, const float* x, const int32_t* ids, typename P::Matrix stack, int64_t I,
                          int64_t K, int64_t p0) {
   GridDepWait();
@@ -119,7 +125,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   typename P::Raw buf[NL][2 * RP];
   SplitLoadRound<P, 2 * RP, WARPS, NL>(buf, m, rows, 0, nj);
-  const float s = SplitRowsDot<P, 2 * RP, WARPS, NL>(buf, m, rows, x + (p / K) * P::cols(m), nj);
+  const float s = SplitRowsDot<P, 2 * RP, WARPS, NL, kOneRound>(buf, m, rows, x + (p / K) * P::cols(m), nj);
   // Thread r < RP holds gate row r, thread RP + r up row r: one shuffle brings them together.
   const float up = __shfl_down_sync(0xffffffffu, s, RP);
   if (threadIdx.x < RP && i0 + threadIdx.x < I) act[p * I + i0 + threadIdx.x] = SiluF(s) * up;
@@ -224,7 +230,12 @@ void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const 
   KERNEL_REQUIRE(pairs <= 65535);
   const dim3 grid(static_cast<unsigned>((I + kPairs - 1) / kPairs), static_cast<unsigned>(pairs));
   const auto go = [&]<int W, int NL>() {
-    Launch(SplitMoeGateUpKernel<P, kPairs, W, NL>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K, p0);
+    if (loads <= NL * W * 32) {
+      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, true>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K, p0);
+    } else {
+      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, false>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K,
+             p0);
+    }
   };
   SplitShape(loads, go);
 }
