@@ -153,12 +153,14 @@ TEST(quant_nvfp4_cuda, DequantizeBf16Split) {
 TEST(quant_nvfp4_cuda, MoeExperts) {
   SKIP_WITHOUT_GPU();
   // (T, E, K, H, I): Qwen3-30B-A3B's H and I (at E = 16: the reference dequantizes the whole stack),
-  // its I at TP 2, K = 9 (two slots on one warp of moe_down), H, I = 48, 80 (8-byte loads), and
-  // K = 4 with I = 192.
+  // its I at TP 2, K = 9 (two slots on one warp of moe_down), H, I = 48, 80 (8-byte loads), K = 4
+  // with I = 192, and H = 16896: gate/up rows of 528 loads, two rounds of 2 loads a lane (every
+  // other shape covers its rows in one round, the form capped at 80 registers).
   for (auto [T, E, K, H, I] : std::vector<std::array<int64_t, 5>>{{7, 16, 8, 128, 64},   {1, 16, 8, 2048, 768},
                                                                  {9, 16, 8, 2048, 768},  {3, 64, 9, 2048, 384},
                                                                  {2, 16, 9, 48, 80},     {1, 128, 8, 256, 64},
-                                                                 {4, 128, 9, 4096, 32},  {2, 16, 4, 1024, 192}}) {
+                                                                 {4, 128, 9, 4096, 32},  {2, 16, 4, 1024, 192},
+                                                                 {1, 16, 8, 16896, 64}}) {
     Nvfp4Stack gate_up(E, 2 * I, H), down(E, H, I);
     auto x = RandomFloats(T * H);
     const std::vector<int32_t> ids = RandomExpertIds(T, E, K);
