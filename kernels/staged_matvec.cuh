@@ -1,0 +1,217 @@
+// The one-token product after a residual add and RMSNorm, its weights staged in shared memory
+// before the kernel waits for its predecessor (batch-1 decode: the q/k/v product after the previous
+// layer's experts). The register-held forms (norm_matmul.cu; quant_split_matvec.cuh after a separate
+// norm) can load early only the rows their resident blocks hold in registers, and at batch 1 the
+// kernel before them (the experts' down product) fills the register file, so most of q/k/v's bytes
+// were read after it ended (docs/bench/decode-h200.md, sessions 33-35). Here a block owns a run of
+// rows (one block an SM) and copies them into a ring of shared-memory slots with cp.async (no
+// registers held), the whole run where it fits; after the wait it norms the token into shared memory
+// and multiplies slot by slot, refilling each freed slot with the next rows of its run.
+//
+// A format is a policy P as in quant_split_matvec.cuh (Matrix, Row, Raw, cols, loads_per_row, and Dot
+// with kSharedX = true: x read from shared memory), plus:
+//   P::StageRow(dst, m, r, t, n)        thread t of n issues the cp.async copies of row r's bytes
+//                                        (weights and scales) into shared memory at dst;
+//   P::StagedRowOf(m, r, srow)          row r's Row, staged at srow;
+//   P::FetchStaged(raw, m, row, srow, j)  load j of the row staged at srow.
+// The staged row's bytes (a multiple of 16) are the launcher's to compute (its format's layout).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/carveout.h"
+#include "kernels/cp_async.cuh"
+#include "kernels/cuda_check.h"
+#include "kernels/device_utils.cuh"
+#include "kernels/launch.cuh"
+#include "kernels/norm_row.cuh"
+
+namespace tandem::kernels::detail {
+
+// cp.async.wait_group for a count known only at run time: waits until at most n of this thread's
+// committed groups are pending (n above 7 waits as for 7: correct, since groups complete in order,
+// only less overlapped).
+__device__ __forceinline__ void CpAsyncWaitPending(int n) {
+  switch (n) {
+    case 0: CpAsyncWait<0>(); break;
+    case 1: CpAsyncWait<1>(); break;
+    case 2: CpAsyncWait<2>(); break;
+    case 3: CpAsyncWait<3>(); break;
+    case 4: CpAsyncWait<4>(); break;
+    case 5: CpAsyncWait<5>(); break;
+    case 6: CpAsyncWait<6>(); break;
+    default: CpAsyncWait<7>(); break;
+  }
+}
+
+// At most this many ring slots (CpAsyncWaitPending's range).
+constexpr int kMaxStagedSlots = 8;
+
+// Grid (ceil(out / rows_per_block)), WARPS * 32 threads, dynamic shared memory: with kNorm x as
+// float32 (cols) and the norm's weights (cols bf16), then `slots` slots of G = WARPS * RW rows of
+// row_bytes each. Block b
+// owns rows b * rows_per_block .. + rows_per_block - 1 (fewer in the last block), taken in groups of
+// G: group g fills slot g % slots; warp w multiplies rows w * RW .. + RW - 1 of a group, each lane
+// loads j = lane, lane + 32, ... of them (sums: float32 per lane, then the warp's shuffle tree: a
+// fixed order). Before the wait: the first `slots` groups and the norm's weights (group 0). After:
+// r = x_in + delta and xn = rmsnorm(r) * (w_offset + norm_w) into shared memory (block 0 also stores
+// r to x_out and, when not null, xn to xn_out), then the groups. Without kNorm x_in is the product's
+// input as it is (read from global memory; delta, norm_w, x_out and xn_out unused): the staged
+// product alone, after a separate norm kernel.
+template <class P, int RW, int WARPS, bool kNorm>
+__global__ void __launch_bounds__(WARPS * 32)
+    StagedNormMatvecKernel(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
+                           const uint16_t* norm_w, typename P::Matrix m, int64_t out, int rows_per_block, int slots,
+                           int row_bytes, float eps, float w_offset) {
+  constexpr int kThreads = WARPS * 32, G = WARPS * RW;
+  extern __shared__ __align__(16) unsigned char staged_smem[];
+  __shared__ float red[WARPS];
+  GridDepLaunchDependents();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int cols = P::cols(m);
+  float4* sx4 = reinterpret_cast<float4*>(staged_smem);
+  uint16_t* snw = reinterpret_cast<uint16_t*>(staged_smem + static_cast<int64_t>(cols) * 4);
+  unsigned char* ring = staged_smem + (kNorm ? static_cast<int64_t>(cols) * 6 : 0);  // cols % 8 == 0: aligned
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int nr = static_cast<int>(out - r0 < rows_per_block ? out - r0 : rows_per_block);
+  const int groups = (nr + G - 1) / G;
+  const int group_bytes = G * row_bytes;
+  // One commit per call, empty past the last group: the count of pending groups stays `slots`.
+  const auto stage = [&](int g) {
+    if (g < groups) {
+      unsigned char* dst = ring + (g % slots) * group_bytes;
+      for (int r = 0; r < G && g * G + r < nr; ++r) {
+        P::StageRow(dst + r * row_bytes, m, r0 + g * G + r, threadIdx.x, kThreads);
+      }
+    }
+    CpAsyncCommit();
+  };
+  if constexpr (kNorm) {
+    for (int i = threadIdx.x; i < cols / 8; i += kThreads) CpAsync16(SmemAddr(snw + 8 * i), norm_w + 8 * i, true);
+  }
+  for (int g = 0; g < slots; ++g) stage(g);
+  GridDepWait();
+
+  if constexpr (kNorm) {
+    const int64_t nv = cols / 4;
+    const float4* dr = delta != nullptr ? reinterpret_cast<const float4*>(delta) : nullptr;
+    const float ss = WarpSum(AddRowToShared<kThreads>(sx4, reinterpret_cast<const float4*>(x_in), dr, nv, threadIdx.x));
+    if (lane == 0) red[warp] = ss;
+    CpAsyncWaitPending(slots - 1);  // group 0: the norm's weights and the first rows (this thread's copies)
+    __syncthreads();                // everyone's copies and sums
+    float total = 0;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) total += red[w];
+    NormaliseRow(sx4, x_out, xn_out, snw, nv, rsqrtf(total / static_cast<float>(cols) + eps), w_offset,
+                 blockIdx.x == 0, threadIdx.x, kThreads);
+    __syncthreads();  // the normed x complete
+  }
+
+  const float* x = kNorm ? reinterpret_cast<const float*>(staged_smem) : x_in;
+  const int nj = P::loads_per_row(m);
+  for (int g = 0; g < groups; ++g) {
+    if (g > 0 || !kNorm) {
+      CpAsyncWaitPending(slots - 1);  // group g (slots groups were committed after g - slots)
+      __syncthreads();
+    }
+    const unsigned char* slot = ring + (g % slots) * group_bytes;
+    const int first = g * G + warp * RW;  // the warp's rows in the run (warp-uniform)
+    if (first < nr) {
+      typename P::Row rows[RW];
+#pragma unroll
+      for (int r = 0; r < RW; ++r) rows[r] = P::StagedRowOf(m, r0 + first + r, slot + (warp * RW + r) * row_bytes);
+      float acc[RW] = {};
+      for (int j = lane; j < nj; j += 32) {
+        typename P::Raw raw[RW];
+#pragma unroll
+        for (int r = 0; r < RW; ++r) P::FetchStaged(raw[r], m, rows[r], slot + (warp * RW + r) * row_bytes, j);
+        P::template Dot<RW, kNorm>(acc, raw, m, rows, x, j);
+      }
+#pragma unroll
+      for (int r = 0; r < RW; ++r) {  // rows past the run (the last group's) were never staged: dropped
+        const float s = WarpSum(acc[r]);
+        if (lane == 0 && first + r < nr) y[r0 + first + r] = s;
+      }
+    }
+    __syncthreads();  // every warp is done with this slot
+    stage(g + slots);
+  }
+}
+
+// The shared memory per SM that the step's kernels ask for under kFitDecodeAttention (the split
+// the driver gives them: carveout.h), or 0 when this thread's launches do not ask for that split.
+// The staged products take their slots from it and only under it: their large blocks would
+// otherwise make the driver switch the SMs' split around them.
+int StagedSmemPerSm();
+
+// Launches the staged product of y (out) = xn W^T (8, 4 or 2 rows a slot; `norm`: the kernel's
+// kNorm) and returns true; returns false, launching nothing, where it does not apply (no fit split,
+// rows wider than the slots can take). `row_bytes`: a staged row's bytes (a multiple of 16).
+template <class P>
+bool LaunchStagedNormMatvec(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
+                            const uint16_t* norm_w, const typename P::Matrix& m, int64_t cols, int64_t out,
+                            int64_t row_bytes, float eps, float w_offset, cudaStream_t stream) {
+  const int64_t per_sm = StagedSmemPerSm();
+  if (per_sm == 0 || cols % 8 != 0 || row_bytes % 16 != 0 || out <= 0) return false;
+  const int64_t reserved = CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock);
+  const int64_t x_bytes = norm ? 6 * cols : 0;
+  // The kernel's static shared memory is WARPS floats (under 64 bytes); 128 covers it.
+  const int64_t avail = std::min<int64_t>(per_sm, MaxSmemPerBlock()) - reserved - 128 - x_bytes;
+  const int64_t rows_per_block = (out + SmCount() - 1) / SmCount();
+  // The first shape (rows a slot, as RW x WARPS) whose slots hold the whole run; else the first
+  // that holds 3 slots (copies stay in flight while a slot is multiplied); else any with 2.
+  struct Shape {
+    int rw, warps;
+  };
+  // Four warps at most: the block (about 56 registers a thread) must fit beside the resident blocks
+  // of the kernel before it (the quantized experts' down product leaves about 14 K registers an SM).
+  constexpr Shape kShapes[] = {{2, 4}, {1, 4}, {1, 2}};
+  const auto slots_of = [&](const Shape& s) { return avail / (s.rw * s.warps * row_bytes); };
+  const auto groups_of = [&](const Shape& s) {
+    return (rows_per_block + s.rw * s.warps - 1) / (s.rw * s.warps);
+  };
+  const Shape* pick = nullptr;
+  for (int need = 0; need < 3 && pick == nullptr; ++need) {
+    for (const Shape& s : kShapes) {
+      const int64_t want = need == 0 ? groups_of(s) : need == 1 ? std::min<int64_t>(3, groups_of(s)) : 2;
+      if (slots_of(s) >= want && slots_of(s) >= 1) {
+        pick = &s;
+        break;
+      }
+    }
+  }
+  if (pick == nullptr) return false;
+  const int slots = static_cast<int>(std::min<int64_t>({kMaxStagedSlots, slots_of(*pick), groups_of(*pick)}));
+  const size_t smem = static_cast<size_t>(x_bytes + static_cast<int64_t>(slots) * pick->rw * pick->warps * row_bytes);
+  const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block));
+  const auto go = [&]<int RW, int WARPS, bool kNorm>() {
+    // Per instantiation and thread (a thread drives one device): raise the dynamic shared memory cap.
+    static thread_local size_t opted_in = 48 * 1024;
+    if (smem > opted_in) {
+      CUDA_CHECK(cudaFuncSetAttribute(StagedNormMatvecKernel<P, RW, WARPS, kNorm>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      opted_in = smem;
+    }
+    Launch(StagedNormMatvecKernel<P, RW, WARPS, kNorm>, grid, dim3(WARPS * 32), smem, stream, y, x_out, xn_out, x_in,
+           delta, norm_w, m, out, static_cast<int>(rows_per_block), slots, static_cast<int>(row_bytes), eps,
+           w_offset);
+  };
+  const auto shape = [&]<bool kNorm>() {
+    if (pick->rw == 2) {
+      go.template operator()<2, 4, kNorm>();
+    } else if (pick->warps == 4) {
+      go.template operator()<1, 4, kNorm>();
+    } else {
+      go.template operator()<1, 2, kNorm>();
+    }
+  };
+  if (norm) {
+    shape.template operator()<true>();
+  } else {
+    shape.template operator()<false>();
+  }
+  return true;
+}
+
+}  // namespace tandem::kernels::detail
