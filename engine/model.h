@@ -51,6 +51,14 @@ struct ModelLoadOptions {
   // has the A/Bs) or "paged" (paged_attention), for measuring one against the other in place (the
   // bench's --decode-attention); the load refuses other values.
   std::string cuda_decode_attention = "split";
+  // One-token steps' product of each linear that follows a norm (the q/k/v product; the hybrids'
+  // DeltaNet input projections) with its weights staged in shared memory before the kernel waits
+  // for the experts before it (kernels/staged_norm_matmul.h), in every weight format: "norm" (the
+  // residual add and norm inside the staged kernel), "product" (the norm kernel, then the staged
+  // product) or "off" (the register-held forms: the bf16 fused kernel; the quantized formats' norm,
+  // then their split product). For its A/B (the bench's --staged-matvec); "off" until a form wins
+  // one. The load refuses other values.
+  std::string cuda_staged_matvec = "off";
 };
 
 class Model {

@@ -77,7 +77,10 @@ class CudaModel final : public Model {
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
         quant_prefill_split_(options.cuda_quant_prefill_split),
-        paged_decode_attention_(options.cuda_decode_attention == "paged") {
+        paged_decode_attention_(options.cuda_decode_attention == "paged"),
+        staged_matvec_(options.cuda_staged_matvec == "norm"      ? StepContext::Staged::kNorm
+                       : options.cuda_staged_matvec == "product" ? StepContext::Staged::kProduct
+                                                                 : StepContext::Staged::kOff) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -187,6 +190,7 @@ class CudaModel final : public Model {
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
   bool paged_decode_attention_ = false;  // ModelLoadOptions::cuda_decode_attention == "paged"
+  StepContext::Staged staged_matvec_;    // ModelLoadOptions::cuda_staged_matvec
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -400,6 +404,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
   ctx.paged_decode_attention = paged_decode_attention_;
+  ctx.staged_matvec = staged_matvec_;
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
   // every kernel for one split: the smallest shared memory that holds one attention block an SM,
@@ -577,6 +582,11 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   if (options.cuda_gemm_min_tokens < 1) {
     return absl::InvalidArgumentError("cuda_gemm_min_tokens must be at least 1 (got " +
                                       std::to_string(options.cuda_gemm_min_tokens) + ")");
+  }
+  if (options.cuda_staged_matvec != "off" && options.cuda_staged_matvec != "norm" &&
+      options.cuda_staged_matvec != "product") {
+    return absl::InvalidArgumentError("cuda_staged_matvec must be off, norm or product (got '" +
+                                      options.cuda_staged_matvec + "')");
   }
   if (options.cuda_decode_attention != "split" && options.cuda_decode_attention != "paged") {
     return absl::InvalidArgumentError("cuda_decode_attention must be split or paged (got '" +

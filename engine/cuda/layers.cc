@@ -23,6 +23,7 @@
 #include "kernels/qk_norm_rope.h"
 #include "kernels/quant_moe.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/staged_norm_matmul.h"
 #include "kernels/router_topk.h"
 #include "kernels/sigmoid_gate.h"
 #include "kernels/silu_mul.h"
@@ -212,6 +213,26 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
 
 absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w,
                                      bool keep_xn) {
+  if (staged_matvec != Staged::kOff && fuse && m.T == 1 && w.count() == 1) {
+    kernels::QuantMatrix W =
+        w.quantized() ? w.quant() : kernels::QuantMatrix::Layout(w.format(), 1, w.rows(), w.cols());
+    if (!w.quantized()) W.data = w.bf16();
+    if (staged_matvec == Staged::kNorm) {
+      if (kernels::add_rmsnorm_matmul_staged(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, W, eps,
+                                             stream, norm_offset)) {
+        std::swap(x, x_next);
+        return absl::OkStatus();
+      }
+    } else {
+      Norm(delta, norm_w);
+      if (kernels::matmul_staged(y, a->xn.get(), W, stream)) return absl::OkStatus();
+      if (!w.quantized()) {
+        kernels::matmul_bf16(y, a->xn.get(), w.bf16(), m.T, hidden, w.rows(), stream, gemm_min_tokens);
+        return absl::OkStatus();
+      }
+      return Matmul(y, a->xn.get(), w);
+    }
+  }
   if (!w.quantized()) {
     NormMatmul(y, delta, norm_w, w.bf16(), w.rows(), keep_xn);
     return absl::OkStatus();

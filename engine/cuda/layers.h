@@ -159,6 +159,10 @@ struct StepContext {
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
   // ModelLoadOptions::cuda_decode_attention == "paged": decode steps keep paged_attention.
   bool paged_decode_attention = false;
+  // ModelLoadOptions::cuda_staged_matvec: how a one-token NormMatmul of a LinearWeight takes the
+  // staged kernel where it applies.
+  enum class Staged { kOff, kNorm, kProduct };
+  Staged staged_matvec = Staged::kOff;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.
@@ -175,8 +179,10 @@ struct StepContext {
   void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
                   bool float_input = false);
   // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one has
-  // no fused product (kernels/norm_matmul.h reads bf16), so the norm runs first with the same
-  // residual semantics (x_next under fuse) and then its product (LinearMatmul).
+  // no register-held fused product (kernels/norm_matmul.h reads bf16), so the norm runs first (the
+  // residual updated in place) and then its product (LinearMatmul). With staged_matvec a
+  // one-token step of either takes kernels/staged_norm_matmul.h where it applies (kNorm: fused, the
+  // residual to x_next as the bf16 fused kernel; kProduct: the norm, then the staged product).
   absl::Status NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w, bool keep_xn);
   // y = x W^T on this step's stream (LinearMatmul with the model's dequantization scratch).
   absl::Status Matmul(float* y, const float* x_in, const LinearWeight& w) const;
