@@ -56,8 +56,10 @@ struct ModelLoadOptions {
   // for the experts before it (kernels/staged_norm_matmul.h), in every weight format: "norm" (the
   // residual add and norm inside the staged kernel), "product" (the norm kernel, then the staged
   // product) or "off" (the register-held forms: the bf16 fused kernel; the quantized formats' norm,
-  // then their split product). For its A/B (the bench's --staged-matvec); "off" until a form wins
-  // one. The load refuses other values.
+  // then their split product). With either form on, bf16 one-token steps run the experts' down
+  // product at 56 registers (kernels/moe.h leave_room), so a staged block fits beside its blocks and
+  // stages while it streams. For its A/B (the bench's --staged-matvec); "off" until a form wins one.
+  // The load refuses other values.
   std::string cuda_staged_matvec = "off";
 };
 

@@ -464,8 +464,10 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
                                                   gate_up_.bf16(), down_.bf16(), T, Ks, H, I, ctx.stream)) {
       kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
                            ctx.gemm_min_tokens);
+      // With the staged q/k/v product next (one token), down leaves room for its blocks.
+      const bool leave_room = ctx.staged_matvec != StepContext::Staged::kOff && T == 1;
       kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
-                        ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens);
+                        ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens, leave_room);
     }
   } else if (batched && kernels::MoeBatchedQuantSupported(gate_up_.quant(), down_.quant(), H, I)) {
     // Quantized decode batches: each chosen expert read once, widened to bf16 for the tensor cores.
