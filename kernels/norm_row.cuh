@@ -15,8 +15,8 @@ namespace tandem::kernels {
 // srow[i] = xr[i] + dr[i] (dr may be null) for the float4s i = first, first + kStep, ... below nv;
 // returns this thread's sum of their squares.
 template <int kStep, typename First>
-__device__ __forceinline__ float AddRowToShared(float4* srow, const float4* xr, const float4* dr, int64_t nv,
-                                                First first) {
+__device__ __forceinline__ float AddRowToShared(float4* __restrict__ srow, const float4* __restrict__ xr,
+                                                const float4* __restrict__ dr, int64_t nv, First first) {
   float ss = 0;
 #pragma unroll 4
   for (int64_t i = first; i < nv; i += kStep) {
