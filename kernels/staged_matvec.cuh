@@ -156,8 +156,10 @@ bool LaunchStagedNormMatvec(bool norm, float* y, float* x_out, float* xn_out, co
   if (per_sm == 0 || cols % 8 != 0 || row_bytes % 16 != 0 || out <= 0) return false;
   const int64_t reserved = CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock);
   const int64_t x_bytes = norm ? 6 * cols : 0;
-  // The kernel's static shared memory is WARPS floats (under 64 bytes); 128 covers it.
-  const int64_t avail = std::min<int64_t>(per_sm, MaxSmemPerBlock()) - reserved - 128 - x_bytes;
+  // The kernel's static shared memory is WARPS floats (under 64 bytes); 128 covers it. The blocks it
+  // is to sit beside (the experts' down product: 3-4 an SM with 128 bytes each) hold the driver's
+  // reserve of shared memory each: four of those stay free.
+  const int64_t avail = std::min<int64_t>(per_sm - 4 * reserved, MaxSmemPerBlock()) - reserved - 128 - x_bytes;
   const int64_t rows_per_block = (out + SmCount() - 1) / SmCount();
   // The first shape (rows a slot, as RW x WARPS) whose slots hold the whole run; else the first
   // that holds 3 slots (copies stay in flight while a slot is multiplied); else any with 2.
