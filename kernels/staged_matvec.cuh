@@ -17,8 +17,8 @@
 // The staged row's bytes (a multiple of 16) are the launcher's to compute (its format's layout).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/carveout.h"
 #include "kernels/cp_async.cuh"
@@ -26,6 +26,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/norm_row.cuh"
+#include "kernels/staged_plan.h"
 
 namespace tandem::kernels::detail {
 
@@ -44,9 +45,6 @@ __device__ __forceinline__ void CpAsyncWaitPending(int n) {
     default: CpAsyncWait<7>(); break;
   }
 }
-
-// At most this many ring slots (CpAsyncWaitPending's range).
-constexpr int kMaxStagedSlots = 8;
 
 // Grid (ceil(out / rows_per_block)), WARPS * 32 threads, dynamic shared memory: with kNorm x as
 // float32 (cols) and the norm's weights (cols bf16), then `slots` slots of G = WARPS * RW rows of
@@ -145,48 +143,22 @@ __global__ void __launch_bounds__(WARPS * 32)
 // otherwise make the driver switch the SMs' split around them.
 int StagedSmemPerSm();
 
-// Launches the staged product of y (out) = xn W^T (8, 4 or 2 rows a slot; `norm`: the kernel's
-// kNorm) and returns true; returns false, launching nothing, where it does not apply (no fit split,
-// rows wider than the slots can take). `row_bytes`: a staged row's bytes (a multiple of 16).
+// Launches the staged product of y (out) = xn W^T as PlanStaged (kernels/staged_plan.h) cuts it
+// (`norm`: the kernel's kNorm) and returns true; returns false, launching nothing, where the plan
+// does not apply. `row_bytes`: a staged row's bytes (a multiple of 16).
 template <class P>
 bool LaunchStagedNormMatvec(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                             const uint16_t* norm_w, const typename P::Matrix& m, int64_t cols, int64_t out,
                             int64_t row_bytes, float eps, float w_offset, cudaStream_t stream) {
   const int64_t per_sm = StagedSmemPerSm();
-  if (per_sm == 0 || cols % 8 != 0 || row_bytes % 16 != 0 || out <= 0) return false;
-  const int64_t reserved = CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock);
-  const int64_t x_bytes = norm ? 6 * cols : 0;
-  // The kernel's static shared memory is WARPS floats (under 64 bytes); 128 covers it. The blocks it
-  // is to sit beside (the experts' down product: 3-4 an SM with 128 bytes each) hold the driver's
-  // reserve of shared memory each: four of those stay free.
-  const int64_t avail = std::min<int64_t>(per_sm - 4 * reserved, MaxSmemPerBlock()) - reserved - 128 - x_bytes;
-  const int64_t rows_per_block = (out + SmCount() - 1) / SmCount();
-  // The first shape (rows a slot, as RW x WARPS) whose slots hold the whole run; else the first
-  // that holds 3 slots (copies stay in flight while a slot is multiplied); else any with 2.
-  struct Shape {
-    int rw, warps;
-  };
-  // Four warps at most: the block (about 56 registers a thread) must fit beside the resident blocks
-  // of the kernel before it (the quantized experts' down product leaves about 14 K registers an SM).
-  constexpr Shape kShapes[] = {{2, 4}, {1, 4}, {1, 2}};
-  const auto slots_of = [&](const Shape& s) { return avail / (s.rw * s.warps * row_bytes); };
-  const auto groups_of = [&](const Shape& s) {
-    return (rows_per_block + s.rw * s.warps - 1) / (s.rw * s.warps);
-  };
-  const Shape* pick = nullptr;
-  for (int need = 0; need < 3 && pick == nullptr; ++need) {
-    for (const Shape& s : kShapes) {
-      const int64_t want = need == 0 ? groups_of(s) : need == 1 ? std::min<int64_t>(3, groups_of(s)) : 2;
-      if (slots_of(s) >= want && slots_of(s) >= 1) {
-        pick = &s;
-        break;
-      }
-    }
-  }
-  if (pick == nullptr) return false;
-  const int slots = static_cast<int>(std::min<int64_t>({kMaxStagedSlots, slots_of(*pick), groups_of(*pick)}));
-  const size_t smem = static_cast<size_t>(x_bytes + static_cast<int64_t>(slots) * pick->rw * pick->warps * row_bytes);
-  const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block));
+  if (per_sm == 0) return false;
+  const StagedDevice device{per_sm, MaxSmemPerBlock(), CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock),
+                            SmCount()};
+  const std::optional<StagedPlan> plan = PlanStaged(device, cols, out, row_bytes, norm);
+  if (!plan) return false;
+  const size_t smem = static_cast<size_t>(plan->smem);
+  const int rows_per_block = static_cast<int>(plan->rows_per_block), slots = plan->slots;
+  const dim3 grid(static_cast<unsigned>(plan->blocks));
   const auto go = [&]<int RW, int WARPS, bool kNorm>() {
     // Per instantiation and thread (a thread drives one device): raise the dynamic shared memory cap.
     static thread_local size_t opted_in = 48 * 1024;
@@ -196,13 +168,12 @@ bool LaunchStagedNormMatvec(bool norm, float* y, float* x_out, float* xn_out, co
       opted_in = smem;
     }
     Launch(StagedNormMatvecKernel<P, RW, WARPS, kNorm>, grid, dim3(WARPS * 32), smem, stream, y, x_out, xn_out, x_in,
-           delta, norm_w, m, out, static_cast<int>(rows_per_block), slots, static_cast<int>(row_bytes), eps,
-           w_offset);
+           delta, norm_w, m, out, rows_per_block, slots, static_cast<int>(row_bytes), eps, w_offset);
   };
   const auto shape = [&]<bool kNorm>() {
-    if (pick->rw == 2) {
+    if (plan->rw == 2) {
       go.template operator()<2, 4, kNorm>();
-    } else if (pick->warps == 4) {
+    } else if (plan->warps == 4) {
       go.template operator()<1, 4, kNorm>();
     } else {
       go.template operator()<1, 2, kNorm>();
