@@ -3,7 +3,8 @@
 // every format): each block recomputes the norm of its rows (a few KB from L2) instead of waiting
 // for a separate norm kernel. (norm_matmul.cu keeps its own copies of the add loop: written through
 // AddRowToShared its kernels compiled to other register counts, 39 -> 48 at a 4-token tile on
-// sm_90, a change no A/B has measured.)
+// sm_90, a change no A/B has measured; and it reads through the read-only path, which is safe
+// only after a launch boundary.)
 #pragma once
 
 #include <cstdint>
@@ -13,16 +14,18 @@
 namespace tandem::kernels {
 
 // srow[i] = xr[i] + dr[i] (dr may be null) for the float4s i = first, first + kStep, ... below nv;
-// returns this thread's sum of their squares.
+// returns this thread's sum of their squares. The inputs are read from L2 (ld.global.cg), never
+// through the non-coherent read-only path: the staged kernel may read them while the kernel that
+// wrote them is still resident (a flag, not a launch boundary, orders the two).
 template <int kStep, typename First>
-__device__ __forceinline__ float AddRowToShared(float4* __restrict__ srow, const float4* __restrict__ xr,
-                                                const float4* __restrict__ dr, int64_t nv, First first) {
+__device__ __forceinline__ float AddRowToShared(float4* __restrict__ srow, const float4* xr, const float4* dr,
+                                                int64_t nv, First first) {
   float ss = 0;
 #pragma unroll 4
   for (int64_t i = first; i < nv; i += kStep) {
-    float4 v = xr[i];
+    float4 v = __ldcg(xr + i);
     if (dr != nullptr) {
-      const float4 d = dr[i];
+      const float4 d = __ldcg(dr + i);
       v.x += d.x, v.y += d.y, v.z += d.z, v.w += d.w;
     }
     srow[i] = v;

@@ -7,6 +7,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/quant_weight.h"
+#include "kernels/staged_norm_matmul.h"
 #include "kernels/stream.h"
 
 namespace tandem::kernels::detail {
@@ -26,10 +27,10 @@ void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float*
 // NVFP4 matrix: false, launching nothing, where the staged form does not take the layout or the step.
 bool norm_matmul_fp8_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                             const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                            float w_offset);
+                            float w_offset, const StagedReady* ready);
 bool norm_matmul_nvfp4_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                               const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                              float w_offset);
+                              float w_offset, const StagedReady* ready);
 
 void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 // matmul_nvfp4 on the tensor cores for decode batches (quant_nvfp4_batched.cu): false, launching

@@ -482,12 +482,12 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
 
 bool norm_matmul_fp8_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                             const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                            float w_offset) {
+                            float w_offset, const StagedReady* ready) {
   const Fp8Geometry g = GeometryOf(W);
   if (W.count != 1 || g.shift < 0) return false;  // per-element scales keep their own kernel
   const bool launched = LaunchStagedNormMatvec<Fp8Split>(
       norm, y, x_out, xn_out, x_in, delta, norm_w, Fp8Split::Matrix{static_cast<const uint8_t*>(W.data), W.scales, g},
-      W.cols, W.rows, Fp8Split::StagedRowBytes(g), eps, w_offset, stream);
+      W.cols, W.rows, Fp8Split::StagedRowBytes(g), eps, w_offset, stream, ready);
   if (launched) KERNEL_CHECK();
   return launched;
 }

@@ -491,7 +491,7 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
 
 bool norm_matmul_nvfp4_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                               const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                              float w_offset) {
+                              float w_offset, const StagedReady* ready) {
   RequireNvfp4(W);
   // Whole 16-byte copies of a row's codes and group scales, from 16-byte aligned rows.
   if (W.count != 1 || W.cols % 256 != 0 || W.cols >= (int64_t{1} << 30) ||
@@ -502,7 +502,7 @@ bool norm_matmul_nvfp4_staged(bool norm, float* y, float* x_out, float* xn_out, 
                              static_cast<int32_t>(W.cols)};
   const bool launched =
       LaunchStagedNormMatvec<Nvfp4Split>(norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols, W.rows,
-                                         Nvfp4Split::StagedRowBytes(W.cols), eps, w_offset, stream);
+                                         Nvfp4Split::StagedRowBytes(W.cols), eps, w_offset, stream, ready);
   if (launched) KERNEL_CHECK();
   return launched;
 }

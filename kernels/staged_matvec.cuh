@@ -26,6 +26,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/norm_row.cuh"
+#include "kernels/staged_norm_matmul.h"
 #include "kernels/staged_plan.h"
 
 namespace tandem::kernels::detail {
@@ -46,6 +47,25 @@ __device__ __forceinline__ void CpAsyncWaitPending(int n) {
   }
 }
 
+// Waits (thread 0 polling, the block after it) until *ready >= count: the staged kernel launched
+// ahead on a second stream, whose input the experts' down product of the layer before signals
+// (kernels/moe.h `done`) instead of a launch boundary. The polling load is an acquire at GPU scope
+// and the inputs are then read from L2 (norm_row.cuh). A producer that never comes is a bug, not
+// a state to wait in: after about 2^24 polls (seconds) the kernel traps, which fails the step.
+__device__ __forceinline__ void WaitReady(const uint32_t* ready, uint32_t count) {
+  if (threadIdx.x == 0) {
+    for (uint32_t polls = 0;; ++polls) {
+      uint32_t v;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ready) : "memory");
+      if (v >= count) break;
+      if (polls >= (1u << 24)) __trap();
+      __nanosleep(128);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
 // Grid (ceil(out / rows_per_block)), WARPS * 32 threads, dynamic shared memory: with kNorm x as
 // float32 (cols) and the norm's weights (cols bf16), then `slots` slots of G = WARPS * RW rows of
 // row_bytes each. Block b
@@ -56,12 +76,16 @@ __device__ __forceinline__ void CpAsyncWaitPending(int n) {
 // r = x_in + delta and xn = rmsnorm(r) * (w_offset + norm_w) into shared memory (block 0 also stores
 // r to x_out and, when not null, xn to xn_out), then the groups. Without kNorm x_in is the product's
 // input as it is (read from global memory; delta, norm_w, x_out and xn_out unused): the staged
-// product alone, after a separate norm kernel.
-template <class P, int RW, int WARPS, bool kNorm>
-__global__ void __launch_bounds__(WARPS * 32)
+// product alone, after a separate norm kernel. With `ready` the kernel also waits, after its
+// copies, until *ready reaches ready_count (WaitReady: launched ahead of its input on another
+// stream). kLean caps it at 32 registers a thread on sm_90 (16 blocks of 128 threads an SM), so that
+// a block launched ahead fits beside the router's, top-k's and experts' blocks, which hold all but 4 K
+// registers of an SM (the GB10 ignores the bound: its SMs hold 1,536 threads).
+template <class P, int RW, int WARPS, bool kNorm, bool kLean>
+__global__ void __launch_bounds__(WARPS * 32, kLean ? 64 / WARPS : 0)
     StagedNormMatvecKernel(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                            const uint16_t* norm_w, typename P::Matrix m, int64_t out, int rows_per_block, int slots,
-                           int row_bytes, float eps, float w_offset) {
+                           int row_bytes, float eps, float w_offset, const uint32_t* ready, uint32_t ready_count) {
   constexpr int kThreads = WARPS * 32, G = WARPS * RW;
   extern __shared__ __align__(16) unsigned char staged_smem[];
   __shared__ float red[WARPS];
@@ -90,6 +114,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   for (int g = 0; g < slots; ++g) stage(g);
   GridDepWait();
+  if (ready != nullptr) WaitReady(ready, ready_count);
 
   if constexpr (kNorm) {
     const int64_t nv = cols / 4;
@@ -145,44 +170,52 @@ int StagedSmemPerSm();
 
 // Launches the staged product of y (out) = xn W^T as PlanStaged (kernels/staged_plan.h) cuts it
 // (`norm`: the kernel's kNorm) and returns true; returns false, launching nothing, where the plan
-// does not apply. `row_bytes`: a staged row's bytes (a multiple of 16).
+// does not apply. `row_bytes`: a staged row's bytes (a multiple of 16). With `ready` (norm only) the
+// lean blocks wait for the counter after their copies (StagedReady, kernels/staged_norm_matmul.h).
 template <class P>
 bool LaunchStagedNormMatvec(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                             const uint16_t* norm_w, const typename P::Matrix& m, int64_t cols, int64_t out,
-                            int64_t row_bytes, float eps, float w_offset, cudaStream_t stream) {
+                            int64_t row_bytes, float eps, float w_offset, cudaStream_t stream,
+                            const StagedReady* ready = nullptr) {
   const int64_t per_sm = StagedSmemPerSm();
   if (per_sm == 0) return false;
   const StagedDevice device{per_sm, MaxSmemPerBlock(), CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock),
                             SmCount()};
-  const std::optional<StagedPlan> plan = PlanStaged(device, cols, out, row_bytes, norm);
+  const std::optional<StagedPlan> plan =
+      PlanStaged(device, cols, out, row_bytes, norm, ready != nullptr ? kAheadNeighbourSmem : 0);
   if (!plan) return false;
   const size_t smem = static_cast<size_t>(plan->smem);
   const int rows_per_block = static_cast<int>(plan->rows_per_block), slots = plan->slots;
   const dim3 grid(static_cast<unsigned>(plan->blocks));
-  const auto go = [&]<int RW, int WARPS, bool kNorm>() {
+  const auto go = [&]<int RW, int WARPS, bool kNorm, bool kLean>() {
+    const auto kernel = StagedNormMatvecKernel<P, RW, WARPS, kNorm, kLean>;
     // Per instantiation and thread (a thread drives one device): raise the dynamic shared memory cap.
     static thread_local size_t opted_in = 48 * 1024;
     if (smem > opted_in) {
-      CUDA_CHECK(cudaFuncSetAttribute(StagedNormMatvecKernel<P, RW, WARPS, kNorm>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
       opted_in = smem;
     }
-    Launch(StagedNormMatvecKernel<P, RW, WARPS, kNorm>, grid, dim3(WARPS * 32), smem, stream, y, x_out, xn_out, x_in,
-           delta, norm_w, m, out, rows_per_block, slots, static_cast<int>(row_bytes), eps, w_offset);
+    Launch(kernel, grid, dim3(WARPS * 32), smem, stream, y, x_out, xn_out, x_in, delta, norm_w, m, out, rows_per_block,
+           slots, static_cast<int>(row_bytes), eps, w_offset, ready != nullptr ? ready->counter : nullptr,
+           ready != nullptr ? ready->count : 0u);
   };
-  const auto shape = [&]<bool kNorm>() {
+  const auto shape = [&]<bool kNorm, bool kLean>() {
     if (plan->rw == 2) {
-      go.template operator()<2, 4, kNorm>();
+      go.template operator()<2, 4, kNorm, kLean>();
     } else if (plan->warps == 4) {
-      go.template operator()<1, 4, kNorm>();
+      go.template operator()<1, 4, kNorm, kLean>();
     } else {
-      go.template operator()<1, 2, kNorm>();
+      go.template operator()<1, 2, kNorm, kLean>();
     }
   };
-  if (norm) {
-    shape.template operator()<true>();
+  // Launched ahead (`ready`): the norm form, in the lean blocks.
+  if (ready != nullptr) {
+    KERNEL_REQUIRE(norm);
+    shape.template operator()<true, true>();
+  } else if (norm) {
+    shape.template operator()<true, false>();
   } else {
-    shape.template operator()<false>();
+    shape.template operator()<false, false>();
   }
   return true;
 }

@@ -70,7 +70,8 @@ namespace {
 
 // Both entry points: the checks, then the format's launcher (`norm`: the staged kernel's kNorm).
 bool Staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
-            const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream, float w_offset) {
+            const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream, float w_offset,
+            const StagedReady* ready) {
   KERNEL_REQUIRE(W.count == 1 && W.data != nullptr && W.cols % 8 == 0 && W.cols < (int64_t{1} << 30));
   for (const void* p : {static_cast<const void*>(y), static_cast<const void*>(x_out), static_cast<const void*>(xn_out),
                         static_cast<const void*>(x_in), static_cast<const void*>(delta),
@@ -82,13 +83,15 @@ bool Staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in,
   if (W.rows == 0 || reinterpret_cast<uintptr_t>(W.data) % 16 != 0) return false;
   switch (W.format) {
     case WeightFormat::kFp8Block:
-      return detail::norm_matmul_fp8_staged(norm, y, x_out, xn_out, x_in, delta, norm_w, W, eps, stream, w_offset);
+      return detail::norm_matmul_fp8_staged(norm, y, x_out, xn_out, x_in, delta, norm_w, W, eps, stream, w_offset,
+                                            ready);
     case WeightFormat::kNvfp4:
-      return detail::norm_matmul_nvfp4_staged(norm, y, x_out, xn_out, x_in, delta, norm_w, W, eps, stream, w_offset);
+      return detail::norm_matmul_nvfp4_staged(norm, y, x_out, xn_out, x_in, delta, norm_w, W, eps, stream, w_offset,
+                                              ready);
     default: {
       const detail::Bf16Rows::Matrix m{static_cast<const uint16_t*>(W.data), static_cast<int32_t>(W.cols)};
       const bool launched = detail::LaunchStagedNormMatvec<detail::Bf16Rows>(
-          norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols, W.rows, 2 * W.cols, eps, w_offset, stream);
+          norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols, W.rows, 2 * W.cols, eps, w_offset, stream, ready);
       if (launched) KERNEL_CHECK();
       return launched;
     }
@@ -99,13 +102,14 @@ bool Staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in,
 
 bool add_rmsnorm_matmul_staged(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                                const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                               float w_offset) {
+                               float w_offset, const StagedReady* ready) {
   KERNEL_REQUIRE(x_out != nullptr && norm_w != nullptr && x_out != x_in && x_out != delta);
-  return Staged(true, y, x_out, xn_out, x_in, delta, norm_w, W, eps, stream, w_offset);
+  KERNEL_REQUIRE(ready == nullptr || (ready->counter != nullptr && ready->count > 0));
+  return Staged(true, y, x_out, xn_out, x_in, delta, norm_w, W, eps, stream, w_offset, ready);
 }
 
 bool matmul_staged(float* y, const float* x, const QuantMatrix& W, cudaStream_t stream) {
-  return Staged(false, y, nullptr, nullptr, x, nullptr, nullptr, W, 0.0f, stream, 0.0f);
+  return Staged(false, y, nullptr, nullptr, x, nullptr, nullptr, W, 0.0f, stream, 0.0f, nullptr);
 }
 
 }  // namespace tandem::kernels

@@ -21,9 +21,19 @@ namespace tandem::kernels {
 // do not ask for the decode-attention split (kernels/carveout.h: the staged blocks take their
 // shared memory from it), the layout has no staged form (FP8 per-element scales, NVFP4 rows not a
 // multiple of 256 columns), or a slot of rows does not fit. The caller then takes the other forms.
+//
+// With `ready` the kernel is launched ahead of its input, on another stream than the kernels that
+// write x_in and delta: it copies its weights, then waits until *ready->counter reaches
+// ready->count (the experts' down product raises it: kernels/moe.h `done`) before it reads them, in
+// blocks small enough (32 registers a thread on sm_90) to sit beside the kernels it overlaps. The
+// caller orders the counter's reset before the launch and joins the stream after it.
+struct StagedReady {
+  const uint32_t* counter = nullptr;
+  uint32_t count = 0;
+};
 bool add_rmsnorm_matmul_staged(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                                const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                               float w_offset = 0.0f);
+                               float w_offset = 0.0f, const StagedReady* ready = nullptr);
 
 // The staged product alone: y (W.rows) = x W^T for one token (x float32, cols values, already
 // normed by the caller), the weights staged as above; false where add_rmsnorm_matmul_staged would

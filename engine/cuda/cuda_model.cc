@@ -19,6 +19,7 @@
 #include "engine/cuda/layers.h"
 #include "engine/cuda/pinned_logit_pool.h"
 #include "engine/cuda/random_fill.h"
+#include "engine/cuda/staged_ahead.h"
 #include "engine/load_checks.h"
 #include "engine/memory_budget.h"
 #include "engine/model/checkpoint.h"
@@ -30,10 +31,11 @@
 #include "kernels/carveout.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
-#include "kernels/moe_batched.h"
 #include "kernels/matmul.h"
+#include "kernels/moe_batched.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/router_topk.h"
+#include "kernels/signal.h"
 
 namespace tandem::engine::cuda {
 
@@ -80,6 +82,7 @@ class CudaModel final : public Model {
         paged_decode_attention_(options.cuda_decode_attention == "paged"),
         staged_matvec_(options.cuda_staged_matvec == "norm"      ? StepContext::Staged::kNorm
                        : options.cuda_staged_matvec == "product" ? StepContext::Staged::kProduct
+                       : options.cuda_staged_matvec == "ahead"   ? StepContext::Staged::kAhead
                                                                  : StepContext::Staged::kOff) {
     Comm* comm = options.comm;
     if (world_ > 1) {
@@ -191,6 +194,7 @@ class CudaModel final : public Model {
   bool quant_prefill_split_ = false;
   bool paged_decode_attention_ = false;  // ModelLoadOptions::cuda_decode_attention == "paged"
   StepContext::Staged staged_matvec_;    // ModelLoadOptions::cuda_staged_matvec
+  std::unique_ptr<StagedAhead> staged_ahead_;  // made at load for cuda_staged_matvec = "ahead"
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -237,6 +241,9 @@ absl::Status CudaModel::LoadWeights(const ModelWeightSpec& spec, WeightSource& s
   // The split prefill (ModelLoadOptions::cuda_quant_prefill_split) keeps hi and lo of a weight.
   if (src.largest_quantized_elems() > 0) {
     RETURN_IF_ERROR(dequant_.Allocate((quant_prefill_split_ ? 2 : 1) * src.largest_quantized_elems()));
+  }
+  if (staged_matvec_ == StepContext::Staged::kAhead) {
+    ASSIGN_OR_RETURN(staged_ahead_, StagedAhead::Create(static_cast<int64_t>(layers_.size())));
   }
   return CudaStatus(cudaStreamSynchronize(stream_), "weights");
 }
@@ -417,13 +424,35 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   const bool fit_attention = T == 1 && DecodeTakesSplitAttention(ctx, AttentionShapeOf(m));
   const kernels::ScopedLaunchCarveout carveout(fit_attention ? kernels::LaunchCarveout::kFitDecodeAttention
                                                              : kernels::LaunchCarveout::kDefault);
+  // cuda_staged_matvec = "ahead" (engine/cuda/staged_ahead.h): one-token steps at TP 1 launch the
+  // next layer's norm + q/k/v on the side stream before this layer's ffn, raising its counter after.
+  const bool ahead = staged_ahead_ != nullptr && fit_attention && world_ == 1 && ctx.fuse;
+  if (ahead) {
+    RETURN_IF_ERROR(staged_ahead_->Reset(stream_));
+    ctx.side_stream = staged_ahead_->side();
+    ctx.fork = staged_ahead_->fork();
+    ctx.join = staged_ahead_->join();
+  }
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayer& layer = layers_[l];
     RETURN_IF_ERROR(layer.mixer->Forward(ctx, l == 0 ? nullptr : a_.delta.get(), layer.input_norm.get()));
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #1: o_proj partial sums
+    bool next_ahead = false;
+    const float* next_input = ctx.x_next;  // the residual after the ffn's fused norm (it swaps)
+    // Only before an MoE ffn: its router's fused norm swaps the residual buffers as StageAhead expects
+    // (a dense MLP's norm runs in place).
+    if (ahead && l + 1 < layers_.size() && dynamic_cast<const MoeFfn*>(layer.ffn.get()) != nullptr) {
+      ASSIGN_OR_RETURN(next_ahead, layers_[l + 1].mixer->StageAhead(ctx, layers_[l + 1].input_norm.get(),
+                                                                    staged_ahead_->Ready(static_cast<int64_t>(l))));
+    }
     RETURN_IF_ERROR(layer.ffn->Forward(ctx, a_.delta.get(), layer.post_norm.get()));
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #2: expert / MLP partial sums
+    if (next_ahead) {
+      kernels::signal_done(staged_ahead_->counter(static_cast<int64_t>(l)), stream_);
+      if (ctx.x != next_input) return absl::InternalError("the ffn did not swap the residual as q/k/v ahead assumed");
+      ctx.qkv_ahead = true;
+    }
   }
   // Final norm (adding the last ffn output), then lm_head over the wanted rows only.
   ctx.Norm(a_.delta.get(), final_norm_.get());
@@ -584,8 +613,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
                                       std::to_string(options.cuda_gemm_min_tokens) + ")");
   }
   if (options.cuda_staged_matvec != "off" && options.cuda_staged_matvec != "norm" &&
-      options.cuda_staged_matvec != "product") {
-    return absl::InvalidArgumentError("cuda_staged_matvec must be off, norm or product (got '" +
+      options.cuda_staged_matvec != "product" && options.cuda_staged_matvec != "ahead") {
+    return absl::InvalidArgumentError("cuda_staged_matvec must be off, norm, product or ahead (got '" +
                                       options.cuda_staged_matvec + "')");
   }
   if (options.cuda_decode_attention != "split" && options.cuda_decode_attention != "paged") {

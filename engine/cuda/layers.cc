@@ -211,13 +211,23 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   }
 }
 
+namespace {
+
+// A single linear as the staged kernels take it (kernels/staged_norm_matmul.h: bf16 as kBf16 data).
+kernels::QuantMatrix StagedView(const LinearWeight& w) {
+  if (w.quantized()) return w.quant();
+  kernels::QuantMatrix W = kernels::QuantMatrix::Layout(w.format(), 1, w.rows(), w.cols());
+  W.data = w.bf16();
+  return W;
+}
+
+}  // namespace
+
 absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w,
                                      bool keep_xn) {
   if (staged_matvec != Staged::kOff && fuse && m.T == 1 && w.count() == 1) {
-    kernels::QuantMatrix W =
-        w.quantized() ? w.quant() : kernels::QuantMatrix::Layout(w.format(), 1, w.rows(), w.cols());
-    if (!w.quantized()) W.data = w.bf16();
-    if (staged_matvec == Staged::kNorm) {
+    const kernels::QuantMatrix W = StagedView(w);
+    if (staged_matvec != Staged::kProduct) {  // kNorm; kAhead where the mixer was not launched ahead
       if (kernels::add_rmsnorm_matmul_staged(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, W, eps,
                                              stream, norm_offset)) {
         std::swap(x, x_next);
@@ -358,10 +368,31 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
                            ctx.max_positions, scale, ctx.stream, kv_scale, /*one_token_per_sequence=*/ctx.Decode());
 }
 
+absl::StatusOr<bool> Attention::StageAhead(StepContext& ctx, const bf16_bits* norm_w,
+                                           const kernels::StagedReady& ready) {
+  if (ctx.side_stream == nullptr || !ctx.fuse || ctx.m.T != 1 || wqkv_.count() != 1) return false;
+  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ctx.fork, ctx.stream), "staged ahead fork"));
+  RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx.side_stream, ctx.fork, 0), "staged ahead fork"));
+  const bool launched = kernels::add_rmsnorm_matmul_staged(ctx.a->qkv.get(), ctx.x, nullptr, ctx.x_next,
+                                                           ctx.a->delta.get(), norm_w, StagedView(wqkv_), ctx.eps,
+                                                           ctx.side_stream, ctx.norm_offset, &ready);
+  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ctx.join, ctx.side_stream), "staged ahead join"));
+  if (!launched) RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx.stream, ctx.join, 0), "staged ahead join"));
+  return launched;
+}
+
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   Activations& a = *ctx.a;
   // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here.
-  RETURN_IF_ERROR(ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_, /*keep_xn=*/false));
+  if (ctx.qkv_ahead) {
+    // Launched ahead (StageAhead): join its stream; it wrote the new residual to x_next.
+    if (delta != a.delta.get()) return absl::InternalError("q/k/v launched ahead read another delta");
+    ctx.qkv_ahead = false;
+    RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx.stream, ctx.join, 0), "staged ahead join"));
+    std::swap(ctx.x, ctx.x_next);
+  } else {
+    RETURN_IF_ERROR(ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_, /*keep_xn=*/false));
+  }
   const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * KvDtypeBytes(ctx.kv_dtype);
   uint8_t* kc = ctx.k_cache + layer_bytes;
   uint8_t* vc = ctx.v_cache + layer_bytes;

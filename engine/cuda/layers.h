@@ -26,6 +26,7 @@
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/qk_norm_rope.h"
+#include "kernels/staged_norm_matmul.h"
 
 namespace tandem::engine::cuda {
 
@@ -161,8 +162,15 @@ struct StepContext {
   bool paged_decode_attention = false;
   // ModelLoadOptions::cuda_staged_matvec: how a one-token NormMatmul of a LinearWeight takes the
   // staged kernel where it applies.
-  enum class Staged { kOff, kNorm, kProduct };
+  enum class Staged { kOff, kNorm, kProduct, kAhead };
   Staged staged_matvec = Staged::kOff;
+  // kAhead (CudaModel with engine/cuda/staged_ahead.h): the step's second stream and its fork / join
+  // events. qkv_ahead is set once the next attention's norm + q/k/v was launched there
+  // (Mixer::StageAhead); that attention's Forward then joins the stream instead of running
+  // NormMatmul, and clears it.
+  cudaStream_t side_stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  bool qkv_ahead = false;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.
@@ -196,6 +204,17 @@ class Mixer {
   // Adds `delta` (the previous sublayer's output; null for the first layer) to the residual, norms
   // it with `norm_w`, and writes this rank's partial output to ctx.a->delta.
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
+  // ModelLoadOptions::cuda_staged_matvec = "ahead": launches this mixer's norm + input product of a
+  // one-token step on ctx.side_stream before the previous layer's ffn is enqueued (after what is
+  // already on ctx.stream), its blocks waiting on `ready`, which the model raises after that ffn.
+  // That ffn's fused norm swaps the residual buffers, so the input residual is today's x_next, the
+  // delta ctx.a->delta (the ffn's output), and the new residual goes to today's x. Returns whether
+  // it launched (the side stream rejoined when not); a mixer without such a form launches nothing.
+  virtual absl::StatusOr<bool> StageAhead(StepContext& ctx, const bf16_bits* norm_w,
+                                          const kernels::StagedReady& ready) {
+    (void)ctx, (void)norm_w, (void)ready;
+    return false;
+  }
   // Per-sequence state (the Gated DeltaNet's conv and recurrent state): this rank's bytes of one
   // slot (0: the mixer keeps none), and the pool of `slots` slots (re)allocated on the device.
   virtual int64_t state_bytes_per_slot() const { return 0; }
@@ -240,6 +259,8 @@ class Attention final : public Mixer {
                                                          const ModelConfig& cfg, const TpShard& shard,
                                                          int64_t kv_layer);
   absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) override;
+  absl::StatusOr<bool> StageAhead(StepContext& ctx, const bf16_bits* norm_w,
+                                  const kernels::StagedReady& ready) override;
 
  private:
   // The KV cache's element type decides the kernels' overloads; the rest is the same.

@@ -80,7 +80,7 @@ TEST(DecodeBenchFlags, StagedMatvecChoice) {
   auto def = ParseDecodeBenchFlags({"--weights", "nvfp4"});
   ASSERT_TRUE(def.ok()) << def.status();
   EXPECT_EQ(def->staged_matvec, "off");
-  for (const char* m : {"norm", "product", "off"}) {
+  for (const char* m : {"norm", "product", "ahead", "off"}) {
     auto on = ParseDecodeBenchFlags({"--staged-matvec", m, "--batches", "1"});
     ASSERT_TRUE(on.ok()) << on.status();
     EXPECT_EQ(on->staged_matvec, m);

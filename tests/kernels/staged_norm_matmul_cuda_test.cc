@@ -8,14 +8,18 @@
 // shard (row_block 1, col_phase 16 / 64) and 32-column blocks, a zero-centred norm (w_offset 1),
 // and no delta. Bounds: 1e-5 relative for y (float32 sums, as quant_fp8_cuda_test); the residual and
 // the normed row as the bf16 fused kernel's test checks them (kernels_cuda_test). Outside the split
-// the launcher must refuse (false) and write nothing.
+// the launcher must refuse (false) and write nothing. Launched ahead with a counter, the kernel waits
+// for it before reading its inputs.
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/carveout.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/signal.h"
 #include "kernels/staged_norm_matmul.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/quant_stacks.h"
@@ -108,6 +112,64 @@ TEST(staged_norm_matmul_cuda, Nvfp4) {
     Nvfp4Stack W(1, out, in);
     CheckOne("staged nvfp4 " + Shape({out, in}), W.device, &W.host, {}, true, 0.0f);
     CheckOne("staged nvfp4 " + Shape({out, in}), W.device, &W.host, {}, false, 1.0f);
+  }
+}
+
+// Launched ahead of its input (StagedReady): the kernel copies its weights, then waits for the
+// counter. Its x and delta are NaN until another stream copies them in and only then raises the
+// counter; the kernel must still be running when the copies start (it waited) and give the
+// reference's values of the copied inputs (it read them after the counter). kernels::signal_done
+// raises a counter once a stream's earlier work is done.
+TEST(staged_norm_matmul_cuda, WaitsForItsCounter) {
+  SKIP_WITHOUT_GPU();
+  for (const bool quantized : {false, true}) {
+    const int64_t out = 5120, in = 2048;
+    const auto w = RandomBf16(out * in, 0.05f);
+    DeviceBuffer<bf16_bits> d_w(w);
+    QuantMatrix Wb = QuantMatrix::Layout(WeightFormat::kBf16, 1, out, in);
+    Wb.data = d_w.get();
+    Nvfp4Stack Wq(1, out, in);
+    const QuantMatrix& W = quantized ? Wq.device : Wb;
+    const auto x = RandomFloats(in), delta = RandomFloats(in);
+    const auto nw = RandomBf16(in, 0.5f);
+    DeviceBuffer<float> d_x(in), d_delta(in), d_y(out), d_xo(in);
+    DeviceBuffer<bf16_bits> d_nw(nw);
+    DeviceBuffer<uint32_t> d_counter(std::vector<uint32_t>{0});
+    d_x.Poison(), d_delta.Poison(), d_y.Poison(), d_xo.Poison();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the poison is in place before the streams start
+    cudaStream_t producer = nullptr, consumer = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+    const StagedReady ready{d_counter.get(), 1};
+    {
+      const ScopedLaunchCarveout split(LaunchCarveout::kFitDecodeAttention);
+      ASSERT_TRUE(add_rmsnorm_matmul_staged(d_y.get(), d_xo.get(), nullptr, d_x.get(), d_delta.get(), d_nw.get(), W,
+                                            kEps, consumer, 0.0f, &ready));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(cudaStreamQuery(consumer), cudaErrorNotReady) << "the kernel waits for its counter";
+    ASSERT_EQ(cudaMemcpyAsync(d_x.get(), x.data(), in * sizeof(float), cudaMemcpyHostToDevice, producer), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(d_delta.get(), delta.data(), in * sizeof(float), cudaMemcpyHostToDevice, producer),
+              cudaSuccess);
+    signal_done(d_counter.get(), producer);
+    ASSERT_EQ(cudaStreamSynchronize(producer), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+    std::vector<float> residual = x, xn(in), y(out);
+    ref::add_rmsnorm(xn.data(), residual.data(), delta.data(), nw.data(), 1, in, kEps);
+    if (quantized) {
+      ref::matmul_quant(y.data(), xn.data(), Wq.host, 1);
+    } else {
+      ref::matmul_bf16(y.data(), xn.data(), w.data(), 1, in, out);
+    }
+    const std::string tag = std::string("staged ahead ") + (quantized ? "nvfp4" : "bf16");
+    ExpectClose(tag + " y", d_y.Download(), y, kBound);
+    ExpectClose(tag + " residual", d_xo.Download(), residual, kBound);
+    EXPECT_EQ(d_counter.Download()[0], 1u);
+    signal_done(d_counter.get(), producer);
+    ASSERT_EQ(cudaStreamSynchronize(producer), cudaSuccess);
+    EXPECT_EQ(d_counter.Download()[0], 2u) << "signal_done adds one";
+    cudaStreamDestroy(producer);
+    cudaStreamDestroy(consumer);
   }
 }
 

@@ -55,6 +55,20 @@ TEST(StagedPlan, Bf16QkvStagedInPartWithRefills) {
   EXPECT_FALSE(gb10->whole());
 }
 
+// Launched ahead, the block leaves room for the router's blocks it waits on: less of each run is
+// staged before the wait, and the block with a router block and four reserves fits the split.
+TEST(StagedPlan, AheadLeavesRoomForTheRouter) {
+  const auto fp8 = PlanStaged(kH100, kHidden, kQkvRows, kFp8Row, true, kAheadNeighbourSmem);
+  ASSERT_TRUE(fp8.has_value());
+  EXPECT_FALSE(fp8->whole());
+  EXPECT_GE(fp8->slots, 3);
+  const int64_t router_block = 6 * kHidden + 256 + kH100.reserved;  // its x, norm weights and statics
+  EXPECT_LE(fp8->smem + 128 + kH100.reserved + router_block + 4 * kH100.reserved, kH100.smem_per_sm);
+  const auto nvfp4 = PlanStaged(kH100, kHidden, kQkvRows, kNvfp4Row, true, kAheadNeighbourSmem);
+  ASSERT_TRUE(nvfp4.has_value());
+  EXPECT_TRUE(nvfp4->whole());
+}
+
 TEST(StagedPlan, Refusals) {
   StagedDevice no_split = kH100;
   no_split.smem_per_sm = 0;
@@ -72,7 +86,8 @@ TEST(StagedPlan, InvariantsOnManyShapes) {
       for (int64_t out : {1, 7, 77, 128, 640, 2048, 5120, 12288, 151936}) {
         for (int64_t row_bytes : {cols / 2 + cols / 16 + 16, cols + 16 * ((cols + 127) / 128 * 4 / 16 + 1), 2 * cols}) {
           for (bool norm : {true, false}) {
-            const auto p = PlanStaged(d, cols, out, row_bytes, norm);
+            const int64_t neighbour = norm && out % 2 == 0 ? kAheadNeighbourSmem : 0;
+            const auto p = PlanStaged(d, cols, out, row_bytes, norm, neighbour);
             if (!p) continue;
             const std::string at = std::to_string(cols) + " cols, " + std::to_string(out) + " rows, " +
                                    std::to_string(row_bytes) + " bytes a row";
@@ -86,7 +101,7 @@ TEST(StagedPlan, InvariantsOnManyShapes) {
             EXPECT_LE(p->blocks, d.sm_count) << at;
             EXPECT_EQ(p->smem, (norm ? 6 * cols : 0) + p->slots * g * row_bytes) << at;
             // The block (with its static 128 bytes and the reserve) and four neighbours' reserves fit.
-            EXPECT_LE(p->smem + 128 + d.reserved + 4 * d.reserved, d.smem_per_sm) << at;
+            EXPECT_LE(p->smem + 128 + d.reserved + 4 * d.reserved + neighbour, d.smem_per_sm) << at;
             EXPECT_LE(p->smem + 128, d.max_smem_block) << at;
             // Whole runs where they fit; else at least 3 slots, or 2 where no shape has 3.
             if (!p->whole()) {

@@ -1,9 +1,10 @@
-// ModelLoadOptions::cuda_staged_matvec ("norm" and "product") on the tiny fixtures (bf16, FP8;
+// ModelLoadOptions::cuda_staged_matvec ("norm", "product" and "ahead") on the tiny fixtures (bf16, FP8;
 // Qwen3-MoE and the hybrid Qwen3.5-MoE, whose DeltaNet input projections follow a norm too): with a
 // bf16 KV cache, so that one-token decode steps run under the decode-attention split where the
 // staged kernel applies (kernels/staged_norm_matmul.h). Each fixture's golden prompts with each form
 // (CheckGoldenPromptsRounded: 1e-1 with a bf16 cache, as cuda_model_quant_golden_test bounds it),
-// then three sequences decoded one at a time with the option off and on: the logits within 1e-4
+// (and "ahead" without decode graphs), then three sequences decoded one at a time with the option
+// off and on: the logits within 1e-4
 // (the kernels differ only in the order of float32 sums: measured on the H100 in the closing note of
 // the session that adds it) and not identical (identical logits would mean the staged kernel did not
 // run). NVFP4's staged form needs rows of a multiple of 256 columns: the fixture's 128 keep the
@@ -34,13 +35,15 @@ TEST_P(cuda_model_staged, MatchesTheOtherFormsAndTheGolden) {
   if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " is missing";
   auto golden = testing::LoadGolden(dir);
   ASSERT_TRUE(golden.ok()) << golden.status();
-  const std::vector<std::string> forms = {"off", "norm", "product"};
+  // "ahead/eager": the same without decode graphs (the side stream's fork and join issued live).
+  const std::vector<std::string> forms = {"off", "norm", "product", "ahead", "ahead/eager"};
   std::vector<testing::BatchedAndAlone> runs;
   for (const std::string& form : forms) {
     ModelLoadOptions opt;
     opt.backend = "cuda";
     opt.kv_cache_dtype = "bf16";
-    opt.cuda_staged_matvec = form;
+    opt.cuda_staged_matvec = form.substr(0, form.find('/'));
+    opt.cuda_graphs = form.find("eager") == std::string::npos;
     auto model = Model::Load(dir, opt);
     ASSERT_TRUE(model.ok()) << model.status();
     if (form != "off") {
