@@ -47,12 +47,12 @@ class OutputsTest : public HttpServerTest {
   void StartChat(std::vector<FakeEngine::Token> script = testing::Script()) {
     OpenAIServerOptions o;
     o.vocab_size = 151669;
-    Start(o, std::chrono::milliseconds(2), std::move(script));
+    ASSERT_NO_FATAL_FAILURE(Start(o, std::chrono::milliseconds(2), std::move(script)));
   }
 };
 
 TEST_F(OutputsTest, ModelById) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   auto r = client_->Get("/v1/models/tiny");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
@@ -71,7 +71,7 @@ TEST_F(OutputsTest, ModelById) {
 }
 
 TEST_F(OutputsTest, ToolCallsInTheMessage) {
-  StartChat(ToolScript());
+  ASSERT_NO_FATAL_FAILURE(StartChat(ToolScript()));
   auto r = Post("/v1/chat/completions", ChatBody(kTools));
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -110,7 +110,7 @@ TEST_F(OutputsTest, ToolCallsInTheMessage) {
 }
 
 TEST_F(OutputsTest, ToolCallsStreamAsDeltas) {
-  StartChat(ToolScript());
+  ASSERT_NO_FATAL_FAILURE(StartChat(ToolScript()));
   auto r = Post("/v1/chat/completions", ChatBody(std::string(kTools) + R"(,"stream":true)"));
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200);
@@ -148,7 +148,7 @@ TEST_F(OutputsTest, ToolCallsStreamAsDeltas) {
 // required / a named function constrain the output to calls in the template's format: the
 // engine gets a grammar that admits the named tool's call and nothing else.
 TEST_F(OutputsTest, ForcedToolChoiceSendsAGrammar) {
-  StartChat(ToolScript());
+  ASSERT_NO_FATAL_FAILURE(StartChat(ToolScript()));
   auto r = Post("/v1/chat/completions",
                 ChatBody(std::string(kTools) + R"(,"tool_choice":{"type":"function","function":{"name":"noop"}})"));
   ASSERT_EQ(r->status, 200) << r->body;
@@ -187,7 +187,7 @@ TEST_F(OutputsTest, ForcedToolChoiceSendsAGrammar) {
 
 // An assistant's calls and the tool's result go back to the model through the template.
 TEST_F(OutputsTest, ToolResultsReachTheTemplate) {
-  StartChat();
+  ASSERT_NO_FATAL_FAILURE(StartChat());
   const std::string body = R"({"max_tokens":2,"messages":[{"role":"user","content":"Weather in Paris?"},
       {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
         "function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
@@ -203,7 +203,7 @@ TEST_F(OutputsTest, ToolResultsReachTheTemplate) {
 
 // n choices with logprobs, whole and streamed: the same text per index, OpenAI's logprob shape.
 TEST_F(OutputsTest, ChatChoicesWithLogprobs) {
-  StartChat();
+  ASSERT_NO_FATAL_FAILURE(StartChat());
   const std::string body =
       R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"n":3,"logprobs":true,"top_logprobs":2)";
   auto r = Post("/v1/chat/completions", body + "}");
@@ -257,7 +257,7 @@ TEST_F(OutputsTest, ChatChoicesWithLogprobs) {
 
 // A batch of prompts with n each: choices prompt-major, echo with the prompt's logprobs.
 TEST_F(OutputsTest, CompletionBatchEchoAndLogprobs) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   const std::string body = R"({"prompt":[[1,2,3],[4,5]],"n":2,"max_tokens":3,"echo":true,"logprobs":1)";
   auto r = Post("/v1/completions", body + "}");
   ASSERT_EQ(r->status, 200) << r->body;
@@ -302,7 +302,7 @@ TEST_F(OutputsTest, CompletionBatchEchoAndLogprobs) {
 
 // A client that hangs up on a batch cancels every prompt's engine request (and so every choice).
 TEST_F(OutputsTest, HangUpCancelsEveryPromptOfABatch) {
-  Start({}, std::chrono::milliseconds(20));
+  ASSERT_NO_FATAL_FAILURE(Start({}, std::chrono::milliseconds(20)));
   http::testing::RawClient raw(server_->port());
   ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", R"({"prompt":[[1,2],[3]],"n":2,"max_tokens":200})")));
   for (int i = 0; i < 200 && engine_->submitted().size() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));

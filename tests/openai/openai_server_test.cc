@@ -28,7 +28,7 @@ using testing::SsePayloads;
 using testing::TestdataDir;
 
 TEST_F(HttpServerTest, ModelsHealthAndUnknownRoute) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   auto r = client_->Get("/v1/models");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
@@ -46,7 +46,7 @@ TEST_F(HttpServerTest, ModelsHealthAndUnknownRoute) {
 TEST_F(HttpServerTest, ApiKey) {
   OpenAIServerOptions o;
   o.api_key = "sekret";
-  Start(o);
+  ASSERT_NO_FATAL_FAILURE(Start(o));
   auto r = client_->Get("/v1/models");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401);
@@ -64,7 +64,7 @@ TEST_F(HttpServerTest, ApiKey) {
 }
 
 TEST_F(HttpServerTest, BadRequestsNameTheParameter) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   struct Case {
     const char* path;
     const char* body;
@@ -96,7 +96,7 @@ TEST_F(HttpServerTest, OverloadIs429AndUnhealthyIs503WithRetryAfterFast) {
   OpenAIServerOptions o;
   bool cluster_ready = true;
   o.ready = [&] { return cluster_ready; };
-  Start(o);
+  ASSERT_NO_FATAL_FAILURE(Start(o));
   engine_->set_queue_full(true);
   auto t0 = std::chrono::steady_clock::now();
   auto r = Post("/v1/completions", R"({"prompt":[1,2]})");
@@ -125,7 +125,7 @@ TEST_F(HttpServerTest, OverloadIs429AndUnhealthyIs503WithRetryAfterFast) {
 }
 
 TEST_F(HttpServerTest, StreamingAndNonStreamingGiveTheSameText) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   auto r = Post("/v1/completions", R"({"prompt":[1,2,3],"max_tokens":6,"return_token_ids":true})");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -160,7 +160,7 @@ TEST_F(HttpServerTest, StreamingAndNonStreamingGiveTheSameText) {
 TEST_F(HttpServerTest, ChatUsesTheTemplateAndImEnd) {
   OpenAIServerOptions o;
   o.vocab_size = 151669;  // ChatML's special ids are above the tiny vocabulary
-  Start(o);
+  ASSERT_NO_FATAL_FAILURE(Start(o));
   const std::string body =
       R"({"model":"tiny","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,
           "chat_template_kwargs":{"enable_thinking":false}})";
@@ -208,7 +208,7 @@ TEST_F(HttpServerTest, ChatRendersTheModelsOwnTemplate) {
   auto prompt = tokenizer::ChatPrompt::Load(TestdataDir() + "/qwen3-tokenizer");
   ASSERT_TRUE(prompt.ok()) << prompt.status();
   o.chat_prompt = *prompt;
-  Start(o);
+  ASSERT_NO_FATAL_FAILURE(Start(o));
   int compared = 0;
   const auto refs = tokenizer::testing::LoadChatRefs();
   for (const auto& c : refs["cases"]) {
@@ -241,7 +241,7 @@ TEST_F(HttpServerTest, ChatTheTemplateRefusesIs400) {
   ASSERT_TRUE(prompt.ok()) << prompt.status();
   OpenAIServerOptions o;
   o.chat_prompt = *prompt;
-  Start(o);
+  ASSERT_NO_FATAL_FAILURE(Start(o));
   auto r = Post("/v1/chat/completions", R"({"messages":[{"role":"system","content":"s"}],"max_tokens":1})");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
@@ -258,7 +258,7 @@ void StartStreamThenHangUp(int port) {
 }
 
 TEST_F(HttpServerTest, DisconnectCancelsTheSequence) {
-  Start({}, std::chrono::milliseconds(20));
+  ASSERT_NO_FATAL_FAILURE(Start({}, std::chrono::milliseconds(20)));
   StartStreamThenHangUp(server_->port());
   // The next writes fail; the server must Cancel within a few engine steps.
   for (int i = 0; i < 200 && engine_->cancelled().empty(); ++i) {
@@ -277,7 +277,7 @@ TEST_F(HttpServerTest, DisconnectCancelsTheSequence) {
 // The same hang-up without streaming: nothing is written until the end, so only the HTTP loop
 // can notice; the sequence is cancelled within a few steps and counted as an abort.
 TEST_F(HttpServerTest, NonStreamingDisconnectCancelsTheSequence) {
-  Start({}, std::chrono::milliseconds(20));
+  ASSERT_NO_FATAL_FAILURE(Start({}, std::chrono::milliseconds(20)));
   http::testing::RawClient raw(server_->port());
   ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", R"({"prompt":[1,2],"max_tokens":200})")));
   for (int i = 0; i < 200 && engine_->submitted().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -303,7 +303,7 @@ TEST_F(HttpServerTest, NonStreamingDisconnectCancelsTheSequence) {
 TEST_F(HttpServerTest, FrontDoorRefusalsAreOpenAIErrors) {
   OpenAIServerOptions o;
   o.max_body_bytes = 64 << 10;
-  Start(o);
+  ASSERT_NO_FATAL_FAILURE(Start(o));
   auto r = Post("/v1/completions", R"({"prompt":")" + std::string(100 << 10, 'a') + R"("})");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413);
@@ -324,7 +324,7 @@ TEST_F(HttpServerTest, FrontDoorRefusalsAreOpenAIErrors) {
 }
 
 TEST_F(HttpServerTest, MetricsPassPromtool) {
-  Start();
+  ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_EQ(Post("/v1/completions", R"({"prompt":[1,2,3],"max_tokens":5})")->status, 200);
   ASSERT_EQ(Post("/v1/completions", R"({"prompt":[1,2],"max_tokens":3,"stream":true})")->status, 200);
   ASSERT_EQ(Post("/v1/completions", R"({"prompt":[1],"n":65})")->status, 400);
