@@ -49,16 +49,24 @@ __device__ __forceinline__ void CpAsyncWaitPending(int n) {
 
 // Waits (thread 0 polling, the block after it) until *ready >= count: the staged kernel launched
 // ahead on a second stream, whose input the experts' down product of the layer before signals
-// (kernels/moe.h `done`) instead of a launch boundary. The polling load is an acquire at GPU scope
-// and the inputs are then read from L2 (norm_row.cuh). A producer that never comes is a bug, not
-// a state to wait in: after about 2^24 polls (seconds) the kernel traps, which fails the step.
+// (kernels::signal_done after the ffn) instead of a launch boundary. The polling load is an acquire
+// at GPU scope and the inputs are then read from L2 (norm_row.cuh). A producer that never comes is a
+// bug, not a state to wait in: after 5 s on the GPU's global timer the kernel traps, which fails the
+// step with an error instead of hanging it (the wait it replaces lasts tens of microseconds).
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 __device__ __forceinline__ void WaitReady(const uint32_t* ready, uint32_t count) {
   if (threadIdx.x == 0) {
-    for (uint32_t polls = 0;; ++polls) {
+    const uint64_t give_up = GlobalTimerNs() + 5'000'000'000ull;
+    for (;;) {
       uint32_t v;
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ready) : "memory");
       if (v >= count) break;
-      if (polls >= (1u << 24)) __trap();
+      if (GlobalTimerNs() > give_up) __trap();
       __nanosleep(128);
     }
     __threadfence();
@@ -78,11 +86,16 @@ __device__ __forceinline__ void WaitReady(const uint32_t* ready, uint32_t count)
 // input as it is (read from global memory; delta, norm_w, x_out and xn_out unused): the staged
 // product alone, after a separate norm kernel. With `ready` the kernel also waits, after its
 // copies, until *ready reaches ready_count (WaitReady: launched ahead of its input on another
-// stream). kLean caps it at 32 registers a thread on sm_90 (16 blocks of 128 threads an SM), so that
-// a block launched ahead fits beside the router's, top-k's and experts' blocks, which hold all but 4 K
-// registers of an SM (the GB10 ignores the bound: its SMs hold 1,536 threads).
+// stream). kLean asks for as many blocks an SM as its threads allow: 32 registers a thread on sm_90
+// (2,048 threads an SM), so that a block launched ahead fits beside the router's, top-k's and
+// experts' blocks, which hold all but 4 K registers of an SM; 40 on sm_12x (the GB10: 1,536).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+constexpr int kThreadsPerSm = 1536;
+#else
+constexpr int kThreadsPerSm = 2048;
+#endif
 template <class P, int RW, int WARPS, bool kNorm, bool kLean>
-__global__ void __launch_bounds__(WARPS * 32, kLean ? 64 / WARPS : 0)
+__global__ void __launch_bounds__(WARPS * 32, kLean ? kThreadsPerSm / (WARPS * 32) : 0)
     StagedNormMatvecKernel(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                            const uint16_t* norm_w, typename P::Matrix m, int64_t out, int rows_per_block, int slots,
                            int row_bytes, float eps, float w_offset, const uint32_t* ready, uint32_t ready_count) {
