@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
+#include "kernels/carveout.h"
 #include "kernels/matmul.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul_batched.h"
@@ -225,7 +226,10 @@ kernels::QuantMatrix StagedView(const LinearWeight& w) {
 
 absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w,
                                      bool keep_xn) {
-  if (staged_matvec != Staged::kOff && fuse && m.T == 1 && w.count() == 1) {
+  // The staged kernels run only under the decode-attention split (kernels/staged_norm_matmul.h);
+  // elsewhere (a float32 cache's paged attention) the step keeps the register-held forms.
+  if (staged_matvec != Staged::kOff && fuse && m.T == 1 && w.count() == 1 &&
+      kernels::CurrentLaunchCarveout() == kernels::LaunchCarveout::kFitDecodeAttention) {
     const kernels::QuantMatrix W = StagedView(w);
     if (staged_matvec != Staged::kProduct) {  // kNorm; kAhead where the mixer was not launched ahead
       if (kernels::add_rmsnorm_matmul_staged(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, W, eps,
@@ -496,7 +500,8 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
       kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
                            ctx.gemm_min_tokens);
       // With the staged q/k/v product next (one token), down leaves room for its blocks.
-      const bool leave_room = ctx.staged_matvec != StepContext::Staged::kOff && T == 1;
+      const bool leave_room = ctx.staged_matvec != StepContext::Staged::kOff && T == 1 &&
+                              kernels::CurrentLaunchCarveout() == kernels::LaunchCarveout::kFitDecodeAttention;
       kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
                         ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens, leave_room);
     }
