@@ -485,11 +485,9 @@ bool norm_matmul_fp8_staged(bool norm, float* y, float* x_out, float* xn_out, co
                             float w_offset, const StagedReady* ready) {
   const Fp8Geometry g = GeometryOf(W);
   if (W.count != 1 || g.shift < 0) return false;  // per-element scales keep their own kernel
-  const bool launched = LaunchStagedNormMatvec<Fp8Split>(
+  return LaunchStagedNormMatvec<Fp8Split>(
       norm, y, x_out, xn_out, x_in, delta, norm_w, Fp8Split::Matrix{static_cast<const uint8_t*>(W.data), W.scales, g},
       W.cols, W.rows, Fp8Split::StagedRowBytes(g), eps, w_offset, stream, ready);
-  if (launched) KERNEL_CHECK();
-  return launched;
 }
 
 void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {

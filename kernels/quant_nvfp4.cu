@@ -500,11 +500,8 @@ bool norm_matmul_nvfp4_staged(bool norm, float* y, float* x_out, float* xn_out, 
   }
   const Nvfp4Split::Matrix m{static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2,
                              static_cast<int32_t>(W.cols)};
-  const bool launched =
-      LaunchStagedNormMatvec<Nvfp4Split>(norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols, W.rows,
-                                         Nvfp4Split::StagedRowBytes(W.cols), eps, w_offset, stream, ready);
-  if (launched) KERNEL_CHECK();
-  return launched;
+  return LaunchStagedNormMatvec<Nvfp4Split>(norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols, W.rows,
+                                            Nvfp4Split::StagedRowBytes(W.cols), eps, w_offset, stream, ready);
 }
 
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {

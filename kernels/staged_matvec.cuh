@@ -230,6 +230,7 @@ bool LaunchStagedNormMatvec(bool norm, float* y, float* x_out, float* xn_out, co
   } else {
     shape.template operator()<false, false>();
   }
+  KERNEL_CHECK();
   return true;
 }
 

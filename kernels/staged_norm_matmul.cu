@@ -90,10 +90,8 @@ bool Staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in,
                                               ready);
     default: {
       const detail::Bf16Rows::Matrix m{static_cast<const uint16_t*>(W.data), static_cast<int32_t>(W.cols)};
-      const bool launched = detail::LaunchStagedNormMatvec<detail::Bf16Rows>(
-          norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols, W.rows, 2 * W.cols, eps, w_offset, stream, ready);
-      if (launched) KERNEL_CHECK();
-      return launched;
+      return detail::LaunchStagedNormMatvec<detail::Bf16Rows>(norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols,
+                                                              W.rows, 2 * W.cols, eps, w_offset, stream, ready);
     }
   }
 }

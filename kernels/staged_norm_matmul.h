@@ -24,9 +24,9 @@ namespace tandem::kernels {
 //
 // With `ready` the kernel is launched ahead of its input, on another stream than the kernels that
 // write x_in and delta: it copies its weights, then waits until *ready->counter reaches
-// ready->count (the experts' down product raises it: kernels/moe.h `done`) before it reads them, in
-// blocks small enough (32 registers a thread on sm_90) to sit beside the kernels it overlaps. The
-// caller orders the counter's reset before the launch and joins the stream after it.
+// ready->count (kernels/signal.h signal_done raises it after the kernels that write them) before
+// it reads them, in blocks small enough (32 registers a thread on sm_90) to sit beside the kernels
+// it overlaps. The caller orders the counter's reset before the launch and joins the stream after.
 struct StagedReady {
   const uint32_t* counter = nullptr;
   uint32_t count = 0;

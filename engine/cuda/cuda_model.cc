@@ -80,10 +80,8 @@ class CudaModel final : public Model {
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
         quant_prefill_split_(options.cuda_quant_prefill_split),
         paged_decode_attention_(options.cuda_decode_attention == "paged"),
-        staged_matvec_(options.cuda_staged_matvec == "norm"      ? StepContext::Staged::kNorm
-                       : options.cuda_staged_matvec == "product" ? StepContext::Staged::kProduct
-                       : options.cuda_staged_matvec == "ahead"   ? StepContext::Staged::kAhead
-                                                                 : StepContext::Staged::kOff) {
+        // Checked by NewCudaModel before the model is made.
+        staged_matvec_(StepContext::ParseStaged(options.cuda_staged_matvec).value_or(StepContext::Staged::kOff)) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -612,8 +610,7 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
     return absl::InvalidArgumentError("cuda_gemm_min_tokens must be at least 1 (got " +
                                       std::to_string(options.cuda_gemm_min_tokens) + ")");
   }
-  if (options.cuda_staged_matvec != "off" && options.cuda_staged_matvec != "norm" &&
-      options.cuda_staged_matvec != "product" && options.cuda_staged_matvec != "ahead") {
+  if (!StepContext::ParseStaged(options.cuda_staged_matvec)) {
     return absl::InvalidArgumentError("cuda_staged_matvec must be off, norm, product or ahead (got '" +
                                       options.cuda_staged_matvec + "')");
   }

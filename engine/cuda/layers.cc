@@ -13,7 +13,6 @@
 #include "kernels/attention.h"
 #include "kernels/attention_decode.h"
 #include "kernels/attention_prefill.h"
-#include "kernels/carveout.h"
 #include "kernels/matmul.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul_batched.h"
@@ -212,6 +211,14 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   }
 }
 
+std::optional<StepContext::Staged> StepContext::ParseStaged(std::string_view name) {
+  if (name == "off") return Staged::kOff;
+  if (name == "norm") return Staged::kNorm;
+  if (name == "product") return Staged::kProduct;
+  if (name == "ahead") return Staged::kAhead;
+  return std::nullopt;
+}
+
 namespace {
 
 // A single linear as the staged kernels take it (kernels/staged_norm_matmul.h: bf16 as kBf16 data).
@@ -226,10 +233,8 @@ kernels::QuantMatrix StagedView(const LinearWeight& w) {
 
 absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w,
                                      bool keep_xn) {
-  // The staged kernels run only under the decode-attention split (kernels/staged_norm_matmul.h);
-  // elsewhere (a float32 cache's paged attention) the step keeps the register-held forms.
-  if (staged_matvec != Staged::kOff && fuse && m.T == 1 && w.count() == 1 &&
-      kernels::CurrentLaunchCarveout() == kernels::LaunchCarveout::kFitDecodeAttention) {
+  // Elsewhere (a float32 cache's paged attention: no decode-attention split) the register-held forms.
+  if (StagedStep() && fuse && w.count() == 1) {
     const kernels::QuantMatrix W = StagedView(w);
     if (staged_matvec != Staged::kProduct) {  // kNorm; kAhead where the mixer was not launched ahead
       if (kernels::add_rmsnorm_matmul_staged(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, W, eps,
@@ -240,10 +245,6 @@ absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bi
     } else {
       Norm(delta, norm_w);
       if (kernels::matmul_staged(y, a->xn.get(), W, stream)) return absl::OkStatus();
-      if (!w.quantized()) {
-        kernels::matmul_bf16(y, a->xn.get(), w.bf16(), m.T, hidden, w.rows(), stream, gemm_min_tokens);
-        return absl::OkStatus();
-      }
       return Matmul(y, a->xn.get(), w);
     }
   }
@@ -500,10 +501,8 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
       kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
                            ctx.gemm_min_tokens);
       // With the staged q/k/v product next (one token), down leaves room for its blocks.
-      const bool leave_room = ctx.staged_matvec != StepContext::Staged::kOff && T == 1 &&
-                              kernels::CurrentLaunchCarveout() == kernels::LaunchCarveout::kFitDecodeAttention;
       kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
-                        ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens, leave_room);
+                        ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens, /*leave_room=*/ctx.StagedStep());
     }
   } else if (batched && kernels::MoeBatchedQuantSupported(gate_up_.quant(), down_.quant(), H, I)) {
     // Quantized decode batches: each chosen expert read once, widened to bf16 for the tensor cores.

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,6 +25,7 @@
 #include "engine/step.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/carveout.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/qk_norm_rope.h"
@@ -164,6 +167,8 @@ struct StepContext {
   // staged kernel where it applies.
   enum class Staged { kOff, kNorm, kProduct, kAhead };
   Staged staged_matvec = Staged::kOff;
+  // The option's form, or nullopt for a name it does not have ("off", "norm", "product", "ahead").
+  static std::optional<Staged> ParseStaged(std::string_view name);
   // kAhead (CudaModel with engine/cuda/staged_ahead.h): the step's second stream and its fork / join
   // events. qkv_ahead is set once the next attention's norm + q/k/v was launched there
   // (Mixer::StageAhead); that attention's Forward then joins the stream instead of running
@@ -172,6 +177,12 @@ struct StepContext {
   cudaEvent_t fork = nullptr, join = nullptr;
   bool qkv_ahead = false;
 
+  // Whether this step runs the staged kernels: the option is on, one token, and its launches ask for
+  // the decode-attention split that the staged blocks take their shared memory from.
+  bool StagedStep() const {
+    return staged_matvec != Staged::kOff && m.T == 1 &&
+           kernels::CurrentLaunchCarveout() == kernels::LaunchCarveout::kFitDecodeAttention;
+  }
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.
   bool GemmPath(int64_t T) const { return kernels::UseGemmPath(T, gemm_min_tokens, stream); }
