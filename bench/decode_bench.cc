@@ -188,7 +188,6 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   tp.comm = comm;
   tp.cuda_quant_prefill_split = o.quant_prefill_split;
   tp.cuda_decode_attention = o.decode_attention;
-  tp.cuda_staged_matvec = o.staged_matvec;
   ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp, format));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
   // Rank 0 spent a while on the copy and kernel timings (or the previous format): meet before the
@@ -199,7 +198,6 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
     out += "prefill products: split bf16 hi + lo (--quant-prefill-split, float32-grade)\n";
   }
   if (o.decode_attention != "split") out += "decode attention: " + o.decode_attention + " (--decode-attention)\n";
-  if (o.staged_matvec != "off") out += "one-token q/k/v product: staged, " + o.staged_matvec + " (--staged-matvec)\n";
   const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
   const int blocks_per_seq = DecodeBlocksPerSeq(o);
   // One pool for the decode points and the prefill rows (bench/decode_bench_prefill.h), refused

@@ -98,7 +98,7 @@ std::string DecodeBenchUsage() {
   return "usage: bench --backend cuda [--synthetic NAME] [--tp N] [--batches 1,8,32] [--contexts 1024,4096]\n"
          "             [--prefill 512,2048] [--prefill-batch 8x1024] [--runs N] [--steps N]\n"
          "             [--kv-dtype bf16|f32|fp8] [--weights bf16|fp8|nvfp4] [--quant-prefill-split]\n"
-         "             [--decode-attention split|paged] [--staged-matvec off|norm|product|ahead]\n"
+         "             [--decode-attention split|paged]\n"
          "             [--no-kernel-table]\n"
          "  --synthetic NAME: the published shapes with random weights, one of: " +
          absl::StrJoin(SyntheticModelNames(), ", ") +
@@ -118,11 +118,7 @@ std::string DecodeBenchUsage() {
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
          "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
          "  --decode-attention K: the decode steps' attention kernel (the model option cuda_decode_attention):\n"
-         "    split (default: the split tensor-core kernel wherever it takes the shape) or paged\n"
-         "  --staged-matvec M: one-token steps' q/k/v product with its weights staged in shared memory before\n"
-         "    the kernel's wait (the model option cuda_staged_matvec): off (default), norm (the norm inside the\n"
-         "    staged kernel), product (the norm kernel, then the staged product) or ahead (the norm form launched\n"
-         "    on a second stream before the previous layer's router and experts, waiting on a counter)\n";
+         "    split (default: the split tensor-core kernel wherever it takes the shape) or paged\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -177,13 +173,6 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
       o.kernel_table = false;
     } else if (f == "--quant-prefill-split") {
       o.quant_prefill_split = true;
-    } else if (f == "--staged-matvec") {
-      ASSIGN_OR_RETURN(o.staged_matvec, value());
-      if (o.staged_matvec != "off" && o.staged_matvec != "norm" && o.staged_matvec != "product" &&
-          o.staged_matvec != "ahead") {
-        return absl::InvalidArgumentError("bench: --staged-matvec takes off, norm, product or ahead (got '" +
-                                          o.staged_matvec + "')");
-      }
     } else if (f == "--decode-attention") {
       ASSIGN_OR_RETURN(o.decode_attention, value());
       if (o.decode_attention != "split" && o.decode_attention != "paged") {

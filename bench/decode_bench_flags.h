@@ -48,8 +48,6 @@ struct DecodeBenchOptions {
   bool quant_prefill_split = false;
   // --decode-attention split|paged: ModelLoadOptions::cuda_decode_attention.
   std::string decode_attention = "split";
-  // --staged-matvec off|norm|product|ahead: ModelLoadOptions::cuda_staged_matvec (for its A/B).
-  std::string staged_matvec = "off";
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

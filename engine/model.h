@@ -51,18 +51,6 @@ struct ModelLoadOptions {
   // has the A/Bs) or "paged" (paged_attention), for measuring one against the other in place (the
   // bench's --decode-attention); the load refuses other values.
   std::string cuda_decode_attention = "split";
-  // One-token steps' product of each linear that follows a norm (the q/k/v product; the hybrids'
-  // DeltaNet input projections) with its weights staged in shared memory before the kernel waits
-  // for the experts before it (kernels/staged_norm_matmul.h), in every weight format: "norm" (the
-  // residual add and norm inside the staged kernel), "product" (the norm kernel, then the staged
-  // product), "ahead" (the norm form launched on a second stream before the previous layer's ffn,
-  // its weights copied while the router, top-k and experts run, waiting on a counter raised after
-  // them: engine/cuda/staged_ahead.h; one-token steps at TP 1) or "off" (the register-held forms: the
-  // bf16 fused kernel; the quantized formats' norm, then their split product). With any form on, bf16 one-token steps run the experts' down
-  // product at 56 registers (kernels/moe.h leave_room), so a staged block fits beside its blocks and
-  // stages while it streams. For its A/B (the bench's --staged-matvec); "off" until a form wins one.
-  // The load refuses other values.
-  std::string cuda_staged_matvec = "off";
 };
 
 class Model {

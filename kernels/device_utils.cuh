@@ -65,17 +65,6 @@ __device__ __forceinline__ void Load8Bf16(const uint16_t* p, float out[8]) {
   Widen8(__ldg(reinterpret_cast<const uint4*>(p)), out);
 }
 
-// Four floats of x (16-byte aligned) through the read-only cache (global x) or from shared memory
-// (kShared: x staged by the kernel, as the staged products' normed token).
-template <bool kShared>
-__device__ __forceinline__ float4 LoadX4(const float4* p) {
-  if constexpr (kShared) {
-    return *p;
-  } else {
-    return __ldg(p);
-  }
-}
-
 // KV cache elements: bf16 (half the bytes), float32 (exact) or fp8 e4m3 (a quarter; the caller
 // applies the layer's scale), one kernel template for all. e4m3 rounds to nearest even and
 // saturates to +-448 (kernels/fp8.h's host encoder gives the same bits).

@@ -49,8 +49,9 @@ __global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act,
 // With `early` (this launch directly follows moe_gate_up's decode kernel, which lets it launch only
 // after its own wait, so the router's ids are complete when it starts) each warp issues the first
 // chunk of its first slot's rows before waiting for the activations, overlapping moe_gate_up.
-__device__ __forceinline__ void MoeDown(float* out, const float* act, const int32_t* ids, const float* weights,
-                                        const uint16_t* down, int64_t K, int64_t H, int64_t I, bool early) {
+__global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, const float* act, const int32_t* ids,
+                                                                 const float* weights, const uint16_t* down, int64_t K,
+                                                                 int64_t H, int64_t I, bool early) {
   GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
@@ -80,21 +81,6 @@ __device__ __forceinline__ void MoeDown(float* out, const float* act, const int3
   StoreSlotSums<kDownWarps, kDownRows>(out + t * H, partial, sum, h0, H, warp, lane);
 }
 
-__global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, const float* act, const int32_t* ids,
-                                                                 const float* weights, const uint16_t* down, int64_t K,
-                                                                 int64_t H, int64_t I, bool early) {
-  MoeDown(out, act, ids, weights, down, K, H, I, early);
-}
-
-// The same at 56 registers a thread (64 unbounded; no spill on sm_90 or sm_121): 4 blocks an SM then
-// leave 8 K registers, room for one block of the staged q/k/v product (kernels/staged_matvec.cuh)
-// to stage its weights while this kernel streams (moe_down's leave_room).
-__global__ void __maxnreg__(56) MoeDownRoomKernel(float* out, const float* act, const int32_t* ids,
-                                                  const float* weights, const uint16_t* down, int64_t K, int64_t H,
-                                                  int64_t I, bool early) {
-  MoeDown(out, act, ids, weights, down, K, H, I, early);
-}
-
 }  // namespace
 
 void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
@@ -113,7 +99,7 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
 
 void moe_down(float* out, const float* act, const int32_t* ids, const float* weights, const bf16_bits* down,
               int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream, bool follows_gate_up,
-              int64_t gemm_min_tokens, bool leave_room) {
+              int64_t gemm_min_tokens) {
   KERNEL_REQUIRE(I % 8 == 0);
   if (T == 0) return;
   const bool gemm = UseGemmPath(T, gemm_min_tokens, stream);
@@ -123,8 +109,7 @@ void moe_down(float* out, const float* act, const int32_t* ids, const float* wei
   const bool early = follows_gate_up && !gemm;
   const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows), static_cast<unsigned>(T));
   const dim3 block(kDownWarps * 32);
-  Launch(leave_room ? MoeDownRoomKernel : MoeDownKernel, grid, block, 0, stream, out, act, ids, weights, down, K, H, I,
-         early);
+  Launch(MoeDownKernel, grid, block, 0, stream, out, act, ids, weights, down, K, H, I, early);
   KERNEL_CHECK();
 }
 

@@ -22,12 +22,10 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
 // out (T, H) = sum_k weights[t*K+k] * act[t*K+k] W_down[ids[t*K+k]]^T (plain store, no accumulate).
 // follows_gate_up: this call comes right after moe_gate_up with the same ids on the same stream
 // (nothing launched between): the decode kernel then loads its weights while moe_gate_up runs.
-// gemm_min_tokens as for moe_gate_up (pass the same). leave_room: the decode kernel at fewer
-// registers, so that a block of the staged q/k/v product after it (kernels/staged_norm_matmul.h) fits
-// beside its blocks (ModelLoadOptions::cuda_staged_matvec).
+// gemm_min_tokens as for moe_gate_up (pass the same).
 void moe_down(float* out, const float* act, const int32_t* ids, const float* weights, const bf16_bits* down,
               int64_t T, int64_t K, int64_t H, int64_t I, cudaStream_t stream, bool follows_gate_up = false,
-              int64_t gemm_min_tokens = kGemmMinTokens, bool leave_room = false);
+              int64_t gemm_min_tokens = kGemmMinTokens);
 
 namespace ref {
 void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,

@@ -5,7 +5,6 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
-#include "kernels/norm_row.cuh"
 
 namespace tandem::kernels {
 
@@ -13,6 +12,23 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
+
+// srow[i] = (w_offset + norm_w) * (srow[i] * scale) for the float4s i = first, first + step, ...
+// below nv; the writer block also stores the row before (x_out) and after (xn_out, when not null).
+__device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* xn_out, const uint16_t* norm_w,
+                                             int64_t nv, float scale, float w_offset, bool writer, int first,
+                                             int step) {
+  for (int64_t i = first; i < nv; i += step) {
+    float4 v = srow[i];
+    if (writer) reinterpret_cast<float4*>(x_out)[i] = v;
+    v.x = (w_offset + Bf16At(norm_w, 4 * i)) * (v.x * scale);
+    v.y = (w_offset + Bf16At(norm_w, 4 * i + 1)) * (v.y * scale);
+    v.z = (w_offset + Bf16At(norm_w, 4 * i + 2)) * (v.z * scale);
+    v.w = (w_offset + Bf16At(norm_w, 4 * i + 3)) * (v.w * scale);
+    srow[i] = v;
+    if (writer && xn_out != nullptr) reinterpret_cast<float4*>(xn_out)[i] = v;
+  }
+}
 
 // Grid (ceil(out / (kWarps * R)), ceil(T / TT)), dynamic shared memory TT * in floats and the
 // norm's in bf16 weights. Every block: loads its rows' first weight chunks and copies the norm's

@@ -7,7 +7,6 @@
 
 #include "kernels/bf16.h"
 #include "kernels/quant_weight.h"
-#include "kernels/staged_norm_matmul.h"
 #include "kernels/stream.h"
 
 namespace tandem::kernels::detail {
@@ -22,15 +21,6 @@ void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const Quant
                      cudaStream_t stream);
 void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
                   int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up);
-
-// add_rmsnorm_matmul_staged (`norm`) or matmul_staged (kernels/staged_norm_matmul.h) of an FP8 /
-// NVFP4 matrix: false, launching nothing, where the staged form does not take the layout or the step.
-bool norm_matmul_fp8_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
-                            const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                            float w_offset, const StagedReady* ready);
-bool norm_matmul_nvfp4_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
-                              const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                              float w_offset, const StagedReady* ready);
 
 void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 // matmul_nvfp4 on the tensor cores for decode batches (quant_nvfp4_batched.cu): false, launching

@@ -20,7 +20,6 @@
 #include "kernels/quant_detail.h"
 #include "kernels/quant_fp8.cuh"
 #include "kernels/quant_split_matvec.cuh"
-#include "kernels/staged_matvec.cuh"
 
 namespace tandem::kernels::detail {
 
@@ -257,13 +256,13 @@ struct Fp8Split {
     raw.w = __ldcs(reinterpret_cast<const uint4*>(row.data) + j);
     raw.s = SharedScale(row.scales, j * 16, m.g);
   }
-  template <int R, bool kSharedX = false>
+  template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&)[R], const float* x,
                              int j) {
     float part[R] = {};
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 v = LoadX4<kSharedX>(reinterpret_cast<const float4*>(x) + 4 * j + q);
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x) + 4 * j + q);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float w[4];
@@ -273,20 +272,6 @@ struct Fp8Split {
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] += part[r] * raw[r].s;
-  }
-  // Staged (staged_matvec.cuh): the row's cols e4m3 bytes, then its scale row (scale_cols floats),
-  // which the loads index as SharedScale does.
-  static int64_t StagedRowBytes(const Fp8Geometry& g) { return (g.cols + 4 * int64_t{g.scale_cols} + 15) / 16 * 16; }
-  __device__ static void StageRow(unsigned char* dst, const Matrix& m, int64_t r, int t, int n) {
-    const Row row = RowOf(m, r);
-    for (int i = t; i < m.g.cols / 16; i += n) CpAsync16(SmemAddr(dst + 16 * i), row.data + 16 * i, true);
-    float* scales = reinterpret_cast<float*>(dst + m.g.cols);
-    for (int i = t; i < m.g.scale_cols; i += n) CpAsync4(SmemAddr(scales + i), row.scales + i, true);
-  }
-  __device__ static Row StagedRowOf(const Matrix& m, int64_t r, const unsigned char*) { return RowOf(m, r); }
-  __device__ static void FetchStaged(Raw& raw, const Matrix& m, const Row&, const unsigned char* srow, int j) {
-    raw.w = reinterpret_cast<const uint4*>(srow)[j];
-    raw.s = reinterpret_cast<const float*>(srow + m.g.cols)[(j * 16 + m.g.col_phase) >> m.g.shift];
   }
 };
 
@@ -478,16 +463,6 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
     LaunchMatmul<kTileRows, 1, 8>(y, x, W, g, T, stream);
   }
   KERNEL_CHECK();
-}
-
-bool norm_matmul_fp8_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
-                            const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                            float w_offset, const StagedReady* ready) {
-  const Fp8Geometry g = GeometryOf(W);
-  if (W.count != 1 || g.shift < 0) return false;  // per-element scales keep their own kernel
-  return LaunchStagedNormMatvec<Fp8Split>(
-      norm, y, x_out, xn_out, x_in, delta, norm_w, Fp8Split::Matrix{static_cast<const uint8_t*>(W.data), W.scales, g},
-      W.cols, W.rows, Fp8Split::StagedRowBytes(g), eps, w_offset, stream, ready);
 }
 
 void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {

@@ -33,7 +33,6 @@
 #include "kernels/matmul_batched.h"
 #include "kernels/quant_detail.h"
 #include "kernels/quant_split_matvec.cuh"
-#include "kernels/staged_matvec.cuh"
 
 namespace tandem::kernels::detail {
 
@@ -285,7 +284,7 @@ struct Nvfp4Split {
     return row;
   }
   __device__ static void Fetch(Raw& raw, const Matrix&, const Row& row, int j) { LoadOne<2>(raw, row.data, row.gs, j); }
-  template <int R, bool kSharedX = false>
+  template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
                              int j) {
 #pragma unroll
@@ -294,7 +293,7 @@ struct Nvfp4Split {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float4* xp = reinterpret_cast<const float4*>(x + j * 32 + g * 16 + h * 8);
-        const float4 a = LoadX4<kSharedX>(xp), b = LoadX4<kSharedX>(xp + 1);
+        const float4 a = __ldg(xp), b = __ldg(xp + 1);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float w[8];
@@ -306,28 +305,6 @@ struct Nvfp4Split {
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r] += part[r] * (E4m3Scaled((raw[r].sc >> (8 * g)) & 0xffu) * rows[r].scale2);
     }
-  }
-  // Staged (staged_matvec.cuh; cols % 256 == 0): the row's cols / 2 code bytes, its cols / 16 group
-  // scales, then its second scale in a 16-byte tail.
-  static int64_t StagedRowBytes(int64_t cols) { return cols / 2 + cols / 16 + 16; }
-  __device__ static void StageRow(unsigned char* dst, const Matrix& m, int64_t r, int t, int n) {
-    const uint8_t* data = m.data + r * (m.cols / 2);
-    const uint8_t* gs = m.gs + r * (m.cols / 16);
-    for (int i = t; i < m.cols / 32; i += n) CpAsync16(SmemAddr(dst + 16 * i), data + 16 * i, true);
-    for (int i = t; i < m.cols / 256; i += n) CpAsync16(SmemAddr(dst + m.cols / 2 + 16 * i), gs + 16 * i, true);
-    if (t == 0) CpAsync4(SmemAddr(dst + m.cols / 2 + m.cols / 16), m.rs2 + r, true);
-  }
-  __device__ static Row StagedRowOf(const Matrix& m, int64_t r, const unsigned char* srow) {
-    Row row;
-    row.data = m.data + r * (m.cols / 2);
-    row.gs = m.gs + r * (m.cols / 16);
-    row.scale2 = *reinterpret_cast<const float*>(srow + m.cols / 2 + m.cols / 16) * 4194304.0f;  // as SetRow
-    return row;
-  }
-  __device__ static void FetchStaged(Raw& raw, const Matrix& m, const Row&, const unsigned char* srow, int j) {
-    const uint4 v = reinterpret_cast<const uint4*>(srow)[j];
-    raw.w[0] = v.x, raw.w[1] = v.y, raw.w[2] = v.z, raw.w[3] = v.w;
-    raw.sc = reinterpret_cast<const unsigned short*>(srow + m.cols / 2)[j];
   }
 };
 
@@ -487,21 +464,6 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
     LaunchMatmulTile<8>(y, x, W, T, stream);
   }
   KERNEL_CHECK();
-}
-
-bool norm_matmul_nvfp4_staged(bool norm, float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
-                              const bf16_bits* norm_w, const QuantMatrix& W, float eps, cudaStream_t stream,
-                              float w_offset, const StagedReady* ready) {
-  RequireNvfp4(W);
-  // Whole 16-byte copies of a row's codes and group scales, from 16-byte aligned rows.
-  if (W.count != 1 || W.cols % 256 != 0 || W.cols >= (int64_t{1} << 30) ||
-      reinterpret_cast<uintptr_t>(W.data) % 16 != 0 || reinterpret_cast<uintptr_t>(W.group_scales) % 16 != 0) {
-    return false;
-  }
-  const Nvfp4Split::Matrix m{static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2,
-                             static_cast<int32_t>(W.cols)};
-  return LaunchStagedNormMatvec<Nvfp4Split>(norm, y, x_out, xn_out, x_in, delta, norm_w, m, W.cols, W.rows,
-                                            Nvfp4Split::StagedRowBytes(W.cols), eps, w_offset, stream, ready);
 }
 
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo) {

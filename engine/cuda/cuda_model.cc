@@ -19,7 +19,6 @@
 #include "engine/cuda/layers.h"
 #include "engine/cuda/pinned_logit_pool.h"
 #include "engine/cuda/random_fill.h"
-#include "engine/cuda/staged_ahead.h"
 #include "engine/load_checks.h"
 #include "engine/memory_budget.h"
 #include "engine/model/checkpoint.h"
@@ -31,11 +30,10 @@
 #include "kernels/carveout.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
-#include "kernels/matmul.h"
 #include "kernels/moe_batched.h"
+#include "kernels/matmul.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/router_topk.h"
-#include "kernels/signal.h"
 
 namespace tandem::engine::cuda {
 
@@ -79,9 +77,7 @@ class CudaModel final : public Model {
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
         quant_prefill_split_(options.cuda_quant_prefill_split),
-        paged_decode_attention_(options.cuda_decode_attention == "paged"),
-        // Checked by NewCudaModel before the model is made.
-        staged_matvec_(StepContext::ParseStaged(options.cuda_staged_matvec).value_or(StepContext::Staged::kOff)) {
+        paged_decode_attention_(options.cuda_decode_attention == "paged") {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -191,8 +187,6 @@ class CudaModel final : public Model {
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
   bool paged_decode_attention_ = false;  // ModelLoadOptions::cuda_decode_attention == "paged"
-  StepContext::Staged staged_matvec_;    // ModelLoadOptions::cuda_staged_matvec
-  std::unique_ptr<StagedAhead> staged_ahead_;  // made at load for cuda_staged_matvec = "ahead"
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -239,9 +233,6 @@ absl::Status CudaModel::LoadWeights(const ModelWeightSpec& spec, WeightSource& s
   // The split prefill (ModelLoadOptions::cuda_quant_prefill_split) keeps hi and lo of a weight.
   if (src.largest_quantized_elems() > 0) {
     RETURN_IF_ERROR(dequant_.Allocate((quant_prefill_split_ ? 2 : 1) * src.largest_quantized_elems()));
-  }
-  if (staged_matvec_ == StepContext::Staged::kAhead) {
-    ASSIGN_OR_RETURN(staged_ahead_, StagedAhead::Create(static_cast<int64_t>(layers_.size())));
   }
   return CudaStatus(cudaStreamSynchronize(stream_), "weights");
 }
@@ -409,7 +400,6 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
   ctx.paged_decode_attention = paged_decode_attention_;
-  ctx.staged_matvec = staged_matvec_;
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
   // every kernel for one split: the smallest shared memory that holds one attention block an SM,
@@ -422,35 +412,13 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   const bool fit_attention = T == 1 && DecodeTakesSplitAttention(ctx, AttentionShapeOf(m));
   const kernels::ScopedLaunchCarveout carveout(fit_attention ? kernels::LaunchCarveout::kFitDecodeAttention
                                                              : kernels::LaunchCarveout::kDefault);
-  // cuda_staged_matvec = "ahead" (engine/cuda/staged_ahead.h): one-token steps at TP 1 launch the
-  // next layer's norm + q/k/v on the side stream before this layer's ffn, raising its counter after.
-  const bool ahead = staged_ahead_ != nullptr && fit_attention && world_ == 1 && ctx.fuse;
-  if (ahead) {
-    RETURN_IF_ERROR(staged_ahead_->Reset(stream_));
-    ctx.side_stream = staged_ahead_->side();
-    ctx.fork = staged_ahead_->fork();
-    ctx.join = staged_ahead_->join();
-  }
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayer& layer = layers_[l];
     RETURN_IF_ERROR(layer.mixer->Forward(ctx, l == 0 ? nullptr : a_.delta.get(), layer.input_norm.get()));
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #1: o_proj partial sums
-    bool next_ahead = false;
-    const float* next_input = ctx.x_next;  // the residual after the ffn's fused norm (it swaps)
-    // Only before an MoE ffn: its router's fused norm swaps the residual buffers as StageAhead expects
-    // (a dense MLP's norm runs in place).
-    if (ahead && l + 1 < layers_.size() && dynamic_cast<const MoeFfn*>(layer.ffn.get()) != nullptr) {
-      ASSIGN_OR_RETURN(next_ahead, layers_[l + 1].mixer->StageAhead(ctx, layers_[l + 1].input_norm.get(),
-                                                                    staged_ahead_->Ready(static_cast<int64_t>(l))));
-    }
     RETURN_IF_ERROR(layer.ffn->Forward(ctx, a_.delta.get(), layer.post_norm.get()));
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #2: expert / MLP partial sums
-    if (next_ahead) {
-      kernels::signal_done(staged_ahead_->counter(static_cast<int64_t>(l)), stream_);
-      if (ctx.x != next_input) return absl::InternalError("the ffn did not swap the residual as q/k/v ahead assumed");
-      ctx.qkv_ahead = true;
-    }
   }
   // Final norm (adding the last ffn output), then lm_head over the wanted rows only.
   ctx.Norm(a_.delta.get(), final_norm_.get());
@@ -609,10 +577,6 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   if (options.cuda_gemm_min_tokens < 1) {
     return absl::InvalidArgumentError("cuda_gemm_min_tokens must be at least 1 (got " +
                                       std::to_string(options.cuda_gemm_min_tokens) + ")");
-  }
-  if (!StepContext::ParseStaged(options.cuda_staged_matvec)) {
-    return absl::InvalidArgumentError("cuda_staged_matvec must be off, norm, product or ahead (got '" +
-                                      options.cuda_staged_matvec + "')");
   }
   if (options.cuda_decode_attention != "split" && options.cuda_decode_attention != "paged") {
     return absl::InvalidArgumentError("cuda_decode_attention must be split or paged (got '" +

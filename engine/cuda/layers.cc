@@ -23,7 +23,6 @@
 #include "kernels/qk_norm_rope.h"
 #include "kernels/quant_moe.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/staged_norm_matmul.h"
 #include "kernels/router_topk.h"
 #include "kernels/sigmoid_gate.h"
 #include "kernels/silu_mul.h"
@@ -211,43 +210,8 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
   }
 }
 
-std::optional<StepContext::Staged> StepContext::ParseStaged(std::string_view name) {
-  if (name == "off") return Staged::kOff;
-  if (name == "norm") return Staged::kNorm;
-  if (name == "product") return Staged::kProduct;
-  if (name == "ahead") return Staged::kAhead;
-  return std::nullopt;
-}
-
-namespace {
-
-// A single linear as the staged kernels take it (kernels/staged_norm_matmul.h: bf16 as kBf16 data).
-kernels::QuantMatrix StagedView(const LinearWeight& w) {
-  if (w.quantized()) return w.quant();
-  kernels::QuantMatrix W = kernels::QuantMatrix::Layout(w.format(), 1, w.rows(), w.cols());
-  W.data = w.bf16();
-  return W;
-}
-
-}  // namespace
-
 absl::Status StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w,
                                      bool keep_xn) {
-  // Elsewhere (a float32 cache's paged attention: no decode-attention split) the register-held forms.
-  if (StagedStep() && fuse && w.count() == 1) {
-    const kernels::QuantMatrix W = StagedView(w);
-    if (staged_matvec != Staged::kProduct) {  // kNorm; kAhead where the mixer was not launched ahead
-      if (kernels::add_rmsnorm_matmul_staged(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, W, eps,
-                                             stream, norm_offset)) {
-        std::swap(x, x_next);
-        return absl::OkStatus();
-      }
-    } else {
-      Norm(delta, norm_w);
-      if (kernels::matmul_staged(y, a->xn.get(), W, stream)) return absl::OkStatus();
-      return Matmul(y, a->xn.get(), w);
-    }
-  }
   if (!w.quantized()) {
     NormMatmul(y, delta, norm_w, w.bf16(), w.rows(), keep_xn);
     return absl::OkStatus();
@@ -373,31 +337,10 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
                            ctx.max_positions, scale, ctx.stream, kv_scale, /*one_token_per_sequence=*/ctx.Decode());
 }
 
-absl::StatusOr<bool> Attention::StageAhead(StepContext& ctx, const bf16_bits* norm_w,
-                                           const kernels::StagedReady& ready) {
-  if (ctx.side_stream == nullptr || !ctx.fuse || ctx.m.T != 1 || wqkv_.count() != 1) return false;
-  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ctx.fork, ctx.stream), "staged ahead fork"));
-  RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx.side_stream, ctx.fork, 0), "staged ahead fork"));
-  const bool launched = kernels::add_rmsnorm_matmul_staged(ctx.a->qkv.get(), ctx.x, nullptr, ctx.x_next,
-                                                           ctx.a->delta.get(), norm_w, StagedView(wqkv_), ctx.eps,
-                                                           ctx.side_stream, ctx.norm_offset, &ready);
-  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ctx.join, ctx.side_stream), "staged ahead join"));
-  if (!launched) RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx.stream, ctx.join, 0), "staged ahead join"));
-  return launched;
-}
-
 absl::Status Attention::Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) {
   Activations& a = *ctx.a;
   // h = x + o_proj(attn(norm(x))); the previous sublayer's output is added to x here.
-  if (ctx.qkv_ahead) {
-    // Launched ahead (StageAhead): join its stream; it wrote the new residual to x_next.
-    if (delta != a.delta.get()) return absl::InternalError("q/k/v launched ahead read another delta");
-    ctx.qkv_ahead = false;
-    RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(ctx.stream, ctx.join, 0), "staged ahead join"));
-    std::swap(ctx.x, ctx.x_next);
-  } else {
-    RETURN_IF_ERROR(ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_, /*keep_xn=*/false));
-  }
+  RETURN_IF_ERROR(ctx.NormMatmul(a.qkv.get(), delta, norm_w, wqkv_, /*keep_xn=*/false));
   const int64_t layer_bytes = kv_layer_ * ctx.kv_slots * L_.kv_dim() * KvDtypeBytes(ctx.kv_dtype);
   uint8_t* kc = ctx.k_cache + layer_bytes;
   uint8_t* vc = ctx.v_cache + layer_bytes;
@@ -500,9 +443,8 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
                                                   gate_up_.bf16(), down_.bf16(), T, Ks, H, I, ctx.stream)) {
       kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
                            ctx.gemm_min_tokens);
-      // With the staged q/k/v product next (one token), down leaves room for its blocks.
       kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
-                        ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens, /*leave_room=*/ctx.StagedStep());
+                        ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens);
     }
   } else if (batched && kernels::MoeBatchedQuantSupported(gate_up_.quant(), down_.quant(), H, I)) {
     // Quantized decode batches: each chosen expert read once, widened to bf16 for the tensor cores.

@@ -10,8 +10,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,11 +23,9 @@
 #include "engine/step.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
-#include "kernels/carveout.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/qk_norm_rope.h"
-#include "kernels/staged_norm_matmul.h"
 
 namespace tandem::engine::cuda {
 
@@ -163,26 +159,7 @@ struct StepContext {
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
   // ModelLoadOptions::cuda_decode_attention == "paged": decode steps keep paged_attention.
   bool paged_decode_attention = false;
-  // ModelLoadOptions::cuda_staged_matvec: how a one-token NormMatmul of a LinearWeight takes the
-  // staged kernel where it applies.
-  enum class Staged { kOff, kNorm, kProduct, kAhead };
-  Staged staged_matvec = Staged::kOff;
-  // The option's form, or nullopt for a name it does not have ("off", "norm", "product", "ahead").
-  static std::optional<Staged> ParseStaged(std::string_view name);
-  // kAhead (CudaModel with engine/cuda/staged_ahead.h): the step's second stream and its fork / join
-  // events. qkv_ahead is set once the next attention's norm + q/k/v was launched there
-  // (Mixer::StageAhead); that attention's Forward then joins the stream instead of running
-  // NormMatmul, and clears it.
-  cudaStream_t side_stream = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-  bool qkv_ahead = false;
 
-  // Whether this step runs the staged kernels: the option is on, one token, and its launches ask for
-  // the decode-attention split that the staged blocks take their shared memory from.
-  bool StagedStep() const {
-    return staged_matvec != Staged::kOff && m.T == 1 &&
-           kernels::CurrentLaunchCarveout() == kernels::LaunchCarveout::kFitDecodeAttention;
-  }
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.
   bool GemmPath(int64_t T) const { return kernels::UseGemmPath(T, gemm_min_tokens, stream); }
@@ -198,10 +175,8 @@ struct StepContext {
   void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
                   bool float_input = false);
   // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one has
-  // no register-held fused product (kernels/norm_matmul.h reads bf16), so the norm runs first (the
-  // residual updated in place) and then its product (LinearMatmul). With staged_matvec a
-  // one-token step of either takes kernels/staged_norm_matmul.h where it applies (kNorm: fused, the
-  // residual to x_next as the bf16 fused kernel; kProduct: the norm, then the staged product).
+  // no fused product (kernels/norm_matmul.h reads bf16), so the norm runs first with the same
+  // residual semantics (x_next under fuse) and then its product (LinearMatmul).
   absl::Status NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const LinearWeight& w, bool keep_xn);
   // y = x W^T on this step's stream (LinearMatmul with the model's dequantization scratch).
   absl::Status Matmul(float* y, const float* x_in, const LinearWeight& w) const;
@@ -215,17 +190,6 @@ class Mixer {
   // Adds `delta` (the previous sublayer's output; null for the first layer) to the residual, norms
   // it with `norm_w`, and writes this rank's partial output to ctx.a->delta.
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
-  // ModelLoadOptions::cuda_staged_matvec = "ahead": launches this mixer's norm + input product of a
-  // one-token step on ctx.side_stream before the previous layer's ffn is enqueued (after what is
-  // already on ctx.stream), its blocks waiting on `ready`, which the model raises after that ffn.
-  // That ffn's fused norm swaps the residual buffers, so the input residual is today's x_next, the
-  // delta ctx.a->delta (the ffn's output), and the new residual goes to today's x. Returns whether
-  // it launched (the side stream rejoined when not); a mixer without such a form launches nothing.
-  virtual absl::StatusOr<bool> StageAhead(StepContext& ctx, const bf16_bits* norm_w,
-                                          const kernels::StagedReady& ready) {
-    (void)ctx, (void)norm_w, (void)ready;
-    return false;
-  }
   // Per-sequence state (the Gated DeltaNet's conv and recurrent state): this rank's bytes of one
   // slot (0: the mixer keeps none), and the pool of `slots` slots (re)allocated on the device.
   virtual int64_t state_bytes_per_slot() const { return 0; }
@@ -270,8 +234,6 @@ class Attention final : public Mixer {
                                                          const ModelConfig& cfg, const TpShard& shard,
                                                          int64_t kv_layer);
   absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) override;
-  absl::StatusOr<bool> StageAhead(StepContext& ctx, const bf16_bits* norm_w,
-                                  const kernels::StagedReady& ready) override;
 
  private:
   // The KV cache's element type decides the kernels' overloads; the rest is the same.

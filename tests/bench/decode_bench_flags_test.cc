@@ -75,23 +75,6 @@ TEST(DecodeBenchFlags, QuantPrefillSplitIsOffUnlessAsked) {
   EXPECT_NE(DecodeBenchUsage().find("--quant-prefill-split"), std::string::npos);
 }
 
-// The staged one-token product, chosen for its A/B (session 36): off unless asked.
-TEST(DecodeBenchFlags, StagedMatvecChoice) {
-  auto def = ParseDecodeBenchFlags({"--weights", "nvfp4"});
-  ASSERT_TRUE(def.ok()) << def.status();
-  EXPECT_EQ(def->staged_matvec, "off");
-  for (const char* m : {"norm", "product", "ahead", "off"}) {
-    auto on = ParseDecodeBenchFlags({"--staged-matvec", m, "--batches", "1"});
-    ASSERT_TRUE(on.ok()) << on.status();
-    EXPECT_EQ(on->staged_matvec, m);
-    EXPECT_EQ(on->batches, (std::vector<int>{1}));
-  }
-  auto bad = ParseDecodeBenchFlags({"--staged-matvec=yes"});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("yes"), std::string::npos) << bad.status();
-  EXPECT_NE(DecodeBenchUsage().find("--staged-matvec"), std::string::npos);
-}
-
 // The decode attention kernel, chosen for same-run A/Bs and timelines (session 32).
 TEST(DecodeBenchFlags, DecodeAttentionChoice) {
   auto def = ParseDecodeBenchFlags({});

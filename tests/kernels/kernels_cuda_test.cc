@@ -25,7 +25,6 @@ using testing::DeviceBuffer;
 using testing::ExpectClose;
 using testing::RandomBf16;
 using testing::RandomFloats;
-using testing::SameBits;
 using testing::Rng;
 
 constexpr double kBound = 1e-3;
@@ -241,14 +240,7 @@ TEST(kernels_cuda, MoeExperts) {
     moe_gate_up(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr);
     d_out.Poison();
     moe_down(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr, true);
-    const std::vector<float> after = d_out.Download();
-    ExpectClose("moe_down after moe_gate_up " + tag, after, out, kBound);
-    // The kernel at fewer registers (leave_room, beside the staged q/k/v product): the same code, the
-    // same bits.
-    d_out.Poison();
-    moe_down(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr, true, kGemmMinTokens,
-             /*leave_room=*/true);
-    EXPECT_TRUE(SameBits(d_out.Download(), after)) << "moe_down leave_room " << tag;
+    ExpectClose("moe_down after moe_gate_up " + tag, d_out.Download(), out, kBound);
   }
 }
 
