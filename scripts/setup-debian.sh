@@ -13,6 +13,7 @@ PKGS=(
   libibverbs-dev  # linktest's RDMA WRITE transfer (agentd/link_rdma.h); without it: "rdma: not built in"
   systemd iproute2 prometheus clang libclang-rt-14-dev python3
   lintian  # tests/packaging: the .deb packages' lintian tags (docs/install.md)
+  gdb  # a loopback cluster test whose wait runs out prints serve's threads (tests/integration)
 )
 # Node.js + npm run the real OpenAI SDK and tokenizer clients in tests, and fetch the Qwen3
 # tokenizer the test fixtures need (scripts/testdata.sh). Some machines carry a

@@ -223,6 +223,27 @@ class LoopbackCluster : public ::testing::Test {
     return 0;
   }
   std::string ServeLog() const { return Read(dir_ / ("serve-" + std::to_string(serve_runs_) + ".out")); }
+  // Where serve's threads are, for a wait that ran out (a reconcile turn stuck somewhere): every
+  // thread's backtrace from `gdb -batch` attached to the running serve, with a 20 s deadline; or why
+  // there is none (serve not running, gdb not installed, attach refused).
+  std::string ServeStacks() {
+    if (!serve_.running()) return "no backtrace: serve is not running\n";
+    const char* kGdb = "/usr/bin/gdb";
+    if (access(kGdb, X_OK) != 0) return "no backtrace: gdb is not installed\n";
+    SubprocessOptions so;
+    so.argv = {kGdb, "-p", std::to_string(serve_.pid()), "-batch", "-nx", "-ex", "thread apply all bt"};
+    const std::filesystem::path out = dir_ / "serve-stacks.txt";
+    so.stdout_path = out.string();
+    so.stderr_path = so.stdout_path;
+    Subprocess gdb;
+    std::string error;
+    if (!gdb.Start(so, &error)) return "no backtrace: " + error + "\n";
+    if (!gdb.Wait(std::chrono::seconds(20))) {
+      gdb.Stop();
+      return "no backtrace: gdb did not finish within 20 s\n" + Read(out);
+    }
+    return "serve's threads (gdb):\n" + Read(out);
+  }
 
   // SIGTERM: serve must stop cleanly (exit 0) and leave the cluster as it is.
   void StopServe() {
