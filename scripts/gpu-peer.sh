@@ -25,6 +25,8 @@
 # table needs: batches 1/8/32 at 1k and 4k, prefill 512/2048 and 8 x 1024, 5 runs each).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib-gpu.sh
+. "$root/scripts/lib-gpu.sh"
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 peer_build() {
@@ -42,6 +44,13 @@ peer_bench() {
   local peer=$1 bench=$2 out=$3
   [[ -x $bench ]] || { echo "gpu-peer: $bench is not an executable cuda_decode_bench" >&2; exit 1; }
   mkdir -p "$out"
+  # A bench from a pack (scripts/gpu-pack-branches.sh: NAME/cuda_decode_bench beside lib/) finds its
+  # libraries there; cuBLAS comes from the machine.
+  local libdir
+  libdir="$(cd "$(dirname "$bench")/.." && pwd)/lib"
+  [[ -d $libdir ]] && LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  gpu_add_cublas
+  export LD_LIBRARY_PATH
   local args=${PEER_BENCH_ARGS:---synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024,4096 --prefill 512,2048 --prefill-batch 8x1024 --no-kernel-table}
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
   # Each part has a deadline, so one hung part still leaves the others' outputs and a clear error.
