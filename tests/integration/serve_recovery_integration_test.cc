@@ -116,7 +116,7 @@ TEST_F(ServeRecovery, SevenSecondOutagesOfWorkerThenHeadSpendOneAttemptEach) {
   nlohmann::json serve = ServeRecordOnDisk();
   std::printf("state file serve record: %s\n", serve.dump().c_str());
   ASSERT_TRUE(serve.is_object());
-  ASSERT_EQ(serve["restarts"].size(), 2u) << ServeLog() << ServeStacks();
+  ASSERT_EQ(serve["restarts"].size(), 2u) << ServeLog();
   for (const auto& a : serve["restarts"]) {
     EXPECT_TRUE(a["ok"].get<bool>()) << a.dump();
     int64_t at = a["at_unix_ms"];
@@ -165,7 +165,7 @@ TEST_F(ServeRecovery, SevenSecondOutagesOfWorkerThenHeadSpendOneAttemptEach) {
                                   {"tandem_controller_restarts_total{result=\"ok\"}", 0}}),
             Problems{})
       << m2;
-  EXPECT_NE(ServeLog().find("2 attempt(s) recorded"), std::string::npos) << ServeLog() << ServeStacks();
+  EXPECT_NE(ServeLog().find("2 attempt(s) recorded"), std::string::npos) << ServeLog();
   CtlResult st = Status(cluster);
   ASSERT_TRUE(st.json.is_object()) << st.out;
   EXPECT_EQ(st.json["state"], "serving");
