@@ -223,9 +223,10 @@ class LoopbackCluster : public ::testing::Test {
     return 0;
   }
   std::string ServeLog() const { return Read(dir_ / ("serve-" + std::to_string(serve_runs_) + ".out")); }
-  // Where serve's threads are, for a wait that ran out (a reconcile turn stuck somewhere): every
-  // thread's backtrace from `gdb -batch` attached to the running serve, with a 20 s deadline; or why
-  // there is none (serve not running, gdb not installed, attach refused).
+  // For a wait that ran out (a reconcile turn stuck somewhere): serve's log, then every thread's
+  // backtrace from `gdb -batch` attached to the running serve, with a 20 s deadline; or why there
+  // is none (serve not running, gdb not installed, attach refused).
+  std::string ServeLogAndStacks() { return ServeLog() + ServeStacks(); }
   std::string ServeStacks() {
     if (!serve_.running()) return "no backtrace: serve is not running\n";
     const char* kGdb = "/usr/bin/gdb";

@@ -101,7 +101,7 @@ TEST_F(ServeRecovery, SevenSecondOutagesOfWorkerThenHeadSpendOneAttemptEach) {
     StartAgent(agent);
     auto t0 = Clock::now();
     uint64_t next = WaitServingAbove(cluster, gen, seconds(30));
-    ASSERT_GT(next, gen) << "not serving again after n" << agent + 1 << " came back\n" << ServeLog() << ServeStacks();
+    ASSERT_GT(next, gen) << "not serving again after n" << agent + 1 << " came back\n" << ServeLogAndStacks();
     std::printf("n%d back after 7 s: serving generation %llu %.1f s later\n", agent + 1,
                 static_cast<unsigned long long>(next), std::chrono::duration<double>(Clock::now() - t0).count());
     gen = next;
@@ -203,7 +203,7 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
     }
     return false;
   };
-  ASSERT_TRUE(wait_metric("tandem_controller_waiting{reason=\"preflight_failed\"}", 1, seconds(15))) << m << ServeLog() << ServeStacks();
+  ASSERT_TRUE(wait_metric("tandem_controller_waiting{reason=\"preflight_failed\"}", 1, seconds(15))) << m << ServeLogAndStacks();
   EXPECT_GE(SeriesValue(m, "tandem_controller_preflight_failures_total"), 1);
   EXPECT_EQ(SeriesValue(m, "tandem_controller_restart_attempts_in_window"), 0);
   CtlResult st = Status(cluster);
@@ -215,7 +215,7 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   // 2. The folder is back: the next preflight passes and one counted attempt brings it back.
   fs::rename(dir_ / "model2.away", dir_ / "model2");
   gen = WaitServingAbove(cluster, gen, seconds(30));
-  ASSERT_GT(gen, 0u) << ServeLog() << ServeStacks();
+  ASSERT_GT(gen, 0u) << ServeLogAndStacks();
   EXPECT_EQ(Status(cluster).json["serve"]["attempts_in_window"], 1);
 
   // 3. Both copies of the weights truncated alike (so weights parity still passes) and the
@@ -225,7 +225,7 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   for (const char* model : {"model1", "model2"}) fs::resize_file(dir_ / model / "model.safetensors", 64);
   KillAgent(1);
   StartAgent(1);
-  ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 1, seconds(40))) << m << ServeLog() << ServeStacks();
+  ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 1, seconds(40))) << m << ServeLogAndStacks();
   EXPECT_EQ(SeriesMismatches(m, {{"tandem_controller_waiting{reason=\"budget_exhausted\"}", 1},
                                  {"tandem_controller_restart_attempts_in_window", 3},
                                  {"tandem_controller_restarts_total{result=\"failed\"}", 2}}),
@@ -238,7 +238,7 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   // Restarting serve does not hand out a fresh budget.
   StopServe();
   metrics_port = StartServe(cluster);
-  ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 1, seconds(10))) << m << ServeLog() << ServeStacks();
+  ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 1, seconds(10))) << m << ServeLogAndStacks();
 
   // 4. The operator restores the weights and brings the group up by hand: serve sees it serving
   //    and clears operator-needed (the 3 attempts stay in the window's history).
@@ -247,7 +247,7 @@ TEST_F(ServeRecovery, PreflightFailuresWaitRealFailuresSpendTheBudgetAFixClearsI
   }
   CtlResult up = Ctl({"up", "-f", cluster.string()});
   ASSERT_EQ(up.exit_code, 0) << up.out;
-  ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 0, seconds(10))) << m << ServeLog() << ServeStacks();
+  ASSERT_TRUE(wait_metric("tandem_controller_operator_needed", 0, seconds(10))) << m << ServeLogAndStacks();
   EXPECT_EQ(SeriesValue(m, "tandem_controller_waiting{reason=\"budget_exhausted\"}"), 0);
   st = Status(cluster);
   EXPECT_EQ(st.json["state"], "serving");
