@@ -13,9 +13,11 @@
 // table would take an address computation and a load per byte, with bank conflicts on random
 // codes; bit placement needs no memory and is exact by construction. A code c placed as half-precision bits ((c & 7) << 9) | ((c & 8) << 12) is e2m1(c) * 2^-14 exactly:
 // the 3 magnitude bits land on the two low exponent bits and the top mantissa bit, and the
-// subnormal code (0.5) becomes a half subnormal of the same scale. Four masks and shifts of one
-// 32-bit word give four half2 of eight codes (columns 0/4, 1/5, 2/6, 3/7 of the word's 8), widened
-// to float32. The 2^14, the group scale and the row's second scale fold into one float per group and
+// subnormal code (0.5) becomes a half subnormal of the same scale. Those bits all lie in the half's
+// high byte, ((c & 7) << 1) | ((c & 8) << 4), over a zero low byte, so that byte is made for the
+// four even columns of a 32-bit word at once and for the four odd ones (masks and shifts that keep
+// each code in its byte), and four byte permutes set the bytes over zero bytes as four half2
+// (columns 0/2, 4/6, 1/3, 5/7), widened to float32. The 2^14, the group scale and the row's second scale fold into one float per group and
 // row, applied to the group's partial sum per token, so the weights themselves are never scaled.
 // Likewise an e4m3 byte b as half bits ((b & 0x7f) << 7) | ((b & 0x80) << 8) is e4m3(b) * 2^-8
 // exactly (the NaN code 0x7f is not special-cased in the products; the dequantization keeps it NaN).
@@ -58,11 +60,14 @@ __device__ __forceinline__ float2 HalfBits2(uint32_t h2) {
 
 // The 8 codes of `w` (column i in nibble i, the even column low in each byte) as e2m1 * 2^-14.
 __device__ __forceinline__ void DecodeE2m1x8(uint32_t w, float f[8]) {
-  const float2 a = HalfBits2(((w & 0x00070007u) << 9) | ((w & 0x00080008u) << 12));  // columns 0, 4
-  const float2 b = HalfBits2(((w & 0x00700070u) << 5) | ((w & 0x00800080u) << 8));   // 1, 5
-  const float2 c = HalfBits2(((w & 0x07000700u) << 1) | ((w & 0x08000800u) << 4));   // 2, 6
-  const float2 d = HalfBits2(((w & 0x70007000u) >> 3) | (w & 0x80008000u));          // 3, 7
-  f[0] = a.x, f[4] = a.y, f[1] = b.x, f[5] = b.y, f[2] = c.x, f[6] = c.y, f[3] = d.x, f[7] = d.y;
+  const uint32_t even = ((w << 1) & 0x0e0e0e0eu) | ((w << 4) & 0x80808080u);  // byte k: column 2k's high byte
+  const uint32_t odd = ((w >> 3) & 0x0e0e0e0eu) | (w & 0x80808080u);          // byte k: column 2k + 1's
+  // __byte_perm selector nibble n picks result byte n: 0-3 a byte of the first word, 4 the zero word's.
+  const float2 a = HalfBits2(__byte_perm(even, 0u, 0x1404u));  // columns 0, 2
+  const float2 b = HalfBits2(__byte_perm(even, 0u, 0x3424u));  // 4, 6
+  const float2 c = HalfBits2(__byte_perm(odd, 0u, 0x1404u));   // 1, 3
+  const float2 d = HalfBits2(__byte_perm(odd, 0u, 0x3424u));   // 5, 7
+  f[0] = a.x, f[2] = a.y, f[4] = b.x, f[6] = b.y, f[1] = c.x, f[3] = c.y, f[5] = d.x, f[7] = d.y;
 }
 
 // e4m3 byte as float * 2^-8 (exact).
