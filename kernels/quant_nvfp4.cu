@@ -9,15 +9,8 @@
 // contiguous weight bytes. When cols % 32 == 16 a row is 8-byte aligned only, so those shapes take
 // 8-byte loads of one group each (G = 1); everything else is the same code.
 //
-// Decoding: there is no e2m1 convert instruction to rely on for sm_90 and sm_121. A shared-memory
-// table would take an address computation and a load per byte, with bank conflicts on random
-// codes; bit placement needs no memory and is exact by construction. A code c placed as half-precision bits ((c & 7) << 9) | ((c & 8) << 12) is e2m1(c) * 2^-14 exactly:
-// the 3 magnitude bits land on the two low exponent bits and the top mantissa bit, and the
-// subnormal code (0.5) becomes a half subnormal of the same scale. Those bits all lie in the half's
-// high byte, ((c & 7) << 1) | ((c & 8) << 4), over a zero low byte, so that byte is made for the
-// four even columns of a 32-bit word at once and for the four odd ones (masks and shifts that keep
-// each code in its byte), and four byte permutes set the bytes over zero bytes as four half2
-// (columns 0/2, 4/6, 1/3, 5/7), widened to float32. The 2^14, the group scale and the row's second scale fold into one float per group and
+// Decoding (quant_nvfp4.cuh, E2m1x8ToFloat): each code as its exact half e2m1 * 2^-14, widened to
+// float32. The 2^14, the group scale and the row's second scale fold into one float per group and
 // row, applied to the group's partial sum per token, so the weights themselves are never scaled.
 // Likewise an e4m3 byte b as half bits ((b & 0x7f) << 7) | ((b & 0x80) << 8) is e4m3(b) * 2^-8
 // exactly (the NaN code 0x7f is not special-cased in the products; the dequantization keeps it NaN).
@@ -34,6 +27,7 @@
 #include "kernels/launch.cuh"
 #include "kernels/matmul_batched.h"
 #include "kernels/quant_detail.h"
+#include "kernels/quant_nvfp4.cuh"
 #include "kernels/quant_split_matvec.cuh"
 
 namespace tandem::kernels::detail {
@@ -51,25 +45,6 @@ constexpr int64_t kMaxGridY = 65535;  // the expert kernels loop over pairs / to
 __device__ __forceinline__ float HalfBitsLo(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
 }
-__device__ __forceinline__ float2 HalfBits2(uint32_t h2) {
-  __half2 h;
-  static_assert(sizeof(h) == sizeof(h2));
-  memcpy(&h, &h2, sizeof h);
-  return __half22float2(h);
-}
-
-// The 8 codes of `w` (column i in nibble i, the even column low in each byte) as e2m1 * 2^-14.
-__device__ __forceinline__ void DecodeE2m1x8(uint32_t w, float f[8]) {
-  const uint32_t even = ((w << 1) & 0x0e0e0e0eu) | ((w << 4) & 0x80808080u);  // byte k: column 2k's high byte
-  const uint32_t odd = ((w >> 3) & 0x0e0e0e0eu) | (w & 0x80808080u);          // byte k: column 2k + 1's
-  // __byte_perm selector nibble n picks result byte n: 0-3 a byte of the first word, 4 the zero word's.
-  const float2 a = HalfBits2(__byte_perm(even, 0u, 0x1404u));  // columns 0, 2
-  const float2 b = HalfBits2(__byte_perm(even, 0u, 0x3424u));  // 4, 6
-  const float2 c = HalfBits2(__byte_perm(odd, 0u, 0x1404u));   // 1, 3
-  const float2 d = HalfBits2(__byte_perm(odd, 0u, 0x3424u));   // 5, 7
-  f[0] = a.x, f[2] = a.y, f[4] = b.x, f[6] = b.y, f[1] = c.x, f[3] = c.y, f[5] = d.x, f[7] = d.y;
-}
-
 // e4m3 byte as float * 2^-8 (exact).
 __device__ __forceinline__ float E4m3Scaled(uint32_t b) { return HalfBitsLo(((b & 0x7fu) << 7) | ((b & 0x80u) << 8)); }
 
@@ -154,7 +129,7 @@ __device__ __forceinline__ void UseChunk(float (&acc)[R][TT], const Load<G> (&bu
         for (int h = 0; h < 2; ++h) {
           float w[R][8];
 #pragma unroll
-          for (int r = 0; r < R; ++r) DecodeE2m1x8(buf[r][k].w[2 * g + h], w[r]);
+          for (int r = 0; r < R; ++r) E2m1x8ToFloat(buf[r][k].w[2 * g + h], w[r]);
 #pragma unroll
           for (int t = 0; t < TT; ++t) {
             if (t < nt) {
@@ -302,7 +277,7 @@ struct Nvfp4Split {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float w[8];
-          DecodeE2m1x8(raw[r].w[2 * g + h], w);
+          E2m1x8ToFloat(raw[r].w[2 * g + h], w);
           part[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
                      w[7] * b.w;
         }
@@ -419,8 +394,8 @@ __global__ void __launch_bounds__(256) DequantNvfp4Kernel(uint16_t* dst, uint16_
   const float scale = (b & 0x7fu) == 0x7fu ? __int_as_float(0x7fc00000) : E4m3Scaled(b) * 256.0f;
   const float s2 = __ldg(rs2 + g / groups_per_row);
   float f[16];
-  DecodeE2m1x8(v.x, f);
-  DecodeE2m1x8(v.y, f + 8);
+  E2m1x8ToFloat(v.x, f);
+  E2m1x8ToFloat(v.y, f + 8);
   uint32_t packed[8], packed_rest[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {

@@ -12,6 +12,7 @@
 // reference bit for bit (both round the same float32 value to nearest even).
 // Skips (with the reason) where no GPU is present.
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <numeric>
 #include <string>
@@ -21,6 +22,8 @@
 #include "kernels/moe.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/quant_moe.h"
+#include "kernels/quant_nvfp4.cuh"
+#include "kernels/quant_weight.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/quant_stacks.h"
 
@@ -36,6 +39,24 @@ using testing::Nvfp4Stack;
 using testing::RandomExpertIds;
 
 constexpr double kBound = 1e-4;
+
+TEST(quant_nvfp4_cuda, E2m1x8ToFloatMatchesE2m1ToFloat) {  // host only: nibble order and values
+  // Every byte value in every byte of the word, beside other bytes that vary, so a code leaking into
+  // a neighbour's bits shows: each float must be E2m1ToFloat(nibble i) * 2^-14, signed zero included.
+  for (int pos = 0; pos < 4; ++pos) {
+    for (uint32_t b = 0; b < 256; ++b) {
+      const uint32_t others = 0x9d3f61e7u ^ (b * 0x01010101u) ^ (0xffu << (8 * pos));
+      const uint32_t w = (others & ~(0xffu << (8 * pos))) | (b << (8 * pos));
+      float got[8];
+      E2m1x8ToFloat(w, got);
+      for (int i = 0; i < 8; ++i) {
+        const float want = E2m1ToFloat(static_cast<uint8_t>((w >> (4 * i)) & 0xfu)) * 0x1p-14f;
+        EXPECT_EQ(got[i], want) << "word " << std::hex << w << " column " << i;
+        EXPECT_EQ(std::signbit(got[i]), std::signbit(want)) << "word " << std::hex << w << " column " << i;
+      }
+    }
+  }
+}
 
 // Every e2m1 code occurs as a low and as a high nibble (the inputs exercise the whole decoder).
 void ExpectAllCodes(const std::vector<uint8_t>& data) {
