@@ -11,23 +11,27 @@
 # On the GPU machine, from the checkout, with OUT_DIR carried along and cuda_decode_bench unpacked
 # from a pack:
 #   scripts/gpu-peer.sh all PEER_DIR TOKENIZER BENCH_BINARY OUT_DIR
-#                                                       build, then bench, in one call (about 5-6
+#                                                       build, then bench, in one call (about 6-7
 #                                                       minutes): no idle gap between two calls in
 #                                                       which the machine may be taken back
 #   scripts/gpu-peer.sh build PEER_DIR TOKENIZER        llama.cpp (sm_90) and the 61 GB GGUF in
 #                                                       /dev/shm, about 3-4 minutes on 16 cores
 #   scripts/gpu-peer.sh bench PEER_DIR BENCH_BINARY OUT_DIR
 #                                                       A, peer, B (about 1.5-8 minutes), their outputs in
-#                                                       OUT_DIR, then the table (scripts/peer_table.py)
+#                                                       OUT_DIR, then the table (scripts/peer_table.py),
+#                                                       then the quantized rows (below)
 # TOKENIZER is tokenizer.json or tokenizer.json.xz. `build` and `bench` as two calls must follow each
 # other while the machine is warm; the GGUF in /dev/shm does not survive a fresh machine.
 # Environment: PEER_BENCH_ARGS replaces tandem's bench arguments (the default runs every case the
 # table needs: batches 1/8/32 at 1k and 4k, prefill 512/2048 and 8 x 1024, 5 runs each).
+# After B, `bench` runs issue 15's decode rows (bf16, FP8, NVFP4 in one process: the ratios to bf16
+# are same-run; about a minute) into OUT_DIR/tandem-quant.txt and prints the bench's comparison
+# table; PEER_QUANT_ARGS replaces their arguments, PEER_QUANT_ARGS=none skips them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/lib-gpu.sh
 . "$root/scripts/lib-gpu.sh"
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 peer_build() {
   local peer=$1 tok=$2
@@ -60,6 +64,14 @@ peer_bench() {
   # shellcheck disable=SC2086
   timeout 240 "$bench" $args >"$out/tandem-B.txt" 2>&1 || { echo "gpu-peer: tandem B failed (rc $?), see $out/tandem-B.txt" >&2; exit 1; }
   python3 "$root/scripts/peer_table.py" "$out/tandem-A.txt" "$out/peer.txt" "$out/tandem-B.txt" | tee "$out/table.md"
+  # Then issue 15's rows on the same GPU: bf16, FP8 and NVFP4 in one process, so that the bench's
+  # comparison table (tokens/s over bf16's, against the 1.7x / 2.5x targets) is a same-run ratio.
+  local quant=${PEER_QUANT_ARGS---synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 --batches 1,8,32 --contexts 1024,4096 --prefill= --prefill-batch= --no-kernel-table}
+  [[ $quant == none ]] && return 0
+  # shellcheck disable=SC2086
+  timeout 180 "$bench" $quant >"$out/tandem-quant.txt" 2>&1 || { echo "gpu-peer: the quantized rows failed (rc $?), see $out/tandem-quant.txt" >&2; exit 1; }
+  echo
+  grep -A8 -E '^\| weights \| context' "$out/tandem-quant.txt" || echo "gpu-peer: no comparison table in $out/tandem-quant.txt" >&2
 }
 
 case ${1:-} in
