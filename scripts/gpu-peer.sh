@@ -71,7 +71,11 @@ peer_bench() {
   # shellcheck disable=SC2086
   timeout 180 "$bench" $quant >"$out/tandem-quant.txt" 2>&1 || { echo "gpu-peer: the quantized rows failed (rc $?), see $out/tandem-quant.txt" >&2; exit 1; }
   echo
-  grep -A8 -E '^\| weights \| context' "$out/tandem-quant.txt" || echo "gpu-peer: no comparison table in $out/tandem-quant.txt" >&2
+  # The comparison table, header to the blank line after it (its rows follow the formats and
+  # contexts asked for).
+  local table
+  table=$(sed -n '/^| weights | context/,/^$/p' "$out/tandem-quant.txt")
+  if [[ -n $table ]]; then echo "$table"; else echo "gpu-peer: no comparison table in $out/tandem-quant.txt" >&2; fi
 }
 
 case ${1:-} in

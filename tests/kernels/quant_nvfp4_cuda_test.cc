@@ -12,8 +12,8 @@
 // reference bit for bit (both round the same float32 value to nearest even).
 // Skips (with the reason) where no GPU is present.
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
