@@ -31,24 +31,46 @@ __host__ __device__ __forceinline__ float2 HalfBitsToFloat2(uint32_t bits) {
   return __half22float2(h);
 }
 
-// The 8 e2m1 codes of an NVFP4 word (column i in nibble i, the even column low in each byte) as
-// e2m1 * 2^-14, exactly. There is no e2m1 convert instruction on sm_90, nor on sm_121 outside
-// arch-specific (sm_121a) builds. A code c as half-precision bits ((c & 7) << 9) | ((c & 8) << 12)
-// is e2m1(c) * 2^-14: the 3 magnitude bits land on the two low exponent bits and the top mantissa
-// bit, and the subnormal code (0.5) becomes a half subnormal of the same scale. Those bits all lie
-// in the half's high byte, ((c & 7) << 1) | ((c & 8) << 4), over a zero low byte, so that byte is
-// made for the four even columns of the word at once and for the four odd ones (masks and shifts
-// that keep each code inside its byte), and four byte permutes set the bytes over zero bytes as
-// four half2: about 11 integer instructions for 8 codes where a mask-and-shift per half2 took 16.
+// The e2m1 codes of an NVFP4 word (column i in nibble i, the even column low in each byte) as the
+// high bytes of their halves e2m1 * 2^-14. There is no e2m1 convert instruction on sm_90, nor on
+// sm_121 outside arch-specific (sm_121a) builds. A code c as half-precision bits
+// ((c & 7) << 9) | ((c & 8) << 12) is e2m1(c) * 2^-14 exactly: the 3 magnitude bits land on the two
+// low exponent bits and the top mantissa bit, and the subnormal code (0.5) becomes a half subnormal
+// of the same scale. Those bits all lie in the half's high byte, ((c & 7) << 1) | ((c & 8) << 4),
+// over a zero low byte, so that byte is made for the four even columns of the word at once (`even`,
+// byte k: column 2k) and for the four odd ones (`odd`, byte k: column 2k + 1) by masks and shifts
+// that keep each code inside its byte; byte permutes then set any two of them over zero bytes as a
+// half2: about 11 integer instructions for 8 codes where a mask and shift per half2 took 16.
+struct E2m1HalfBytes {
+  uint32_t even, odd;
+};
+__host__ __device__ __forceinline__ E2m1HalfBytes E2m1x8HalfBytes(uint32_t w) {
+  return {((w << 1) & 0x0e0e0e0eu) | ((w << 4) & 0x80808080u), ((w >> 3) & 0x0e0e0e0eu) | (w & 0x80808080u)};
+}
+
+// Selector nibble n picks result byte n: 0-3 a byte of the first word, 4 a byte of the zero word.
+// kPairLo01 sets bytes 0 and 1 of a half-byte word as the high bytes of a half2 (low half first),
+// kPairHi23 bytes 2 and 3, kPairSpread02 bytes 0 and 2, kPairSpread13 bytes 1 and 3.
+constexpr uint32_t kPairLo01 = 0x1404u, kPairHi23 = 0x3424u, kPairSpread02 = 0x2404u, kPairSpread13 = 0x3414u;
+
+// The 8 codes as e2m1 * 2^-14 in float32, exactly.
 __host__ __device__ __forceinline__ void E2m1x8ToFloat(uint32_t w, float f[8]) {
-  const uint32_t even = ((w << 1) & 0x0e0e0e0eu) | ((w << 4) & 0x80808080u);  // byte k: column 2k's high byte
-  const uint32_t odd = ((w >> 3) & 0x0e0e0e0eu) | (w & 0x80808080u);          // byte k: column 2k + 1's
-  // Selector nibble n picks result byte n: 0-3 a byte of the first word, 4 a byte of the zero word.
-  const float2 a = HalfBitsToFloat2(BytePerm(even, 0u, 0x1404u));  // columns 0, 2
-  const float2 b = HalfBitsToFloat2(BytePerm(even, 0u, 0x3424u));  // 4, 6
-  const float2 c = HalfBitsToFloat2(BytePerm(odd, 0u, 0x1404u));   // 1, 3
-  const float2 d = HalfBitsToFloat2(BytePerm(odd, 0u, 0x3424u));   // 5, 7
+  const E2m1HalfBytes hb = E2m1x8HalfBytes(w);
+  const float2 a = HalfBitsToFloat2(BytePerm(hb.even, 0u, kPairLo01));  // columns 0, 2
+  const float2 b = HalfBitsToFloat2(BytePerm(hb.even, 0u, kPairHi23));  // 4, 6
+  const float2 c = HalfBitsToFloat2(BytePerm(hb.odd, 0u, kPairLo01));   // 1, 3
+  const float2 d = HalfBitsToFloat2(BytePerm(hb.odd, 0u, kPairHi23));   // 5, 7
   f[0] = a.x, f[2] = a.y, f[4] = b.x, f[6] = b.y, f[1] = c.x, f[3] = c.y, f[5] = d.x, f[7] = d.y;
+}
+
+// The 8 codes as the half2 bits (e2m1 * 2^-14, low half first) of the column pairs (0, 4), (1, 5),
+// (2, 6), (3, 7): the pairing of the tensor-core kernels' widened weights (quant_widen.cuh).
+__host__ __device__ __forceinline__ void E2m1x8ToHalfPairsSpread(uint32_t w, uint32_t h[4]) {
+  const E2m1HalfBytes hb = E2m1x8HalfBytes(w);
+  h[0] = BytePerm(hb.even, 0u, kPairSpread02);  // columns 0 (even byte 0), 4 (even byte 2)
+  h[1] = BytePerm(hb.odd, 0u, kPairSpread02);   // 1, 5
+  h[2] = BytePerm(hb.even, 0u, kPairSpread13);  // 2, 6
+  h[3] = BytePerm(hb.odd, 0u, kPairSpread13);   // 3, 7
 }
 
 }  // namespace tandem::kernels

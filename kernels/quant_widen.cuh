@@ -13,6 +13,7 @@
 
 #include "kernels/mma_rows.cuh"
 #include "kernels/quant_fp8.cuh"
+#include "kernels/quant_nvfp4.cuh"
 
 namespace tandem::kernels {
 
@@ -50,12 +51,9 @@ __device__ __forceinline__ uint4 Nvfp4EightToBf16(uint32_t w, uint32_t scale_byt
     memcpy(&h, &bits, sizeof h);
     return HalfPairToBf16(__hmul2(h, sc));
   };
-  uint4 out;
-  out.x = pair(((w & 0x00070007u) << 9) | ((w & 0x00080008u) << 12));  // elements 0, 4
-  out.y = pair(((w & 0x00700070u) << 5) | ((w & 0x00800080u) << 8));   // 1, 5
-  out.z = pair(((w & 0x07000700u) << 1) | ((w & 0x08000800u) << 4));   // 2, 6
-  out.w = pair(((w & 0x70007000u) >> 3) | (w & 0x80008000u));          // 3, 7
-  return out;
+  uint32_t h[4];
+  E2m1x8ToHalfPairsSpread(w, h);  // elements (0, 4), (1, 5), (2, 6), (3, 7) placed by byte permutes
+  return make_uint4(pair(h[0]), pair(h[1]), pair(h[2]), pair(h[3]));
 }
 
 }  // namespace tandem::kernels

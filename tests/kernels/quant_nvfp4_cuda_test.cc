@@ -58,6 +58,24 @@ TEST(quant_nvfp4_cuda, E2m1x8ToFloatMatchesE2m1ToFloat) {  // host only: nibble 
   }
 }
 
+TEST(quant_nvfp4_cuda, E2m1x8ToHalfPairsSpreadPlacesEachCodeAsItsHalf) {  // host only
+  // The tensor-core kernels' pairs (0, 4), (1, 5), (2, 6), (3, 7): each half must be the code's
+  // ((c & 7) << 9) | ((c & 8) << 12), bit for bit, for every byte value in every byte of the word.
+  const auto half_bits = [](uint32_t c) { return ((c & 7u) << 9) | ((c & 8u) << 12); };
+  for (int pos = 0; pos < 4; ++pos) {
+    for (uint32_t b = 0; b < 256; ++b) {
+      const uint32_t others = 0x6a1c93f5u ^ (b * 0x01010101u) ^ (0xffu << (8 * pos));
+      const uint32_t w = (others & ~(0xffu << (8 * pos))) | (b << (8 * pos));
+      uint32_t h[4];
+      E2m1x8ToHalfPairsSpread(w, h);
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t want = half_bits((w >> (4 * k)) & 0xfu) | (half_bits((w >> (4 * (k + 4))) & 0xfu) << 16);
+        EXPECT_EQ(h[k], want) << "word " << std::hex << w << " pair " << k;
+      }
+    }
+  }
+}
+
 // Every e2m1 code occurs as a low and as a high nibble (the inputs exercise the whole decoder).
 void ExpectAllCodes(const std::vector<uint8_t>& data) {
   uint32_t lo = 0, hi = 0;
