@@ -19,6 +19,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda_check.h"
 #include "kernels/mma_sync.cuh"
@@ -34,11 +35,21 @@ __device__ __forceinline__ uint32_t PackBf16(__nv_bfloat16 lo_elem, __nv_bfloat1
          (static_cast<uint32_t>(__bfloat16_as_ushort(hi_elem)) << 16);
 }
 
+// Floats (lo_elem, hi_elem) rounded to a bf16 pair in one instruction (cvt.rn.bf16x2.f32), the same
+// bits as PackBf16 of the two rounded separately.
+__device__ __forceinline__ uint32_t PackFloatsBf16(float lo_elem, float hi_elem) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(lo_elem, hi_elem);
+  uint32_t bits;
+  static_assert(sizeof(p) == sizeof(bits));
+  memcpy(&bits, &p, sizeof bits);
+  return bits;
+}
+
 // Splits elements (a, b) into the hi word and the lo word of a bf16 pair.
 __device__ __forceinline__ void SplitPair(float a, float b, uint32_t& hi, uint32_t& lo) {
-  const __nv_bfloat16 ha = __float2bfloat16_rn(a), hb = __float2bfloat16_rn(b);
-  hi = PackBf16(ha, hb);
-  lo = PackBf16(__float2bfloat16_rn(a - __bfloat162float(ha)), __float2bfloat16_rn(b - __bfloat162float(hb)));
+  hi = PackFloatsBf16(a, b);
+  // A bf16 is the high 16 bits of the float of the same value.
+  lo = PackFloatsBf16(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
 }
 
 // Eight floats split into the hi and lo words of four bf16 pairs.

@@ -22,18 +22,14 @@ __device__ __forceinline__ uint4 Fp8EightToBf16(const uint2& raw) {
   float f[8];
   Fp8x4ToFloat(raw.x, f);
   Fp8x4ToFloat(raw.y, f + 4);
-  uint4 out;
-  out.x = mma_rows::PackBf16(__float2bfloat16_rn(f[0]), __float2bfloat16_rn(f[1]));
-  out.y = mma_rows::PackBf16(__float2bfloat16_rn(f[2]), __float2bfloat16_rn(f[3]));
-  out.z = mma_rows::PackBf16(__float2bfloat16_rn(f[4]), __float2bfloat16_rn(f[5]));
-  out.w = mma_rows::PackBf16(__float2bfloat16_rn(f[6]), __float2bfloat16_rn(f[7]));
-  return out;
+  return make_uint4(mma_rows::PackFloatsBf16(f[0], f[1]), mma_rows::PackFloatsBf16(f[2], f[3]),
+                    mma_rows::PackFloatsBf16(f[4], f[5]), mma_rows::PackFloatsBf16(f[6], f[7]));
 }
 
 // A half pair (low half first) as a bf16 pair.
 __device__ __forceinline__ uint32_t HalfPairToBf16(__half2 h) {
   const float2 f = __half22float2(h);
-  return mma_rows::PackBf16(__float2bfloat16_rn(f.x), __float2bfloat16_rn(f.y));
+  return mma_rows::PackFloatsBf16(f.x, f.y);
 }
 
 // The 8 e2m1 codes of one NVFP4 word (element i in nibble i: the even column low in each byte) times
