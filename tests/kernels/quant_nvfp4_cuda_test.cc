@@ -40,40 +40,43 @@ using testing::RandomExpertIds;
 
 constexpr double kBound = 1e-4;
 
-TEST(quant_nvfp4_cuda, E2m1x8ToFloatMatchesE2m1ToFloat) {  // host only: nibble order and values
-  // Every byte value in every byte of the word, beside other bytes that vary, so a code leaking into
-  // a neighbour's bits shows: each float must be E2m1ToFloat(nibble i) * 2^-14, signed zero included.
+// Calls check(w) for every byte value in every byte of a word, beside other bytes that vary, so a
+// code leaking into a neighbour's bits shows.
+template <typename Check>
+void ForEveryByteInEveryPosition(uint32_t seed, Check&& check) {
   for (int pos = 0; pos < 4; ++pos) {
     for (uint32_t b = 0; b < 256; ++b) {
-      const uint32_t others = 0x9d3f61e7u ^ (b * 0x01010101u) ^ (0xffu << (8 * pos));
-      const uint32_t w = (others & ~(0xffu << (8 * pos))) | (b << (8 * pos));
-      float got[8];
-      E2m1x8ToFloat(w, got);
-      for (int i = 0; i < 8; ++i) {
-        const float want = E2m1ToFloat(static_cast<uint8_t>((w >> (4 * i)) & 0xfu)) * 0x1p-14f;
-        EXPECT_EQ(got[i], want) << "word " << std::hex << w << " column " << i;
-        EXPECT_EQ(std::signbit(got[i]), std::signbit(want)) << "word " << std::hex << w << " column " << i;
-      }
+      const uint32_t others = seed ^ (b * 0x01010101u) ^ (0xffu << (8 * pos));
+      check((others & ~(0xffu << (8 * pos))) | (b << (8 * pos)));
     }
   }
 }
 
+TEST(quant_nvfp4_cuda, E2m1x8ToFloatMatchesE2m1ToFloat) {  // host only: nibble order and values
+  // Each float must be E2m1ToFloat(nibble i) * 2^-14, signed zero included.
+  ForEveryByteInEveryPosition(0x9d3f61e7u, [](uint32_t w) {
+    float got[8];
+    E2m1x8ToFloat(w, got);
+    for (int i = 0; i < 8; ++i) {
+      const float want = E2m1ToFloat(static_cast<uint8_t>((w >> (4 * i)) & 0xfu)) * 0x1p-14f;
+      EXPECT_EQ(got[i], want) << "word " << std::hex << w << " column " << i;
+      EXPECT_EQ(std::signbit(got[i]), std::signbit(want)) << "word " << std::hex << w << " column " << i;
+    }
+  });
+}
+
 TEST(quant_nvfp4_cuda, E2m1x8ToHalfPairsSpreadPlacesEachCodeAsItsHalf) {  // host only
   // The tensor-core kernels' pairs (0, 4), (1, 5), (2, 6), (3, 7): each half must be the code's
-  // ((c & 7) << 9) | ((c & 8) << 12), bit for bit, for every byte value in every byte of the word.
+  // ((c & 7) << 9) | ((c & 8) << 12), bit for bit.
   const auto half_bits = [](uint32_t c) { return ((c & 7u) << 9) | ((c & 8u) << 12); };
-  for (int pos = 0; pos < 4; ++pos) {
-    for (uint32_t b = 0; b < 256; ++b) {
-      const uint32_t others = 0x6a1c93f5u ^ (b * 0x01010101u) ^ (0xffu << (8 * pos));
-      const uint32_t w = (others & ~(0xffu << (8 * pos))) | (b << (8 * pos));
-      uint32_t h[4];
-      E2m1x8ToHalfPairsSpread(w, h);
-      for (int k = 0; k < 4; ++k) {
-        const uint32_t want = half_bits((w >> (4 * k)) & 0xfu) | (half_bits((w >> (4 * (k + 4))) & 0xfu) << 16);
-        EXPECT_EQ(h[k], want) << "word " << std::hex << w << " pair " << k;
-      }
+  ForEveryByteInEveryPosition(0x6a1c93f5u, [&](uint32_t w) {
+    uint32_t h[4];
+    E2m1x8ToHalfPairsSpread(w, h);
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t want = half_bits((w >> (4 * k)) & 0xfu) | (half_bits((w >> (4 * (k + 4))) & 0xfu) << 16);
+      EXPECT_EQ(h[k], want) << "word " << std::hex << w << " pair " << k;
     }
-  }
+  });
 }
 
 // Every e2m1 code occurs as a low and as a high nibble (the inputs exercise the whole decoder).
