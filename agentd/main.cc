@@ -28,6 +28,7 @@
 #include "agentd/node_facts.h"
 #include "agentd/weights_manifest.h"
 #include "common/cli.h"
+#include "common/crash_report.h"
 #include "common/log.h"
 #include "common/net_address.h"
 #include "common/status.h"
@@ -150,6 +151,7 @@ int HashOnce(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::InstallCrashReport(argv[0]);
   Flags flags;
   if (std::optional<int> rc = ParseFlags(argc, argv, &flags)) return *rc;
   if (!flags.hash_once.empty()) return HashOnce(flags);  // a local command: no server, no roots

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/crash_report.h"
 #include "common/version.h"
 #include "controller/bench_command.h"
 #include "controller/certs_command.h"
@@ -50,6 +51,7 @@ void AddClusterFlags(CLI::App* command, std::string* file, std::string* state_di
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::InstallCrashReport(argv[0]);
   using namespace tandem::controller;
   namespace cli = tandem::cli;
   auto app = cli::NewApp("tandemctl", kDescription, [] { return std::string("tandemctl ") + tandem::Version(); });

@@ -6,6 +6,7 @@
 
 #include "bench/bench_serve.h"
 #include "common/cli.h"
+#include "common/crash_report.h"
 #include "common/status.h"
 #include "common/version.h"
 #include "infer/infer.h"
@@ -81,6 +82,7 @@ int RunInferCommand(InferOptions o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::InstallCrashReport(argv[0]);
   namespace cli = tandem::cli;
   auto app = cli::NewApp("tandem-infer", kDescription, [] { return std::string("tandem-infer ") + tandem::Version(); });
   app->require_subcommand(1);

@@ -194,6 +194,8 @@ class LoopbackCluster : public ::testing::Test {
     EXPECT_TRUE(st.has_value()) << "tandemctl " << args[0] << " did not finish";
     if (st && WIFEXITED(*st)) r.exit_code = WEXITSTATUS(*st);
     r.out = Read(so.stdout_path);
+    // exit_code stays -1; say why, so a failed assertion that prints `out` shows it.
+    if (st && WIFSIGNALED(*st)) r.out += "\n[tandemctl ended by signal " + std::to_string(WTERMSIG(*st)) + "]\n";
     size_t brace = r.out.find("{\n");
     if (brace != std::string::npos) r.json = nlohmann::json::parse(r.out.substr(brace), nullptr, false);
     return r;
