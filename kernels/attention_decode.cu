@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
         for (int j = 0; j < 4; ++j) {
           const int r = g + 8 * (j & 1), c = kk * 16 + c2 + 8 * (j >> 1);
           const float2 v = r < G ? *reinterpret_cast<const float2*>(qrow + r * HD + c) : make_float2(0.0f, 0.0f);
-          qf[kk][j] = PackBf16(v.x * q_scale, v.y * q_scale);
+          qf[kk][j] = PackFloatsBf16(v.x * q_scale, v.y * q_scale);
         }
       }
     }
@@ -237,8 +237,8 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
       // weights 0.
       OnlineSoftmaxTile<true>(sc, m_run, l_run, o);
       // O += P V over the same 16 positions: the scores' accumulator layout is the A fragment layout.
-      const uint32_t pa[4] = {PackBf16(sc[0][0], sc[0][1]), PackBf16(sc[0][2], sc[0][3]), PackBf16(sc[1][0], sc[1][1]),
-                              PackBf16(sc[1][2], sc[1][3])};
+      const uint32_t pa[4] = {PackFloatsBf16(sc[0][0], sc[0][1]), PackFloatsBf16(sc[0][2], sc[0][3]),
+                              PackFloatsBf16(sc[1][0], sc[1][1]), PackFloatsBf16(sc[1][2], sc[1][3])};
 #pragma unroll
       for (int dp = 0; dp < HD / 16; ++dp) {
         uint32_t bv[4];

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
         v = *reinterpret_cast<const float4*>(q + (t0 + tok) * A.q_stride + h * HD + c);
       }
       *reinterpret_cast<uint2*>(qs + r * kLd + c) =
-          make_uint2(PackBf16(v.x * q_scale, v.y * q_scale), PackBf16(v.z * q_scale, v.w * q_scale));
+          make_uint2(PackFloatsBf16(v.x * q_scale, v.y * q_scale), PackFloatsBf16(v.z * q_scale, v.w * q_scale));
     }
   }
   __syncthreads();
@@ -194,9 +194,10 @@ __global__ void __launch_bounds__(Tile<HD>::kThreads, 1)
       // O += P V: the scores' accumulator layout is the A fragment layout of the next product.
   #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk) {
-        const uint32_t pa[4] = {PackBf16(sc[2 * kk][0], sc[2 * kk][1]), PackBf16(sc[2 * kk][2], sc[2 * kk][3]),
-                                PackBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                                PackBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+        const uint32_t pa[4] = {PackFloatsBf16(sc[2 * kk][0], sc[2 * kk][1]),
+                                PackFloatsBf16(sc[2 * kk][2], sc[2 * kk][3]),
+                                PackFloatsBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                                PackFloatsBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
   #pragma unroll
         for (int dp = 0; dp < HD / 16; ++dp) {
           uint32_t b[4];

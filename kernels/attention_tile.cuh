@@ -24,6 +24,7 @@ using kernels::CpAsyncWait;
 using kernels::LdMatrixX4;
 using kernels::LdMatrixX4Trans;
 using kernels::Mma;
+using kernels::PackFloatsBf16;
 using kernels::SmemAddr;
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -34,21 +35,16 @@ __device__ __forceinline__ float Exp2(float x) {  // 2^x, 0 for -inf
   return y;
 }
 
-// lo in the low half, as the mma fragments order a pair of columns.
-__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // Eight consecutive cache elements as eight bf16 (one 16-byte shared store). e4m3 -> f16 -> f32 ->
 // bf16 is exact (3 mantissa bits, |x| <= 448); float32 rounds to nearest even.
 __device__ __forceinline__ uint4 ToBf16x8(const float4& a, const float4& b) {
-  return make_uint4(PackBf16(a.x, a.y), PackBf16(a.z, a.w), PackBf16(b.x, b.y), PackBf16(b.z, b.w));
+  return make_uint4(PackFloatsBf16(a.x, a.y), PackFloatsBf16(a.z, a.w), PackFloatsBf16(b.x, b.y),
+                    PackFloatsBf16(b.z, b.w));
 }
 __device__ __forceinline__ uint32_t Fp8x2ToBf16x2(uint32_t two) {
   const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3));
   const float2 f = __half22float2(h);
-  return PackBf16(f.x, f.y);
+  return PackFloatsBf16(f.x, f.y);
 }
 __device__ __forceinline__ uint4 ToBf16x8(const uint2& raw) {
   return make_uint4(Fp8x2ToBf16x2(raw.x & 0xffffu), Fp8x2ToBf16x2(raw.x >> 16), Fp8x2ToBf16x2(raw.y & 0xffffu),

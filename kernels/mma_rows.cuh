@@ -16,10 +16,7 @@
 // at once even for a 2048 x 2048 product.
 #pragma once
 
-#include <cuda_bf16.h>
-
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cuda_check.h"
 #include "kernels/mma_sync.cuh"
@@ -29,21 +26,6 @@ namespace tandem::kernels::mma_rows {
 constexpr int kNTiles = 4;  // up to 32 tokens per pass
 
 using kernels::Mma16816;  // mma_sync.cuh
-
-__device__ __forceinline__ uint32_t PackBf16(__nv_bfloat16 lo_elem, __nv_bfloat16 hi_elem) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(lo_elem)) |
-         (static_cast<uint32_t>(__bfloat16_as_ushort(hi_elem)) << 16);
-}
-
-// Floats (lo_elem, hi_elem) rounded to a bf16 pair in one instruction (cvt.rn.bf16x2.f32), the same
-// bits as PackBf16 of the two rounded separately.
-__device__ __forceinline__ uint32_t PackFloatsBf16(float lo_elem, float hi_elem) {
-  const __nv_bfloat162 p = __floats2bfloat162_rn(lo_elem, hi_elem);
-  uint32_t bits;
-  static_assert(sizeof(p) == sizeof(bits));
-  memcpy(&bits, &p, sizeof bits);
-  return bits;
-}
 
 // Splits elements (a, b) into the hi word and the lo word of a bf16 pair.
 __device__ __forceinline__ void SplitPair(float a, float b, uint32_t& hi, uint32_t& lo) {

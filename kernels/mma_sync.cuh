@@ -1,13 +1,27 @@
 // The warp-level tensor-core instructions the tiled kernels share: ldmatrix fragment loads from
 // shared memory and bf16 mma.sync m16n8k16 with float accumulation (PTX ISA "mma.m16n8k16" and
 // "ldmatrix" fragment layouts). Plain sm_80 instructions: the same code runs on the H200 (sm_90)
-// and the DGX Spark's GB10 (sm_121). Users: attention_tile.cuh (attention), mma_rows.cuh (decode
-// batches), moe_gemm_mma.cuh (the prefill MoE GEMM).
+// and the DGX Spark's GB10 (sm_121); with them, the bf16 pair packing of their fragments. Users:
+// attention_tile.cuh (attention), mma_rows.cuh and quant_widen.cuh (decode batches), moe_gemm_mma.cuh
+// (the prefill MoE GEMM).
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
+#include <cstring>
 
 namespace tandem::kernels {
+
+// Floats (lo, hi) rounded to nearest even as a bf16 pair in one instruction (cvt.rn.bf16x2.f32), lo
+// in the low half: the order the mma fragments give a pair of columns.
+__device__ __forceinline__ uint32_t PackFloatsBf16(float lo, float hi) {
+  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+  uint32_t bits;
+  static_assert(sizeof(p) == sizeof(bits));
+  memcpy(&bits, &p, sizeof bits);
+  return bits;
+}
 
 // Four 8x8 b16 matrices: lanes 8i..8i+7 give the shared-memory addresses of matrix i's rows (16
 // bytes each); r[i] is matrix i, lane l holding row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1.

@@ -22,14 +22,14 @@ __device__ __forceinline__ uint4 Fp8EightToBf16(const uint2& raw) {
   float f[8];
   Fp8x4ToFloat(raw.x, f);
   Fp8x4ToFloat(raw.y, f + 4);
-  return make_uint4(mma_rows::PackFloatsBf16(f[0], f[1]), mma_rows::PackFloatsBf16(f[2], f[3]),
-                    mma_rows::PackFloatsBf16(f[4], f[5]), mma_rows::PackFloatsBf16(f[6], f[7]));
+  return make_uint4(PackFloatsBf16(f[0], f[1]), PackFloatsBf16(f[2], f[3]), PackFloatsBf16(f[4], f[5]),
+                    PackFloatsBf16(f[6], f[7]));
 }
 
 // A half pair (low half first) as a bf16 pair.
 __device__ __forceinline__ uint32_t HalfPairToBf16(__half2 h) {
   const float2 f = __half22float2(h);
-  return mma_rows::PackFloatsBf16(f.x, f.y);
+  return PackFloatsBf16(f.x, f.y);
 }
 
 // The 8 e2m1 codes of one NVFP4 word (element i in nibble i: the even column low in each byte) times
