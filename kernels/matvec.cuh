@@ -128,12 +128,8 @@ inline int MatvecShape(int64_t in, int tt, int64_t out) {
   if (tt == 1 && need <= 4) return 400 + static_cast<int>(need < 1 ? 1 : need);
   // Rows of 1-2K at batch 1: in the decode graph the q/k/v product (5120 x 2048) ran its step at
   // 3.033 ms with one row x 4 loads vs 3.099 with 4 rows x 4 (H200, 2026-12-02), unlike in the
-  // isolated sweep; the lm_head (151936 rows) keeps 4 x 4. Where one row a warp needs more blocks
-  // than one wave of 4 blocks an SM holds, two rows a warp x 2 loads (the same 4 loads a lane in
-  // flight, half the blocks: one wave): bf16 batch-1 step at 1k 3.270 vs 3.293 ms (-0.7%, H100,
-  // 3 rounds each, spreads 0.001 and 0.006 ms; -0.4% in an earlier run); 2 x 4 gained nothing and
-  // 4 x 4 lost 3%.
-  if (tt == 1 && need <= 8 && out <= 16384) return out > 8 * 4 * static_cast<int64_t>(SmCount()) ? 202 : 104;
+  // isolated sweep; the lm_head (151936 rows) keeps 4 x 4.
+  if (tt == 1 && need <= 8 && out <= 16384) return 104;
   if (tt == 1 && need <= 8) return 404;
   if (tt == 1 && need <= 16) return 116;
   if (need <= 4) return 100 + static_cast<int>(need < 1 ? 1 : need);
@@ -151,7 +147,6 @@ void DispatchMatvecShape(int code, F&& f) {
       case 402: f.template operator()<4, 2>(); return;
       case 403: f.template operator()<4, 3>(); return;
       case 404: f.template operator()<4, 4>(); return;
-      case 202: f.template operator()<2, 2>(); return;
       default: break;
     }
   }

@@ -139,12 +139,10 @@ TEST(kernels_cuda, QkNormRopeStoreKv) {
   }
 }
 
-// Batch-1 rows of 1-2K take one row a warp (2560 rows on a 132-SM GPU) or, past one wave of
-// blocks, two rows a warp (4608, and 4421 with a ragged last block and a ragged last chunk).
 TEST(kernels_cuda, MatmulBf16) {
   SKIP_WITHOUT_GPU();
   for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
-           {1, 2048, 4608}, {1, 2048, 2560}, {1, 1800, 4421}, {1, 256, 37}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048},
+           {1, 2048, 4608}, {1, 256, 37}, {3, 128, 384}, {8, 4096, 2048}, {13, 2048, 128}, {37, 768, 2048},
            {1, 2048, 151936}, {1, 4096, 2048}, {1, 768, 2050}, {1, 6144, 129}, {1, 64, 40}, {2, 4096, 33}}) {
     auto x = RandomFloats(T * in);
     auto w = RandomBf16(out * in, 0.05f);
@@ -159,12 +157,11 @@ TEST(kernels_cuda, MatmulBf16) {
 }
 
 // The fused residual add + RMSNorm + product: y, the new residual and the normed rows, with and
-// without a delta, at batch 1 (decode), 3, 8 and 13 (two token tiles), tiny and Qwen3-30B-A3B widths
-// (the batch-1 shapes as in MatmulBf16).
+// without a delta, at batch 1 (decode), 3, 8 and 13 (two token tiles), tiny and Qwen3-30B-A3B widths.
 TEST(kernels_cuda, AddRmsnormMatmul) {
   SKIP_WITHOUT_GPU();
   for (auto [T, in, out] : std::vector<std::array<int64_t, 3>>{
-           {1, 2048, 5120}, {1, 1800, 4421}, {1, 2048, 2560}, {1, 2048, 128}, {3, 128, 384}, {8, 2048, 130}, {13, 512, 200}, {1, 4096, 77}}) {
+           {1, 2048, 5120}, {1, 2048, 128}, {3, 128, 384}, {8, 2048, 130}, {13, 512, 200}, {1, 4096, 77}}) {
     for (bool with_delta : {true, false}) {
       auto x = RandomFloats(T * in), delta = RandomFloats(T * in);
       auto nw = RandomBf16(in);
