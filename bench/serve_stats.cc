@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <optional>
 
@@ -9,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_serve.h"
 #include "common/file_text.h"
+#include "common/json_integer.h"
+#include "common/status.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::bench {
@@ -181,9 +184,25 @@ absl::StatusOr<BenchResults> ParseBenchResults(const std::string& text, const st
     key = "url", r.url = j.value("url", "");
     key = "model", r.model = j.value("model", "");
     key = "prompt_set", r.prompt_set = j.value("prompt_set", "");
-    key = "concurrency", r.concurrency = j.value("concurrency", 1);
-    key = "max_tokens", r.max_tokens = j.value("max_tokens", 0);
-    key = "kv_tokens", r.kv_tokens = j.value("kv_tokens", int64_t{0});
+    // Integers only through JsonInteger: nlohmann would cast a float such as 2e43 (undefined
+    // behaviour; found by the bench_files fuzz target) or wrap one past an int.
+    constexpr int64_t kIntMax = std::numeric_limits<int>::max(), kInt64Max = std::numeric_limits<int64_t>::max();
+    const auto integer = [&](const Json& obj, const char* name, int64_t def, int64_t lo,
+                             int64_t hi) -> absl::StatusOr<int64_t> {
+      if (!obj.contains(name)) return def;
+      const std::optional<int64_t> v = JsonInteger(obj[name], lo, hi);
+      if (v) return *v;
+      const std::string where = key == name ? key : absl::StrCat(key, ".", name);
+      return absl::InvalidArgumentError(absl::StrCat(file, ": ", where, ": expected an integer in [", lo, ", ", hi,
+                                                     "], found ", obj[name].dump().substr(0, 64)));
+    };
+    key = "concurrency";
+    ASSIGN_OR_RETURN(const int64_t concurrency, integer(j, "concurrency", 1, 1, kIntMax));
+    key = "max_tokens";
+    ASSIGN_OR_RETURN(const int64_t max_tokens, integer(j, "max_tokens", 0, 0, kIntMax));
+    key = "kv_tokens";
+    ASSIGN_OR_RETURN(r.kv_tokens, integer(j, "kv_tokens", 0, 0, kInt64Max));
+    r.concurrency = static_cast<int>(concurrency), r.max_tokens = static_cast<int>(max_tokens);
     key = "started_at", r.started_at = j.value("started_at", "");
     key = "runs";
     if (!j.contains("runs") || !j["runs"].is_array() || j["runs"].empty()) {
@@ -201,7 +220,8 @@ absl::StatusOr<BenchResults> ParseBenchResults(const std::string& text, const st
         s.error = p.value("error", "");
         s.ttft_ms = p.at("ttft_ms").get<double>();
         s.e2e_ms = p.at("e2e_ms").get<double>();
-        s.tokens = p.at("tokens").get<int64_t>();
+        if (!p.contains("tokens")) return absl::InvalidArgumentError(absl::StrCat(file, ": ", key, ": no tokens"));
+        ASSIGN_OR_RETURN(s.tokens, integer(p, "tokens", 0, 0, kInt64Max));
         run.push_back(std::move(s));
       }
       r.runs.push_back(std::move(run));

@@ -101,5 +101,31 @@ TEST(ServeStats, BadResultsFileNamesTheKey) {
   EXPECT_NE(bad.message().find("a.json: runs[0].prompts[0]:"), std::string::npos) << bad;
 }
 
+// Integers are JSON integers within their field's range: a float past int64_t (the bench_files fuzz
+// target's input: nlohmann casts it, which is undefined), a fraction, or a count past an int.
+TEST(ServeStats, ResultsIntegersAreCheckedIntegers) {
+  const auto with = [](const std::string& setup, const std::string& tokens) {
+    return "{" + setup + R"("runs": [{"prompts": [{"category": "c", "ok": true, "ttft_ms": 1, "e2e_ms": 2, )" +
+           R"("tokens": )" + tokens + "}]}]}";
+  };
+  ASSERT_TRUE(ParseBenchResults(with(R"("kv_tokens": 4096, "concurrency": 2, )", "8"), "a.json").ok());
+  const struct {
+    std::string setup, tokens, where;
+  } bad[] = {{R"("kv_tokens": 20400000000000000000000000000000000000000008, )", "8",
+              "a.json: kv_tokens: expected an integer"},
+             {R"("kv_tokens": -1, )", "8", "a.json: kv_tokens: expected an integer in [0, "},
+             {R"("concurrency": 2147483648, )", "8", "a.json: concurrency: expected an integer in [1, 2147483647]"},
+             {R"("concurrency": 0, )", "8", "a.json: concurrency:"},
+             {R"("max_tokens": 1.5, )", "8", "a.json: max_tokens:"},
+             {"", "2e43", "a.json: runs[0].prompts[0].tokens: expected an integer"},
+             {"", "-8", "a.json: runs[0].prompts[0].tokens:"},
+             {"", "\"8\"", "a.json: runs[0].prompts[0].tokens:"}};
+  for (const auto& b : bad) {
+    const absl::Status st = ParseBenchResults(with(b.setup, b.tokens), "a.json").status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << b.setup << b.tokens;
+    EXPECT_NE(st.message().find(b.where), std::string::npos) << st;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::bench

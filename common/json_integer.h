@@ -1,0 +1,28 @@
+// Reading an integer out of outside JSON (nlohmann) without undefined behaviour.
+//
+// nlohmann's get<int64_t>() (and value(key, int)) converts whatever number it holds: a float such
+// as 2e43 is cast to the integer type, which is undefined behaviour past the type's range, and an
+// integer past a narrower type's range silently wraps. JsonInteger accepts only JSON integers (signed
+// or unsigned) within [lo, hi]; a float, a string or anything else is nullopt, for the caller to
+// refuse with the field's name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace tandem {
+
+template <typename Json>
+std::optional<int64_t> JsonInteger(const Json& v, int64_t lo, int64_t hi) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.template get<uint64_t>();
+    if (hi < 0 || u > static_cast<uint64_t>(hi)) return std::nullopt;
+    const int64_t s = static_cast<int64_t>(u);
+    return s >= lo ? std::optional<int64_t>(s) : std::nullopt;
+  }
+  if (!v.is_number_integer()) return std::nullopt;
+  const int64_t s = v.template get<int64_t>();
+  return s >= lo && s <= hi ? std::optional<int64_t>(s) : std::nullopt;
+}
+
+}  // namespace tandem
