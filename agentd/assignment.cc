@@ -7,12 +7,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_integer.h"
+
 namespace tandem::agentd {
 namespace {
+
+// The saved assignment's integers (common/json_integer.h: a float would be cast, undefined).
+constexpr int64_t kU32Max = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = std::numeric_limits<int64_t>::max();
 
 absl::Status IoError(const std::string& what, const std::string& path) {
   return absl::FailedPreconditionError(what + " " + path + ": " + std::strerror(errno));
@@ -86,13 +93,13 @@ absl::StatusOr<std::optional<v1::PersistedAssignment>> LoadAssignment(const std:
     a.set_model_path(j.value("model_path", ""));
     a.set_backend(j.value("backend", ""));
     a.set_served_model_name(j.value("served_model_name", ""));
-    a.set_rank(j.value("rank", 0u));
-    a.set_world_size(j.value("world_size", 0u));
-    a.set_generation(j.value("generation", uint64_t{0}));
+    a.set_rank(static_cast<uint32_t>(JsonIntegerField(j, "rank", 0, 0, kU32Max)));
+    a.set_world_size(static_cast<uint32_t>(JsonIntegerField(j, "world_size", 0, 0, kU32Max)));
+    a.set_generation(static_cast<uint64_t>(JsonIntegerField(j, "generation", 0, 0, kI64Max)));
     a.set_store_endpoint(j.value("store_endpoint", ""));
     a.set_comm_host(j.value("comm_host", ""));
     a.set_api_listen(j.value("api_listen", ""));
-    a.set_saved_unix_ms(j.value("saved_unix_ms", int64_t{0}));
+    a.set_saved_unix_ms(JsonIntegerField(j, "saved_unix_ms", 0, kI64Min, kI64Max));
     if (j.contains("comm_env") && j["comm_env"].is_object()) {
       for (const auto& [k, v] : j["comm_env"].items()) (*a.mutable_comm_env()->mutable_env())[k] = v.get<std::string>();
     }

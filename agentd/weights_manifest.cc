@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agentd/sha256.h"
+#include "common/json_integer.h"
 #include "common/log.h"
 #include "common/status.h"
 
@@ -62,20 +64,28 @@ struct Job {
   bool cached = false;
 };
 
+// A cache entry's integer: present, and a JSON integer in range (common/json_integer.h; nlohmann
+// would cast a float, undefined behaviour), or the cache is damaged.
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = std::numeric_limits<int64_t>::max();
+int64_t Required(const nlohmann::json& v, const char* name, int64_t lo, int64_t hi) {
+  if (!v.is_object() || !v.contains(name)) throw std::invalid_argument(std::string(name) + ": missing");
+  return JsonIntegerField(v, name, 0, lo, hi);
+}
+
 DigestCache LoadCache(const std::string& path) {
   DigestCache cache;
   std::ifstream in(path);
   if (!in) return cache;  // first run
   try {
     nlohmann::json j = nlohmann::json::parse(in);
-    if (j.value("format", 0) != kCacheFormat) return cache;
+    if (JsonIntegerField(j, "format", 0, kI64Min, kI64Max) != kCacheFormat) return cache;
     for (auto& [key, v] : j.at("files").items()) {
       CachedDigest d;
-      d.id.dev = v.at("dev").get<uint64_t>();
-      d.id.ino = v.at("ino").get<uint64_t>();
-      d.id.size = v.at("size").get<uint64_t>();
-      d.id.mtime_ns = v.at("mtime_ns").get<int64_t>();
-      d.id.ctime_ns = v.at("ctime_ns").get<int64_t>();
+      d.id.dev = static_cast<uint64_t>(Required(v, "dev", 0, kI64Max));
+      d.id.ino = static_cast<uint64_t>(Required(v, "ino", 0, kI64Max));
+      d.id.size = static_cast<uint64_t>(Required(v, "size", 0, kI64Max));
+      d.id.mtime_ns = Required(v, "mtime_ns", kI64Min, kI64Max);
+      d.id.ctime_ns = Required(v, "ctime_ns", kI64Min, kI64Max);
       d.sha256 = v.at("sha256").get<std::string>();
       cache[key] = std::move(d);
     }

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace tandem {
 
@@ -23,6 +25,20 @@ std::optional<int64_t> JsonInteger(const Json& v, int64_t lo, int64_t hi) {
   if (!v.is_number_integer()) return std::nullopt;
   const int64_t s = v.template get<int64_t>();
   return s >= lo && s <= hi ? std::optional<int64_t>(s) : std::nullopt;
+}
+
+// Field `name` of object `obj` as an integer in [lo, hi], `def` where absent; otherwise throws
+// std::invalid_argument naming the field (for parsers whose one catch turns nlohmann's exceptions
+// into a Status).
+template <typename Json>
+int64_t JsonIntegerField(const Json& obj, const char* name, int64_t def, int64_t lo, int64_t hi) {
+  if (!obj.is_object() || !obj.contains(name)) return def;
+  const std::optional<int64_t> v = JsonInteger(obj[name], lo, hi);
+  if (!v) {
+    throw std::invalid_argument(std::string(name) + ": expected an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+  }
+  return *v;
 }
 
 }  // namespace tandem

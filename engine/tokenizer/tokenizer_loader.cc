@@ -2,9 +2,12 @@
 // exception is caught here and becomes an InvalidArgument status that names the key.
 #include <algorithm>
 #include <fstream>
+#include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_integer.h"
 #include "common/status.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/eos_token_ids.h"
@@ -180,10 +183,12 @@ absl::Status TokenizerLoader::LoadAddedTokens(const json& a, Tokenizer* t) {
         !e.contains("content") || !e["content"].is_string()) {
       return Invalid(where, "needs an integer \"id\" and a string \"content\"");
     }
+    // An id past int32_t would wrap into another token's id (nlohmann's get<int32_t>() converts).
+    const std::optional<int64_t> id = JsonInteger(e["id"], 0, std::numeric_limits<int32_t>::max());
+    if (!id) return Invalid(where, "id must be an integer in [0, 2147483647]");
     AddedToken tok;
-    tok.id = e["id"].get<int32_t>();
+    tok.id = static_cast<int32_t>(*id);
     tok.content = e["content"].get<std::string>();
-    if (tok.id < 0) return Invalid(where, "negative id");
     if (tok.content.empty()) return Invalid(where, "empty content");
     if (!IsValidUtf8(tok.content)) return Invalid(where, "content is not valid UTF-8");
     tok.special = FlagOr(e, "special", false);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "nlohmann/json.hpp"
 
@@ -40,6 +42,22 @@ TEST(JsonInteger, AnythingButAnIntegerIsRefused) {
   EXPECT_FALSE(JsonInteger(Json::parse("true"), 0, 10));
   EXPECT_FALSE(JsonInteger(Json::parse("null"), 0, 10));
   EXPECT_FALSE(JsonInteger(Json::parse("[3]"), 0, 10));
+}
+
+TEST(JsonInteger, FieldDefaultsWhereAbsentAndThrowsNamingIt) {
+  const Json j = Json::parse(R"({"n": 5, "f": 2e43, "s": "5"})");
+  EXPECT_EQ(JsonIntegerField(j, "n", 0, 0, 10), 5);
+  EXPECT_EQ(JsonIntegerField(j, "absent", 7, 0, 10), 7);
+  EXPECT_EQ(JsonIntegerField(Json::parse("[1]"), "n", 7, 0, 10), 7);  // not an object: nothing to read
+  for (const char* name : {"f", "s"}) {
+    try {
+      JsonIntegerField(j, name, 0, 0, 10);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), std::string(name) + ": expected an integer in [0, 10]");
+    }
+  }
+  EXPECT_THROW(JsonIntegerField(j, "n", 0, 0, 4), std::invalid_argument);
 }
 
 }  // namespace

@@ -74,8 +74,13 @@ TEST_F(ControllerStateFile, MissingFileAndOlderFilesAreEmpty) {
 
 TEST_F(ControllerStateFile, CorruptFileIsAnErrorNamingIt) {
   std::filesystem::create_directories(dir_);
+  // Integers past their type or as floats (which nlohmann would cast into the integer: undefined
+  // behaviour) are corruption too.
   for (const char* text : {"{not json", R"({"serve": {"restarts": [{"at_unix_ms": "yesterday"}]}})",
-                           R"({"serve": {"operator_needed": "maybe"}})"}) {
+                           R"({"serve": {"operator_needed": "maybe"}})", R"({"last_generation": 1e30})",
+                           R"({"last_generation": -1})", R"({"golden_ids": [1.5]})", R"({"golden_ids": [4294967296]})",
+                           R"({"golden_ids": 7})", R"({"last_probe": {"at_unix_ms": 1e300}})",
+                           R"({"serve": {"consecutive_failures": 3000000000}})", R"({"serve": {"restarts": [3]}})"}) {
     Overwrite(text);
     auto st = LoadControllerState(dir_, "c");
     ASSERT_FALSE(st.ok()) << text;

@@ -54,6 +54,14 @@ TEST(LoadErrorTest, MalformedFilesAreRejectedWithTheKey) {
     j = TinyTokenizer({});
     j["added_tokens"] = json::array({{{"id", 3}, {"content", "x"}}, {{"id", 3}, {"content", "y"}}});
     EXPECT_NE(LoadError(j).find("used twice"), std::string::npos);
+    // An id past int32_t used to wrap into another id (4294967299 -> 3); negative ones are refused.
+    for (const int64_t id : {int64_t{4294967299}, int64_t{-1}}) {
+      j = TinyTokenizer({});
+      j["added_tokens"] = json::array({{{"id", id}, {"content", "x"}}});
+      const std::string e = LoadError(j);
+      EXPECT_NE(e.find("added_tokens[0]"), std::string::npos) << e;
+      EXPECT_NE(e.find("id must be an integer in [0, 2147483647]"), std::string::npos) << e;
+    }
   }
   auto t = Tokenizer::LoadFromJson("{\"model\": ", "");
   ASSERT_FALSE(t.ok());
