@@ -17,9 +17,8 @@
 namespace tandem::agentd {
 namespace {
 
-// The saved assignment's integers (common/json_integer.h: a float would be cast, undefined).
+// The saved assignment's integers go through common/json_integer.h (a float would be cast: undefined).
 constexpr int64_t kU32Max = std::numeric_limits<uint32_t>::max();
-constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = std::numeric_limits<int64_t>::max();
 
 absl::Status IoError(const std::string& what, const std::string& path) {
   return absl::FailedPreconditionError(what + " " + path + ": " + std::strerror(errno));
@@ -95,11 +94,11 @@ absl::StatusOr<std::optional<v1::PersistedAssignment>> LoadAssignment(const std:
     a.set_served_model_name(j.value("served_model_name", ""));
     a.set_rank(static_cast<uint32_t>(JsonIntegerField(j, "rank", 0, 0, kU32Max)));
     a.set_world_size(static_cast<uint32_t>(JsonIntegerField(j, "world_size", 0, 0, kU32Max)));
-    a.set_generation(static_cast<uint64_t>(JsonIntegerField(j, "generation", 0, 0, kI64Max)));
+    a.set_generation(static_cast<uint64_t>(JsonIntegerField(j, "generation", 0, 0, kJsonInt64Max)));
     a.set_store_endpoint(j.value("store_endpoint", ""));
     a.set_comm_host(j.value("comm_host", ""));
     a.set_api_listen(j.value("api_listen", ""));
-    a.set_saved_unix_ms(JsonIntegerField(j, "saved_unix_ms", 0, kI64Min, kI64Max));
+    a.set_saved_unix_ms(JsonIntegerField(j, "saved_unix_ms", 0, kJsonInt64Min, kJsonInt64Max));
     if (j.contains("comm_env") && j["comm_env"].is_object()) {
       for (const auto& [k, v] : j["comm_env"].items()) (*a.mutable_comm_env()->mutable_env())[k] = v.get<std::string>();
     }

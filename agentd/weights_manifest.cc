@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -64,28 +63,22 @@ struct Job {
   bool cached = false;
 };
 
-// A cache entry's integer: present, and a JSON integer in range (common/json_integer.h; nlohmann
-// would cast a float, undefined behaviour), or the cache is damaged.
-constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = std::numeric_limits<int64_t>::max();
-int64_t Required(const nlohmann::json& v, const char* name, int64_t lo, int64_t hi) {
-  if (!v.is_object() || !v.contains(name)) throw std::invalid_argument(std::string(name) + ": missing");
-  return JsonIntegerField(v, name, 0, lo, hi);
-}
-
 DigestCache LoadCache(const std::string& path) {
   DigestCache cache;
   std::ifstream in(path);
   if (!in) return cache;  // first run
   try {
     nlohmann::json j = nlohmann::json::parse(in);
-    if (JsonIntegerField(j, "format", 0, kI64Min, kI64Max) != kCacheFormat) return cache;
+    // Integers through common/json_integer.h (nlohmann would cast a float: undefined behaviour);
+    // any other entry makes the cache damaged.
+    if (JsonIntegerField(j, "format", 0, kJsonInt64Min, kJsonInt64Max) != kCacheFormat) return cache;
     for (auto& [key, v] : j.at("files").items()) {
       CachedDigest d;
-      d.id.dev = static_cast<uint64_t>(Required(v, "dev", 0, kI64Max));
-      d.id.ino = static_cast<uint64_t>(Required(v, "ino", 0, kI64Max));
-      d.id.size = static_cast<uint64_t>(Required(v, "size", 0, kI64Max));
-      d.id.mtime_ns = Required(v, "mtime_ns", kI64Min, kI64Max);
-      d.id.ctime_ns = Required(v, "ctime_ns", kI64Min, kI64Max);
+      d.id.dev = static_cast<uint64_t>(JsonIntegerField(v, "dev", std::nullopt, 0, kJsonInt64Max));
+      d.id.ino = static_cast<uint64_t>(JsonIntegerField(v, "ino", std::nullopt, 0, kJsonInt64Max));
+      d.id.size = static_cast<uint64_t>(JsonIntegerField(v, "size", std::nullopt, 0, kJsonInt64Max));
+      d.id.mtime_ns = JsonIntegerField(v, "mtime_ns", std::nullopt, kJsonInt64Min, kJsonInt64Max);
+      d.id.ctime_ns = JsonIntegerField(v, "ctime_ns", std::nullopt, kJsonInt64Min, kJsonInt64Max);
       d.sha256 = v.at("sha256").get<std::string>();
       cache[key] = std::move(d);
     }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <optional>
 
@@ -186,7 +185,6 @@ absl::StatusOr<BenchResults> ParseBenchResults(const std::string& text, const st
     key = "prompt_set", r.prompt_set = j.value("prompt_set", "");
     // Integers only through JsonInteger: nlohmann would cast a float such as 2e43 (undefined
     // behaviour; found by the bench_files fuzz target) or wrap one past an int.
-    constexpr int64_t kIntMax = std::numeric_limits<int>::max(), kInt64Max = std::numeric_limits<int64_t>::max();
     const auto integer = [&](const Json& obj, const char* name, int64_t def, int64_t lo,
                              int64_t hi) -> absl::StatusOr<int64_t> {
       if (!obj.contains(name)) return def;
@@ -197,11 +195,11 @@ absl::StatusOr<BenchResults> ParseBenchResults(const std::string& text, const st
                                                      "], found ", obj[name].dump().substr(0, 64)));
     };
     key = "concurrency";
-    ASSIGN_OR_RETURN(const int64_t concurrency, integer(j, "concurrency", 1, 1, kIntMax));
+    ASSIGN_OR_RETURN(const int64_t concurrency, integer(j, "concurrency", 1, 1, kJsonInt32Max));
     key = "max_tokens";
-    ASSIGN_OR_RETURN(const int64_t max_tokens, integer(j, "max_tokens", 0, 0, kIntMax));
+    ASSIGN_OR_RETURN(const int64_t max_tokens, integer(j, "max_tokens", 0, 0, kJsonInt32Max));
     key = "kv_tokens";
-    ASSIGN_OR_RETURN(r.kv_tokens, integer(j, "kv_tokens", 0, 0, kInt64Max));
+    ASSIGN_OR_RETURN(r.kv_tokens, integer(j, "kv_tokens", 0, 0, kJsonInt64Max));
     r.concurrency = static_cast<int>(concurrency), r.max_tokens = static_cast<int>(max_tokens);
     key = "started_at", r.started_at = j.value("started_at", "");
     key = "runs";
@@ -221,7 +219,7 @@ absl::StatusOr<BenchResults> ParseBenchResults(const std::string& text, const st
         s.ttft_ms = p.at("ttft_ms").get<double>();
         s.e2e_ms = p.at("e2e_ms").get<double>();
         if (!p.contains("tokens")) return absl::InvalidArgumentError(absl::StrCat(file, ": ", key, ": no tokens"));
-        ASSIGN_OR_RETURN(s.tokens, integer(p, "tokens", 0, 0, kInt64Max));
+        ASSIGN_OR_RETURN(s.tokens, integer(p, "tokens", 0, 0, kJsonInt64Max));
         run.push_back(std::move(s));
       }
       r.runs.push_back(std::move(run));

@@ -8,11 +8,18 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
 namespace tandem {
+
+// The usual bounds of the callers' fields.
+inline constexpr int64_t kJsonInt64Min = std::numeric_limits<int64_t>::min();
+inline constexpr int64_t kJsonInt64Max = std::numeric_limits<int64_t>::max();
+inline constexpr int64_t kJsonInt32Min = std::numeric_limits<int32_t>::min();
+inline constexpr int64_t kJsonInt32Max = std::numeric_limits<int32_t>::max();
 
 template <typename Json>
 std::optional<int64_t> JsonInteger(const Json& v, int64_t lo, int64_t hi) {
@@ -27,12 +34,15 @@ std::optional<int64_t> JsonInteger(const Json& v, int64_t lo, int64_t hi) {
   return s >= lo && s <= hi ? std::optional<int64_t>(s) : std::nullopt;
 }
 
-// Field `name` of object `obj` as an integer in [lo, hi], `def` where absent; otherwise throws
-// std::invalid_argument naming the field (for parsers whose one catch turns nlohmann's exceptions
-// into a Status).
+// Field `name` of object `obj` as an integer in [lo, hi]; where absent `def`, or with no default
+// (nullopt) the field is required. Otherwise throws std::invalid_argument naming the field (for
+// parsers whose one catch turns nlohmann's exceptions into a Status).
 template <typename Json>
-int64_t JsonIntegerField(const Json& obj, const char* name, int64_t def, int64_t lo, int64_t hi) {
-  if (!obj.is_object() || !obj.contains(name)) return def;
+int64_t JsonIntegerField(const Json& obj, const char* name, std::optional<int64_t> def, int64_t lo, int64_t hi) {
+  if (!obj.is_object() || !obj.contains(name)) {
+    if (def) return *def;
+    throw std::invalid_argument(std::string(name) + ": missing");
+  }
   const std::optional<int64_t> v = JsonInteger(obj[name], lo, hi);
   if (!v) {
     throw std::invalid_argument(std::string(name) + ": expected an integer in [" + std::to_string(lo) + ", " +

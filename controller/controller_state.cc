@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -15,17 +14,6 @@
 #include "common/json_integer.h"
 
 namespace tandem::controller {
-
-namespace {
-
-constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = std::numeric_limits<int64_t>::max();
-constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min(), kI32Max = std::numeric_limits<int32_t>::max();
-
-// The state file's integers: JSON integers in range (common/json_integer.h), anything else (a float
-// such as 1e30, which nlohmann would cast into the integer: undefined behaviour) makes it corrupt.
-constexpr auto IntField = JsonIntegerField<nlohmann::json>;
-
-}  // namespace
 
 std::string DefaultControllerStateDir() {
   if (geteuid() == 0) return "/var/lib/tandem-ctl";
@@ -45,15 +33,18 @@ absl::StatusOr<ControllerState> LoadControllerState(const std::string& dir, cons
   if (!in) return st;
   std::stringstream ss;
   ss << in.rdbuf();
-  // nlohmann throws, and so does IntField: this is the one place that parses the file.
+  // nlohmann throws, and so does JsonIntegerField: this is the one place that parses the file. Its
+  // integers are JSON integers in range; anything else (a float such as 1e30, which nlohmann would
+  // cast into the integer: undefined behaviour) makes it corrupt.
   try {
     nlohmann::json j = nlohmann::json::parse(ss.str());
-    st.last_generation = static_cast<uint64_t>(IntField(j, "last_generation", 0, 0, kI64Max));
-    st.golden_generation = static_cast<uint64_t>(IntField(j, "golden_generation", 0, 0, kI64Max));
+    st.last_generation = static_cast<uint64_t>(JsonIntegerField(j, "last_generation", 0, 0, kJsonInt64Max));
+    st.golden_generation =
+        static_cast<uint64_t>(JsonIntegerField(j, "golden_generation", 0, 0, kJsonInt64Max));
     if (j.contains("golden_ids")) {
       if (!j["golden_ids"].is_array()) throw std::invalid_argument("golden_ids: expected an array");
       for (const auto& id : j["golden_ids"]) {
-        const std::optional<int64_t> v = JsonInteger(id, kI32Min, kI32Max);
+        const std::optional<int64_t> v = JsonInteger(id, kJsonInt32Min, kJsonInt32Max);
         if (!v) throw std::invalid_argument("golden_ids: expected 32-bit integers");
         st.golden_ids.push_back(static_cast<int32_t>(*v));
       }
@@ -62,8 +53,8 @@ absl::StatusOr<ControllerState> LoadControllerState(const std::string& dir, cons
       const auto& p = j["last_probe"];
       ProbeRecord r;
       r.ok = p.value("ok", false);
-      r.generation = static_cast<uint64_t>(IntField(p, "generation", 0, 0, kI64Max));
-      r.at_unix_ms = IntField(p, "at_unix_ms", 0, kI64Min, kI64Max);
+      r.generation = static_cast<uint64_t>(JsonIntegerField(p, "generation", 0, 0, kJsonInt64Max));
+      r.at_unix_ms = JsonIntegerField(p, "at_unix_ms", 0, kJsonInt64Min, kJsonInt64Max);
       r.latency_s = p.value("latency_s", 0.0);
       r.detail = p.value("detail", std::string());
       st.last_probe = r;
@@ -73,21 +64,23 @@ absl::StatusOr<ControllerState> LoadControllerState(const std::string& dir, cons
       ServeRecord r;
       for (const auto& a : v.value("restarts", nlohmann::json::array())) {
         if (!a.is_object()) throw std::invalid_argument("restarts: expected objects");
-        r.restarts.push_back(
-            {IntField(a, "at_unix_ms", 0, kI64Min, kI64Max), a.value("ok", false), a.value("detail", std::string())});
+        r.restarts.push_back({JsonIntegerField(a, "at_unix_ms", 0, kJsonInt64Min, kJsonInt64Max), a.value("ok", false),
+                              a.value("detail", std::string())});
       }
-      r.consecutive_failures = static_cast<int>(IntField(v, "consecutive_failures", 0, kI32Min, kI32Max));
-      r.next_restart_unix_ms = IntField(v, "next_restart_unix_ms", 0, kI64Min, kI64Max);
-      r.preflight_failures = static_cast<int>(IntField(v, "preflight_failures", 0, kI32Min, kI32Max));
-      r.next_preflight_unix_ms = IntField(v, "next_preflight_unix_ms", 0, kI64Min, kI64Max);
+      r.consecutive_failures =
+          static_cast<int>(JsonIntegerField(v, "consecutive_failures", 0, kJsonInt32Min, kJsonInt32Max));
+      r.next_restart_unix_ms = JsonIntegerField(v, "next_restart_unix_ms", 0, kJsonInt64Min, kJsonInt64Max);
+      r.preflight_failures =
+          static_cast<int>(JsonIntegerField(v, "preflight_failures", 0, kJsonInt32Min, kJsonInt32Max));
+      r.next_preflight_unix_ms = JsonIntegerField(v, "next_preflight_unix_ms", 0, kJsonInt64Min, kJsonInt64Max);
       r.last_preflight_error = v.value("last_preflight_error", std::string());
       r.operator_needed = v.value("operator_needed", false);
       r.waiting = v.value("waiting", std::string("none"));
       r.waiting_detail = v.value("waiting_detail", std::string());
-      r.waiting_since_unix_ms = IntField(v, "waiting_since_unix_ms", 0, kI64Min, kI64Max);
+      r.waiting_since_unix_ms = JsonIntegerField(v, "waiting_since_unix_ms", 0, kJsonInt64Min, kJsonInt64Max);
       st.serve = std::move(r);
     }
-  } catch (const std::exception& e) {  // nlohmann's exceptions and IntField's invalid_argument
+  } catch (const std::exception& e) {  // nlohmann's exceptions and JsonIntegerField's invalid_argument
     return absl::DataLossError(absl::StrCat(path, ": corrupt controller state (", e.what(), "); delete it to start over"));
   }
   return st;

@@ -1,11 +1,13 @@
 #include "engine/grammar/json_schema.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/json_integer.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::grammar {
@@ -159,10 +161,11 @@ class SchemaCompiler {
     for (int i = 0; i < 2; ++i) {
       auto it = s.find(keys[i]);
       if (it == s.end()) continue;
-      if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > GrammarBuilder::kMaxRepeat) {
+      const std::optional<int64_t> v = JsonInteger(*it, 0, GrammarBuilder::kMaxRepeat);
+      if (!v) {
         return Error(path + "/" + keys[i], "must be an integer in [0, " + std::to_string(GrammarBuilder::kMaxRepeat) + "]");
       }
-      bound[i] = static_cast<int32_t>(it->get<int64_t>());
+      bound[i] = static_cast<int32_t>(*v);
     }
     if (bound[1] >= 0 && bound[1] < bound[0]) return Error(path, std::string(max_key) + " is less than " + min_key);
     return std::make_pair(bound[0], bound[1]);

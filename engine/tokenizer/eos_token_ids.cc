@@ -1,6 +1,5 @@
 #include "engine/tokenizer/eos_token_ids.h"
 
-#include <limits>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_text.h"
+#include "common/json_integer.h"
 #include "common/status.h"
 
 namespace tandem::tokenizer {
@@ -18,10 +18,11 @@ using json = nlohmann::json;
 // nullopt: no such file (not an error: a tokenizer-only folder has neither).
 
 absl::Status AppendId(const json& v, const std::string& where, std::vector<int32_t>* out) {
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+  const std::optional<int64_t> id = JsonInteger(v, 0, kJsonInt32Max);
+  if (!id) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": expected a token id (an integer >= 0), got ", v.dump()));
   }
-  out->push_back(static_cast<int32_t>(v.get<int64_t>()));
+  out->push_back(static_cast<int32_t>(*id));
   return absl::OkStatus();
 }
 

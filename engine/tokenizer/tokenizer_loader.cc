@@ -2,7 +2,6 @@
 // exception is caught here and becomes an InvalidArgument status that names the key.
 #include <algorithm>
 #include <fstream>
-#include <limits>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -184,7 +183,7 @@ absl::Status TokenizerLoader::LoadAddedTokens(const json& a, Tokenizer* t) {
       return Invalid(where, "needs an integer \"id\" and a string \"content\"");
     }
     // An id past int32_t would wrap into another token's id (nlohmann's get<int32_t>() converts).
-    const std::optional<int64_t> id = JsonInteger(e["id"], 0, std::numeric_limits<int32_t>::max());
+    const std::optional<int64_t> id = JsonInteger(e["id"], 0, kJsonInt32Max);
     if (!id) return Invalid(where, "id must be an integer in [0, 2147483647]");
     AddedToken tok;
     tok.id = static_cast<int32_t>(*id);
