@@ -36,8 +36,20 @@ __device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* 
 // during a step), then normalises its TT token rows into shared memory (r = x_in + delta; one
 // token: the block reduces its sum of squares; a tile: a warp per token), then runs the matvec of
 // MatmulKernel over them. Block x == 0 of each token tile also stores r and xn.
+// Blocks an SM must hold at once. The one-row batch-1 shape with up to 4 loads in flight is the
+// q/k/v product of the 2K-hidden models (5120 rows = 640 blocks): at its natural 58 registers an SM
+// held 4 of them, 528 on 132 SMs, and the other 112 ran as a second wave that repeated the norm and
+// the load rounds after the first wave ended (per-block globaltimer stamps: the launch's last block
+// ended 17 us after the previous kernel against 9 us for the median first-wave block). At 48
+// registers (5 a SM, no spills on sm_90 or sm_121) the whole product is one wave: a bf16 batch-1
+// step 0.9% faster at 1k and 1.1% at 4k on the H200 (docs/bench/decode-h200.md, session 43).
 template <int R, int NL, int TT>
-__global__ void __launch_bounds__(kThreads) NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out,
+constexpr int NormMatmulMinBlocks() {
+  return R == 1 && TT == 1 && NL <= 4 ? 5 : 1;
+}
+
+template <int R, int NL, int TT>
+__global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>()) NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out,
                                                              float* __restrict__ xn_out, const float* __restrict__ x_in,
                                                              const float* __restrict__ delta,
                                                              const uint16_t* __restrict__ norm_w,
