@@ -3,6 +3,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemm.h"
+#include "kernels/l2_prefetch.h"
 #include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
 #include "kernels/moe_gemm.h"
@@ -28,10 +29,11 @@ constexpr int kMoeLoads = 1;
 // then knows the router has finished and loads its experts' weights while this kernel streams.
 __global__ void __launch_bounds__(kGateUpWarps * 32) MoeGateUpKernel(float* act, const float* x, const int32_t* ids,
                                                                      const uint16_t* gate_up, int64_t K, int64_t H,
-                                                                     int64_t I) {
+                                                                     int64_t I, L2Prefetch next) {
   const int lane = threadIdx.x % 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32;
   const int64_t p = blockIdx.y;
+  PrefetchL2(next);
   if (i >= I) return;
   GridDepWait();
   GridDepLaunchDependents();
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(kDownWarps * 32) MoeDownKernel(float* out, con
 }  // namespace
 
 void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits* gate_up, int64_t T,
-                 int64_t K, int64_t H, int64_t I, cudaStream_t stream, int64_t gemm_min_tokens) {
+                 int64_t K, int64_t H, int64_t I, cudaStream_t stream, int64_t gemm_min_tokens, L2Prefetch next) {
   KERNEL_REQUIRE(H % 8 == 0);
   if (T == 0) return;
   // Prefill: grouped tensor-core GEMM over the pairs sorted by expert (moe_gemm.h).
@@ -93,7 +95,7 @@ void moe_gate_up(float* act, const float* x, const int32_t* ids, const bf16_bits
   }
   const dim3 grid(static_cast<unsigned>((I + kGateUpWarps - 1) / kGateUpWarps), static_cast<unsigned>(T * K));
   const dim3 block(kGateUpWarps * 32);
-  Launch(MoeGateUpKernel, grid, block, 0, stream, act, x, ids, gate_up, K, H, I);
+  Launch(MoeGateUpKernel, grid, block, 0, stream, act, x, ids, gate_up, K, H, I, next);
   KERNEL_CHECK();
 }
 

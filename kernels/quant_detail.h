@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/l2_prefetch.h"
 #include "kernels/quant_weight.h"
 #include "kernels/stream.h"
 
@@ -18,7 +19,7 @@ void matmul_fp8(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaS
 bool matmul_fp8_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T, int64_t K,
-                     cudaStream_t stream);
+                     cudaStream_t stream, L2Prefetch next = {});
 void moe_down_fp8(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
                   int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up);
 
@@ -28,7 +29,7 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
 bool matmul_nvfp4_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream);
+                       int64_t K, cudaStream_t stream, L2Prefetch next = {});
 void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
                     int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up);
 

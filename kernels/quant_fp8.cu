@@ -372,11 +372,12 @@ template <bool kShared>
 __global__ void __launch_bounds__(kGateUpWarps * 32, kGateUpBlocksPerSm)
     MoeGateUpFp8Kernel(float* act, const float* x, const int32_t* ids, const uint8_t* w, const float* scales,
                        Fp8Geometry g, int64_t I, int64_t data_stride, int64_t scale_stride, int64_t K,
-                       int64_t p0) {
+                       int64_t p0, L2Prefetch next) {
   constexpr int RP = kGateUpPairs;
   const int lane = threadIdx.x % 32;
   const int64_t i0 = (static_cast<int64_t>(blockIdx.x) * kGateUpWarps + threadIdx.x / 32) * RP;
   const int64_t p = p0 + blockIdx.y;
+  PrefetchL2(next);
   GridDepWait();
   GridDepLaunchDependents();
   if (i0 >= I) return;
@@ -479,7 +480,7 @@ void dequantize_fp8_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stre
 }
 
 void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T, int64_t K,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, L2Prefetch next) {
   const Fp8Geometry g = GeometryOf(gate_up);
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
@@ -490,7 +491,7 @@ void moe_gate_up_fp8(float* act, const float* x, const int32_t* ids, const Quant
     const int64_t per_block = kGateUpWarps * kGateUpPairs;
     const dim3 grid(static_cast<unsigned>((I + per_block - 1) / per_block), static_cast<unsigned>(pairs));
     Launch(kernel, grid, dim3(kGateUpWarps * 32), 0, stream, act, x, ids, static_cast<const uint8_t*>(gate_up.data),
-           gate_up.scales, g, I, gate_up.data_bytes(), gate_up.scale_stride(), K, p0);
+           gate_up.scales, g, I, gate_up.data_bytes(), gate_up.scale_stride(), K, p0, p0 == 0 ? next : L2Prefetch{});
   }
   KERNEL_CHECK();
 }

@@ -460,7 +460,7 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
 }
 
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream) {
+                       int64_t K, cudaStream_t stream, L2Prefetch next) {
   RequireNvfp4(gate_up);
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
@@ -479,7 +479,7 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
   if (WideLoads(gate_up) && T <= 8 && H < (int64_t{1} << 30)) {
     const Nvfp4Split::Matrix stack{data, gate_up.group_scales, gate_up.row_scale2, static_cast<int32_t>(H),
                                    gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
-    LaunchSplitMoeGateUp<Nvfp4Split>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream);
+    LaunchSplitMoeGateUp<Nvfp4Split>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
   } else if (WideLoads(gate_up)) {
     launch(MoeGateUpNvfp4Kernel<2>);
   } else {

@@ -22,6 +22,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/l2_prefetch.h"
 #include "kernels/launch.cuh"
 
 namespace tandem::kernels::detail {
@@ -109,7 +110,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 template <class P, int RP, int WARPS, int NL, bool kOneRound>
 __global__ void __launch_bounds__(WARPS * 32, kOneRound && NL == 1 ? 24 / WARPS : 0)
     SplitMoeGateUpKernel(float* act, const float* x, const int32_t* ids, typename P::Matrix stack, int64_t I,
-                         int64_t K, int64_t p0) {
+                         int64_t K, int64_t p0, L2Prefetch next) {
+  PrefetchL2(next);
   GridDepWait();
   GridDepLaunchDependents();
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * RP;
@@ -225,16 +227,18 @@ void LaunchSplitMatvec(float* y, const float* x, const typename P::Matrix& m, in
 // won there); FP8's one-pair-a-warp kernel beat it (batch 1: 2.520 ms against 2.609 a step).
 template <class P>
 void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const typename P::Matrix& stack,
-                          int64_t loads, int64_t I, int64_t K, int64_t p0, int64_t pairs, cudaStream_t stream) {
+                          int64_t loads, int64_t I, int64_t K, int64_t p0, int64_t pairs, cudaStream_t stream,
+                          L2Prefetch next = {}) {
   constexpr int kPairs = 4;
   KERNEL_REQUIRE(pairs <= 65535);
   const dim3 grid(static_cast<unsigned>((I + kPairs - 1) / kPairs), static_cast<unsigned>(pairs));
   const auto go = [&]<int W, int NL>() {
     if (loads <= NL * W * 32) {
-      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, true>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K, p0);
+      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, true>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K, p0,
+             next);
     } else {
       Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, false>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K,
-             p0);
+             p0, next);
     }
   };
   SplitShape(loads, go);

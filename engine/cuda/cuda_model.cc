@@ -46,6 +46,12 @@ static_assert(ModelLoadOptions{}.cuda_gemm_min_tokens == kernels::kGemmMinTokens
 // (prefill chunks) keep add_rmsnorm + matmul_bf16, whose products switch to cuBLAS from 64 tokens.
 constexpr int64_t kFuseNormMaxTokens = 32;
 
+// How much of the next layer's first weights a one-token step's gate/up kernel asks the L2 for:
+// about what DRAM moves while that kernel waits on the router's top-k. In session 43's A/B (H100,
+// bf16 batch 1 at 1k) a quarter to a half of the 21 MB q/k/v product (5-10 MB) gained 0.8-1.4%;
+// all of it lost 0.8% (it then competes with the experts' own loads).
+constexpr int64_t kNextLayerL2Bytes = int64_t{6} << 20;
+
 // One decoder layer: h = x + mixer(input_norm(x)); out = h + ffn(post_norm(h)).
 struct DecoderLayer {
   DeviceArray<bf16_bits> input_norm, post_norm;  // (hidden)
@@ -417,6 +423,10 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
     DecoderLayer& layer = layers_[l];
     RETURN_IF_ERROR(layer.mixer->Forward(ctx, l == 0 ? nullptr : a_.delta.get(), layer.input_norm.get()));
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #1: o_proj partial sums
+    // One-token steps: the experts' gate/up kernel asks the L2 for the start of the next layer's
+    // first weights while it waits on the router (kernels/l2_prefetch.h).
+    ctx.next_weights = T == 1 && l + 1 < layers_.size() ? layers_[l + 1].mixer->FirstWeights() : kernels::L2Prefetch{};
+    ctx.next_weights.bytes = std::min(ctx.next_weights.bytes, kNextLayerL2Bytes);
     RETURN_IF_ERROR(layer.ffn->Forward(ctx, a_.delta.get(), layer.post_norm.get()));
     RETURN_IF_ERROR(AllReduce(a_.delta.get(), T * H));  // all-reduce #2: expert / MLP partial sums
   }

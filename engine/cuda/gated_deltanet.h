@@ -29,6 +29,7 @@ class GatedDeltaNet final : public Mixer {
   // gates, the delta rule over the slots' states, the gated norm, then out_proj's partial sum
   // into ctx.a->delta. Scratch: ctx.a->linear (ScratchFloats(T), grown by the model before the step).
   absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) override;
+  kernels::L2Prefetch FirstWeights() const override { return w_in_.l2_range(); }
 
   // float32 conv state (conv_dim, K-1) and recurrent state (n_v, dk, dv) of one slot.
   int64_t state_bytes_per_slot() const override;

@@ -442,7 +442,7 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
     if (!ctx.GemmPath(T) || !kernels::moe_grouped(a.delta.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
                                                   gate_up_.bf16(), down_.bf16(), T, Ks, H, I, ctx.stream)) {
       kernels::moe_gate_up(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.bf16(), T, Ks, H, I, ctx.stream,
-                           ctx.gemm_min_tokens);
+                           ctx.gemm_min_tokens, ctx.next_weights);
       kernels::moe_down(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.bf16(), T, Ks, H, I,
                         ctx.stream, /*follows_gate_up=*/true, ctx.gemm_min_tokens);
     }
@@ -451,7 +451,8 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
     kernels::moe_batched_quant(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
                                gate_up_.quant(), down_.quant(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
   } else if (!ctx.GemmPath(T)) {  // decode: the weights dequantized in registers
-    kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream);
+    kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream,
+                               ctx.next_weights);
     kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
                             ctx.stream, /*follows_gate_up=*/true);
   } else if (ctx.dequant.split) {

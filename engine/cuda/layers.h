@@ -159,6 +159,9 @@ struct StepContext {
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
   // ModelLoadOptions::cuda_decode_attention == "paged": decode steps keep paged_attention.
   bool paged_decode_attention = false;
+  // One-token steps: the next layer's first weights (Mixer::FirstWeights), which the experts'
+  // gate/up kernel asks the L2 for while it waits on the router's top-k (kernels/l2_prefetch.h).
+  kernels::L2Prefetch next_weights;
 
   // Whether a step of T tokens takes the prefill paths (kernels/gemm.h UseGemmPath): T reaches
   // gemm_min_tokens and the stream is not being captured.
@@ -190,6 +193,9 @@ class Mixer {
   // Adds `delta` (the previous sublayer's output; null for the first layer) to the residual, norms
   // it with `norm_w`, and writes this rank's partial output to ctx.a->delta.
   virtual absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) = 0;
+  // The weights of its first product (read first when the layer starts): what the layer before
+  // asks the L2 for while its experts' gate/up kernel waits on the router (StepContext::next_weights).
+  virtual kernels::L2Prefetch FirstWeights() const { return {}; }
   // Per-sequence state (the Gated DeltaNet's conv and recurrent state): this rank's bytes of one
   // slot (0: the mixer keeps none), and the pool of `slots` slots (re)allocated on the device.
   virtual int64_t state_bytes_per_slot() const { return 0; }
@@ -234,6 +240,7 @@ class Attention final : public Mixer {
                                                          const ModelConfig& cfg, const TpShard& shard,
                                                          int64_t kv_layer);
   absl::Status Forward(StepContext& ctx, const float* delta, const bf16_bits* norm_w) override;
+  kernels::L2Prefetch FirstWeights() const override { return wqkv_.l2_range(); }
 
  private:
   // The KV cache's element type decides the kernels' overloads; the rest is the same.

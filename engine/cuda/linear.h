@@ -19,6 +19,7 @@
 #include "engine/cuda/device_array.h"
 #include "engine/model/quant_pack.h"
 #include "kernels/bf16.h"
+#include "kernels/l2_prefetch.h"
 #include "kernels/quant_weight.h"
 #include "kernels/stream.h"
 
@@ -51,6 +52,11 @@ class LinearWeight {
   int64_t dequant_elems() const { return quantized() ? q_.count * q_.rows * q_.cols : 0; }
   // Device bytes the weight occupies.
   int64_t device_bytes() const;
+  // Its weight bytes (not the scales), for a kernel that asks the L2 for them ahead of their reader.
+  kernels::L2Prefetch l2_range() const {
+    return quantized() ? kernels::L2Prefetch{q_.data, q_.count * q_.data_bytes()}
+                       : kernels::L2Prefetch{bf16_.get(), bf16_.size() * static_cast<int64_t>(sizeof(kernels::bf16_bits))};
+  }
 
   // A bf16 weight of this shape; the array for the caller to fill.
   DeviceArray<kernels::bf16_bits>& SetBf16(int64_t count, int64_t rows, int64_t cols);

@@ -236,8 +236,12 @@ TEST(kernels_cuda, MoeExperts) {
     moe_down(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr);
     ref::moe_down(out.data(), act.data(), ids.data(), weights.data(), down.data(), T, K, H, I);
     ExpectClose("moe_down " + tag, d_out.Download(), out, kBound);
-    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
-    moe_gate_up(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr);
+    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result;
+    // that moe_gate_up asks the L2 for another weight (the down stack) as a one-token step does.
+    d_act.Poison();
+    moe_gate_up(d_act.get(), d_x.get(), d_ids.get(), d_gu.get(), T, K, H, I, nullptr, kGemmMinTokens,
+                L2Prefetch{d_down.get(), E * H * I * 2});
+    ExpectClose("moe_gate_up with an L2 prefetch " + tag, d_act.Download(), act, kBound);
     d_out.Poison();
     moe_down(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), d_down.get(), T, K, H, I, nullptr, true);
     ExpectClose("moe_down after moe_gate_up " + tag, d_out.Download(), out, kBound);

@@ -218,8 +218,12 @@ TEST(quant_fp8_cuda, MoeExperts) {
     detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, false);
     ref::moe_down_quant(out.data(), act.data(), ids.data(), weights.data(), down->host, T, K);
     ExpectClose("moe_down_fp8 " + tag, d_out.Download(), out, kBound);
-    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
-    detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr);
+    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result;
+    // that moe_gate_up asks the L2 for another weight (the down stack) as a one-token step does.
+    d_act.Poison();
+    detail::moe_gate_up_fp8(d_act.get(), d_x.get(), d_ids.get(), gate_up->device, T, K, nullptr,
+                            L2Prefetch{down->device.data, down->device.count * down->device.data_bytes()});
+    ExpectClose("moe_gate_up_fp8 with an L2 prefetch " + tag, d_act.Download(), act, kBound);
     d_out.Poison();
     detail::moe_down_fp8(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down->device, T, K, nullptr, true);
     ExpectClose("moe_down_fp8 after moe_gate_up " + tag, d_out.Download(), out, kBound);

@@ -221,8 +221,12 @@ TEST(quant_nvfp4_cuda, MoeExperts) {
     moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr);
     ref::moe_down_quant(out.data(), act.data(), ids.data(), weights.data(), down.host, T, K);
     ExpectClose("moe_down_nvfp4 " + tag, d_out.Download(), out, kBound);
-    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result.
-    moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr);
+    // Right after moe_gate_up (the engine's order): weights loaded before the wait, same result;
+    // that moe_gate_up asks the L2 for another weight (the down stack) as a one-token step does.
+    d_act.Poison();
+    moe_gate_up_quant(d_act.get(), d_x.get(), d_ids.get(), gate_up.device, T, K, nullptr,
+                      L2Prefetch{down.device.data, down.device.count * down.device.data_bytes()});
+    ExpectClose("moe_gate_up_nvfp4 with an L2 prefetch " + tag, d_act.Download(), act, kBound);
     d_out.Poison();
     moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, true);
     ExpectClose("moe_down_nvfp4 after moe_gate_up " + tag, d_out.Download(), out, kBound);
