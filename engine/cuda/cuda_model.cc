@@ -47,9 +47,10 @@ static_assert(ModelLoadOptions{}.cuda_gemm_min_tokens == kernels::kGemmMinTokens
 constexpr int64_t kFuseNormMaxTokens = 32;
 
 // How much of the next layer's first weights a one-token step's gate/up kernel asks the L2 for:
-// about what DRAM moves while that kernel waits on the router's top-k. In session 43's A/B (H100,
-// bf16 batch 1 at 1k) a quarter to a half of the 21 MB q/k/v product (5-10 MB) gained 0.8-1.4%;
-// all of it lost 0.8% (it then competes with the experts' own loads).
+// about what DRAM moves while that kernel waits on the router's top-k. Session 43's A/Bs (H100, bf16
+// batch 1 at 1k, against main without it): 3 MB -1.9%, 6 MB -3.0%, 10 MB -2.9%, 16 MB -1.4% a step
+// (with the one-wave q/k/v product); the whole 21 MB q/k/v weight lost (+0.8%: it then competes
+// with the experts' own loads), and so did marking the lines evict_last (docs/bench/decode-h200.md).
 constexpr int64_t kNextLayerL2Bytes = int64_t{6} << 20;
 
 // One decoder layer: h = x + mixer(input_norm(x)); out = h + ffn(post_norm(h)).
