@@ -158,20 +158,24 @@ TEST_F(HttpRealEngineTest, GoldenGreedyAloneAndSixteenAtOnce) {
   EXPECT_EQ(*findings, "");
 }
 
-// Streams a long request on a raw socket, reads the headers and a few token chunks, hangs up.
-void StreamThenHangUp(int port, const std::string& body) {
+// Streams a long request on a raw socket, reads the headers and a few token chunks, and hangs up;
+// *used_before is the engine's KV blocks in use just before the hang-up (read while the stream is
+// still open: after it the server may already have cancelled the sequence and freed them).
+void StreamThenHangUp(int port, const std::string& body, engine::LLMEngine& llm, int64_t* used_before) {
   http::testing::RawClient raw(port);
   ASSERT_TRUE(raw.connected());
   ASSERT_TRUE(raw.Send(http::testing::PostRequest("/v1/completions", body)));
   while (raw.buffered().size() < 600) ASSERT_TRUE(raw.ReadMore(std::chrono::seconds(60)));
+  *used_before = llm.Stats().kv_blocks_used;
+  raw.Close();
 }
 
 TEST_F(HttpRealEngineTest, DisconnectFreesKvBlocks) {
   Start(engine::testing::TinyModelDir(), SmallEngine(), false);
   Json body = {{"prompt", {1, 2, 3, 4, 5}}, {"max_tokens", 2000}, {"ignore_eos", true},
                {"return_token_ids", true}, {"stream", true}};
-  StreamThenHangUp(server_->port(), body.dump());
-  const int64_t used_after_hangup = llm_->Stats().kv_blocks_used;
+  int64_t used_before_hangup = 0;
+  ASSERT_NO_FATAL_FAILURE(StreamThenHangUp(server_->port(), body.dump(), *llm_, &used_before_hangup));
   auto t0 = std::chrono::steady_clock::now();
   engine::EngineStats s;
   for (int i = 0; i < 500; ++i) {
@@ -180,9 +184,9 @@ TEST_F(HttpRealEngineTest, DisconnectFreesKvBlocks) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "KV blocks in use right after the hang-up: " << used_after_hangup << ", " << s.kv_blocks_used
+  std::cout << "KV blocks in use just before the hang-up: " << used_before_hangup << ", " << s.kv_blocks_used
             << " after " << ms << " ms (of " << s.kv_blocks_total << ")\n";
-  EXPECT_GT(used_after_hangup, 0);
+  EXPECT_GT(used_before_hangup, 0);
   EXPECT_EQ(s.kv_blocks_used, 0);
   EXPECT_EQ(s.running, 0);
   EXPECT_LT(s.generation_tokens_total, 1990) << "the sequence ran to its end instead of being cancelled";
