@@ -49,12 +49,11 @@ constexpr int NormMatmulMinBlocks() {
 }
 
 template <int R, int NL, int TT>
-__global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>()) NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out,
-                                                             float* __restrict__ xn_out, const float* __restrict__ x_in,
-                                                             const float* __restrict__ delta,
-                                                             const uint16_t* __restrict__ norm_w,
-                                                             const uint16_t* __restrict__ w, int64_t T, int64_t in,
-                                                             int64_t out, float eps, float w_offset) {
+__global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
+    NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out, float* __restrict__ xn_out,
+                     const float* __restrict__ x_in, const float* __restrict__ delta,
+                     const uint16_t* __restrict__ norm_w, const uint16_t* __restrict__ w, int64_t T, int64_t in,
+                     int64_t out, float eps, float w_offset) {
   extern __shared__ float4 smem4[];
   float* sx = reinterpret_cast<float*>(smem4);
   __shared__ float red[kWarps];

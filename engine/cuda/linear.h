@@ -54,8 +54,8 @@ class LinearWeight {
   int64_t device_bytes() const;
   // Its weight bytes (not the scales), for a kernel that asks the L2 for them ahead of their reader.
   kernels::L2Prefetch l2_range() const {
-    return quantized() ? kernels::L2Prefetch{q_.data, q_.count * q_.data_bytes()}
-                       : kernels::L2Prefetch{bf16_.get(), bf16_.size() * static_cast<int64_t>(sizeof(kernels::bf16_bits))};
+    if (quantized()) return kernels::L2Prefetch{q_.data, q_.count * q_.data_bytes()};
+    return kernels::L2Prefetch{bf16_.get(), bf16_.size() * static_cast<int64_t>(sizeof(kernels::bf16_bits))};
   }
 
   // A bf16 weight of this shape; the array for the caller to fill.
