@@ -9,6 +9,11 @@
 //                     experts chosen by the step before must;
 //   chain-pdl, every load after the wait;
 //   chain-plain:      the same as chain-pdl without PDL;
+//   chain-flag:       launched as chain-pdl, but no kernel calls griddepcontrol.wait: each block of a
+//                     step counts itself done on a counter of its own at its end (a fence, then the
+//                     add) and the next step's blocks spin (ld.acquire.gpu, one thread a block) until
+//                     that counter holds the step's grid: a hand-over through memory instead of the
+//                     grid's completion (the counters zeroed by a memset at the graph's start);
 //   persistent:       one cooperative kernel, the device's resident blocks walking the steps with a
 //                     grid barrier between two steps;
 //   persistent-ahead: the same, each block issuing its first loads of the next step before the
@@ -63,23 +68,55 @@ __device__ __forceinline__ void BlockXor(unsigned acc, unsigned* out) {
   __syncthreads();
 }
 
+// Flags (chain-flag): a step's blocks count themselves done on `done`; the next step waits until the
+// count reaches the step's grid.
+struct Flags {
+  const unsigned* prev_done = nullptr;  // null: the first step (or PDL's wait instead)
+  unsigned prev_blocks = 0;
+  unsigned* done = nullptr;             // null: no flags
+};
+
+__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// The step's dependency: griddepcontrol.wait, or (with flags) the previous step's count.
+__device__ __forceinline__ void WaitForPrevious(const Flags& f) {
+  if (f.done == nullptr) {
+    GridDepWait();
+    return;
+  }
+  if (threadIdx.x == 0 && f.prev_done != nullptr) {
+    while (LoadAcquire(f.prev_done) < f.prev_blocks) {
+    }
+  }
+  __syncthreads();
+}
+
 // One step: thread i of the grid reads uint4s i, i + stride, ...; the first kAhead before the wait,
 // or after it (kLate: a step whose weights depend on an earlier step, as the experts' on the top-k).
 template <bool kLate>
-__global__ void __launch_bounds__(kThreads) StepKernel(const uint4* w, int64_t n, const unsigned* prev, unsigned* out) {
+__global__ void __launch_bounds__(kThreads) StepKernel(const uint4* w, int64_t n, const unsigned* prev, unsigned* out,
+                                                       Flags f) {
   GridDepLaunchDependents();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (kLate) GridDepWait();
+  if (kLate) WaitForPrevious(f);
   uint4 buf[kAhead];
 #pragma unroll
   for (int k = 0; k < kAhead; ++k) buf[k] = i + k * stride < n ? __ldcs(w + i + k * stride) : make_uint4(0, 0, 0, 0);
-  if (!kLate) GridDepWait();
+  if (!kLate) WaitForPrevious(f);
   unsigned acc = *prev;  // the previous step's result: the dependency
 #pragma unroll
   for (int k = 0; k < kAhead; ++k) acc ^= Fold(buf[k]);
   for (i += kAhead * stride; i < n; i += stride) acc ^= Fold(__ldcs(w + i));
-  BlockXor(acc, out);
+  BlockXor(acc, out);  // ends with a block barrier
+  if (f.done != nullptr && threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(f.done, 1u);
+  }
 }
 
 // Every step in one launch; out[s + 1] is step s's result, out[0] the input.
@@ -170,22 +207,28 @@ double Median(const std::vector<double>& v) { return v[v.size() / 2]; }
 // Which steps of a chain load only after their wait.
 enum class Late { kNone, kExperts, kAll };
 
-// A graph of one StepKernel launch a step (PDL or plain), grids covering each step's uint4s with
-// kAhead a thread (at least one block).
+// A graph of one StepKernel launch a step (PDL or plain; with `done`, PDL launches handing over
+// through those counters, one a step, zeroed first), grids covering each step's uint4s with kAhead a
+// thread (at least one block).
 cudaGraphExec_t ChainGraph(const uint4* w, const std::vector<Step>& steps, unsigned* out, bool pdl, Late late,
-                           cudaStream_t s) {
+                           unsigned* done, cudaStream_t s) {
   cudaGraph_t g;
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  if (done != nullptr) CUDA_CHECK(cudaMemsetAsync(done, 0, steps.size() * sizeof(unsigned), s));
+  unsigned prev_blocks = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const int64_t per_block = static_cast<int64_t>(kThreads) * kAhead;
     const unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, (steps[i].n + per_block - 1) / per_block));
     const bool is_late = late == Late::kAll || (late == Late::kExperts && i % 8 >= 6);  // gate/up, down
     const auto kernel = is_late ? StepKernel<true> : StepKernel<false>;
+    Flags f;
+    if (done != nullptr) f = {i > 0 ? done + i - 1 : nullptr, prev_blocks, done + i};
+    prev_blocks = blocks;
     if (pdl) {
       tandem::kernels::Launch(kernel, dim3(blocks), dim3(kThreads), 0, s, w + steps[i].first, steps[i].n, out + i,
-                              out + i + 1);
+                              out + i + 1, f);
     } else {
-      kernel<<<blocks, kThreads, 0, s>>>(w + steps[i].first, steps[i].n, out + i, out + i + 1);
+      kernel<<<blocks, kThreads, 0, s>>>(w + steps[i].first, steps[i].n, out + i, out + i + 1, f);
     }
   }
   CUDA_CHECK(cudaStreamEndCapture(s, &g));
@@ -235,8 +278,9 @@ int main(int argc, char** argv) {
   uint4* w = nullptr;
   CUDA_CHECK(cudaMalloc(&w, n16 * 16));
   CUDA_CHECK(cudaMemsetAsync(w, 0x5a, n16 * 16, s));
-  unsigned* out = nullptr;
+  unsigned *out = nullptr, *done = nullptr;
   CUDA_CHECK(cudaMalloc(&out, (n_steps + 1) * sizeof(unsigned)));
+  CUDA_CHECK(cudaMalloc(&done, n_steps * sizeof(unsigned)));
   CUDA_CHECK(cudaMemsetAsync(out, 0, (n_steps + 1) * sizeof(unsigned), s));
   Step *d_bytes = nullptr, *d_none = nullptr;
   CUDA_CHECK(cudaMalloc(&d_bytes, n_steps * sizeof(Step)));
@@ -282,13 +326,17 @@ int main(int argc, char** argv) {
       const char* name;
       bool pdl;
       Late late;
+      bool flags = false;
     } chains[] = {{"chain-pdl", true, Late::kNone},
                   {"chain-pdl, experts' loads after the wait", true, Late::kExperts},
                   {"chain-pdl, every load after the wait", true, Late::kAll},
-                  {"chain-plain", false, Late::kNone}};
+                  {"chain-plain", false, Late::kNone},
+                  {"chain-flag", true, Late::kNone, true},
+                  {"chain-flag, experts' loads after the wait", true, Late::kExperts, true},
+                  {"chain-flag, every load after the wait", true, Late::kAll, true}};
     for (const auto& c : chains) {
       if (!bytes && c.late != Late::kNone) continue;  // one load a step: where it is issued changes nothing
-      cudaGraphExec_t exec = ChainGraph(w, steps, out, c.pdl, c.late, s);
+      cudaGraphExec_t exec = ChainGraph(w, steps, out, c.pdl, c.late, c.flags ? done : nullptr, s);
       row(c.name, bytes, timer.Run(runs, s, [&] { CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
       CUDA_CHECK(cudaGraphExecDestroy(exec));
     }
@@ -308,6 +356,7 @@ int main(int argc, char** argv) {
               grid_ahead, per_sm_ahead, kThreads);
   CUDA_CHECK(cudaFree(w));
   CUDA_CHECK(cudaFree(out));
+  CUDA_CHECK(cudaFree(done));
   CUDA_CHECK(cudaFree(d_bytes));
   CUDA_CHECK(cudaFree(d_none));
   return 0;

@@ -12,7 +12,10 @@
 //      griddepcontrol.wait, the wait's return; before the wait its threads issue 1-8 16-byte loads
 //      each (held in registers, used after the wait: 48 registers, 5 blocks an SM), or ask the L2
 //      for 1-8 128-byte lines each (prefetch.global.L2), or nothing;
-// and, for reference, the same S launched without PDL (its blocks start after P completes).
+// and, for reference, the same S launched without PDL (its blocks start after P completes); and S
+// launched with PDL but waiting on a flag instead of griddepcontrol.wait: each P block's thread 0,
+// after its end stamp, fences and adds one to a counter; S's thread 0 spins (ld.acquire.gpu) until
+// the counter holds P's grid (what a kernel chain handing work on through counters would pay).
 // Each row: the median over the pairs of (S's stamp - P's last block end) for S's first, median and
 // last block, in microseconds, for the entry and the wait's return.
 // Usage: wait_latency_bench [--pairs N (default 32; 173 MB of buffer a pair on 132 SMs)]. A
@@ -43,22 +46,37 @@ __device__ __forceinline__ uint64_t Now() {
   return t;
 }
 
-// P: waits for the pair before it (ordering only), lets S launch, spins, stamps its block's end.
-__global__ void __launch_bounds__(kThreads) SpinKernel(uint64_t* end, unsigned spin_ns) {
+__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// P: waits for the pair before it (ordering only), lets S launch, spins, stamps its block's end;
+// with a flag, then counts the block done (a release: the fence, then the add).
+__global__ void __launch_bounds__(kThreads) SpinKernel(uint64_t* end, unsigned spin_ns, unsigned* flag) {
   GridDepWait();
   GridDepLaunchDependents();
   const uint64_t t0 = Now();
   while (Now() - t0 < spin_ns) {
   }
   __syncthreads();
-  if (threadIdx.x == 0) end[blockIdx.x] = Now();
+  if (threadIdx.x == 0) {
+    end[blockIdx.x] = Now();
+    if (flag != nullptr) {
+      __threadfence();
+      atomicAdd(flag, 1u);
+    }
+  }
 }
 
 // S: entry and wait-return stamps; `loads` 16-byte loads a thread before the wait (from w, the
 // grid's threads interleaved), or `lines` 128-byte L2 prefetches a thread. Each pair reads its own
 // slice of w, so that no pair finds its bytes in the L2.
+// With a flag, S never calls griddepcontrol.wait: its thread 0 spins until the flag holds `expect`.
 __global__ void __launch_bounds__(kThreads, 5) WaitKernel(uint64_t* entry, uint64_t* back, const uint4* w, int loads,
-                                                       int lines, unsigned* sink) {
+                                                       int lines, unsigned* sink, const unsigned* flag,
+                                                       unsigned expect) {
   const uint64_t t_in = Now();
   GridDepLaunchDependents();
   const int64_t threads = static_cast<int64_t>(gridDim.x) * kThreads;
@@ -68,7 +86,15 @@ __global__ void __launch_bounds__(kThreads, 5) WaitKernel(uint64_t* entry, uint6
   for (int k = 0; k < kMaxLoads; ++k) buf[k] = k < loads ? __ldcs(w + me + k * threads) : make_uint4(0, 0, 0, 0);
   const char* p = reinterpret_cast<const char*>(w);
   for (int k = 0; k < lines; ++k) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + (me + k * threads) * 128));
-  GridDepWait();
+  if (flag == nullptr) {
+    GridDepWait();
+  } else {
+    if (threadIdx.x == 0) {
+      while (LoadAcquire(flag) < expect) {
+      }
+    }
+    __syncthreads();
+  }
   const uint64_t t_back = Now();
   unsigned acc = 0;
 #pragma unroll
@@ -85,7 +111,7 @@ double Median(std::vector<double> v) {
 struct Row {
   const char* what;
   double mb;
-  bool prefetch, pdl;
+  bool prefetch, pdl, flag = false;
 };
 
 }  // namespace
@@ -113,8 +139,9 @@ int main(int argc, char** argv) {
   const int64_t w_bytes = slice * pairs;
   uint4* w = nullptr;
   uint64_t *p_end = nullptr, *s_in = nullptr, *s_back = nullptr;
-  unsigned* sink = nullptr;
+  unsigned *sink = nullptr, *flags = nullptr;
   CUDA_CHECK(cudaMalloc(&w, w_bytes));
+  CUDA_CHECK(cudaMalloc(&flags, sizeof(unsigned) * pairs));
   CUDA_CHECK(cudaMemsetAsync(w, 0x5a, w_bytes, s));
   CUDA_CHECK(cudaMalloc(&p_end, sizeof(uint64_t) * p_grid * pairs));
   CUDA_CHECK(cudaMalloc(&s_in, sizeof(uint64_t) * s_grid * pairs));
@@ -126,6 +153,8 @@ int main(int argc, char** argv) {
   for (int loads : {1, 2, 4, 8}) rows.push_back({"16-byte loads", loads * mb_per_load, false, true});
   for (int lines : {1, 2, 4, 8}) rows.push_back({"L2 prefetches", lines * mb_per_line, true, true});
   rows.push_back({"nothing, S launched without PDL", 0, false, false});
+  rows.push_back({"nothing; a flag instead of the wait", 0, false, true, true});
+  for (int loads : {4, 8}) rows.push_back({"16-byte loads; a flag instead of the wait", loads * mb_per_load, false, true, true});
   std::printf("| S before its wait | MB | entry: first / median / last block | wait returned: first / median / last "
               "|\n");
   std::printf("| --- | ---: | ---: | ---: |\n");
@@ -134,15 +163,18 @@ int main(int argc, char** argv) {
     const int lines = r.prefetch ? static_cast<int>(r.mb / mb_per_line + 0.5) : 0;
     cudaGraph_t g;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(cudaMemsetAsync(flags, 0, sizeof(unsigned) * pairs, s));  // each replay from zero
     for (int i = 0; i < pairs; ++i) {
-      tandem::kernels::Launch(SpinKernel, dim3(p_grid), dim3(kThreads), 0, s, p_end + int64_t{i} * p_grid, 5000u);
+      unsigned* flag = r.flag ? flags + i : nullptr;
+      tandem::kernels::Launch(SpinKernel, dim3(p_grid), dim3(kThreads), 0, s, p_end + int64_t{i} * p_grid, 5000u,
+                              flag);
       if (r.pdl) {
         tandem::kernels::Launch(WaitKernel, dim3(s_grid), dim3(kThreads), 0, s, s_in + int64_t{i} * s_grid,
                                 s_back + int64_t{i} * s_grid, static_cast<const uint4*>(w + i * slice / 16), loads,
-                                lines, sink);
+                                lines, sink, static_cast<const unsigned*>(flag), static_cast<unsigned>(p_grid));
       } else {
         WaitKernel<<<s_grid, kThreads, 0, s>>>(s_in + int64_t{i} * s_grid, s_back + int64_t{i} * s_grid,
-                                               w + i * slice / 16, loads, lines, sink);
+                                               w + i * slice / 16, loads, lines, sink, nullptr, 0u);
       }
     }
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
@@ -180,5 +212,6 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaFree(s_in));
   CUDA_CHECK(cudaFree(s_back));
   CUDA_CHECK(cudaFree(sink));
+  CUDA_CHECK(cudaFree(flags));
   return 0;
 }
