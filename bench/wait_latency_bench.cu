@@ -16,6 +16,9 @@
 // launched with PDL but waiting on a flag instead of griddepcontrol.wait: each P block's thread 0,
 // after its end stamp, fences and adds one to a counter; S's thread 0 spins (ld.acquire.gpu) until
 // the counter holds P's grid (what a kernel chain handing work on through counters would pay).
+// Rows marked "warp 0 none" leave warp 0 (the one that stamps, and polls the flag) without loads:
+// whether a warp's wait returns only once its own loads have arrived (their MB column counts warp
+// 0's share, which is not loaded: 7/8 of it is).
 // Each row: the median over the pairs of (S's stamp - P's last block end) for S's first, median and
 // last block, in microseconds, for the entry and the wait's return.
 // Usage: wait_latency_bench [--pairs N (default 32; 173 MB of buffer a pair on 132 SMs)]. A
@@ -76,14 +79,15 @@ __global__ void __launch_bounds__(kThreads) SpinKernel(uint64_t* end, unsigned s
 // With a flag, S never calls griddepcontrol.wait: its thread 0 spins until the flag holds `expect`.
 __global__ void __launch_bounds__(kThreads, 5) WaitKernel(uint64_t* entry, uint64_t* back, const uint4* w, int loads,
                                                        int lines, unsigned* sink, const unsigned* flag,
-                                                       unsigned expect) {
+                                                       unsigned expect, bool quiet0) {
   const uint64_t t_in = Now();
   GridDepLaunchDependents();
   const int64_t threads = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t me = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   uint4 buf[kMaxLoads];
+  const int mine = quiet0 && threadIdx.x < 32 ? 0 : loads;
 #pragma unroll
-  for (int k = 0; k < kMaxLoads; ++k) buf[k] = k < loads ? __ldcs(w + me + k * threads) : make_uint4(0, 0, 0, 0);
+  for (int k = 0; k < kMaxLoads; ++k) buf[k] = k < mine ? __ldcs(w + me + k * threads) : make_uint4(0, 0, 0, 0);
   const char* p = reinterpret_cast<const char*>(w);
   for (int k = 0; k < lines; ++k) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + (me + k * threads) * 128));
   if (flag == nullptr) {
@@ -111,7 +115,7 @@ double Median(std::vector<double> v) {
 struct Row {
   const char* what;
   double mb;
-  bool prefetch, pdl, flag = false;
+  bool prefetch, pdl, flag = false, quiet0 = false;
 };
 
 }  // namespace
@@ -155,6 +159,8 @@ int main(int argc, char** argv) {
   rows.push_back({"nothing, S launched without PDL", 0, false, false});
   rows.push_back({"nothing; a flag instead of the wait", 0, false, true, true});
   for (int loads : {4, 8}) rows.push_back({"16-byte loads; a flag instead of the wait", loads * mb_per_load, false, true, true});
+  rows.push_back({"16-byte loads, warp 0 none", 8 * mb_per_load, false, true, false, true});
+  rows.push_back({"16-byte loads, warp 0 none; a flag instead of the wait", 8 * mb_per_load, false, true, true, true});
   std::printf("| S before its wait | MB | entry: first / median / last block | wait returned: first / median / last "
               "|\n");
   std::printf("| --- | ---: | ---: | ---: |\n");
@@ -171,10 +177,11 @@ int main(int argc, char** argv) {
       if (r.pdl) {
         tandem::kernels::Launch(WaitKernel, dim3(s_grid), dim3(kThreads), 0, s, s_in + int64_t{i} * s_grid,
                                 s_back + int64_t{i} * s_grid, static_cast<const uint4*>(w + i * slice / 16), loads,
-                                lines, sink, static_cast<const unsigned*>(flag), static_cast<unsigned>(p_grid));
+                                lines, sink, static_cast<const unsigned*>(flag), static_cast<unsigned>(p_grid),
+                                r.quiet0);
       } else {
         WaitKernel<<<s_grid, kThreads, 0, s>>>(s_in + int64_t{i} * s_grid, s_back + int64_t{i} * s_grid,
-                                               w + i * slice / 16, loads, lines, sink, nullptr, 0u);
+                                               w + i * slice / 16, loads, lines, sink, nullptr, 0u, false);
       }
     }
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
