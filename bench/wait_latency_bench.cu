@@ -18,9 +18,11 @@
 // the counter holds P's grid (what a kernel chain handing work on through counters would pay).
 // Rows marked "warp 0 none" leave warp 0 (the one that stamps, and polls the flag) without loads:
 // whether a warp's wait returns only once its own loads have arrived (their MB column counts warp
-// 0's share, which is not loaded: 7/8 of it is).
+// 0's share, which is not loaded: 7/8 of it is). The last two rows let warp 0 alone (no loads) wait
+// and tell the other warps by a block barrier or a shared-memory flag: whether a warp with loads in
+// flight gets past the dependency before its loads arrive that way (warp 1's column).
 // Each row: the median over the pairs of (S's stamp - P's last block end) for S's first, median and
-// last block, in microseconds, for the entry and the wait's return.
+// last block, in microseconds, for the entry and for warp 0 and warp 1 getting past the dependency.
 // Usage: wait_latency_bench [--pairs N (default 32; 173 MB of buffer a pair on 132 SMs)]. A
 // benchmark, not a test.
 #include <cuda_runtime.h>
@@ -73,31 +75,62 @@ __global__ void __launch_bounds__(kThreads) SpinKernel(uint64_t* end, unsigned s
   }
 }
 
+// How S's blocks learn that P is done (every form stamps warp 0's and warp 1's return):
+enum class Hand {
+  kWait,           // every thread griddepcontrol.wait
+  kFlag,           // thread 0 spins on P's counter, then a block barrier (no griddepcontrol.wait)
+  kQuietWaitBar,   // warp 0 (no loads of its own) waits, then a block barrier
+  kQuietWaitSmem,  // warp 0 (no loads) waits and sets a shared flag the other warps spin on
+};
+
 // S: entry and wait-return stamps; `loads` 16-byte loads a thread before the wait (from w, the
-// grid's threads interleaved), or `lines` 128-byte L2 prefetches a thread. Each pair reads its own
-// slice of w, so that no pair finds its bytes in the L2.
-// With a flag, S never calls griddepcontrol.wait: its thread 0 spins until the flag holds `expect`.
-__global__ void __launch_bounds__(kThreads, 5) WaitKernel(uint64_t* entry, uint64_t* back, const uint4* w, int loads,
-                                                       int lines, unsigned* sink, const unsigned* flag,
-                                                       unsigned expect, bool quiet0) {
+// grid's threads interleaved; none in warp 0 for the quiet forms or with quiet0), or `lines` 128-byte
+// L2 prefetches a thread. Each pair reads its own slice of w, so that no pair finds its bytes in the
+// L2. With Hand::kFlag, S never calls griddepcontrol.wait: its thread 0 spins until the flag holds
+// `expect`.
+__global__ void __launch_bounds__(kThreads, 5) WaitKernel(uint64_t* entry, uint64_t* back, uint64_t* back1,
+                                                       const uint4* w, int loads, int lines, unsigned* sink,
+                                                       const unsigned* flag, unsigned expect, Hand hand,
+                                                       bool quiet0) {
   const uint64_t t_in = Now();
   GridDepLaunchDependents();
+  __shared__ volatile int ready;
+  if (threadIdx.x == 0) ready = 0;
+  __syncthreads();
   const int64_t threads = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t me = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const bool quiet = threadIdx.x < 32 && (quiet0 || hand == Hand::kQuietWaitBar || hand == Hand::kQuietWaitSmem);
   uint4 buf[kMaxLoads];
-  const int mine = quiet0 && threadIdx.x < 32 ? 0 : loads;
+  const int mine = quiet ? 0 : loads;
 #pragma unroll
   for (int k = 0; k < kMaxLoads; ++k) buf[k] = k < mine ? __ldcs(w + me + k * threads) : make_uint4(0, 0, 0, 0);
   const char* p = reinterpret_cast<const char*>(w);
   for (int k = 0; k < lines; ++k) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + (me + k * threads) * 128));
-  if (flag == nullptr) {
-    GridDepWait();
-  } else {
-    if (threadIdx.x == 0) {
-      while (LoadAcquire(flag) < expect) {
+  switch (hand) {
+    case Hand::kWait:
+      GridDepWait();
+      break;
+    case Hand::kFlag:
+      if (threadIdx.x == 0) {
+        while (LoadAcquire(flag) < expect) {
+        }
       }
-    }
-    __syncthreads();
+      __syncthreads();
+      break;
+    case Hand::kQuietWaitBar:
+      if (threadIdx.x < 32) GridDepWait();
+      __syncthreads();
+      break;
+    case Hand::kQuietWaitSmem:
+      if (threadIdx.x < 32) {
+        GridDepWait();
+        __syncwarp();
+        if (threadIdx.x == 0) ready = 1;
+      } else {
+        while (ready == 0) {
+        }
+      }
+      break;
   }
   const uint64_t t_back = Now();
   unsigned acc = 0;
@@ -105,6 +138,7 @@ __global__ void __launch_bounds__(kThreads, 5) WaitKernel(uint64_t* entry, uint6
   for (int k = 0; k < kMaxLoads; ++k) acc ^= buf[k].x ^ buf[k].y ^ buf[k].z ^ buf[k].w;
   if (acc == 0x9e3779b9u) atomicAdd(sink, 1u);  // keeps the loads; the buffer never holds this
   if (threadIdx.x == 0) entry[blockIdx.x] = t_in, back[blockIdx.x] = t_back;
+  if (threadIdx.x == 32) back1[blockIdx.x] = t_back;
 }
 
 double Median(std::vector<double> v) {
@@ -115,7 +149,9 @@ double Median(std::vector<double> v) {
 struct Row {
   const char* what;
   double mb;
-  bool prefetch, pdl, flag = false, quiet0 = false;
+  bool prefetch, pdl;
+  Hand hand = Hand::kWait;
+  bool quiet0 = false;
 };
 
 }  // namespace
@@ -142,7 +178,7 @@ int main(int argc, char** argv) {
   const int64_t slice = s_threads * 128 * 8;  // a pair's: 8 lines a thread (or 8 loads a thread)
   const int64_t w_bytes = slice * pairs;
   uint4* w = nullptr;
-  uint64_t *p_end = nullptr, *s_in = nullptr, *s_back = nullptr;
+  uint64_t *p_end = nullptr, *s_in = nullptr, *s_back = nullptr, *s_back1 = nullptr;
   unsigned *sink = nullptr, *flags = nullptr;
   CUDA_CHECK(cudaMalloc(&w, w_bytes));
   CUDA_CHECK(cudaMalloc(&flags, sizeof(unsigned) * pairs));
@@ -150,6 +186,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&p_end, sizeof(uint64_t) * p_grid * pairs));
   CUDA_CHECK(cudaMalloc(&s_in, sizeof(uint64_t) * s_grid * pairs));
   CUDA_CHECK(cudaMalloc(&s_back, sizeof(uint64_t) * s_grid * pairs));
+  CUDA_CHECK(cudaMalloc(&s_back1, sizeof(uint64_t) * s_grid * pairs));
   CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
 
   const double mb_per_load = s_threads * 16 / 1e6, mb_per_line = s_threads * 128 / 1e6;
@@ -157,13 +194,16 @@ int main(int argc, char** argv) {
   for (int loads : {1, 2, 4, 8}) rows.push_back({"16-byte loads", loads * mb_per_load, false, true});
   for (int lines : {1, 2, 4, 8}) rows.push_back({"L2 prefetches", lines * mb_per_line, true, true});
   rows.push_back({"nothing, S launched without PDL", 0, false, false});
-  rows.push_back({"nothing; a flag instead of the wait", 0, false, true, true});
-  for (int loads : {4, 8}) rows.push_back({"16-byte loads; a flag instead of the wait", loads * mb_per_load, false, true, true});
-  rows.push_back({"16-byte loads, warp 0 none", 8 * mb_per_load, false, true, false, true});
-  rows.push_back({"16-byte loads, warp 0 none; a flag instead of the wait", 8 * mb_per_load, false, true, true, true});
-  std::printf("| S before its wait | MB | entry: first / median / last block | wait returned: first / median / last "
-              "|\n");
-  std::printf("| --- | ---: | ---: | ---: |\n");
+  rows.push_back({"nothing; a flag instead of the wait", 0, false, true, Hand::kFlag});
+  for (int loads : {4, 8}) rows.push_back({"16-byte loads; a flag instead of the wait", loads * mb_per_load, false, true, Hand::kFlag});
+  rows.push_back({"16-byte loads, warp 0 none", 8 * mb_per_load, false, true, Hand::kWait, true});
+  rows.push_back({"16-byte loads, warp 0 none; a flag instead of the wait", 8 * mb_per_load, false, true, Hand::kFlag, true});
+  rows.push_back({"16-byte loads; warp 0 (none) waits, then a block barrier", 8 * mb_per_load, false, true, Hand::kQuietWaitBar});
+  rows.push_back({"16-byte loads; warp 0 (none) waits, the others spin on shared memory", 8 * mb_per_load, false, true,
+                  Hand::kQuietWaitSmem});
+  std::printf("| S before its wait | MB | entry: first / median / last block | warp 0 past the wait: first / median / "
+              "last | warp 1: median / last |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
   for (const Row& r : rows) {
     const int loads = r.prefetch ? 0 : static_cast<int>(r.mb / mb_per_load + 0.5);
     const int lines = r.prefetch ? static_cast<int>(r.mb / mb_per_line + 0.5) : 0;
@@ -171,17 +211,18 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     CUDA_CHECK(cudaMemsetAsync(flags, 0, sizeof(unsigned) * pairs, s));  // each replay from zero
     for (int i = 0; i < pairs; ++i) {
-      unsigned* flag = r.flag ? flags + i : nullptr;
+      unsigned* flag = r.hand == Hand::kFlag ? flags + i : nullptr;
       tandem::kernels::Launch(SpinKernel, dim3(p_grid), dim3(kThreads), 0, s, p_end + int64_t{i} * p_grid, 5000u,
                               flag);
       if (r.pdl) {
         tandem::kernels::Launch(WaitKernel, dim3(s_grid), dim3(kThreads), 0, s, s_in + int64_t{i} * s_grid,
-                                s_back + int64_t{i} * s_grid, static_cast<const uint4*>(w + i * slice / 16), loads,
-                                lines, sink, static_cast<const unsigned*>(flag), static_cast<unsigned>(p_grid),
-                                r.quiet0);
+                                s_back + int64_t{i} * s_grid, s_back1 + int64_t{i} * s_grid,
+                                static_cast<const uint4*>(w + i * slice / 16), loads, lines, sink,
+                                static_cast<const unsigned*>(flag), static_cast<unsigned>(p_grid), r.hand, r.quiet0);
       } else {
         WaitKernel<<<s_grid, kThreads, 0, s>>>(s_in + int64_t{i} * s_grid, s_back + int64_t{i} * s_grid,
-                                               w + i * slice / 16, loads, lines, sink, nullptr, 0u, false);
+                                               s_back1 + int64_t{i} * s_grid, w + i * slice / 16, loads, lines, sink,
+                                               nullptr, 0u, Hand::kWait, false);
       }
     }
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
@@ -193,15 +234,16 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamSynchronize(s));
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     std::vector<uint64_t> pe(static_cast<size_t>(p_grid) * pairs), si(static_cast<size_t>(s_grid) * pairs),
-        sb(static_cast<size_t>(s_grid) * pairs);
+        sb(static_cast<size_t>(s_grid) * pairs), sb1(static_cast<size_t>(s_grid) * pairs);
     CUDA_CHECK(cudaMemcpy(pe.data(), p_end, pe.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(si.data(), s_in, si.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(sb.data(), s_back, sb.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-    std::vector<double> q[6];
+    CUDA_CHECK(cudaMemcpy(sb1.data(), s_back1, sb1.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+    std::vector<double> q[9];
     for (int i = 0; i < pairs; ++i) {
       const uint64_t ref = *std::max_element(pe.begin() + int64_t{i} * p_grid, pe.begin() + int64_t{i + 1} * p_grid);
-      for (int k = 0; k < 2; ++k) {
-        const std::vector<uint64_t>& v = k == 0 ? si : sb;
+      for (int k = 0; k < 3; ++k) {
+        const std::vector<uint64_t>& v = k == 0 ? si : k == 1 ? sb : sb1;
         std::vector<double> d;
         for (int b = 0; b < s_grid; ++b) {
           d.push_back((static_cast<double>(v[int64_t{i} * s_grid + b]) - static_cast<double>(ref)) / 1e3);
@@ -210,14 +252,15 @@ int main(int argc, char** argv) {
         q[3 * k].push_back(d.front()), q[3 * k + 1].push_back(d[d.size() / 2]), q[3 * k + 2].push_back(d.back());
       }
     }
-    std::printf("| %s | %.1f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |\n", r.what, r.mb, Median(q[0]), Median(q[1]),
-                Median(q[2]), Median(q[3]), Median(q[4]), Median(q[5]));
+    std::printf("| %s | %.1f | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f | %.2f / %.2f |\n", r.what, r.mb, Median(q[0]),
+                Median(q[1]), Median(q[2]), Median(q[3]), Median(q[4]), Median(q[5]), Median(q[7]), Median(q[8]));
   }
   std::printf("\n(us after P's last block stamped its end; the medians over the pairs)\n");
   CUDA_CHECK(cudaFree(w));
   CUDA_CHECK(cudaFree(p_end));
   CUDA_CHECK(cudaFree(s_in));
   CUDA_CHECK(cudaFree(s_back));
+  CUDA_CHECK(cudaFree(s_back1));
   CUDA_CHECK(cudaFree(sink));
   CUDA_CHECK(cudaFree(flags));
   return 0;
