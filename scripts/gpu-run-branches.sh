@@ -11,7 +11,9 @@
 # that binary of each A/B build once (no arguments) before the A/B, its output kept in the logs and
 # its last lines printed (e.g. prefill_gemm_bench). An A/B name may carry bench flags of its own
 # after '@' (BUILD@FLAG[@FLAG...], e.g. "main main@--quant-prefill-split"): that build's bench with
-# those flags added, a variant of one build against itself.
+# those flags added, a variant of one build against itself; and environment variables after '%'
+# (BUILD[@FLAG...]%VAR=VALUE[%VAR=VALUE...], e.g. "wip%TANDEM_WIP_X=1 wip%TANDEM_WIP_X=2 main"): that
+# build's bench run with them set (a host switch's settings against each other in one A/B).
 # Usage: scripts/gpu-run-branches.sh PACK_DIR [--tests "NAME..."] [--ab "NAME..."] [--rounds N]
 #          [--once BINARY] [--tag TAG] [--deadline SECONDS] [--margin SECONDS] [-- BENCH_ARGS...]
 #   default bench args: --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024 --prefill=
@@ -49,8 +51,8 @@ gpu_add_cublas
 export TANDEM_TESTDATA=${TANDEM_TESTDATA:-$root/tests/data}
 start=$SECONDS
 left() { ((SECONDS - start < deadline - margin)); }
-# The builds of a list of names, once each in order (an A/B name's @-flags dropped).
-builds_of() { printf '%s\n' "$@" | sed 's/@.*//' | awk '!seen[$0]++'; }
+# The builds of a list of names, once each in order (an A/B name's @-flags and %-variables dropped).
+builds_of() { printf '%s\n' "$@" | sed 's/[@%].*//' | awk '!seen[$0]++'; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
 # shellcheck disable=SC2086  # word lists
 for v in $(builds_of $ab $tests); do
@@ -79,9 +81,12 @@ for r in $(seq 1 "$rounds"); do
   for v in $ab; do
     left || { echo "deadline: A/B stopped in round $r"; break 2; }
     f=$log/ab.$v.$r.log
+    name=${v%%\%*}  # BUILD[@FLAG...]; the rest: %VAR=VALUE assignments
+    vars=()
+    [[ $v == *%* ]] && IFS=% read -r -a vars <<< "${v#*%}"
     extra=()  # BUILD@FLAG@FLAG: the variant's own flags
-    [[ $v == *@* ]] && IFS=@ read -r -a extra <<< "${v#*@}"
-    timeout 240 "$w/${v%%@*}/cuda_decode_bench" "${args[@]}" "${extra[@]}" > "$f" 2>&1
+    [[ $name == *@* ]] && IFS=@ read -r -a extra <<< "${name#*@}"
+    env "${vars[@]}" timeout 240 "$w/${name%%@*}/cuda_decode_bench" "${args[@]}" "${extra[@]}" > "$f" 2>&1
     rc=$?
     dec=$(grep -E '^\| +[0-9]+ \| +[0-9]+ \| yes \|' "$f" | awk -F'|' '{printf "b%d:%s ", $2, $5}')
     pf=$(grep -E '^\| +[0-9]+ \| +[0-9]+ \| [0-9.]+ \(' "$f" | awk -F'|' '{printf "%dx%d:%s tok/s ", $2, $3, $5}')
