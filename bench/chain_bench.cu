@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flag_handover.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.cuh"
 
@@ -76,23 +77,13 @@ struct Flags {
   unsigned* done = nullptr;             // null: no flags
 };
 
-__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // The step's dependency: griddepcontrol.wait, or (with flags) the previous step's count.
 __device__ __forceinline__ void WaitForPrevious(const Flags& f) {
   if (f.done == nullptr) {
     GridDepWait();
     return;
   }
-  if (threadIdx.x == 0 && f.prev_done != nullptr) {
-    while (LoadAcquire(f.prev_done) < f.prev_blocks) {
-    }
-  }
-  __syncthreads();
+  tandem::bench::WaitForCount(f.prev_done, f.prev_blocks);  // the first step: prev_done null
 }
 
 // One step: thread i of the grid reads uint4s i, i + stride, ...; the first kAhead before the wait,
@@ -113,10 +104,7 @@ __global__ void __launch_bounds__(kThreads) StepKernel(const uint4* w, int64_t n
   for (int k = 0; k < kAhead; ++k) acc ^= Fold(buf[k]);
   for (i += kAhead * stride; i < n; i += stride) acc ^= Fold(__ldcs(w + i));
   BlockXor(acc, out);  // ends with a block barrier
-  if (f.done != nullptr && threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(f.done, 1u);
-  }
+  if (f.done != nullptr && threadIdx.x == 0) tandem::bench::CountBlockDone(f.done);
 }
 
 // Every step in one launch; out[s + 1] is step s's result, out[0] the input.

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench/flag_handover.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/launch.cuh"
 
@@ -51,12 +52,6 @@ __device__ __forceinline__ uint64_t Now() {
   return t;
 }
 
-__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // P: waits for the pair before it (ordering only), lets S launch, spins, stamps its block's end;
 // with a flag, then counts the block done (a release: the fence, then the add).
 __global__ void __launch_bounds__(kThreads) SpinKernel(uint64_t* end, unsigned spin_ns, unsigned* flag) {
@@ -68,10 +63,7 @@ __global__ void __launch_bounds__(kThreads) SpinKernel(uint64_t* end, unsigned s
   __syncthreads();
   if (threadIdx.x == 0) {
     end[blockIdx.x] = Now();
-    if (flag != nullptr) {
-      __threadfence();
-      atomicAdd(flag, 1u);
-    }
+    if (flag != nullptr) tandem::bench::CountBlockDone(flag);
   }
 }
 
@@ -111,11 +103,7 @@ __global__ void __launch_bounds__(kThreads, 5) WaitKernel(uint64_t* entry, uint6
       GridDepWait();
       break;
     case Hand::kFlag:
-      if (threadIdx.x == 0) {
-        while (LoadAcquire(flag) < expect) {
-        }
-      }
-      __syncthreads();
+      tandem::bench::WaitForCount(flag, expect);
       break;
     case Hand::kQuietWaitBar:
       if (threadIdx.x < 32) GridDepWait();
