@@ -145,7 +145,14 @@ __device__ __forceinline__ void UseChunk(float (&acc)[R][TT], const Load<G> (&bu
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const float s = E4m3Scaled((buf[r][k].sc >> (8 * g)) & 0xffu) * rows.scale2[r];
+          float gsc;  // group g's scale as e4m3 * 2^-8 (both of a 16-byte load's by one decode)
+          if constexpr (G == 2) {
+            const float2 both = HalfBitsToFloat2(E4m3x2HalfBits(buf[r][k].sc));
+            gsc = g == 0 ? both.x : both.y;
+          } else {
+            gsc = E4m3Scaled(buf[r][k].sc & 0xffu);
+          }
+          const float s = gsc * rows.scale2[r];
 #pragma unroll
           for (int t = 0; t < TT; ++t) acc[r][t] += part[r][t] * s;
         }
@@ -267,6 +274,13 @@ struct Nvfp4Split {
   template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
                              int j) {
+    // The load's two group scales (x: columns 0-15, y: 16-31) as e4m3 * 2^-8, both by one decode
+    // (E4m3x2HalfBits). These kernels are bound by their instructions, not their bytes: decoding the
+    // two bytes apart cost NVFP4's batch-1 step 3.1% at 1k and 2.3% at 4k (H100, same run against
+    // main before it, 5 rounds; docs/bench/quant-decode-h200.md, session 46).
+    float2 gs[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) gs[r] = HalfBitsToFloat2(E4m3x2HalfBits(raw[r].sc));
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
       float part[R] = {};
@@ -283,7 +297,7 @@ struct Nvfp4Split {
         }
       }
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += part[r] * (E4m3Scaled((raw[r].sc >> (8 * g)) & 0xffu) * rows[r].scale2);
+      for (int r = 0; r < R; ++r) acc[r] += part[r] * ((g == 0 ? gs[r].x : gs[r].y) * rows[r].scale2);
     }
   }
 };

@@ -65,6 +65,23 @@ TEST(quant_nvfp4_cuda, E2m1x8ToFloatMatchesE2m1ToFloat) {  // host only: nibble 
   });
 }
 
+TEST(quant_nvfp4_cuda, E4m3x2HalfBitsPlacesEachScaleAsItsHalf) {  // host only
+  // Every pair of scale bytes: half k must be byte k's ((b & 0x7f) << 7) | ((b & 0x80) << 8), bit for
+  // bit, and its value e4m3(b) * 2^-8 (NaN code aside).
+  const auto half_bits = [](uint32_t b) { return ((b & 0x7fu) << 7) | ((b & 0x80u) << 8); };
+  for (uint32_t sc = 0; sc < 65536; ++sc) {
+    const uint32_t h = E4m3x2HalfBits(sc);
+    ASSERT_EQ(h, half_bits(sc & 0xffu) | (half_bits(sc >> 8) << 16)) << "scales " << std::hex << sc;
+    ASSERT_EQ(E4m3x2HalfBits(sc | (sc * 0x9e370000u) | 0x00ff0000u), h) << "high bits read, scales " << std::hex << sc;
+    const float2 f = HalfBitsToFloat2(h);
+    for (int k = 0; k < 2; ++k) {
+      const uint8_t b = static_cast<uint8_t>(sc >> (8 * k));
+      if ((b & 0x7f) == 0x7f) continue;
+      ASSERT_EQ(k == 0 ? f.x : f.y, E4m3ToFloat(b) * 0x1p-8f) << "scales " << std::hex << sc << " byte " << k;
+    }
+  }
+}
+
 TEST(quant_nvfp4_cuda, E2m1x8ToHalfPairsSpreadPlacesEachCodeAsItsHalf) {  // host only
   // The tensor-core kernels' pairs (0, 4), (1, 5), (2, 6), (3, 7): each half must be the code's
   // ((c & 7) << 9) | ((c & 8) << 12), bit for bit.
