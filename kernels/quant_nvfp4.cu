@@ -74,6 +74,20 @@ __device__ __forceinline__ void LoadOne(Load<G>& l, const uint8_t* data, const u
   }
 }
 
+// A load's group scales as e4m3 * 2^-8 (x: its first group, y: its second; G = 1 has only x). Both
+// of a 16-byte load's come from one decode (E4m3x2HalfBits): these kernels are bound by their
+// instructions, not their bytes, and decoding the two bytes apart cost NVFP4's batch-1 step 3.1% at
+// 1k and 2.3% at 4k (H100, same run against main before it, 5 rounds;
+// docs/bench/quant-decode-h200.md, session 46).
+template <int G>
+__device__ __forceinline__ float2 GroupScales(const Load<G>& l) {
+  if constexpr (G == 2) {
+    return HalfBitsToFloat2(E4m3x2HalfBits(l.sc));
+  } else {
+    return make_float2(E4m3Scaled(l.sc & 0xffu), 0.0f);
+  }
+}
+
 // R rows of one matrix for a warp: their packed codes, group scales and second scale (times 2^22,
 // which undoes the 2^-14 of the decoded codes and the 2^-8 of the decoded group scales).
 template <int R>
@@ -116,6 +130,9 @@ __device__ __forceinline__ void UseChunk(float (&acc)[R][TT], const Load<G> (&bu
   for (int k = 0; k < NL; ++k) {
     const int64_t j = base + k * 32 + lane;
     if (j < nj) {
+      float2 gs[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) gs[r] = GroupScales<G>(buf[r][k]);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const int64_t c = (j * G + g) * 16;
@@ -145,14 +162,7 @@ __device__ __forceinline__ void UseChunk(float (&acc)[R][TT], const Load<G> (&bu
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          float gsc;  // group g's scale as e4m3 * 2^-8 (both of a 16-byte load's by one decode)
-          if constexpr (G == 2) {
-            const float2 both = HalfBitsToFloat2(E4m3x2HalfBits(buf[r][k].sc));
-            gsc = g == 0 ? both.x : both.y;
-          } else {
-            gsc = E4m3Scaled(buf[r][k].sc & 0xffu);
-          }
-          const float s = gsc * rows.scale2[r];
+          const float s = (g == 0 ? gs[r].x : gs[r].y) * rows.scale2[r];
 #pragma unroll
           for (int t = 0; t < TT; ++t) acc[r][t] += part[r][t] * s;
         }
@@ -274,13 +284,9 @@ struct Nvfp4Split {
   template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
                              int j) {
-    // The load's two group scales (x: columns 0-15, y: 16-31) as e4m3 * 2^-8, both by one decode
-    // (E4m3x2HalfBits). These kernels are bound by their instructions, not their bytes: decoding the
-    // two bytes apart cost NVFP4's batch-1 step 3.1% at 1k and 2.3% at 4k (H100, same run against
-    // main before it, 5 rounds; docs/bench/quant-decode-h200.md, session 46).
-    float2 gs[R];
+    float2 gs[R];  // columns 0-15 and 16-31
 #pragma unroll
-    for (int r = 0; r < R; ++r) gs[r] = HalfBitsToFloat2(E4m3x2HalfBits(raw[r].sc));
+    for (int r = 0; r < R; ++r) gs[r] = GroupScales<2>(raw[r]);
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
       float part[R] = {};
