@@ -12,6 +12,9 @@
 // Decoding (quant_nvfp4.cuh, E2m1x8ToFloat): each code as its exact half e2m1 * 2^-14, widened to
 // float32. The 2^14, the group scale and the row's second scale fold into one float per group and
 // row, applied to the group's partial sum per token, so the weights themselves are never scaled.
+// The experts' split products of 2 to 8 tokens sum a group's products as half2 instead
+// (Nvfp4SplitT::HalfDot: x scaled by a power of two per group and rounded to half, a relative error
+// of about 2^-11 a term); every other product, and every product of one token, sums in float32.
 // Likewise an e4m3 byte b as half bits ((b & 0x7f) << 7) | ((b & 0x80) << 8) is e4m3(b) * 2^-8
 // exactly (the NaN code 0x7f is not special-cased in the products; the dequantization keeps it NaN).
 //
@@ -72,6 +75,13 @@ __device__ __forceinline__ void LoadOne(Load<G>& l, const uint8_t* data, const u
     l.w[0] = v.x, l.w[1] = v.y;
     l.sc = __ldcs(gs + j);
   }
+}
+
+// Half bits as a half2 (one register).
+__device__ __forceinline__ __half2 HalfBits2(uint32_t bits) {
+  __half2 h;
+  memcpy(&h, &bits, sizeof h);
+  return h;
 }
 
 // A load's group scales as e4m3 * 2^-8 (x: its first group, y: its second; G = 1 has only x). Both
@@ -249,17 +259,22 @@ void LaunchMatmulTile(float* y, const float* x, const QuantMatrix& W, int64_t T,
   }
 }
 
-// The split batch-1 product's view of an NVFP4 matrix (quant_split_matvec.cuh), 16-byte loads only
+// What the split products need of an NVFP4 matrix or stack of experts.
+struct Nvfp4SplitMatrix {
+  const uint8_t* data;
+  const uint8_t* gs;
+  const float* rs2;
+  int32_t cols;
+  int64_t data_stride = 0, gs_stride = 0, rs2_stride = 0;  // between the matrices of a stack (experts)
+};
+
+// The split products' view of an NVFP4 matrix (quant_split_matvec.cuh), 16-byte loads only
 // (WideLoads): a load is 32 codes (two groups) and their two scale bytes; each group's 16 products
-// are summed, then scaled once by its group scale and the row's second scale.
-struct Nvfp4Split {
-  struct Matrix {
-    const uint8_t* data;
-    const uint8_t* gs;
-    const float* rs2;
-    int32_t cols;
-    int64_t data_stride = 0, gs_stride = 0, rs2_stride = 0;  // between the matrices of a stack (experts)
-  };
+// are summed, then scaled once by its group scale and the row's second scale. kHalfSums picks how a
+// group is summed: in float32 (FloatDot) or as half2 (HalfDot).
+template <bool kHalfSums>
+struct Nvfp4SplitT {
+  using Matrix = Nvfp4SplitMatrix;
   __device__ static int cols(const Matrix& m) { return m.cols; }
   __device__ static Matrix Expert(const Matrix& stack, int64_t e) {
     Matrix m = stack;
@@ -284,6 +299,15 @@ struct Nvfp4Split {
   template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
                              int j) {
+    if constexpr (kHalfSums) {
+      HalfDot<R>(acc, raw, rows, x, j);
+    } else {
+      FloatDot<R>(acc, raw, rows, x, j);
+    }
+  }
+  // Each code widened to float, a group's 16 products summed in float32.
+  template <int R>
+  __device__ static void FloatDot(float (&acc)[R], const Raw (&raw)[R], const Row (&rows)[R], const float* x, int j) {
     float2 gs[R];  // columns 0-15 and 16-31
 #pragma unroll
     for (int r = 0; r < R; ++r) gs[r] = GroupScales<2>(raw[r]);
@@ -306,7 +330,71 @@ struct Nvfp4Split {
       for (int r = 0; r < R; ++r) acc[r] += part[r] * ((g == 0 ? gs[r].x : gs[r].y) * rows[r].scale2);
     }
   }
+  // The codes stay the halves e2m1 * 2^-14 that the byte permutes make; each group's
+  // 16 x values are rounded to half times a power of two S chosen from their largest magnitude m (m *
+  // S < 2^15: the products, e2m1 * x * S * 2^-14, are at most 12 and normal down to x of about m *
+  // 2^-14); a lane's 8 products of a group are summed as half2 (two chains of 4, then one add), then
+  // widened and scaled by the group scale and 1 / S in float32. An inf or NaN x makes the sum inf or
+  // NaN, as in float32.
+  template <int R>
+  __device__ static void HalfDot(float (&acc)[R], const Raw (&raw)[R], const Row (&rows)[R], const float* x, int j) {
+    float2 gs[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) gs[r] = GroupScales<2>(raw[r]);
+    float sum[R] = {};
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const float4* xp = reinterpret_cast<const float4*>(x + j * 32 + g * 16);
+      const float4 v[4] = {__ldg(xp), __ldg(xp + 1), __ldg(xp + 2), __ldg(xp + 3)};
+      float mv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        mv[i] = fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
+      }
+      const uint32_t e = __float_as_uint(fmaxf(fmaxf(mv[0], mv[1]), fmaxf(mv[2], mv[3]))) >> 23;  // m < 2^(e-126)
+      const float S = __uint_as_float(min(268u - e, 254u) << 23);        // 2^(141 - e), at most 2^127
+      const float inv = __uint_as_float((e > 14u ? e - 14u : 0u) << 23);  // 1 / S (0 where m < 2^-112)
+      // x as the half2 pairs of the decoded words: (0, 2), (4, 6), (1, 3), (5, 7) of each 8
+      // (E2m1x8HalfBytes with kPairLo01 / kPairHi23).
+      __half2 xh[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 a = v[2 * h], b = v[2 * h + 1];
+        xh[h][0] = __floats2half2_rn(a.x * S, a.z * S);
+        xh[h][1] = __floats2half2_rn(b.x * S, b.z * S);
+        xh[h][2] = __floats2half2_rn(a.y * S, a.w * S);
+        xh[h][3] = __floats2half2_rn(b.y * S, b.w * S);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        __half2 c[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const E2m1HalfBytes hb = E2m1x8HalfBytes(raw[r].w[2 * g + h]);
+          const uint32_t wb[4] = {BytePerm(hb.even, 0u, kPairLo01), BytePerm(hb.even, 0u, kPairHi23),
+                                  BytePerm(hb.odd, 0u, kPairLo01), BytePerm(hb.odd, 0u, kPairHi23)};
+          c[h] = __hmul2(HalfBits2(wb[0]), xh[h][0]);
+#pragma unroll
+          for (int q = 1; q < 4; ++q) c[h] = __hfma2(HalfBits2(wb[q]), xh[h][q], c[h]);
+        }
+        const float2 f = __half22float2(__hadd2(c[0], c[1]));
+        sum[r] += (f.x + f.y) * ((g == 0 ? gs[r].x : gs[r].y) * inv);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] += sum[r] * rows[r].scale2;
+  }
 };
+
+// One token takes the float32 sums everywhere; the experts of 2 to 8 tokens the half2 sums. At one
+// token the kernels are one wave waiting on their loads (Nsight Compute: long-scoreboard stalls the
+// largest part of each issue), and HalfDot's wait for a group's 16 x values before any product made
+// the step slower although it issues 17% fewer instructions (H100, NVFP4 batch 1: +5.9% with the
+// dense products too, +1.4% with the experts alone); a batch of 8 runs eight times the blocks, in
+// waves, and there it made the step 2.7% / 2.1% faster (1k / 4k; docs/bench/quant-decode-h200.md,
+// session 47).
+using Nvfp4Split = Nvfp4SplitT<false>;
+using Nvfp4SplitHalfSums = Nvfp4SplitT<true>;
 
 // Whether W takes 16-byte loads: rows (and matrices) start on 16 bytes and scale pairs on 2.
 bool WideLoads(const QuantMatrix& W) {
@@ -453,8 +541,8 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
     }
   } else if (T == 1) {
     KERNEL_REQUIRE(W.cols < (int64_t{1} << 30));
-    const Nvfp4Split::Matrix m{static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2,
-                               static_cast<int32_t>(W.cols)};
+    const Nvfp4SplitMatrix m{static_cast<const uint8_t*>(W.data), W.group_scales, W.row_scale2,
+                             static_cast<int32_t>(W.cols)};
     LaunchSplitMatvec<Nvfp4Split>(y, x, m, W.cols / 32, W.rows, stream);
   } else if (T <= 4) {
     LaunchMatmulTile<4>(y, x, W, T, stream);
@@ -497,9 +585,13 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
   // docs/bench/quant-decode-h200.md); larger batches keep the warp-per-row kernel, not measured
   // against it.
   if (WideLoads(gate_up) && T <= 8 && H < (int64_t{1} << 30)) {
-    const Nvfp4Split::Matrix stack{data, gate_up.group_scales, gate_up.row_scale2, static_cast<int32_t>(H),
-                                   gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
-    LaunchSplitMoeGateUp<Nvfp4Split>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
+    const Nvfp4SplitMatrix stack{data, gate_up.group_scales, gate_up.row_scale2, static_cast<int32_t>(H),
+                                 gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
+    if (T == 1) {
+      LaunchSplitMoeGateUp<Nvfp4Split>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
+    } else {
+      LaunchSplitMoeGateUp<Nvfp4SplitHalfSums>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
+    }
   } else if (WideLoads(gate_up)) {
     launch(MoeGateUpNvfp4Kernel<2>);
   } else {
@@ -521,9 +613,12 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   // Up to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 15.78
   // ms against 16.27; at batch 1 2.677 against 2.696-2.699, inside the runs' spread).
   if (WideLoads(down) && T <= 8 && I < (int64_t{1} << 30)) {
-    const Nvfp4Split::Matrix stack{data, down.group_scales, down.row_scale2, static_cast<int32_t>(I),
-                                   down.data_bytes(), down.group_scale_stride(), down.row_scale2_stride()};
-    if (LaunchSplitMoeDown<Nvfp4Split>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream)) {
+    const Nvfp4SplitMatrix stack{data, down.group_scales, down.row_scale2, static_cast<int32_t>(I),
+                                 down.data_bytes(), down.group_scale_stride(), down.row_scale2_stride()};
+    const bool launched =
+        T == 1 ? LaunchSplitMoeDown<Nvfp4Split>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream)
+               : LaunchSplitMoeDown<Nvfp4SplitHalfSums>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream);
+    if (launched) {
       KERNEL_CHECK();
       return;
     }
