@@ -77,13 +77,6 @@ __device__ __forceinline__ void LoadOne(Load<G>& l, const uint8_t* data, const u
   }
 }
 
-// Half bits as a half2 (one register).
-__device__ __forceinline__ __half2 HalfBits2(uint32_t bits) {
-  __half2 h;
-  memcpy(&h, &bits, sizeof h);
-  return h;
-}
-
 // A load's group scales as e4m3 * 2^-8 (x: its first group, y: its second; G = 1 has only x). Both
 // of a 16-byte load's come from one decode (E4m3x2HalfBits): these kernels are bound by their
 // instructions, not their bytes, and decoding the two bytes apart cost NVFP4's batch-1 step 3.1% at
@@ -299,18 +292,19 @@ struct Nvfp4SplitT {
   template <int R>
   __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
                              int j) {
+    float2 gs[R];  // columns 0-15 and 16-31
+#pragma unroll
+    for (int r = 0; r < R; ++r) gs[r] = GroupScales<2>(raw[r]);
     if constexpr (kHalfSums) {
-      HalfDot<R>(acc, raw, rows, x, j);
+      HalfDot<R>(acc, raw, gs, rows, x, j);
     } else {
-      FloatDot<R>(acc, raw, rows, x, j);
+      FloatDot<R>(acc, raw, gs, rows, x, j);
     }
   }
   // Each code widened to float, a group's 16 products summed in float32.
   template <int R>
-  __device__ static void FloatDot(float (&acc)[R], const Raw (&raw)[R], const Row (&rows)[R], const float* x, int j) {
-    float2 gs[R];  // columns 0-15 and 16-31
-#pragma unroll
-    for (int r = 0; r < R; ++r) gs[r] = GroupScales<2>(raw[r]);
+  __device__ static void FloatDot(float (&acc)[R], const Raw (&raw)[R], const float2 (&gs)[R], const Row (&rows)[R],
+                                  const float* x, int j) {
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
       float part[R] = {};
@@ -337,10 +331,8 @@ struct Nvfp4SplitT {
   // widened and scaled by the group scale and 1 / S in float32. An inf or NaN x makes the sum inf or
   // NaN, as in float32.
   template <int R>
-  __device__ static void HalfDot(float (&acc)[R], const Raw (&raw)[R], const Row (&rows)[R], const float* x, int j) {
-    float2 gs[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) gs[r] = GroupScales<2>(raw[r]);
+  __device__ static void HalfDot(float (&acc)[R], const Raw (&raw)[R], const float2 (&gs)[R], const Row (&rows)[R],
+                                 const float* x, int j) {
     float sum[R] = {};
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
@@ -355,7 +347,7 @@ struct Nvfp4SplitT {
       const float S = __uint_as_float(min(268u - e, 254u) << 23);        // 2^(141 - e), at most 2^127
       const float inv = __uint_as_float((e > 14u ? e - 14u : 0u) << 23);  // 1 / S (0 where m < 2^-112)
       // x as the half2 pairs of the decoded words: (0, 2), (4, 6), (1, 3), (5, 7) of each 8
-      // (E2m1x8HalfBytes with kPairLo01 / kPairHi23).
+      // (E2m1x8ToHalfPairs).
       __half2 xh[2][4];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -370,9 +362,8 @@ struct Nvfp4SplitT {
         __half2 c[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const E2m1HalfBytes hb = E2m1x8HalfBytes(raw[r].w[2 * g + h]);
-          const uint32_t wb[4] = {BytePerm(hb.even, 0u, kPairLo01), BytePerm(hb.even, 0u, kPairHi23),
-                                  BytePerm(hb.odd, 0u, kPairLo01), BytePerm(hb.odd, 0u, kPairHi23)};
+          uint32_t wb[4];
+          E2m1x8ToHalfPairs(raw[r].w[2 * g + h], wb);
           c[h] = __hmul2(HalfBits2(wb[0]), xh[h][0]);
 #pragma unroll
           for (int q = 1; q < 4; ++q) c[h] = __hfma2(HalfBits2(wb[q]), xh[h][q], c[h]);
@@ -395,6 +386,12 @@ struct Nvfp4SplitT {
 // session 47).
 using Nvfp4Split = Nvfp4SplitT<false>;
 using Nvfp4SplitHalfSums = Nvfp4SplitT<true>;
+
+// go.operator()<P>() with the experts' policy for T tokens: float32 sums for one, half2 for more.
+template <class F>
+decltype(auto) WithExpertsSplit(int64_t T, F&& go) {
+  return T == 1 ? go.template operator()<Nvfp4Split>() : go.template operator()<Nvfp4SplitHalfSums>();
+}
 
 // Whether W takes 16-byte loads: rows (and matrices) start on 16 bytes and scale pairs on 2.
 bool WideLoads(const QuantMatrix& W) {
@@ -587,11 +584,9 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
   if (WideLoads(gate_up) && T <= 8 && H < (int64_t{1} << 30)) {
     const Nvfp4SplitMatrix stack{data, gate_up.group_scales, gate_up.row_scale2, static_cast<int32_t>(H),
                                  gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
-    if (T == 1) {
-      LaunchSplitMoeGateUp<Nvfp4Split>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
-    } else {
-      LaunchSplitMoeGateUp<Nvfp4SplitHalfSums>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
-    }
+    WithExpertsSplit(T, [&]<class P>() {
+      LaunchSplitMoeGateUp<P>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
+    });
   } else if (WideLoads(gate_up)) {
     launch(MoeGateUpNvfp4Kernel<2>);
   } else {
@@ -615,10 +610,9 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   if (WideLoads(down) && T <= 8 && I < (int64_t{1} << 30)) {
     const Nvfp4SplitMatrix stack{data, down.group_scales, down.row_scale2, static_cast<int32_t>(I),
                                  down.data_bytes(), down.group_scale_stride(), down.row_scale2_stride()};
-    const bool launched =
-        T == 1 ? LaunchSplitMoeDown<Nvfp4Split>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream)
-               : LaunchSplitMoeDown<Nvfp4SplitHalfSums>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream);
-    if (launched) {
+    if (WithExpertsSplit(T, [&]<class P>() {
+          return LaunchSplitMoeDown<P>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream);
+        })) {
       KERNEL_CHECK();
       return;
     }

@@ -23,13 +23,17 @@ __host__ __device__ __forceinline__ uint32_t BytePerm(uint32_t a, uint32_t b, ui
 #endif
 }
 
-// Two halves given by their bits (element 0 in the low 16) as floats.
-__host__ __device__ __forceinline__ float2 HalfBitsToFloat2(uint32_t bits) {
+// Two halves given by their bits (element 0 in the low 16) as a half2: the bits as they are (one
+// register on the device).
+__host__ __device__ __forceinline__ __half2 HalfBits2(uint32_t bits) {
   __half2 h;
   static_assert(sizeof(h) == sizeof(bits));
-  memcpy(static_cast<void*>(&h), &bits, sizeof h);  // the bits as they are (one register on the device)
-  return __half22float2(h);
+  memcpy(static_cast<void*>(&h), &bits, sizeof h);
+  return h;
 }
+
+// Two halves given by their bits as floats.
+__host__ __device__ __forceinline__ float2 HalfBitsToFloat2(uint32_t bits) { return __half22float2(HalfBits2(bits)); }
 
 // The e2m1 codes of an NVFP4 word (column i in nibble i, the even column low in each byte) as the
 // high bytes of their halves e2m1 * 2^-14. There is no e2m1 convert instruction on sm_90, nor on
@@ -53,13 +57,22 @@ __host__ __device__ __forceinline__ E2m1HalfBytes E2m1x8HalfBytes(uint32_t w) {
 // kPairHi23 bytes 2 and 3, kPairSpread02 bytes 0 and 2, kPairSpread13 bytes 1 and 3.
 constexpr uint32_t kPairLo01 = 0x1404u, kPairHi23 = 0x3424u, kPairSpread02 = 0x2404u, kPairSpread13 = 0x3414u;
 
+// The 8 codes as the half2 bits (e2m1 * 2^-14, low half first) of the column pairs (0, 2), (4, 6),
+// (1, 3), (5, 7): the pairing of the float32 and half2 products of quant_nvfp4.cu.
+__host__ __device__ __forceinline__ void E2m1x8ToHalfPairs(uint32_t w, uint32_t h[4]) {
+  const E2m1HalfBytes hb = E2m1x8HalfBytes(w);
+  h[0] = BytePerm(hb.even, 0u, kPairLo01);  // columns 0, 2
+  h[1] = BytePerm(hb.even, 0u, kPairHi23);  // 4, 6
+  h[2] = BytePerm(hb.odd, 0u, kPairLo01);   // 1, 3
+  h[3] = BytePerm(hb.odd, 0u, kPairHi23);   // 5, 7
+}
+
 // The 8 codes as e2m1 * 2^-14 in float32, exactly.
 __host__ __device__ __forceinline__ void E2m1x8ToFloat(uint32_t w, float f[8]) {
-  const E2m1HalfBytes hb = E2m1x8HalfBytes(w);
-  const float2 a = HalfBitsToFloat2(BytePerm(hb.even, 0u, kPairLo01));  // columns 0, 2
-  const float2 b = HalfBitsToFloat2(BytePerm(hb.even, 0u, kPairHi23));  // 4, 6
-  const float2 c = HalfBitsToFloat2(BytePerm(hb.odd, 0u, kPairLo01));   // 1, 3
-  const float2 d = HalfBitsToFloat2(BytePerm(hb.odd, 0u, kPairHi23));   // 5, 7
+  uint32_t h[4];
+  E2m1x8ToHalfPairs(w, h);
+  const float2 a = HalfBitsToFloat2(h[0]), b = HalfBitsToFloat2(h[1]), c = HalfBitsToFloat2(h[2]),
+               d = HalfBitsToFloat2(h[3]);
   f[0] = a.x, f[2] = a.y, f[4] = b.x, f[6] = b.y, f[1] = c.x, f[3] = c.y, f[5] = d.x, f[7] = d.y;
 }
 

@@ -41,12 +41,7 @@ __device__ __forceinline__ uint32_t HalfPairToBf16(__half2 h) {
 // far below the half's range), then widened. The caller applies 2^14 with the row's second scale.
 __device__ __forceinline__ uint4 Nvfp4EightToBf16(uint32_t w, uint32_t scale_byte) {
   const __half2 sc(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(scale_byte * 0x101u), __NV_E4M3));
-  auto pair = [&](uint32_t bits) {
-    __half2 h;
-    static_assert(sizeof(h) == sizeof(bits));
-    memcpy(&h, &bits, sizeof h);
-    return HalfPairToBf16(__hmul2(h, sc));
-  };
+  auto pair = [&](uint32_t bits) { return HalfPairToBf16(__hmul2(HalfBits2(bits), sc)); };
   uint32_t h[4];
   E2m1x8ToHalfPairsSpread(w, h);  // elements (0, 4), (1, 5), (2, 6), (3, 7) placed by byte permutes
   return make_uint4(pair(h[0]), pair(h[1]), pair(h[2]), pair(h[3]));

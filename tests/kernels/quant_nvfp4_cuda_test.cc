@@ -9,8 +9,8 @@
 // weight, a reordering within float rounding) by x in float32, so the error is float32 accumulation
 // over at most 6144 terms: about sqrt(n) * 2^-24 ~ 1e-5 relative for random signs. One wrong code
 // in 16 or a wrong scale moves the result by percent. The experts' products of 2 to 8 tokens sum a
-// group in half precision and are held to kHalfSumsBound (2e-3) instead. Dequantization to bf16 must equal the
-// reference bit for bit (both round the same float32 value to nearest even).
+// group in half precision and are held to kHalfSumsBound (2e-3) instead. Dequantization to bf16 must
+// equal the reference bit for bit (both round the same float32 value to nearest even).
 // Skips (with the reason) where no GPU is present.
 #include <algorithm>
 #include <array>

@@ -10,7 +10,8 @@
 // Bounds (max |diff| / max |logit|): 1e-2 where activations stay float32 (decode-sized steps on
 // matmul_quant / moe_*_quant, which dequantize exactly in registers; f32 KV): measured ~1e-6, with
 // greedy identical; NVFP4's experts of 2 to 8 tokens sum each 16-group in half precision (2.95e-5 on
-// the nvfp4 fixture's 7-token prompt, H100, 2026-12-06, with every NVFP4 split product so summed). 1e-1 where they are rounded to bf16: a bf16 KV cache, or a prompt of at least
+// the nvfp4 fixture's 7-token prompt, H100, 2026-12-06, with every NVFP4 split product so summed).
+// 1e-1 where they are rounded to bf16: a bf16 KV cache, or a prompt of at least
 // cuda_gemm_min_tokens tokens (prompt3's 150 at the default 64), whose products dequantize the weights to bf16 and take
 // the bf16 GEMM path. Measured there (H200, 2026-12-03): 1.4e-2..2.2e-2 on the qwen3moe fixtures
 // and 6.3e-2 on qwen35moe-fp8-tiny's prompt3, whose greedy continuation parts from the golden at
