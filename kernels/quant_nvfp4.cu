@@ -379,11 +379,12 @@ struct Nvfp4SplitT {
 
 // One token takes the float32 sums everywhere; the experts of 2 to 8 tokens the half2 sums. At one
 // token the kernels are one wave waiting on their loads (Nsight Compute: long-scoreboard stalls the
-// largest part of each issue), and HalfDot's wait for a group's 16 x values before any product made
-// the step slower although it issues 17% fewer instructions (H100, NVFP4 batch 1: +5.9% with the
-// dense products too, +1.4% with the experts alone); a batch of 8 runs eight times the blocks, in
-// waves, and there it made the step 2.7% / 2.1% faster (1k / 4k; docs/bench/quant-decode-h200.md,
-// session 47).
+// largest part of each issue), and the half2 sums made the step slower although they issue 17% fewer
+// instructions (H100, NVFP4 batch 1: +5.9% with the dense products too, +1.4% with the experts
+// alone). Not because of the scale: with none at all (S a constant, measured only) they were slower
+// still, +4.7% for the experts, and a scale per 8 columns lost too (+2.4%; session 48). A batch of 8
+// runs eight times the blocks, in waves, and there they made the step 2.7% / 2.1% faster (1k / 4k;
+// docs/bench/quant-decode-h200.md, sessions 47 and 48).
 using Nvfp4Split = Nvfp4SplitT<false>;
 using Nvfp4SplitHalfSums = Nvfp4SplitT<true>;
 
