@@ -118,7 +118,12 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
 
-  GridDepLaunchDependents();
+  // The next kernel (o_proj) may launch once every block has let it: a walking block does so after
+  // its wait, below, not at its start. o_proj's blocks load their weights before their own wait (16.8
+  // MB in bf16). Launched at attention's start, those loads were in flight while the q/k norm and
+  // attention waited for their own post-wait loads, the step's critical path. Same-run A/B on one
+  // H100, session 50, batch 1: -2.5% bf16, -2.4% FP8, -2.8% NVFP4 at 1k; -0.7%, +0.5%, -0.3% at 4k;
+  // batch 8 -0.2% to -0.6% (docs/bench/decode-h200.md).
   const int n_kv_heads = static_cast<int>(A.n_kv_heads), G = static_cast<int>(A.n_heads / A.n_kv_heads);
   const int b = static_cast<int>(blockIdx.x), p = b % parts, kvh = (b / parts) % n_kv_heads,
             s = b / parts / n_kv_heads;
@@ -133,6 +138,7 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   // barriers count every block, and helps merge.
   const bool idle = p >= cut.active;
   if (idle && !kCluster) return;
+  if (idle) GridDepLaunchDependents();  // nothing to fetch: it only helps merge
   // The (sequence, kv head)'s partials in scratch (the global merge's).
   const auto partials = [&] { return scratch + (static_cast<int64_t>(s) * n_kv_heads + kvh) * parts * G * (HD + 2); };
   if (!kCluster || !idle) {
@@ -154,6 +160,7 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
     if (early0) kv.fetch(0);
     if (early1) kv.fetch(1);
     GridDepWait();
+    GridDepLaunchDependents();
     if (!early0) kv.fetch(0);
     kv.put_held(0);  // fp8: tile 0 from its held registers into shared memory (bf16: nothing)
     // ---- Q: the group's rows scaled (softmax scale, k scale, log2 e) and rounded to bf16 straight
