@@ -414,7 +414,6 @@ __global__ void __launch_bounds__(kDownWarps * 32, kDownBlocksPerSm)
     MoeDownFp8Kernel(float* out, const float* act, const int32_t* ids, const float* weights, const uint8_t* w,
                      const float* scales, Fp8Geometry g, int64_t H, int64_t data_stride, int64_t scale_stride,
                      int64_t K, bool early) {
-  GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows, t = blockIdx.y;
   __shared__ float partial[kDownWarps][kDownRows];
@@ -430,6 +429,8 @@ __global__ void __launch_bounds__(kDownWarps * 32, kDownBlocksPerSm)
   };
   if (early && warp < K) load_slot(warp);
   GridDepWait();
+  // The next kernel launches after this wait, as in moe_down (kernels/moe.cu).
+  GridDepLaunchDependents();
   float sum[kDownRows] = {};
   for (int64_t k = warp; k < K; k += kDownWarps) {
     if (k != warp || !early) load_slot(k);

@@ -449,7 +449,6 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     MoeDownNvfp4Kernel(float* out, const float* act, const int32_t* ids, const float* weights, const uint8_t* data,
                        const uint8_t* gs, const float* rs2, int64_t data_stride, int64_t gs_stride, int64_t T,
                        int64_t K, int64_t H, int64_t I, bool early) {
-  GridDepLaunchDependents();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   __shared__ float partial[kDownWarps][kDownRows];
@@ -467,6 +466,8 @@ __global__ void __launch_bounds__(kDownWarps * 32)
   };
   if (early && warp < K) load_slot(blockIdx.y, warp);
   GridDepWait();
+  // The next kernel launches after this wait, as in moe_down (kernels/moe.cu).
+  GridDepLaunchDependents();
   for (int64_t t = blockIdx.y; t < T; t += gridDim.y) {
     const bool loaded = early && t == blockIdx.y;  // the first slot's chunk is in buf already
     float sum[kDownRows] = {};

@@ -145,7 +145,6 @@ template <class P, int R, int L, int NL>
 __global__ void __launch_bounds__(8 * L)
     SplitMoeDownKernel(float* out, const float* act, const int32_t* ids, const float* weights,
                        typename P::Matrix stack, int64_t H, int64_t K, bool early) {
-  GridDepLaunchDependents();
   constexpr int kGroups = 8;
   const int lane = threadIdx.x % L, group = threadIdx.x / L;
   // The lanes of this group within its warp (a group never spans two warps: L divides 32).
@@ -170,6 +169,8 @@ __global__ void __launch_bounds__(8 * L)
   };
   if (early && group < K) load_slot(group);
   GridDepWait();
+  // The next kernel launches after this wait, as in moe_down (kernels/moe.cu).
+  GridDepLaunchDependents();
   float sum[R] = {};
   for (int64_t k = group; k < K; k += kGroups) {
     if (k != group || !early) load_slot(k);
