@@ -20,8 +20,14 @@ namespace {
 template <int kMaxExperts>
 __global__ void __launch_bounds__(kMaxExperts) RouterTopkKernel(int32_t* ids, float* weights, const float* logits,
                                                                 int E, int K, bool renormalize, bool shared) {
-  GridDepLaunchDependents();
   GridDepWait();
+  // moe_gate_up launches only after this wait: before its own wait it asks the L2 for the next
+  // layer's q/k/v weights (kernels/l2_prefetch.h; 21 MB in bf16, 10.5 FP8, 5.9 NVFP4), which at this
+  // kernel's start went out while the router product, this kernel's predecessor, still waited on
+  // its loads. Same-run A/B, one H100, session 50, on top of the later triggers of attention_decode
+  // and moe_down: FP8 -0.6% to -1.2%, NVFP4 -0.6% to -2.0% at batch 1 and 8, bf16 -0.3% to +0.4%
+  // (docs/bench/decode-h200.md).
+  GridDepLaunchDependents();
   const int64_t t = blockIdx.x;
   const int e = threadIdx.x, lane = e % 32, warp = e / 32, warps = blockDim.x / 32;
   // With the shared expert: one more logit per row (its gate) and one more output per token.
