@@ -3,7 +3,10 @@
 // first weight loads of a decode step's ~10 kernels per layer overlap the tail of the previous one.
 //
 // The contract every kernel launched this way keeps:
-//   - call GridDepLaunchDependents() early (it lets the NEXT kernel start launching), and
+//   - call GridDepLaunchDependents() (it lets the NEXT kernel start launching) at its start, or right
+//     after its GridDepWait() where the next kernel's early loads would otherwise be in flight while
+//     this kernel waits on its own reads, which are the step's critical path (attention_decode,
+//     the experts' down kernels and router_topk: docs/bench/decode-h200.md, session 50), and
 //   - call GridDepWait() before reading anything an earlier kernel of the stream wrote and before
 //     writing anything an earlier kernel may still read. Only data that no kernel writes (weights,
 //     the step's metadata copied before the launch) may be read before it.
