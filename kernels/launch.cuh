@@ -6,7 +6,10 @@
 //   - call GridDepLaunchDependents() (it lets the NEXT kernel start launching) at its start, or right
 //     after its GridDepWait() where the next kernel's early loads would otherwise be in flight while
 //     this kernel waits on its own reads, which are the step's critical path (attention_decode,
-//     the experts' down kernels and router_topk: docs/bench/decode-h200.md, session 50), and
+//     the experts' down kernels and router_topk: docs/bench/decode-h200.md, session 50). Where a
+//     kernel's own reads are one short round trip and the next kernel's early loads are the chain's
+//     next bytes, the start wins (add_rmsnorm and the q/k norm lost the later trigger: sessions
+//     50-51), and
 //   - call GridDepWait() before reading anything an earlier kernel of the stream wrote and before
 //     writing anything an earlier kernel may still read. Only data that no kernel writes (weights,
 //     the step's metadata copied before the launch) may be read before it.

@@ -20,6 +20,8 @@ template <typename KV>
 __global__ void QkNormRopeKernel(float* qkv, KV* kc, KV* vc, const uint16_t* q_norm,
                                  const uint16_t* k_norm, const float* inv_freq, const int32_t* pos,
                                  const int32_t* slot, QkvLayout L, float eps, float w_offset, KvScale kv_scale) {
+  // At the start: attention fetches its first K/V tiles before its wait, and triggering after this
+  // kernel's wait delayed them (FP8 batch 1 +0.9% to +1.2%, H100, session 50).
   GridDepLaunchDependents();
   const int64_t t = blockIdx.x;
   const int head = blockIdx.y, d = threadIdx.x;

@@ -18,6 +18,10 @@ constexpr int kVecPerThread = 4;  // rows up to 256 * 4 * 4 = 4096 floats stay i
 __global__ void __launch_bounds__(kThreads) AddRmsnormKernel(float* out, float* residual, const float* delta,
                                                              const uint16_t* w, int64_t n, float eps,
                                                              float w_offset) {
+  // At the start, not after the wait: the next kernel's early loads (the quantized q/k/v product's
+  // weights) are worth more than the round trip they delay here. Triggering after the wait lost,
+  // batch 1 +3.2% to +3.6% FP8, +1.9% NVFP4, +0.7% to +0.9% bf16 (H100, session 51,
+  // docs/bench/decode-h200.md).
   GridDepLaunchDependents();
   const int64_t r = blockIdx.x;
   float* x = residual + r * n;
