@@ -174,6 +174,14 @@ class GlooComm final : public Comm {
   void Abort(const std::string& reason) override {
     if (!MarkAborted(reason, /*by_caller=*/true)) return;
     TLOG(WARN) << "gloo comm rank " << rank() << " of " << world_size() << " aborted: " << reason;
+    {
+      // The direct all-reduce's own buffers are woken first: that does not depend on any pair's
+      // state. (SignalException cannot signal the context when every peer's pair is already
+      // closed; a receive still waiting would then wait out its deadline.)
+      std::lock_guard<std::mutex> lock(inflight_mu_);
+      if (inflight_recv_ != nullptr) inflight_recv_->abortWaitRecv();
+      if (inflight_send_ != nullptr) inflight_send_->abortWaitSend();
+    }
     context_->SignalException();
   }
 
@@ -197,6 +205,9 @@ class GlooComm final : public Comm {
     auto all = context_->createUnboundBuffer(direct_scratch_.data(),
                                              direct_scratch_.size() * sizeof(float));
     auto send = context_->createUnboundBuffer(mine, bytes);
+    // Abort wakes these waits from another thread; it may have come just before they were listed.
+    InflightBuffers listed(*this, all.get(), send.get());
+    if (aborted_.load()) throw gloo::IoException("collective aborted before it started");
     for (int peer = 0; peer < world; ++peer) {
       if (peer != me) all->recv(peer, slot, static_cast<size_t>(peer) * bytes, bytes);
     }
@@ -221,6 +232,28 @@ class GlooComm final : public Comm {
       data[i] = sum;
     }
   }
+
+  // Lists the direct all-reduce's buffers for Abort while they are in use (unlisted on scope exit,
+  // before they are destroyed).
+  class InflightBuffers {
+   public:
+    InflightBuffers(GlooComm& c, gloo::transport::UnboundBuffer* recv, gloo::transport::UnboundBuffer* send)
+        : c_(c) {
+      std::lock_guard<std::mutex> lock(c_.inflight_mu_);
+      c_.inflight_recv_ = recv;
+      c_.inflight_send_ = send;
+    }
+    ~InflightBuffers() {
+      std::lock_guard<std::mutex> lock(c_.inflight_mu_);
+      c_.inflight_recv_ = nullptr;
+      c_.inflight_send_ = nullptr;
+    }
+    InflightBuffers(const InflightBuffers&) = delete;
+    InflightBuffers& operator=(const InflightBuffers&) = delete;
+
+   private:
+    GlooComm& c_;
+  };
 
   absl::Status CheckRoot(int root) const {
     if (root < 0 || root >= world_size()) {
@@ -305,6 +338,9 @@ class GlooComm final : public Comm {
   std::mutex op_mu_;  // one collective at a time
   uint32_t next_tag_ = 0;
   std::vector<float> direct_scratch_;  // DirectAllReduce: all ranks' vectors
+  std::mutex inflight_mu_;             // guards the two below (Abort reads them from any thread)
+  gloo::transport::UnboundBuffer* inflight_recv_ = nullptr;
+  gloo::transport::UnboundBuffer* inflight_send_ = nullptr;
   mutable std::mutex state_mu_;
   std::atomic<bool> aborted_{false};
   bool aborted_by_caller_ = false;

@@ -9,8 +9,12 @@
 // builds a new one with a new generation.
 //
 // Abort(reason) from any thread fails the pending collective within milliseconds (it returns
-// Aborted): it signals Gloo's transport context, the same path Gloo takes on its own timeouts,
-// which fails every pending send/recv and closes every pair.
+// Aborted): it wakes the direct all-reduce's own receive and send (Gloo's abortWaitRecv /
+// abortWaitSend, whatever state the pairs are in), then signals Gloo's transport context, the same
+// path Gloo takes on its own timeouts, which fails every pending send/recv and closes every pair.
+// (With signalling alone, a head's all-reduce once waited out its 10 s deadline after its only
+// peer was killed mid-stream, although the comm was aborted at 3 s. The likely cause, not
+// reproduced on demand: that peer's pair was already closed, and the signal needs an open one.)
 //
 // Process-wide side effect: the first CreateGlooComm ignores SIGPIPE when it is at its default,
 // because Gloo writes to sockets with writev(), and a peer that died would otherwise kill us.
