@@ -230,8 +230,11 @@ void LaunchSplitMatvec(float* y, const float* x, const typename P::Matrix& m, in
 // an SM +7.0%, 8-byte loads with 4 warps a block +3.2%, a lane's rows summed one after another +2.8%
 // (docs/bench/quant-decode-h200.md, session 49); and so did 6 of the 8 rows brought in by bulk copies
 // (cp.async.bulk), each on its own mbarrier, their products taken in the order they landed: +3.9% to
-// +5.1% at 1k, +2.6% to +3.9% at 4k (session 53; its rows' scale bytes were plain loads, so each row
-// still waited on one: the form with the scales in the bulk copies is not measured).
+// +5.1% at 1k, +2.6% to +3.9% at 4k with the scale bytes as plain loads (session 53), +3.4% / +2.2%
+// with them in the copies (session 54). So did this kernel asking the L2 for its experts' down
+// weights once it knows them (+2.7% to +4.2%, session 54; moe_down was no faster with them there).
+// The kernel is sensitive to anything on its warps' path after the data arrives: one more argument
+// and a 4-byte spill cost the step 2.2-2.8% (session 54).
 template <class P>
 void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const typename P::Matrix& stack,
                           int64_t loads, int64_t I, int64_t K, int64_t p0, int64_t pairs, cudaStream_t stream,
