@@ -5,6 +5,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/matvec.cuh"
+#include "kernels/split_order.h"
 
 namespace tandem::kernels {
 
@@ -14,10 +15,11 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 
 // srow[i] = (w_offset + norm_w) * (srow[i] * scale) for the float4s i = first, first + step, ...
-// below nv; the writer block also stores the row before (x_out) and after (xn_out, when not null).
-__device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* xn_out, const uint16_t* norm_w,
-                                             int64_t nv, float scale, float w_offset, bool writer, int first,
-                                             int step) {
+// below nv; the writer block also stores the row before (x_out) and after (xn_out and, in split order,
+// xn_split, each when not null).
+__device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* xn_out, float* xn_split,
+                                             const uint16_t* norm_w, int64_t nv, float scale, float w_offset,
+                                             bool writer, int first, int step) {
   for (int64_t i = first; i < nv; i += step) {
     float4 v = srow[i];
     if (writer) reinterpret_cast<float4*>(x_out)[i] = v;
@@ -27,6 +29,7 @@ __device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* 
     v.w = (w_offset + Bf16At(norm_w, 4 * i + 3)) * (v.w * scale);
     srow[i] = v;
     if (writer && xn_out != nullptr) reinterpret_cast<float4*>(xn_out)[i] = v;
+    if (writer && xn_split != nullptr) reinterpret_cast<float4*>(xn_split)[SplitOrderQuad(i, 4 * nv)] = v;
   }
 }
 
@@ -51,7 +54,7 @@ constexpr int NormMatmulMinBlocks() {
 template <int R, int NL, int TT>
 __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
     NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out, float* __restrict__ xn_out,
-                     const float* __restrict__ x_in, const float* __restrict__ delta,
+                     float* __restrict__ xn_split, const float* __restrict__ x_in, const float* __restrict__ delta,
                      const uint16_t* __restrict__ norm_w, const uint16_t* __restrict__ w, int64_t T, int64_t in,
                      int64_t out, float eps, float w_offset) {
   extern __shared__ float4 smem4[];
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
     float total = 0;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) total += red[i];
-    NormaliseRow(smem4, x_out + t0 * in, xn_out != nullptr ? xn_out + t0 * in : nullptr, snw, nv,
+    NormaliseRow(smem4, x_out + t0 * in, xn_out != nullptr ? xn_out + t0 * in : nullptr, xn_split, snw, nv,
                  rsqrtf(total / static_cast<float>(in) + eps), w_offset, writer, threadIdx.x, kThreads);
   } else {
     // A token tile: warp t normalises token t on its own (warp-reduced sum of squares), all at once.
@@ -129,8 +132,8 @@ __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
       }
       ss = WarpSum(ss);
       // Each lane rewrites the elements it stored above: no barrier between the passes.
-      NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr, snw,
-                   nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);
+      NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr,
+                   nullptr, snw, nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);
     }
   }
   __syncthreads();  // every row of the tile normalised before the products
@@ -139,8 +142,9 @@ __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
 }
 
 template <int R, int NL, int TT>
-void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                 const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
+void LaunchShape(float* y, float* x_out, float* xn_out, float* xn_split, const float* x_in, const float* delta,
+                 const uint16_t* norm_w, const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps,
+                 float w_offset, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(TT) * in * sizeof(float) + in * sizeof(uint16_t);
   static size_t opted_in = 48 * 1024;  // per instantiation: raise the dynamic shared memory cap once
   if (smem > opted_in) {
@@ -151,15 +155,16 @@ void LaunchShape(float* y, float* x_out, float* xn_out, const float* x_in, const
   const int64_t rows_per_block = kWarps * R;
   const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>((T + TT - 1) / TT));
-  Launch(NormMatmulKernel<R, NL, TT>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, x_in, delta, norm_w, w, T, in,
-         out, eps, w_offset);
+  Launch(NormMatmulKernel<R, NL, TT>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, xn_split, x_in, delta, norm_w,
+         w, T, in, out, eps, w_offset);
 }
 
 template <int TT>
-void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta, const uint16_t* norm_w,
-                const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps, float w_offset, cudaStream_t s) {
+void LaunchTile(float* y, float* x_out, float* xn_out, float* xn_split, const float* x_in, const float* delta,
+                const uint16_t* norm_w, const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps,
+                float w_offset, cudaStream_t s) {
   DispatchMatvecShape<TT>(MatvecShape(in, TT, out), [&]<int R, int NL>() {
-    LaunchShape<R, NL, TT>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, s);
+    LaunchShape<R, NL, TT>(y, x_out, xn_out, xn_split, x_in, delta, norm_w, w, T, in, out, eps, w_offset, s);
   });
 }
 
@@ -167,22 +172,24 @@ void LaunchTile(float* y, float* x_out, float* xn_out, const float* x_in, const 
 
 void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in, const float* delta,
                         const bf16_bits* norm_w, const bf16_bits* w, int64_t T, int64_t in, int64_t out, float eps,
-                        cudaStream_t stream, float w_offset) {
+                        cudaStream_t stream, float w_offset, float* xn_split) {
   KERNEL_REQUIRE(in % 8 == 0);
   KERNEL_REQUIRE(x_out != x_in && x_out != delta);
+  KERNEL_REQUIRE(xn_split == nullptr || (T == 1 && in % 32 == 0));
   for (const void* p : {static_cast<const void*>(y), static_cast<const void*>(x_out), static_cast<const void*>(xn_out),
-                        static_cast<const void*>(x_in), static_cast<const void*>(delta), static_cast<const void*>(w)}) {
+                        static_cast<const void*>(xn_split), static_cast<const void*>(x_in),
+                        static_cast<const void*>(delta), static_cast<const void*>(w)}) {
     KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(p) % 16 == 0);
   }
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(norm_w) % 16 == 0);
   KERNEL_REQUIRE((8 * 4 + 2) * in <= 200 * 1024);  // the largest token tile and the norm weights fit
   if (T == 0) return;
   if (T == 1) {
-    LaunchTile<1>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
+    LaunchTile<1>(y, x_out, xn_out, xn_split, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else if (T <= 4) {
-    LaunchTile<4>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
+    LaunchTile<4>(y, x_out, xn_out, nullptr, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else {
-    LaunchTile<8>(y, x_out, xn_out, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
+    LaunchTile<8>(y, x_out, xn_out, nullptr, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   }
   KERNEL_CHECK();
 }

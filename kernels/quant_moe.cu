@@ -6,12 +6,12 @@
 namespace tandem::kernels {
 
 void moe_gate_up_quant(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream, L2Prefetch next) {
+                       int64_t K, cudaStream_t stream, L2Prefetch next, const float* x_split) {
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && gate_up.cols % 16 == 0);
   if (T == 0) return;
   switch (gate_up.format) {
     case WeightFormat::kFp8Block: detail::moe_gate_up_fp8(act, x, ids, gate_up, T, K, stream, next); return;
-    case WeightFormat::kNvfp4: detail::moe_gate_up_nvfp4(act, x, ids, gate_up, T, K, stream, next); return;
+    case WeightFormat::kNvfp4: detail::moe_gate_up_nvfp4(act, x, ids, gate_up, T, K, stream, next, x_split); return;
     default: KERNEL_REQUIRE(false && "moe_gate_up_quant: FP8 or NVFP4 experts only (bf16: moe_gate_up)");
   }
 }

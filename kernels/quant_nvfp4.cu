@@ -264,9 +264,11 @@ struct Nvfp4SplitMatrix {
 // The split products' view of an NVFP4 matrix (quant_split_matvec.cuh), 16-byte loads only
 // (WideLoads): a load is 32 codes (two groups) and their two scale bytes; each group's 16 products
 // are summed, then scaled once by its group scale and the row's second scale. kHalfSums picks how a
-// group is summed: in float32 (FloatDot) or as half2 (HalfDot).
-template <bool kHalfSums>
+// group is summed: in float32 (FloatDot) or as half2 (HalfDot). kSplitX (float sums only): x is in
+// split order (kernels/split_order.h), so a warp's x reads are contiguous.
+template <bool kHalfSums, bool kSplitX = false>
 struct Nvfp4SplitT {
+  static_assert(!(kHalfSums && kSplitX), "the split-order x is read by the float sums only");
   using Matrix = Nvfp4SplitMatrix;
   __device__ static int cols(const Matrix& m) { return m.cols; }
   __device__ static Matrix Expert(const Matrix& stack, int64_t e) {
@@ -290,28 +292,35 @@ struct Nvfp4SplitT {
   }
   __device__ static void Fetch(Raw& raw, const Matrix&, const Row& row, int j) { LoadOne<2>(raw, row.data, row.gs, j); }
   template <int R>
-  __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix&, const Row (&rows)[R], const float* x,
-                             int j) {
+  __device__ static void Dot(float (&acc)[R], const Raw (&raw)[R], const Matrix& m, const Row (&rows)[R],
+                             const float* x, int j) {
     float2 gs[R];  // columns 0-15 and 16-31
 #pragma unroll
     for (int r = 0; r < R; ++r) gs[r] = GroupScales<2>(raw[r]);
     if constexpr (kHalfSums) {
       HalfDot<R>(acc, raw, gs, rows, x, j);
     } else {
-      FloatDot<R>(acc, raw, gs, rows, x, j);
+      FloatDot<R>(acc, raw, gs, rows, x, j, m.cols >> 5);
     }
   }
-  // Each code widened to float, a group's 16 products summed in float32.
+  // Each code widened to float, a group's 16 products summed in float32. Load j's 32 x values: x + 32 j
+  // in row order; with kSplitX its float4 s at s * loads + j (loads: a row's).
   template <int R>
   __device__ static void FloatDot(float (&acc)[R], const Raw (&raw)[R], const float2 (&gs)[R], const Row (&rows)[R],
-                                  const float* x, int j) {
+                                  const float* x, int j, int loads) {
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
       float part[R] = {};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float4* xp = reinterpret_cast<const float4*>(x + j * 32 + g * 16 + h * 8);
-        const float4 a = __ldg(xp), b = __ldg(xp + 1);
+        float4 a, b;
+        if constexpr (kSplitX) {
+          const float4* xj = reinterpret_cast<const float4*>(x) + j;
+          a = __ldg(xj + (4 * g + 2 * h) * loads), b = __ldg(xj + (4 * g + 2 * h + 1) * loads);
+        } else {
+          const float4* xp = reinterpret_cast<const float4*>(x + j * 32 + g * 16 + h * 8);
+          a = __ldg(xp), b = __ldg(xp + 1);
+        }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float w[8];
@@ -387,6 +396,9 @@ struct Nvfp4SplitT {
 // docs/bench/quant-decode-h200.md, sessions 47 and 48).
 using Nvfp4Split = Nvfp4SplitT<false>;
 using Nvfp4SplitHalfSums = Nvfp4SplitT<true>;
+// One token's experts over x in split order (add_rmsnorm_matmul's xn_split): the gate/up step 1.8-2.2%
+// faster (H100, NVFP4 batch 1; docs/bench/decode-h200.md, session 54).
+using Nvfp4SplitOrderedX = Nvfp4SplitT<false, true>;
 
 // go.operator()<P>() with the experts' policy for T tokens: float32 sums for one, half2 for more.
 template <class F>
@@ -567,7 +579,7 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
 }
 
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream, L2Prefetch next) {
+                       int64_t K, cudaStream_t stream, L2Prefetch next, const float* x_split) {
   RequireNvfp4(gate_up);
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
@@ -586,9 +598,14 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
   if (WideLoads(gate_up) && T <= 8 && H < (int64_t{1} << 30)) {
     const Nvfp4SplitMatrix stack{data, gate_up.group_scales, gate_up.row_scale2, static_cast<int32_t>(H),
                                  gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
-    WithExpertsSplit(T, [&]<class P>() {
-      LaunchSplitMoeGateUp<P>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
-    });
+    if (T == 1 && x_split != nullptr) {
+      KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x_split) % 16 == 0);
+      LaunchSplitMoeGateUp<Nvfp4SplitOrderedX>(act, x_split, ids, stack, H / 32, I, K, 0, K, stream, next);
+    } else {
+      WithExpertsSplit(T, [&]<class P>() {
+        LaunchSplitMoeGateUp<P>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
+      });
+    }
   } else if (WideLoads(gate_up)) {
     launch(MoeGateUpNvfp4Kernel<2>);
   } else {

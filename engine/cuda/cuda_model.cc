@@ -320,6 +320,7 @@ absl::Status CudaModel::Reserve(const StepMeta& m) {
   absl::Status st = [&]() -> absl::Status {
     if (T > cap_tokens_) {
       for (DeviceArray<float>* a : {&a_.x, &a_.x2, &a_.xn, &a_.delta}) RETURN_IF_ERROR(a->Reserve(T * H, &grew));
+      RETURN_IF_ERROR(a_.xn_split.Reserve(H, &grew));
       RETURN_IF_ERROR(a_.qkv.Reserve(T * L_.row(), &grew));
       RETURN_IF_ERROR(a_.att.Reserve(T * L_.q_dim(), &grew));
       RETURN_IF_ERROR(a_.router_logits.Reserve(T * E, &grew));

@@ -189,17 +189,19 @@ absl::Status RandomWeights::Fill(DeviceArray<bf16_bits>& dst, int64_t n, int64_t
 // ---------------------------------------------------------------------------------------------
 // The step
 
-void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out,
-                             bool keep_xn, bool float_input) {
+bool StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out,
+                             bool keep_xn, bool float_input, float* xn_split) {
   const int64_t T = m.T;
   // From kMatmulBatchedMinTokens the product takes the tensor cores (matmul_bf16 -> matmul_batched),
   // which have no fused norm: the norm runs first, in place, as on prefill steps.
   const bool batched = !float_input && T >= kernels::kMatmulBatchedMinTokens &&
                        kernels::MatmulBatchedSupported(hidden, out) && !GemmPath(T);
   if (fuse && !batched) {
+    const bool split = xn_split != nullptr && T == 1 && hidden % 32 == 0;
     kernels::add_rmsnorm_matmul(y, x_next, keep_xn ? a->xn.get() : nullptr, x, delta, norm_w, w, T, hidden, out, eps,
-                                stream, norm_offset);
+                                stream, norm_offset, split ? xn_split : nullptr);
     std::swap(x, x_next);
+    return split;
   } else {
     kernels::add_rmsnorm(a->xn.get(), x, delta, norm_w, T, hidden, eps, stream, norm_offset);
     if (float_input) {
@@ -207,6 +209,7 @@ void StepContext::NormMatmul(float* y, const float* delta, const bf16_bits* norm
     } else {
       kernels::matmul_bf16(y, a->xn.get(), w, T, hidden, out, stream, gemm_min_tokens);
     }
+    return false;
   }
 }
 
@@ -425,7 +428,11 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   // tensor cores with xn split into bf16 hi + lo (kernels/matmul.h matmul_bf16_float_input).
   // With the shared expert as expert E: E + 1 logits, K + 1 experts per token.
   const int64_t Es = E + (shared_as_expert_ ? 1 : 0), Ks = K + (shared_as_expert_ ? 1 : 0);
-  ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true, /*float_input=*/true);
+  // One-token steps with NVFP4 experts: the router's kernel also leaves xn in split order, which
+  // their gate/up reads with contiguous loads (kernels/split_order.h).
+  const bool want_split = T == 1 && gate_up_.quantized() && gate_up_.format() == kernels::WeightFormat::kNvfp4;
+  const bool split = ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true,
+                                    /*float_input=*/true, want_split ? a.xn_split.get() : nullptr);
   kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
                        ctx.stream, shared_as_expert_);
   // Decode batches from MoeBatchedMinTokens (by format): each chosen expert read once for all of its
@@ -452,7 +459,7 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
                                gate_up_.quant(), down_.quant(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
   } else if (!ctx.GemmPath(T)) {  // decode: the weights dequantized in registers
     kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream,
-                               ctx.next_weights);
+                               ctx.next_weights, split ? a.xn_split.get() : nullptr);
     kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
                             ctx.stream, /*follows_gate_up=*/true);
   } else if (ctx.dequant.split) {

@@ -110,6 +110,7 @@ class RandomWeights final : public WeightSource {
 // Activations for up to a number of tokens / logits rows, shared by the parts (grown by the model).
 struct Activations {
   DeviceArray<float> x, xn, delta;  // (T, hidden) residual stream, normed input, sublayer output
+  DeviceArray<float> xn_split;      // (hidden) a one-token step's router input in split order (NVFP4 experts)
   DeviceArray<float> x2;            // (T, hidden) the residual's other half of the ping-pong (fused norms)
   DeviceArray<float> qkv;           // (T, q_dim + 2 kv_dim (+ q_dim: gated attention's gate))
   DeviceArray<float> att;           // (T, q_dim)
@@ -174,9 +175,11 @@ struct StepContext {
   // xn is kept in a->xn when keep_xn (always when not fused).
   // float_input keeps xn's float32 precision for the product on prefill-sized steps too
   // (kernels/matmul.h matmul_bf16_float_input): the router, whose top-k must not flip on bf16
-  // rounding of its input.
-  void NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
-                  bool float_input = false);
+  // rounding of its input. xn_split (one-token steps; null: none): where the fused kernel also
+  // stores xn in split order (kernels/split_order.h). Returns whether it did (only the fused path
+  // does); the caller reads xn_split only then.
+  bool NormMatmul(float* y, const float* delta, const bf16_bits* norm_w, const bf16_bits* w, int64_t out, bool keep_xn,
+                  bool float_input = false, float* xn_split = nullptr);
   // The same for a linear (LinearWeight::rows outputs): a bf16 one as above; a quantized one has
   // no fused product (kernels/norm_matmul.h reads bf16), so the norm runs first with the same
   // residual semantics (x_next under fuse) and then its product (LinearMatmul).

@@ -18,6 +18,7 @@
 #include "kernels/bf16.h"
 #include "kernels/cuda_check.h"
 #include "kernels/fp8.h"
+#include "kernels/split_order.h"
 
 namespace tandem::kernels::testing {
 
@@ -90,6 +91,13 @@ inline std::vector<float> RandomFloats(size_t n, float scale = 1.0f) {
     x = static_cast<float>(static_cast<int32_t>(state >> 40) - (1 << 23)) * k;
   }
   return v;
+}
+
+// A row of `cols` floats (cols % 32 == 0) rearranged into its split order (kernels/split_order.h).
+inline std::vector<float> SplitOrdered(const float* row, int64_t cols) {
+  std::vector<float> out(cols);
+  for (int64_t q = 0; q < cols / 4; ++q) std::copy_n(row + 4 * q, 4, out.begin() + 4 * SplitOrderQuad(q, cols));
+  return out;
 }
 
 inline std::vector<bf16_bits> RandomBf16(size_t n, float scale = 1.0f) {

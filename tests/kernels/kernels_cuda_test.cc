@@ -26,6 +26,7 @@ using testing::ExpectClose;
 using testing::RandomBf16;
 using testing::RandomFloats;
 using testing::Rng;
+using testing::SplitOrdered;
 
 constexpr double kBound = 1e-3;
 
@@ -166,11 +167,12 @@ TEST(kernels_cuda, AddRmsnormMatmul) {
       auto x = RandomFloats(T * in), delta = RandomFloats(T * in);
       auto nw = RandomBf16(in);
       auto w = RandomBf16(out * in, 0.05f);
-      DeviceBuffer<float> d_x(x), d_delta(delta), d_y(T * out), d_xo(T * in), d_xn(T * in);
+      DeviceBuffer<float> d_x(x), d_delta(delta), d_y(T * out), d_xo(T * in), d_xn(T * in), d_xs(in);
       DeviceBuffer<bf16_bits> d_nw(nw), d_w(w);
-      d_y.Poison(), d_xo.Poison(), d_xn.Poison();
+      d_y.Poison(), d_xo.Poison(), d_xn.Poison(), d_xs.Poison();
+      // One token also stores xn in split order (the NVFP4 experts' input).
       add_rmsnorm_matmul(d_y.get(), d_xo.get(), d_xn.get(), d_x.get(), with_delta ? d_delta.get() : nullptr,
-                         d_nw.get(), d_w.get(), T, in, out, 1e-6f, nullptr);
+                         d_nw.get(), d_w.get(), T, in, out, 1e-6f, nullptr, 0.0f, T == 1 ? d_xs.get() : nullptr);
       std::vector<float> y(T * out), xo(T * in), xn(T * in);
       ref::add_rmsnorm_matmul(y.data(), xo.data(), xn.data(), x.data(), with_delta ? delta.data() : nullptr,
                               nw.data(), w.data(), T, in, out, 1e-6f);
@@ -178,6 +180,11 @@ TEST(kernels_cuda, AddRmsnormMatmul) {
       ExpectClose(tag + " y", d_y.Download(), y, kBound);
       ExpectClose(tag + " residual", d_xo.Download(), xo, kBound);
       ExpectClose(tag + " normed", d_xn.Download(), xn, kBound);
+      if (T == 1) {
+        // The same values as the row-order xn the kernel stored, each where the split order puts it.
+        const std::vector<float> row = d_xn.Download();
+        EXPECT_EQ(d_xs.Download(), SplitOrdered(row.data(), in)) << tag << " normed, split order";
+      }
     }
   }
 }

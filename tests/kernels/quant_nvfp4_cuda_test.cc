@@ -35,6 +35,7 @@ using testing::DeviceBuffer;
 using testing::ExpectClose;
 using testing::RandomFloats;
 using testing::Rng;
+using testing::SplitOrdered;
 using testing::Shape;
 using testing::Nvfp4Stack;
 using testing::RandomExpertIds;
@@ -254,6 +255,17 @@ TEST(quant_nvfp4_cuda, MoeExperts) {
     d_out.Poison();
     moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, true);
     ExpectClose("moe_down_nvfp4 after moe_gate_up " + tag, d_out.Download(), out, ExpertsBound(T));
+    if (T == 1 && H % 32 == 0) {
+      // x in split order (as the router's kernel leaves it for one token): the same products in the
+      // same order, so the same bits as from row-order x; x itself poisoned so it cannot be read.
+      const std::vector<float> row_order = d_act.Download();
+      DeviceBuffer<float> d_xs(SplitOrdered(x.data(), H)), d_poison(T * H);
+      d_poison.Poison();
+      d_act.Poison();
+      moe_gate_up_quant(d_act.get(), d_poison.get(), d_ids.get(), gate_up.device, T, K, nullptr, L2Prefetch{},
+                        d_xs.get());
+      EXPECT_EQ(d_act.Download(), row_order) << "moe_gate_up_nvfp4 over split-order x " << tag;
+    }
   }
 }
 
