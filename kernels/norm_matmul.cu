@@ -15,11 +15,10 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 
 // srow[i] = (w_offset + norm_w) * (srow[i] * scale) for the float4s i = first, first + step, ...
-// below nv; the writer block also stores the row before (x_out) and after (xn_out and, in split order,
-// xn_split, each when not null).
-__device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* xn_out, float* xn_split,
-                                             const uint16_t* norm_w, int64_t nv, float scale, float w_offset,
-                                             bool writer, int first, int step) {
+// below nv; the writer block also stores the row before (x_out) and after (xn_out, when not null).
+__device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* xn_out, const uint16_t* norm_w,
+                                             int64_t nv, float scale, float w_offset, bool writer, int first,
+                                             int step) {
   for (int64_t i = first; i < nv; i += step) {
     float4 v = srow[i];
     if (writer) reinterpret_cast<float4*>(x_out)[i] = v;
@@ -29,7 +28,6 @@ __device__ __forceinline__ void NormaliseRow(float4* srow, float* x_out, float* 
     v.w = (w_offset + Bf16At(norm_w, 4 * i + 3)) * (v.w * scale);
     srow[i] = v;
     if (writer && xn_out != nullptr) reinterpret_cast<float4*>(xn_out)[i] = v;
-    if (writer && xn_split != nullptr) reinterpret_cast<float4*>(xn_split)[SplitOrderQuad(i, 4 * nv)] = v;
   }
 }
 
@@ -51,7 +49,10 @@ constexpr int NormMatmulMinBlocks() {
   return R == 1 && TT == 1 && NL <= 4 ? 5 : 1;
 }
 
-template <int R, int NL, int TT>
+// kSplit (one token): block 0 also stores xn in split order to xn_split (kernels/split_order.h), after
+// the barrier below, each thread writing whole float4s of the output in turn (coalesced) from the
+// normalised row in shared memory.
+template <int R, int NL, int TT, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
     NormMatmulKernel(float* __restrict__ y, float* __restrict__ x_out, float* __restrict__ xn_out,
                      float* __restrict__ xn_split, const float* __restrict__ x_in, const float* __restrict__ delta,
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
     float total = 0;
 #pragma unroll
     for (int i = 0; i < kWarps; ++i) total += red[i];
-    NormaliseRow(smem4, x_out + t0 * in, xn_out != nullptr ? xn_out + t0 * in : nullptr, xn_split, snw, nv,
+    NormaliseRow(smem4, x_out + t0 * in, xn_out != nullptr ? xn_out + t0 * in : nullptr, snw, nv,
                  rsqrtf(total / static_cast<float>(in) + eps), w_offset, writer, threadIdx.x, kThreads);
   } else {
     // A token tile: warp t normalises token t on its own (warp-reduced sum of squares), all at once.
@@ -132,39 +133,48 @@ __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
       }
       ss = WarpSum(ss);
       // Each lane rewrites the elements it stored above: no barrier between the passes.
-      NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr,
-                   nullptr, snw, nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);
+      NormaliseRow(srow, x_out + (t0 + warp) * in, xn_out != nullptr ? xn_out + (t0 + warp) * in : nullptr, snw,
+                   nv, rsqrtf(ss / static_cast<float>(in) + eps), w_offset, writer, lane, 32);
     }
   }
   __syncthreads();  // every row of the tile normalised before the products
+  if constexpr (kSplit) {
+    static_assert(TT == 1, "the split order is stored for one token");
+    if (blockIdx.x == 0) {
+      const int64_t loads = in / 32;
+      for (int64_t o = threadIdx.x; o < nv; o += kThreads) {
+        reinterpret_cast<float4*>(xn_split)[o] = smem4[(o % loads) * kSplitOrderQuads + o / loads];
+      }
+    }
+  }
   if (!active) return;
   RowsProduct<R, NL, TT, false>(y, sx, buf, rows, in, out, o0, t0, nt, lane);
 }
 
-template <int R, int NL, int TT>
+template <int R, int NL, int TT, bool kSplit>
 void LaunchShape(float* y, float* x_out, float* xn_out, float* xn_split, const float* x_in, const float* delta,
                  const uint16_t* norm_w, const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps,
                  float w_offset, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(TT) * in * sizeof(float) + in * sizeof(uint16_t);
   static size_t opted_in = 48 * 1024;  // per instantiation: raise the dynamic shared memory cap once
   if (smem > opted_in) {
-    CUDA_CHECK(cudaFuncSetAttribute(NormMatmulKernel<R, NL, TT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(NormMatmulKernel<R, NL, TT, kSplit>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
     opted_in = smem;
   }
   const int64_t rows_per_block = kWarps * R;
   const dim3 grid(static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block),
                   static_cast<unsigned>((T + TT - 1) / TT));
-  Launch(NormMatmulKernel<R, NL, TT>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, xn_split, x_in, delta, norm_w,
+  Launch(NormMatmulKernel<R, NL, TT, kSplit>, grid, dim3(kThreads), smem, s, y, x_out, xn_out, xn_split, x_in, delta, norm_w,
          w, T, in, out, eps, w_offset);
 }
 
-template <int TT>
+template <int TT, bool kSplit = false>
 void LaunchTile(float* y, float* x_out, float* xn_out, float* xn_split, const float* x_in, const float* delta,
                 const uint16_t* norm_w, const uint16_t* w, int64_t T, int64_t in, int64_t out, float eps,
                 float w_offset, cudaStream_t s) {
   DispatchMatvecShape<TT>(MatvecShape(in, TT, out), [&]<int R, int NL>() {
-    LaunchShape<R, NL, TT>(y, x_out, xn_out, xn_split, x_in, delta, norm_w, w, T, in, out, eps, w_offset, s);
+    LaunchShape<R, NL, TT, kSplit>(y, x_out, xn_out, xn_split, x_in, delta, norm_w, w, T, in, out, eps, w_offset, s);
   });
 }
 
@@ -184,8 +194,10 @@ void add_rmsnorm_matmul(float* y, float* x_out, float* xn_out, const float* x_in
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(norm_w) % 16 == 0);
   KERNEL_REQUIRE((8 * 4 + 2) * in <= 200 * 1024);  // the largest token tile and the norm weights fit
   if (T == 0) return;
-  if (T == 1) {
-    LaunchTile<1>(y, x_out, xn_out, xn_split, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
+  if (T == 1 && xn_split != nullptr) {
+    LaunchTile<1, true>(y, x_out, xn_out, xn_split, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
+  } else if (T == 1) {
+    LaunchTile<1>(y, x_out, xn_out, nullptr, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else if (T <= 4) {
     LaunchTile<4>(y, x_out, xn_out, nullptr, x_in, delta, norm_w, w, T, in, out, eps, w_offset, stream);
   } else {
