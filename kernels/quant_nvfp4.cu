@@ -396,8 +396,9 @@ struct Nvfp4SplitT {
 // docs/bench/quant-decode-h200.md, sessions 47 and 48).
 using Nvfp4Split = Nvfp4SplitT<false>;
 using Nvfp4SplitHalfSums = Nvfp4SplitT<true>;
-// One token's experts over x in split order (add_rmsnorm_matmul's xn_split): the gate/up step 1.8-2.2%
-// faster (H100, NVFP4 batch 1; docs/bench/decode-h200.md, session 54).
+// One token's experts over x in split order (add_rmsnorm_matmul's xn_split): the NVFP4 batch-1 step
+// 1.2% / 1.3% faster at 1k / 4k, main against main (H100; a knock-out that read no x at all gained no
+// more; docs/bench/decode-h200.md, session 54).
 using Nvfp4SplitOrderedX = Nvfp4SplitT<false, true>;
 
 // go.operator()<P>() with the experts' policy for T tokens: float32 sums for one, half2 for more.

@@ -234,7 +234,9 @@ void LaunchSplitMatvec(float* y, const float* x, const typename P::Matrix& m, in
 // with them in the copies (session 54). So did this kernel asking the L2 for its experts' down
 // weights once it knows them (+2.7% to +4.2%, session 54; moe_down was no faster with them there).
 // The kernel is sensitive to anything on its warps' path after the data arrives: one more argument
-// and a 4-byte spill cost the step 2.2-2.8% (session 54).
+// and a 4-byte spill cost the step 2.2-2.8%; a prefetch.global.L1 of the lane's x line right after
+// the wait cost 12.7%; its x reads, 32 lines a warp in row order, cost about 2% until they came in
+// split order (kernels/split_order.h; session 54).
 template <class P>
 void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const typename P::Matrix& stack,
                           int64_t loads, int64_t I, int64_t K, int64_t p0, int64_t pairs, cudaStream_t stream,
