@@ -104,9 +104,10 @@ __global__ void __launch_bounds__(WARPS * 32)
 // before the wait; the next kernel may launch only after it (moe_down reads the ids early).
 // P::Expert(stack, e) is matrix e of a stack. kOneRound: one load a lane covers the row (the caller
 // checks); the kernel then holds 8 rows' loads and little else, and is capped at 24 warps an SM (80
-// registers, no spill on sm_90 or sm_121) where it took 168 registers (12 warps): Qwen3-30B-A3B's
-// 1536 blocks of a one-token step fit in one wave on 132 SMs, and a batch of 8 tokens (12,288 blocks)
-// runs its waves with twice the warps (docs/bench/quant-decode-h200.md, session 35).
+// registers, no spill on sm_90, a 4-byte spill on sm_121 with CUDA 13.0) where it took 168 registers
+// (12 warps): Qwen3-30B-A3B's 1536 blocks of a one-token step fit in one wave on 132 SMs, and a batch
+// of 8 tokens (12,288 blocks) runs its waves with twice the warps (docs/bench/quant-decode-h200.md,
+// session 35).
 template <class P, int RP, int WARPS, int NL, bool kOneRound>
 __global__ void __launch_bounds__(WARPS * 32, kOneRound && NL == 1 ? 24 / WARPS : 0)
     SplitMoeGateUpKernel(float* act, const float* x, const int32_t* ids, typename P::Matrix stack, int64_t I,
