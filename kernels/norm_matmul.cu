@@ -141,10 +141,8 @@ __global__ void __launch_bounds__(kThreads, NormMatmulMinBlocks<R, NL, TT>())
   if constexpr (kSplit) {
     static_assert(TT == 1, "the split order is stored for one token");
     if (blockIdx.x == 0) {
-      const int64_t loads = in / 32;
-      for (int64_t o = threadIdx.x; o < nv; o += kThreads) {
-        reinterpret_cast<float4*>(xn_split)[o] = smem4[(o % loads) * kSplitOrderQuads + o / loads];
-      }
+      float4* dst = reinterpret_cast<float4*>(xn_split);
+      for (int64_t o = threadIdx.x; o < nv; o += kThreads) dst[o] = smem4[SplitOrderSource(o, in)];
     }
   }
   if (!active) return;

@@ -23,6 +23,12 @@ TANDEM_SPLIT_ORDER_HD constexpr int64_t SplitOrderQuad(int64_t q, int64_t cols) 
   return (q % kSplitOrderQuads) * (cols / 32) + q / kSplitOrderQuads;
 }
 
+// The inverse: which float4 of the row sits at position o of its split order (a writer that stores
+// the split order in turn, coalesced, reads its sources with it).
+TANDEM_SPLIT_ORDER_HD constexpr int64_t SplitOrderSource(int64_t o, int64_t cols) {
+  return (o % (cols / 32)) * kSplitOrderQuads + o / (cols / 32);
+}
+
 }  // namespace tandem::kernels
 
 #undef TANDEM_SPLIT_ORDER_HD

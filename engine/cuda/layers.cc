@@ -430,7 +430,7 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
   const int64_t Es = E + (shared_as_expert_ ? 1 : 0), Ks = K + (shared_as_expert_ ? 1 : 0);
   // One-token steps with NVFP4 experts: the router's kernel also leaves xn in split order, which
   // their gate/up reads with contiguous loads (kernels/split_order.h).
-  const bool want_split = T == 1 && gate_up_.quantized() && gate_up_.format() == kernels::WeightFormat::kNvfp4;
+  const bool want_split = T == 1 && gate_up_.format() == kernels::WeightFormat::kNvfp4;
   const bool split = ctx.NormMatmul(a.router_logits.get(), delta, norm_w, router_.get(), Es, /*keep_xn=*/true,
                                     /*float_input=*/true, want_split ? a.xn_split.get() : nullptr);
   kernels::router_topk(a.expert_ids.get(), a.expert_w.get(), a.router_logits.get(), T, E, K, norm_topk_prob_,
