@@ -29,8 +29,10 @@ void matmul_nvfp4(float* y, const float* x, const QuantMatrix& W, int64_t T, cud
 bool matmul_nvfp4_batched(float* y, const float* x, const QuantMatrix& W, int64_t T, cudaStream_t stream);
 void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t stream, bf16_bits* lo = nullptr);
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream, L2Prefetch next = {}, const float* x_split = nullptr);
+                       int64_t K, cudaStream_t stream, L2Prefetch next = {}, const float* x_split = nullptr,
+                       bool act_split = false);
 void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up);
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool act_split = false);
+bool moe_act_split_nvfp4(const QuantMatrix& gate_up, const QuantMatrix& down, int64_t T);
 
 }  // namespace tandem::kernels::detail

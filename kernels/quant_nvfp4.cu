@@ -398,7 +398,9 @@ using Nvfp4Split = Nvfp4SplitT<false>;
 using Nvfp4SplitHalfSums = Nvfp4SplitT<true>;
 // One token's experts over x in split order (add_rmsnorm_matmul's xn_split): the NVFP4 batch-1 step
 // 1.2% / 1.3% faster at 1k / 4k, main against main (H100; a knock-out that read no x at all gained no
-// more; docs/bench/decode-h200.md, session 54).
+// more; docs/bench/decode-h200.md, session 54). Its gate/up then stores act in split order too, and
+// down reads it with the same policy: down 6.05 -> 5.18 us a layer, the step 1.0% / 0.9% faster
+// (session 55).
 using Nvfp4SplitOrderedX = Nvfp4SplitT<false, true>;
 
 // go.operator()<P>() with the experts' policy for T tokens: float32 sums for one, half2 for more.
@@ -579,9 +581,19 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
   KERNEL_CHECK();
 }
 
+bool moe_act_split_nvfp4(const QuantMatrix& gate_up, const QuantMatrix& down, int64_t T) {
+  // Both products take their one-token split kernels (gate/up over split-order x, down over
+  // split-order act), and act's rows are whole float4 groups of the split order (I % 32).
+  return T == 1 && gate_up.format == WeightFormat::kNvfp4 && down.format == WeightFormat::kNvfp4 &&
+         WideLoads(gate_up) && WideLoads(down) && gate_up.cols % 32 == 0 && gate_up.cols < (int64_t{1} << 30) &&
+         down.cols == gate_up.rows / 2 && down.cols % 32 == 0 && down.cols / 32 <= kSplitDownMaxLoads;
+}
+
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
-                       int64_t K, cudaStream_t stream, L2Prefetch next, const float* x_split) {
+                       int64_t K, cudaStream_t stream, L2Prefetch next, const float* x_split, bool act_split) {
   RequireNvfp4(gate_up);
+  KERNEL_REQUIRE(!act_split || (T == 1 && x_split != nullptr && WideLoads(gate_up) && gate_up.rows % 64 == 0 &&
+                                 gate_up.cols < (int64_t{1} << 30)));
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t H = gate_up.cols, I = gate_up.rows / 2;
@@ -601,7 +613,11 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
                                  gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
     if (T == 1 && x_split != nullptr) {
       KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x_split) % 16 == 0);
-      LaunchSplitMoeGateUp<Nvfp4SplitOrderedX>(act, x_split, ids, stack, H / 32, I, K, 0, K, stream, next);
+      if (act_split) {
+        LaunchSplitMoeGateUp<Nvfp4SplitOrderedX, true>(act, x_split, ids, stack, H / 32, I, K, 0, K, stream, next);
+      } else {
+        LaunchSplitMoeGateUp<Nvfp4SplitOrderedX>(act, x_split, ids, stack, H / 32, I, K, 0, K, stream, next);
+      }
     } else {
       WithExpertsSplit(T, [&]<class P>() {
         LaunchSplitMoeGateUp<P>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
@@ -616,9 +632,12 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
 }
 
 void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const float* weights, const QuantMatrix& down,
-                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up) {
+                    int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool act_split) {
   RequireNvfp4(down);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0);
+  // Split-order act (one token) is read by the split kernel alone.
+  KERNEL_REQUIRE(!act_split || (T == 1 && WideLoads(down) && down.cols % 32 == 0 &&
+                                down.cols / 32 <= kSplitDownMaxLoads && down.cols < (int64_t{1} << 30)));
   if (T == 0 || down.rows == 0) return;
   const int64_t H = down.rows, I = down.cols;
   // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late). The early
@@ -630,9 +649,12 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   if (WideLoads(down) && T <= 8 && I < (int64_t{1} << 30)) {
     const Nvfp4SplitMatrix stack{data, down.group_scales, down.row_scale2, static_cast<int32_t>(I),
                                  down.data_bytes(), down.group_scale_stride(), down.row_scale2_stride()};
-    if (WithExpertsSplit(T, [&]<class P>() {
-          return LaunchSplitMoeDown<P>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream);
-        })) {
+    const bool launched =
+        act_split ? LaunchSplitMoeDown<Nvfp4SplitOrderedX>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream)
+                  : WithExpertsSplit(T, [&]<class P>() {
+                      return LaunchSplitMoeDown<P>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream);
+                    });
+    if (launched) {
       KERNEL_CHECK();
       return;
     }

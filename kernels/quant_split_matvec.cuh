@@ -24,6 +24,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/l2_prefetch.h"
 #include "kernels/launch.cuh"
+#include "kernels/split_order.h"
 
 namespace tandem::kernels::detail {
 
@@ -108,10 +109,14 @@ __global__ void __launch_bounds__(WARPS * 32)
 // (12 warps): Qwen3-30B-A3B's 1536 blocks of a one-token step fit in one wave on 132 SMs, and a batch
 // of 8 tokens (12,288 blocks) runs its waves with twice the warps (docs/bench/quant-decode-h200.md,
 // session 35).
-template <class P, int RP, int WARPS, int NL, bool kOneRound>
+// kActSplit: each pair's act row is stored in split order (kernels/split_order.h): the block's RP = 4
+// values are one float4 of the row, placed where the split order puts it (I % 32 == 0, checked by the
+// caller), for a down product that reads its x that way.
+template <class P, int RP, int WARPS, int NL, bool kOneRound, bool kActSplit = false>
 __global__ void __launch_bounds__(WARPS * 32, kOneRound && NL == 1 ? 24 / WARPS : 0)
     SplitMoeGateUpKernel(float* act, const float* x, const int32_t* ids, typename P::Matrix stack, int64_t I,
                          int64_t K, int64_t p0, L2Prefetch next) {
+  static_assert(!kActSplit || RP == kSplitOrderFloats, "a block's act values are one float4 of the split order");
   PrefetchL2(next);
   GridDepWait();
   GridDepLaunchDependents();
@@ -131,7 +136,10 @@ __global__ void __launch_bounds__(WARPS * 32, kOneRound && NL == 1 ? 24 / WARPS 
   const float s = SplitRowsDot<P, 2 * RP, WARPS, NL, kOneRound>(buf, m, rows, x + (p / K) * P::cols(m), nj);
   // Thread r < RP holds gate row r, thread RP + r up row r: one shuffle brings them together.
   const float up = __shfl_down_sync(0xffffffffu, s, RP);
-  if (threadIdx.x < RP && i0 + threadIdx.x < I) act[p * I + i0 + threadIdx.x] = SiluF(s) * up;
+  if (threadIdx.x < RP && i0 + threadIdx.x < I) {
+    const int64_t col = kActSplit ? SplitOrderQuad(i0 / RP, I) * RP + threadIdx.x : i0 + threadIdx.x;
+    act[p * I + col] = SiluF(s) * up;
+  }
 }
 
 // The experts' down product of the decode step, weighted and summed over each token's K slots
@@ -142,6 +150,7 @@ __global__ void __launch_bounds__(WARPS * 32, kOneRound && NL == 1 ? 24 / WARPS 
 // groups (slots k = group, group + 8, ...); the groups' weighted sums meet in shared memory in a fixed
 // order. With `early` (this launch directly follows moe_gate_up's decode kernel, so the router's
 // ids are complete when it starts) a group loads its first slot before waiting for the activations.
+// P reads act's rows as it reads x (NVFP4's split-order policy: act in split order).
 template <class P, int R, int L, int NL>
 __global__ void __launch_bounds__(8 * L)
     SplitMoeDownKernel(float* out, const float* act, const int32_t* ids, const float* weights,
@@ -238,20 +247,22 @@ void LaunchSplitMatvec(float* y, const float* x, const typename P::Matrix& m, in
 // and a 4-byte spill cost the step 2.2-2.8%; a prefetch.global.L1 of the lane's x line right after
 // the wait cost 12.7%; its x reads, 32 lines a warp in row order, cost about 2% until they came in
 // split order (kernels/split_order.h; session 54).
-template <class P>
+// kActSplit: act rows in split order (I % 32 == 0).
+template <class P, bool kActSplit = false>
 void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const typename P::Matrix& stack,
                           int64_t loads, int64_t I, int64_t K, int64_t p0, int64_t pairs, cudaStream_t stream,
                           L2Prefetch next = {}) {
   constexpr int kPairs = 4;
   KERNEL_REQUIRE(pairs <= 65535);
+  KERNEL_REQUIRE(!kActSplit || I % 32 == 0);
   const dim3 grid(static_cast<unsigned>((I + kPairs - 1) / kPairs), static_cast<unsigned>(pairs));
   const auto go = [&]<int W, int NL>() {
     if (loads <= NL * W * 32) {
-      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, true>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K, p0,
-             next);
+      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, true, kActSplit>, grid, dim3(W * 32), 0, stream, act, x, ids,
+             stack, I, K, p0, next);
     } else {
-      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, false>, grid, dim3(W * 32), 0, stream, act, x, ids, stack, I, K,
-             p0, next);
+      Launch(SplitMoeGateUpKernel<P, kPairs, W, NL, false, kActSplit>, grid, dim3(W * 32), 0, stream, act, x, ids,
+             stack, I, K, p0, next);
     }
   };
   SplitShape(loads, go);
@@ -260,12 +271,14 @@ void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const 
 // Launches the split down product for T tokens (T <= 65535) of a stack whose rows take `loads` loads
 // each, 4 rows a block: L the smallest of 8, 16, 32 that covers a row in at most 4 loads a lane.
 // Returns false (nothing launched) for rows longer than 128 loads.
+constexpr int64_t kSplitDownMaxLoads = 4 * 32;  // the longest rows LaunchSplitMoeDown takes, in loads
+
 template <class P>
 bool LaunchSplitMoeDown(float* out, const float* act, const int32_t* ids, const float* weights,
                         const typename P::Matrix& stack, int64_t loads, int64_t H, int64_t T, int64_t K, bool early,
                         cudaStream_t stream) {
   constexpr int kRows = 4;
-  if (loads > 4 * 32 || T > 65535) return false;
+  if (loads > kSplitDownMaxLoads || T > 65535) return false;
   const dim3 grid(static_cast<unsigned>((H + kRows - 1) / kRows), static_cast<unsigned>(T));
   const auto go = [&]<int L, int NL>() {
     Launch(SplitMoeDownKernel<P, kRows, L, NL>, grid, dim3(8 * L), 0, stream, out, act, ids, weights, stack, H, K,

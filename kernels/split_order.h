@@ -17,6 +17,7 @@
 namespace tandem::kernels {
 
 constexpr int64_t kSplitOrderQuads = 8;  // float4s a 32-column load reads
+constexpr int kSplitOrderFloats = 4;     // floats a float4 of the order holds
 
 // Where float4 q of a row of `cols` columns (cols % 32 == 0) sits in the row's split order, in float4s.
 TANDEM_SPLIT_ORDER_HD constexpr int64_t SplitOrderQuad(int64_t q, int64_t cols) {

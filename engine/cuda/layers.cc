@@ -458,10 +458,13 @@ absl::Status MoeFfn::Forward(StepContext& ctx, const float* delta, const bf16_bi
     kernels::moe_batched_quant(a.delta.get(), a.act.get(), a.xn.get(), a.expert_ids.get(), a.expert_w.get(),
                                gate_up_.quant(), down_.quant(), T, Ks, H, I, a.moe_batch.get(), ctx.stream);
   } else if (!ctx.GemmPath(T)) {  // decode: the weights dequantized in registers
+    // With xn in split order the NVFP4 one-token gate/up leaves act in split order too, which down reads
+    // with contiguous loads.
+    const bool act_split = split && kernels::moe_act_split(gate_up_.quant(), down_.quant(), T);
     kernels::moe_gate_up_quant(a.act.get(), a.xn.get(), a.expert_ids.get(), gate_up_.quant(), T, Ks, ctx.stream,
-                               ctx.next_weights, split ? a.xn_split.get() : nullptr);
+                               ctx.next_weights, split ? a.xn_split.get() : nullptr, act_split);
     kernels::moe_down_quant(a.delta.get(), a.act.get(), a.expert_ids.get(), a.expert_w.get(), down_.quant(), T, Ks,
-                            ctx.stream, /*follows_gate_up=*/true);
+                            ctx.stream, /*follows_gate_up=*/true, act_split);
   } else if (ctx.dequant.split) {
     // Float32-grade prefill: each stack as bf16 hi + lo in the scratch (gate_up's consumed before
     // down's overwrites it), the grouped GEMMs splitting the activations too. Where the grouped

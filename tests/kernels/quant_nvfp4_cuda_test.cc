@@ -265,6 +265,24 @@ TEST(quant_nvfp4_cuda, MoeExperts) {
       moe_gate_up_quant(d_act.get(), d_poison.get(), d_ids.get(), gate_up.device, T, K, nullptr, L2Prefetch{},
                         d_xs.get());
       EXPECT_EQ(d_act.Download(), row_order) << "moe_gate_up_nvfp4 over split-order x " << tag;
+      // And act in split order between the two products (where moe_act_split allows it): every row
+      // rearranged, the same bits; down over it the same bits as over row-order act.
+      if (moe_act_split(gate_up.device, down.device, T)) {
+        d_act.Poison();
+        moe_gate_up_quant(d_act.get(), d_poison.get(), d_ids.get(), gate_up.device, T, K, nullptr, L2Prefetch{},
+                          d_xs.get(), /*act_split=*/true);
+        const std::vector<float> split_act = d_act.Download();
+        for (int64_t k = 0; k < K; ++k) {
+          const std::vector<float> want = SplitOrdered(row_order.data() + k * I, I);
+          EXPECT_TRUE(std::equal(want.begin(), want.end(), split_act.begin() + k * I))
+              << "moe_gate_up_nvfp4's act in split order, slot " << k << " " << tag;
+        }
+        const std::vector<float> row_out = d_out.Download();
+        d_out.Poison();
+        moe_down_quant(d_out.get(), d_act.get(), d_ids.get(), d_w.get(), down.device, T, K, nullptr, true,
+                       /*act_split=*/true);
+        EXPECT_EQ(d_out.Download(), row_out) << "moe_down_nvfp4 over split-order act " << tag;
+      }
     }
   }
 }
