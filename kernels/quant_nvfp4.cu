@@ -584,16 +584,17 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
 bool moe_act_split_nvfp4(const QuantMatrix& gate_up, const QuantMatrix& down, int64_t T) {
   // Both products take their one-token split kernels (gate/up over split-order x, down over
   // split-order act), and act's rows are whole float4 groups of the split order (I % 32).
+  // (WideLoads: cols % 32 == 0.)
   return T == 1 && gate_up.format == WeightFormat::kNvfp4 && down.format == WeightFormat::kNvfp4 &&
-         WideLoads(gate_up) && WideLoads(down) && gate_up.cols % 32 == 0 && gate_up.cols < (int64_t{1} << 30) &&
-         down.cols == gate_up.rows / 2 && down.cols % 32 == 0 && down.cols / 32 <= kSplitDownMaxLoads;
+         WideLoads(gate_up) && WideLoads(down) && gate_up.cols < (int64_t{1} << 30) &&
+         down.cols == gate_up.rows / 2 && down.cols / 32 <= kSplitDownMaxLoads;
 }
 
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
                        int64_t K, cudaStream_t stream, L2Prefetch next, const float* x_split, bool act_split) {
   RequireNvfp4(gate_up);
-  KERNEL_REQUIRE(!act_split || (T == 1 && x_split != nullptr && WideLoads(gate_up) && gate_up.rows % 64 == 0 &&
-                                 gate_up.cols < (int64_t{1} << 30)));
+  // act_split is stored by the split kernel over x_split alone (the other paths require it off).
+  KERNEL_REQUIRE(!act_split || (T == 1 && x_split != nullptr));
   KERNEL_REQUIRE(gate_up.rows % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0);
   if (T == 0 || K == 0 || gate_up.rows == 0) return;
   const int64_t H = gate_up.cols, I = gate_up.rows / 2;
@@ -623,10 +624,13 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
         LaunchSplitMoeGateUp<P>(act, x, ids, stack, H / 32, I, K, 0, T * K, stream, next);
       });
     }
-  } else if (WideLoads(gate_up)) {
-    launch(MoeGateUpNvfp4Kernel<2>);
   } else {
-    launch(MoeGateUpNvfp4Kernel<1>);
+    KERNEL_REQUIRE(!act_split);
+    if (WideLoads(gate_up)) {
+      launch(MoeGateUpNvfp4Kernel<2>);
+    } else {
+      launch(MoeGateUpNvfp4Kernel<1>);
+    }
   }
   KERNEL_CHECK();
 }
@@ -635,9 +639,8 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
                     int64_t T, int64_t K, cudaStream_t stream, bool follows_gate_up, bool act_split) {
   RequireNvfp4(down);
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(act) % 16 == 0);
-  // Split-order act (one token) is read by the split kernel alone.
-  KERNEL_REQUIRE(!act_split || (T == 1 && WideLoads(down) && down.cols % 32 == 0 &&
-                                down.cols / 32 <= kSplitDownMaxLoads && down.cols < (int64_t{1} << 30)));
+  // Split-order act (one token) is read by the split kernel alone (the warp-per-row one requires it off).
+  KERNEL_REQUIRE(!act_split || T == 1);
   if (T == 0 || down.rows == 0) return;
   const int64_t H = down.rows, I = down.cols;
   // Off the GEMM path moe_gate_up took its decode kernel too (the one that triggers late). The early
@@ -659,6 +662,7 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
       return;
     }
   }
+  KERNEL_REQUIRE(!act_split);
   const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows),
                   static_cast<unsigned>(std::min<int64_t>(T, kMaxGridY)));
   const auto launch = [&](auto kernel) {

@@ -268,11 +268,11 @@ void LaunchSplitMoeGateUp(float* act, const float* x, const int32_t* ids, const 
   SplitShape(loads, go);
 }
 
-// Launches the split down product for T tokens (T <= 65535) of a stack whose rows take `loads` loads
-// each, 4 rows a block: L the smallest of 8, 16, 32 that covers a row in at most 4 loads a lane.
-// Returns false (nothing launched) for rows longer than 128 loads.
 constexpr int64_t kSplitDownMaxLoads = 4 * 32;  // the longest rows LaunchSplitMoeDown takes, in loads
 
+// Launches the split down product for T tokens (T <= 65535) of a stack whose rows take `loads` loads
+// each, 4 rows a block: L the smallest of 8, 16, 32 that covers a row in at most 4 loads a lane.
+// Returns false (nothing launched) for rows longer than kSplitDownMaxLoads loads.
 template <class P>
 bool LaunchSplitMoeDown(float* out, const float* act, const int32_t* ids, const float* weights,
                         const typename P::Matrix& stack, int64_t loads, int64_t H, int64_t T, int64_t K, bool early,
