@@ -415,6 +415,16 @@ bool WideLoads(const QuantMatrix& W) {
          reinterpret_cast<uintptr_t>(W.group_scales) % 2 == 0;
 }
 
+// Whether the experts' products of T tokens take their split-column kernels: moe_gate_up_nvfp4's and
+// moe_down_nvfp4's dispatch, and moe_act_split_nvfp4, ask these. Down's launcher takes rows of at most
+// kSplitDownMaxLoads loads.
+bool SplitGateUp(const QuantMatrix& gate_up, int64_t T) {
+  return WideLoads(gate_up) && T <= 8 && gate_up.cols < (int64_t{1} << 30);
+}
+bool SplitDown(const QuantMatrix& down, int64_t T) {
+  return WideLoads(down) && T <= 8 && down.cols < (int64_t{1} << 30) && down.cols / 32 <= kSplitDownMaxLoads;
+}
+
 void RequireNvfp4(const QuantMatrix& W) {
   KERNEL_REQUIRE(W.format == WeightFormat::kNvfp4 && W.cols % 16 == 0);
   KERNEL_REQUIRE(W.data != nullptr && W.group_scales != nullptr && W.row_scale2 != nullptr);
@@ -583,11 +593,10 @@ void dequantize_nvfp4_bf16(bf16_bits* dst, const QuantMatrix& W, cudaStream_t st
 
 bool moe_act_split_nvfp4(const QuantMatrix& gate_up, const QuantMatrix& down, int64_t T) {
   // Both products take their one-token split kernels (gate/up over split-order x, down over
-  // split-order act), and act's rows are whole float4 groups of the split order (I % 32).
-  // (WideLoads: cols % 32 == 0.)
+  // split-order act), and act's rows are whole float4 groups of the split order (I % 32: WideLoads
+  // has down.cols % 32 == 0).
   return T == 1 && gate_up.format == WeightFormat::kNvfp4 && down.format == WeightFormat::kNvfp4 &&
-         WideLoads(gate_up) && WideLoads(down) && gate_up.cols < (int64_t{1} << 30) &&
-         down.cols == gate_up.rows / 2 && down.cols / 32 <= kSplitDownMaxLoads;
+         SplitGateUp(gate_up, T) && SplitDown(down, T) && down.cols == gate_up.rows / 2;
 }
 
 void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const QuantMatrix& gate_up, int64_t T,
@@ -609,7 +618,7 @@ void moe_gate_up_nvfp4(float* act, const float* x, const int32_t* ids, const Qua
   // 1 ran in 2.698 ms against 3.126 with one row pair a warp, at batch 8 in 16.19 against 18.98;
   // docs/bench/quant-decode-h200.md); larger batches keep the warp-per-row kernel, not measured
   // against it.
-  if (WideLoads(gate_up) && T <= 8 && H < (int64_t{1} << 30)) {
+  if (SplitGateUp(gate_up, T)) {
     const Nvfp4SplitMatrix stack{data, gate_up.group_scales, gate_up.row_scale2, static_cast<int32_t>(H),
                                  gate_up.data_bytes(), gate_up.group_scale_stride(), gate_up.row_scale2_stride()};
     if (T == 1 && x_split != nullptr) {
@@ -649,7 +658,7 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
   const auto* data = static_cast<const uint8_t*>(down.data);
   // Up to 8 tokens take the split kernel (H200, Qwen3-30B-A3B shapes, decode step at batch 8: 15.78
   // ms against 16.27; at batch 1 2.677 against 2.696-2.699, inside the runs' spread).
-  if (WideLoads(down) && T <= 8 && I < (int64_t{1} << 30)) {
+  if (SplitDown(down, T)) {
     const Nvfp4SplitMatrix stack{data, down.group_scales, down.row_scale2, static_cast<int32_t>(I),
                                  down.data_bytes(), down.group_scale_stride(), down.row_scale2_stride()};
     const bool launched =
@@ -657,10 +666,9 @@ void moe_down_nvfp4(float* out, const float* act, const int32_t* ids, const floa
                   : WithExpertsSplit(T, [&]<class P>() {
                       return LaunchSplitMoeDown<P>(out, act, ids, weights, stack, I / 32, H, T, K, early, stream);
                     });
-    if (launched) {
-      KERNEL_CHECK();
-      return;
-    }
+    KERNEL_REQUIRE(launched);  // SplitDown holds the launcher's limits
+    KERNEL_CHECK();
+    return;
   }
   KERNEL_REQUIRE(!act_split);
   const dim3 grid(static_cast<unsigned>((H + kDownRows - 1) / kDownRows),
