@@ -188,6 +188,7 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
   tp.comm = comm;
   tp.cuda_quant_prefill_split = o.quant_prefill_split;
   tp.cuda_decode_attention = o.decode_attention;
+  tp.cuda_decode_attention_buffers = o.decode_attention_buffers;
   ASSIGN_OR_RETURN(auto model, CreateSyntheticCudaModel(cfg, o.seed, tp, format));
   RETURN_IF_ERROR(SetKvDtype(*model, o.kv_dtype));
   // Rank 0 spent a while on the copy and kernel timings (or the previous format): meet before the
@@ -198,6 +199,10 @@ absl::StatusOr<std::string> RunFormat(const DecodeBenchOptions& o, const ModelCo
     out += "prefill products: split bf16 hi + lo (--quant-prefill-split, float32-grade)\n";
   }
   if (o.decode_attention != "split") out += "decode attention: " + o.decode_attention + " (--decode-attention)\n";
+  if (o.decode_attention_buffers != 3) {
+    out += "decode attention buffers: up to " + std::to_string(o.decode_attention_buffers) +
+           " (--decode-attention-buffers)\n";
+  }
   const int min_b = *std::min_element(o.batches.begin(), o.batches.end());
   const int blocks_per_seq = DecodeBlocksPerSeq(o);
   // One pool for the decode points and the prefill rows (bench/decode_bench_prefill.h), refused

@@ -118,7 +118,11 @@ std::string DecodeBenchUsage() {
          "  --quant-prefill-split: the fp8 / nvfp4 prefill products in bf16 hi + lo (float32-grade, three\n"
          "    tensor-core products; the model option cuda_quant_prefill_split) instead of rounded to bf16\n"
          "  --decode-attention K: the decode steps' attention kernel (the model option cuda_decode_attention):\n"
-         "    split (default: the split tensor-core kernel wherever it takes the shape) or paged\n";
+         "    split (default: the split tensor-core kernel wherever it takes the shape) or paged\n"
+         "  --decode-attention-buffers N: the most K/V tile buffers a split decode attention block may take\n"
+         "    (the model option cuda_decode_attention_buffers): 3 (default) lets batch-1 steps at long contexts\n"
+         "    keep three of a partition's tiles in flight where shared memory holds them (Hopper); 2 keeps the\n"
+         "    double-buffered walk everywhere (the GB10's path)\n";
 }
 
 absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::string>& args) {
@@ -179,6 +183,14 @@ absl::StatusOr<DecodeBenchOptions> ParseDecodeBenchFlags(const std::vector<std::
         return absl::InvalidArgumentError("bench: --decode-attention takes split or paged (got '" +
                                           o.decode_attention + "')");
       }
+    } else if (f == "--decode-attention-buffers") {
+      ASSIGN_OR_RETURN(std::string v, value());
+      ASSIGN_OR_RETURN(auto list, ParseInts(v));
+      if (list.size() != 1 || list[0] < 2) {
+        return absl::InvalidArgumentError("bench: --decode-attention-buffers takes one count of 2 or more (got '" + v +
+                                          "'); the model refuses counts past its kernels' most");
+      }
+      o.decode_attention_buffers = list[0];
     } else if (f == "--help" || f == "-h") {
       o.help = true;
     } else if (f == "--runs" || f == "--steps") {

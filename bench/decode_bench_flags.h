@@ -48,6 +48,8 @@ struct DecodeBenchOptions {
   bool quant_prefill_split = false;
   // --decode-attention split|paged: ModelLoadOptions::cuda_decode_attention.
   std::string decode_attention = "split";
+  // --decode-attention-buffers N: ModelLoadOptions::cuda_decode_attention_buffers.
+  int decode_attention_buffers = 3;
   bool help = false;  // --help: print DecodeBenchUsage() and run nothing
 };
 

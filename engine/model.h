@@ -51,6 +51,12 @@ struct ModelLoadOptions {
   // has the A/Bs) or "paged" (paged_attention), for measuring one against the other in place (the
   // bench's --decode-attention); the load refuses other values.
   std::string cuda_decode_attention = "split";
+  // The most K/V tile buffers a block of the split decode attention may take (2 or 3): 3 (default)
+  // lets a batch-1 step at a long context keep three of a partition's tiles in flight where the
+  // device's shared memory holds them (Hopper; the GB10 takes 2 either way); 2 keeps the
+  // double-buffered walk everywhere, e.g. to test the GB10's path on an H200
+  // (kernels/attention_decode.h attention_decode_buffers; the bench's --decode-attention-buffers).
+  int cuda_decode_attention_buffers = 3;
 };
 
 class Model {

@@ -1,6 +1,7 @@
 #include "kernels/attention_decode.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <type_traits>
 
@@ -61,6 +62,28 @@ __host__ __device__ __forceinline__ Cut CutTiles(int n_tiles, int parts) {
 // cluster barriers and one round of shared-memory loads.
 constexpr int kMaxClusterParts = 16;
 
+// The deep walk (attention_decode_buffers): NB > 2 buffers of K/V tiles and the slots of every tile
+// of the partition (at most kMaxDeepTiles) looked up before the wait; the first NB tiles in flight at
+// once, a buffer refilled with tile i + NB once tile i is done. Hopper-sized shared memory (NB x 34
+// KB at head_dim 128); bf16 caches only. The launcher takes NB = 3: on the H100 at 4k 3 buffers beat
+// 4 and 5 (whose larger blocks leave less of the SM to the kernels beside them), session 57 in
+// docs/bench/decode-h200.md.
+constexpr int kMaxDeepTiles = 16;
+
+// Waits until at most n (0 <= n <= N) of this thread's committed cp.async groups are in flight.
+template <int N>
+__device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
+  if constexpr (N == 0) {
+    CpAsyncWait<0>();
+  } else {
+    if (n >= N) {
+      CpAsyncWait<N>();
+    } else {
+      CpAsyncWaitAtMost<N - 1>(n);
+    }
+  }
+}
+
 template <int HD>
 __device__ __forceinline__ void ClusterMerge(float* out, unsigned char* part_raw, int s, int kvh, int G,
                                              int64_t n_heads, int p, int parts, int active, bool idle,
@@ -106,7 +129,7 @@ __device__ __forceinline__ void ClusterMerge(float* out, unsigned char* part_raw
 // Grid: S * n_kv_heads * parts blocks, block b = ((s * n_kv_heads) + kvh) * parts + p. Row r < G of
 // the block's m16 tile is q head kvh * G + r of token s. Scratch per (s, kvh): parts x G rows of
 // [max, sum, O (HD)], the max in base 2 (q_scale holds log2 e).
-template <int HD, typename KV, bool kCluster>
+template <int HD, typename KV, bool kCluster, int NB = 2>
 __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
     AttentionDecodeKernel(float* out, float* scratch, uint32_t* counters, const float* q, const KV* kc, const KV* vc,
                           const int32_t* block_tables, const int32_t* pos, AttentionShape A, int parts, float q_scale,
@@ -115,6 +138,8 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   using Stager = KvTileStager<HD, KV, C::kThreads, C::kBN>;
   constexpr int kBN = C::kBN, kLd = C::kLd, kRows = C::kRows, kWarps = C::kWarps, kThreads = C::kThreads;
   static_assert(Stager::kLd == kLd && Stager::kTileElems == C::kTileElems, "one shared-memory layout");
+  constexpr bool kDeep = NB > 2;
+  static_assert(!kDeep || Stager::kAsync, "the deep walk stages bf16 tiles by cp.async");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
 
@@ -144,25 +169,56 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   if (!kCluster || !idle) {
     const int kt_begin = p * cut.per, kt_end = min(n_tiles, kt_begin + cut.per);
 
-    __shared__ int32_t sm_slot[2][64];
+    __shared__ int32_t sm_slot[kDeep ? kMaxDeepTiles : 2][64];
     Stager kv(smem, sm_slot, block_tables + static_cast<int64_t>(s) * A.max_blocks, kc, vc, A.block_size, n_pos,
               A.n_kv_heads * HD, kvh);
-    // A tile that ends before the token's own position was stored by earlier steps: the partition's
-    // first tile, where it is such, is fetched before the wait, and with a bf16 cache (cp.async into
-    // the second buffer) its second tile too, so that a short partition has all of its K/V in flight
-    // when the previous kernel ends. fp8, whose loads go through registers (held until put into
-    // shared memory), fetches only the first.
-    const bool two = kt_begin + 1 < kt_end;
-    const bool early0 = (kt_begin + 1) * kBN < n_pos;
-    const bool early1 = Stager::kAsync && two && (kt_begin + 2) * kBN < n_pos;
-    kv.load_slots_pair(kt_begin * kBN);
-    __syncthreads();
-    if (early0) kv.fetch(0);
-    if (early1) kv.fetch(1);
-    GridDepWait();
-    GridDepLaunchDependents();
-    if (!early0) kv.fetch(0);
-    kv.put_held(0);  // fp8: tile 0 from its held registers into shared memory (bf16: nothing)
+    const int n_t = kt_end - kt_begin;
+    bool early1 = false;
+    int fetched = 0;  // the deep walk: tiles of the partition fetched so far (the same in every thread)
+    if constexpr (kDeep) {
+      // Every tile's slots (n_t <= kMaxDeepTiles, the launcher's bound), loaded before any is stored.
+      constexpr int kRounds = kMaxDeepTiles * kBN / kThreads;
+      int32_t sl[kRounds];
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+        const int i = r * kThreads + tid;
+        sl[r] = i < n_t * kBN ? kv.slot_of(kt_begin * kBN + i) : -1;
+      }
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+        const int i = r * kThreads + tid;
+        if (i < n_t * kBN) sm_slot[i / kBN][i % kBN] = sl[r];
+      }
+      __syncthreads();
+      const int first = min(n_t, NB);
+      while (fetched < first && (kt_begin + fetched + 1) * kBN < n_pos) {
+        kv.fetch(fetched, fetched);
+        ++fetched;
+      }
+      GridDepWait();
+      GridDepLaunchDependents();
+      while (fetched < first) {
+        kv.fetch(fetched, fetched);
+        ++fetched;
+      }
+    } else {
+      // A tile that ends before the token's own position was stored by earlier steps: the partition's
+      // first tile, where it is such, is fetched before the wait, and with a bf16 cache (cp.async into
+      // the second buffer) its second tile too, so that a short partition has all of its K/V in flight
+      // when the previous kernel ends. fp8, whose loads go through registers (held until put into
+      // shared memory), fetches only the first.
+      const bool two = kt_begin + 1 < kt_end;
+      const bool early0 = (kt_begin + 1) * kBN < n_pos;
+      early1 = Stager::kAsync && two && (kt_begin + 2) * kBN < n_pos;
+      kv.load_slots_pair(kt_begin * kBN);
+      __syncthreads();
+      if (early0) kv.fetch(0);
+      if (early1) kv.fetch(1);
+      GridDepWait();
+      GridDepLaunchDependents();
+      if (!early0) kv.fetch(0);
+      kv.put_held(0);  // fp8: tile 0 from its held registers into shared memory (bf16: nothing)
+    }
     // ---- Q: the group's rows scaled (softmax scale, k scale, log2 e) and rounded to bf16 straight
     // into each warp's A fragments (m16n8k16: this lane's rows g and g + 8, columns c2, c2 + 1 and 8
     // more), rows G..15 zero: not staged in shared memory, whose second buffer may already be taking
@@ -193,14 +249,18 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
     const int v_lane = (warp * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kLd + (lane / 16) * 8;
 
     for (int kt = kt_begin; kt < kt_end; ++kt) {
-      const int cur = (kt - kt_begin) & 1, kv0 = kt * kBN;
+      const int cur = kDeep ? (kt - kt_begin) % NB : (kt - kt_begin) & 1, kv0 = kt * kBN;
       const bool more = kt + 1 < kt_end;
+      if constexpr (kDeep) {
+        CpAsyncWaitAtMost<NB - 1>(fetched - (kt - kt_begin) - 1);  // tile kt and those before it landed
+        __syncthreads();
+      }
       // The slots of tile kt + 2: with a bf16 cache looked up now and stored after this tile's
       // products (slots[cur] then has no more readers), so the lookup's round trip is not waited for
       // here; fp8 stores them at once (the register held across the products took its head_dim 128
       // kernel from 168 to 195 registers).
       int32_t next_slot = -1;
-      if (more) {
+      if (!kDeep && more) {
         // Tile kt + 1, unless it was fetched before the wait; its buffer's last readers passed the
         // barrier ending kt - 1.
         if constexpr (!Stager::kFetchLate) {
@@ -214,7 +274,7 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
           }
         }
       }
-      if constexpr (Stager::kAsync) {
+      if constexpr (Stager::kAsync && !kDeep) {
         Stager::wait_copies(more);
         __syncthreads();
       }
@@ -253,15 +313,23 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
         Mma(o[2 * dp], pa, bv[0], bv[1]);
         Mma(o[2 * dp + 1], pa, bv[2], bv[3]);
       }
-      if (more) {
-        if constexpr (Stager::kFetchLate) {
-          kv.fetch(cur ^ 1);
-        } else {
-          kv.put_held(cur ^ 1);
+      if constexpr (kDeep) {
+        __syncthreads();  // this buffer's readers are done: refilled with tile kt + NB, or the partials
+        if (fetched < n_t) {
+          kv.fetch(cur, fetched);
+          ++fetched;
         }
-        if (Stager::kAsync && kt + 2 < kt_end && tid < kBN) kv.slots[cur][tid] = next_slot;
+      } else {
+        if (more) {
+          if constexpr (Stager::kFetchLate) {
+            kv.fetch(cur ^ 1);
+          } else {
+            kv.put_held(cur ^ 1);
+          }
+          if (Stager::kAsync && kt + 2 < kt_end && tid < kBN) kv.slots[cur][tid] = next_slot;
+        }
+        __syncthreads();  // this buffer's readers are done: the next iteration fetches into it
       }
-      __syncthreads();  // this buffer's readers are done: the next iteration fetches into it
     }
 
     // ---- The 4 warps' partials into shared memory (the tiles are done: the last barrier above), rows
@@ -430,22 +498,70 @@ DecodeSplit Split(int64_t S, const AttentionShape& A, int64_t max_positions) {
   return {parts, false};
 }
 
+template <int HD>
+constexpr int DeepSmemBytes(int nb) {
+  return nb * 2 * DecodeTile<HD>::kTileElems * 2;
+}
+
+// The largest cluster the deep kernel of NB buffers may be placed in (0: none, e.g. the GB10, whose
+// 99 KB a block hold two buffers), asked once.
+template <int HD, int NB>
+int DeepClusterLimit() {
+  static const int n = [] {
+    const auto kernel = AttentionDecodeKernel<HD, __nv_bfloat16, true, NB>;
+    if (DeepSmemBytes<HD>(NB) > MaxSmemPerBlock() - 8 * 1024) return 0;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DeepSmemBytes<HD>(NB)));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(kMaxClusterParts);
+    config.blockDim = dim3(DecodeTile<HD>::kThreads);
+    config.dynamicSmemBytes = DeepSmemBytes<HD>(NB);
+    int size = 0;
+    CUDA_CHECK(cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config));
+    return std::min(size, kMaxClusterParts);
+  }();
+  return n;
+}
+
+// The buffers a launch takes (attention_decode_buffers): the deep walk for a cluster-merged launch
+// over a bf16 cache whose partitions hold more than 2 tiles and at most kMaxDeepTiles at
+// max_positions, with every block resident at once (at most one an SM: S * n_kv_heads * parts <=
+// SMs) and max_buffers allows it: 3 buffers, or 2 where the device cannot place the cluster of
+// 3-buffer blocks (the GB10).
+template <int HD>
+int BuffersFor(int64_t S, const AttentionShape& A, int64_t max_positions, bool bf16_cache, int max_buffers) {
+  if (max_buffers <= 2 || !bf16_cache) return 2;
+  const DecodeSplit split = Split(S, A, max_positions);
+  const int64_t tiles = (std::max<int64_t>(max_positions, 1) + DecodeTile<HD>::kBN - 1) / DecodeTile<HD>::kBN;
+  const int64_t per = (tiles + split.parts - 1) / split.parts;
+  if (!split.cluster || per <= 2 || per > kMaxDeepTiles || S * A.n_kv_heads * split.parts > SmCount()) return 2;
+  static_assert(kMaxDecodeBuffers == 3, "one deep kernel: 3 buffers (4 and 5 lost their A/B)");
+  return DeepClusterLimit<HD, 3>() >= split.parts ? 3 : 2;
+}
+
 template <int HD, typename KV>
 void LaunchHd(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache, const KV* v_cache,
               const int32_t* block_tables, const int32_t* pos, int64_t S, const AttentionShape& A, DecodeSplit split,
-              float q_scale, float v_scale, cudaStream_t stream) {
+              int buffers, float q_scale, float v_scale, cudaStream_t stream) {
   using C = DecodeTile<HD>;
   const int64_t parts = split.parts, blocks = S * A.n_kv_heads * parts;
   KERNEL_REQUIRE(blocks <= INT32_MAX);
-  const auto launch = [&](auto kernel, unsigned cluster) {
+  const auto launch = [&](auto kernel, unsigned cluster, int smem = C::kSmemBytes) {
     // Above 48 KB a block's dynamic shared memory must be allowed per kernel (and per device: set on
     // every launch, a driver call, not a sync); so must clusters of more than 8 blocks.
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (cluster > 8) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    LaunchClusters(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), C::kSmemBytes, stream,
+    LaunchClusters(kernel, dim3(static_cast<unsigned>(blocks)), dim3(C::kThreads), smem, stream,
                    dim3(cluster, 1, 1), out, scratch, counters, q, k_cache, v_cache, block_tables, pos, A,
                    static_cast<int>(parts), q_scale, v_scale);
   };
+  if constexpr (sizeof(KV) == 2) {
+    if (buffers > 2) {  // the deep walk (BuffersFor: a cluster-merged launch the device places)
+      launch(AttentionDecodeKernel<HD, KV, true, 3>, static_cast<unsigned>(parts), DeepSmemBytes<HD>(3));
+      KERNEL_CHECK();
+      return;
+    }
+  }
   if (split.cluster) {
     KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(out) % 16 == 0);
     launch(AttentionDecodeKernel<HD, KV, true>, static_cast<unsigned>(parts));
@@ -459,8 +575,9 @@ template <typename KV>
 void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q, const KV* k_cache,
                   const KV* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
                   const AttentionShape& A, int64_t max_positions, float scale, KvScale kv_scale,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, int max_buffers) {
   KERNEL_REQUIRE(attention_decode_supported(A));
+  KERNEL_REQUIRE(max_buffers >= 2 && max_buffers <= kMaxDecodeBuffers);
   if (S == 0) return;
   KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(q) % 16 == 0 && S <= INT32_MAX && max_positions >= 1);
   const DecodeSplit split = Split(S, A, max_positions);
@@ -468,8 +585,10 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
   // The scores are kept in base 2 (ex2 is the hardware's exponential): log2 e joins the scale.
   const float q_scale = scale * kv_scale.k * kLog2e;
   const auto launch = [&](auto hd) {
-    LaunchHd<decltype(hd)::value>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, split,
-                                  q_scale, kv_scale.v, stream);
+    constexpr int HD = decltype(hd)::value;
+    const int buffers = BuffersFor<HD>(S, A, max_positions, sizeof(KV) == 2, max_buffers);
+    LaunchHd<HD>(out, scratch, counters, q, k_cache, v_cache, block_tables, pos, S, A, split, buffers, q_scale,
+                 kv_scale.v, stream);
   };
   switch (A.head_dim) {
     case 32: launch(std::integral_constant<int, 32>{}); break;
@@ -480,16 +599,23 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
 
 }  // namespace
 
-int DecodeAttentionCarveoutPercent() {
-  static const int percent = [] {
+int DecodeAttentionCarveoutPercent(int buffers) {
+  // Per buffer count (2 .. kMaxDecodeBuffers), the head_dim 128 kernel's block, asked once.
+  static const std::array<int, kMaxDecodeBuffers + 1> percent = [] {
     const int per_sm = CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
     const int reserved = CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock);
-    cudaFuncAttributes attr{};
-    CUDA_CHECK(cudaFuncGetAttributes(&attr, AttentionDecodeKernel<128, __nv_bfloat16, true>));
-    const int64_t need = DecodeTile<128>::kSmemBytes + static_cast<int64_t>(attr.sharedSizeBytes) + reserved;
-    return static_cast<int>(std::min<int64_t>(100, (100 * need + per_sm - 1) / per_sm));
+    const auto need = [&](auto kernel, int64_t dynamic) {
+      cudaFuncAttributes attr{};
+      CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+      const int64_t bytes = dynamic + static_cast<int64_t>(attr.sharedSizeBytes) + reserved;
+      return static_cast<int>(std::min<int64_t>(100, (100 * bytes + per_sm - 1) / per_sm));
+    };
+    std::array<int, kMaxDecodeBuffers + 1> p{};
+    p[2] = need(AttentionDecodeKernel<128, __nv_bfloat16, true>, DecodeTile<128>::kSmemBytes);
+    p[3] = need(AttentionDecodeKernel<128, __nv_bfloat16, true, 3>, DeepSmemBytes<128>(3));
+    return p;
   }();
-  return percent;
+  return percent[std::clamp(buffers, 2, kMaxDecodeBuffers)];
 }
 
 bool attention_decode_supported(const AttentionShape& A) {
@@ -509,22 +635,32 @@ int64_t attention_decode_scratch_floats(int64_t S, const AttentionShape& A, int6
 
 int64_t attention_decode_counter_count(int64_t S, const AttentionShape& A) { return S * A.n_kv_heads; }
 
+int attention_decode_buffers(int64_t S, const AttentionShape& A, int64_t max_positions, bool bf16_cache,
+                             int max_buffers) {
+  if (!attention_decode_supported(A) || S <= 0 || max_positions < 1) return 2;
+  switch (A.head_dim) {
+    case 32: return BuffersFor<32>(S, A, max_positions, bf16_cache, max_buffers);
+    case 64: return BuffersFor<64>(S, A, max_positions, bf16_cache, max_buffers);
+    default: return BuffersFor<128>(S, A, max_positions, bf16_cache, max_buffers);
+  }
+}
+
 void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                       const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
                       const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
-                      KvScale kv_scale) {
+                      KvScale kv_scale, int max_buffers) {
   LaunchDecode(out, scratch, counters, q, reinterpret_cast<const __nv_bfloat16*>(k_cache),
                reinterpret_cast<const __nv_bfloat16*>(v_cache), block_tables, pos, S, A, max_positions, scale,
-               kv_scale, stream);
+               kv_scale, stream, max_buffers);
 }
 
 void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
                       const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
                       const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
-                      KvScale kv_scale) {
+                      KvScale kv_scale, int max_buffers) {
   LaunchDecode(out, scratch, counters, q, reinterpret_cast<const __nv_fp8_e4m3*>(k_cache),
                reinterpret_cast<const __nv_fp8_e4m3*>(v_cache), block_tables, pos, S, A, max_positions, scale,
-               kv_scale, stream);
+               kv_scale, stream, max_buffers);
 }
 
 }  // namespace tandem::kernels

@@ -45,6 +45,17 @@
 
 namespace tandem::kernels {
 
+// K/V tile buffers a block may take. 2: the double-buffered walk (a partition's first two tiles in
+// flight before the wait, each later tile fetched when a buffer frees, one tile ahead of its use).
+// 3: the deep walk, where a launch is merged in a cluster over a bf16 cache, its partitions hold 3
+// to 16 tiles at max_positions, and every block is resident at once: the slots of every tile of a
+// partition are looked up before the wait and three tiles are in flight at once, a buffer refilled
+// as soon as its tile is done (the double-buffered walk waits about a round trip for each tile past
+// the second: batch 1 at 4k, 5 tiles a partition, is 1.3-2.5% faster a step on the H100, session 57
+// in docs/bench/decode-h200.md; 4 and 5 buffers lost). 34 KB of shared memory a buffer at head_dim
+// 128: Hopper holds 3 (227 KB a block), the GB10 (99 KB) 2, so the device's answer decides.
+constexpr int kMaxDecodeBuffers = 3;
+
 // Whether attention_decode takes this shape: head_dim 32, 64 or 128, a GQA group (n_heads / n_kv_heads)
 // of at most 16 (one m16 tile of rows), q rows float4-aligned (q_stride % 4 == 0). head_dim 256
 // (Qwen3.5 / Qwen3-Next full attention) would need 192 registers a thread for the Q fragments and
@@ -57,6 +68,11 @@ int64_t attention_decode_parts(int64_t S, const AttentionShape& A, int64_t max_p
 // its attention scratch as the larger of this and paged_attention's).
 int64_t attention_decode_scratch_floats(int64_t S, const AttentionShape& A, int64_t max_positions);
 int64_t attention_decode_counter_count(int64_t S, const AttentionShape& A);
+// The buffers a launch with at most max_buffers (2 .. kMaxDecodeBuffers) takes for S sequences with
+// positions up to max_positions over a bf16 (or fp8) cache: 2 unless the deep walk applies and the
+// device can place its cluster (then 3). A step's shared-memory split (kernels/carveout.h) follows it.
+int attention_decode_buffers(int64_t S, const AttentionShape& A, int64_t max_positions, bool bf16_cache,
+                             int max_buffers);
 
 // out (S, n_heads * head_dim) = softmax(q k^T * scale) v per head, for S sequences of one token
 // each: token s is sequence s (row s of block_tables) at position pos[s], and attends to positions
@@ -64,15 +80,16 @@ int64_t attention_decode_counter_count(int64_t S, const AttentionShape& A);
 // own). q (S, q_stride) float, 16-byte aligned. `scratch` holds attention_decode_scratch_floats,
 // `counters` attention_decode_counter_count entries, 0 before the call and 0 after it (both unused,
 // and scratch sized 0, where the partitions merge in a cluster). `out` 16-byte aligned. kv_scale as
-// in paged_attention. Graphs capture it: the launch also sets the kernel's shared-memory limit
-// (69,632 bytes at head_dim 128), a driver call that is not a stream operation.
+// in paged_attention. max_buffers: attention_decode_buffers's. Graphs capture it: the launch also
+// sets the kernel's shared-memory limit (69,632 bytes at head_dim 128 with 2 buffers), a driver call
+// that is not a stream operation.
 void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const bf16_bits* k_cache,
                       const bf16_bits* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
                       const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
-                      KvScale kv_scale = {});
+                      KvScale kv_scale = {}, int max_buffers = kMaxDecodeBuffers);
 void attention_decode(float* out, float* scratch, uint32_t* counters, const float* q, const fp8_e4m3* k_cache,
                       const fp8_e4m3* v_cache, const int32_t* block_tables, const int32_t* pos, int64_t S,
                       const AttentionShape& A, int64_t max_positions, float scale, cudaStream_t stream,
-                      KvScale kv_scale = {});
+                      KvScale kv_scale = {}, int max_buffers = kMaxDecodeBuffers);
 
 }  // namespace tandem::kernels

@@ -172,10 +172,13 @@ struct KvTileStager {
   }
 
   // Starts moving the tile whose slots are in slots[buf] into `buf`.
-  __device__ __forceinline__ void fetch(int buf) {
+  __device__ __forceinline__ void fetch(int buf) { fetch(buf, buf); }
+
+  // Starts moving the tile whose slots are in slots[slot_row] into `buf`.
+  __device__ __forceinline__ void fetch(int buf, int slot_row) {
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int32_t slot = slots[buf][row0 + i * kRowStep];
+      const int32_t slot = slots[slot_row][row0 + i * kRowStep];
       const bool ok = slot >= 0;
       const int64_t off = ok ? static_cast<int64_t>(slot) * kv_dim + head_off + cc * 8 : 0;
 #pragma unroll

@@ -17,19 +17,25 @@ namespace tandem::kernels {
 // kernels of L1: docs/bench/decode-h200.md.)
 enum class LaunchCarveout { kDefault, kFitDecodeAttention };
 LaunchCarveout CurrentLaunchCarveout();
-// The carveout (percent of the SM's shared memory) of kFitDecodeAttention on the current device.
-int DecodeAttentionCarveoutPercent();
+// The K/V buffers of the attention_decode block kFitDecodeAttention fits (2 unless the step's
+// launch takes the deep walk: kernels/attention_decode.h attention_decode_buffers).
+int CurrentDecodeBuffers();
+// The carveout (percent of the SM's shared memory) of kFitDecodeAttention on the current device, for
+// an attention_decode block of `buffers` K/V buffers.
+int DecodeAttentionCarveoutPercent(int buffers);
 
-// Sets this thread's LaunchCarveout for its lifetime, restoring the previous one after.
+// Sets this thread's LaunchCarveout (and the attention block it fits) for its lifetime, restoring
+// the previous ones after.
 class ScopedLaunchCarveout {
  public:
-  explicit ScopedLaunchCarveout(LaunchCarveout c);
+  explicit ScopedLaunchCarveout(LaunchCarveout c, int decode_buffers = 2);
   ~ScopedLaunchCarveout();
   ScopedLaunchCarveout(const ScopedLaunchCarveout&) = delete;
   ScopedLaunchCarveout& operator=(const ScopedLaunchCarveout&) = delete;
 
  private:
   LaunchCarveout previous_;
+  int previous_buffers_;
 };
 
 }  // namespace tandem::kernels

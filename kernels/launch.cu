@@ -26,13 +26,23 @@ int SmCount() {
 
 namespace {
 thread_local LaunchCarveout current_carveout = LaunchCarveout::kDefault;
+thread_local int current_decode_buffers = 2;
 }  // namespace
 
 LaunchCarveout CurrentLaunchCarveout() { return current_carveout; }
 
-ScopedLaunchCarveout::ScopedLaunchCarveout(LaunchCarveout c) : previous_(current_carveout) { current_carveout = c; }
+int CurrentDecodeBuffers() { return current_decode_buffers; }
 
-ScopedLaunchCarveout::~ScopedLaunchCarveout() { current_carveout = previous_; }
+ScopedLaunchCarveout::ScopedLaunchCarveout(LaunchCarveout c, int decode_buffers)
+    : previous_(current_carveout), previous_buffers_(current_decode_buffers) {
+  current_carveout = c;
+  current_decode_buffers = decode_buffers;
+}
+
+ScopedLaunchCarveout::~ScopedLaunchCarveout() {
+  current_carveout = previous_;
+  current_decode_buffers = previous_buffers_;
+}
 
 int MaxSmemPerBlock() {
   static const int n = CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);

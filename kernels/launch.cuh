@@ -72,7 +72,7 @@ void LaunchClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sme
   unsigned n = 0;
   if (CurrentLaunchCarveout() == LaunchCarveout::kFitDecodeAttention) {
     attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-    attr[n++].val.sharedMemCarveout = DecodeAttentionCarveoutPercent();
+    attr[n++].val.sharedMemCarveout = DecodeAttentionCarveoutPercent(CurrentDecodeBuffers());
   }
   if (PdlEnabled()) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -84,7 +84,8 @@ class CudaModel final : public Model {
         shard_(ComputeTpShard(cfg_, options.rank, options.world)), device_(device), stream_(stream),
         use_graphs_(options.cuda_graphs), gemm_min_tokens_(options.cuda_gemm_min_tokens),
         quant_prefill_split_(options.cuda_quant_prefill_split),
-        paged_decode_attention_(options.cuda_decode_attention == "paged") {
+        paged_decode_attention_(options.cuda_decode_attention == "paged"),
+        decode_attention_buffers_(options.cuda_decode_attention_buffers) {
     Comm* comm = options.comm;
     if (world_ > 1) {
       coll_ = MakeDeviceCollectives(comm, &owned_coll_);
@@ -194,6 +195,7 @@ class CudaModel final : public Model {
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
   bool paged_decode_attention_ = false;  // ModelLoadOptions::cuda_decode_attention == "paged"
+  int decode_attention_buffers_ = 2;     // ModelLoadOptions::cuda_decode_attention_buffers
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
@@ -408,6 +410,7 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   ctx.dequant = DequantScratch{dequant_.get(), dequant_.size(), quant_prefill_split_};
   ctx.gemm_min_tokens = gemm_min_tokens_;
   ctx.paged_decode_attention = paged_decode_attention_;
+  ctx.decode_attention_buffers = decode_attention_buffers_;
 
   // A step of one token whose attention is attention_decode's (68 KB blocks of shared memory) asks
   // every kernel for one split: the smallest shared memory that holds one attention block an SM,
@@ -417,9 +420,16 @@ absl::Status CudaModel::RunLayers(const StepMeta& m, int64_t max_positions, std:
   // about what the split attention saves (session 32, H100: 3.616 ms a bf16 step at 4k against
   // 3.450). Other steps keep the driver's split: with every kernel at the largest shared memory
   // batch 8 was 15% slower (its per-token products read the batch's inputs through L1).
-  const bool fit_attention = T == 1 && DecodeTakesSplitAttention(ctx, AttentionShapeOf(m));
-  const kernels::ScopedLaunchCarveout carveout(fit_attention ? kernels::LaunchCarveout::kFitDecodeAttention
-                                                             : kernels::LaunchCarveout::kDefault);
+  // The split fits the block the step's attention launches: with the deep walk (a long context)
+  // that block holds more K/V buffers.
+  const kernels::AttentionShape attn = AttentionShapeOf(m);
+  const bool fit_attention = T == 1 && DecodeTakesSplitAttention(ctx, attn);
+  const int fit_buffers = fit_attention ? kernels::attention_decode_buffers(T, attn, max_positions,
+                                                                            ctx.kv_dtype == KvDtype::kBf16,
+                                                                            decode_attention_buffers_)
+                                        : 2;
+  const kernels::ScopedLaunchCarveout carveout(
+      fit_attention ? kernels::LaunchCarveout::kFitDecodeAttention : kernels::LaunchCarveout::kDefault, fit_buffers);
   kernels::embedding(a_.x.get(), ctx.meta + m.tokens(), embed_.get(), T, H, stream_);
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayer& layer = layers_[l];
@@ -593,6 +603,12 @@ absl::StatusOr<std::unique_ptr<CudaModel>> NewCudaModel(const ModelConfig& confi
   if (options.cuda_decode_attention != "split" && options.cuda_decode_attention != "paged") {
     return absl::InvalidArgumentError("cuda_decode_attention must be split or paged (got '" +
                                       options.cuda_decode_attention + "')");
+  }
+  if (options.cuda_decode_attention_buffers < 2 ||
+      options.cuda_decode_attention_buffers > kernels::kMaxDecodeBuffers) {
+    return absl::InvalidArgumentError("cuda_decode_attention_buffers must be 2 to " +
+                                      std::to_string(kernels::kMaxDecodeBuffers) + " (got " +
+                                      std::to_string(options.cuda_decode_attention_buffers) + ")");
   }
   RETURN_IF_ERROR(CheckDevice());
   // float32 by default: the golden bound holds (kv_cache_dtype picks bf16 or fp8).

@@ -314,7 +314,7 @@ void Attention::Attend(StepContext& ctx, KV* k_cache, KV* v_cache) {
     if (DecodeTakesSplitAttention(ctx, A)) {
       kernels::attention_decode(a.att.get(), a.attn_scratch.get(), a.attn_counters.get(), a.qkv.get(), k_cache,
                                 v_cache, ctx.meta + m.tables(), ctx.meta + m.pos(), m.T, A, ctx.max_positions, scale,
-                                ctx.stream, kv_scale);
+                                ctx.stream, kv_scale, ctx.decode_attention_buffers);
       return;
     }
   }

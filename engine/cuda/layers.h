@@ -22,6 +22,7 @@
 #include "engine/model/model_config.h"
 #include "engine/step.h"
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
@@ -160,6 +161,9 @@ struct StepContext {
   int64_t gemm_min_tokens = kernels::kGemmMinTokens;
   // ModelLoadOptions::cuda_decode_attention == "paged": decode steps keep paged_attention.
   bool paged_decode_attention = false;
+  // ModelLoadOptions::cuda_decode_attention_buffers: the most K/V buffers a split decode attention
+  // block may take (kernels/attention_decode.h attention_decode_buffers).
+  int decode_attention_buffers = kernels::kMaxDecodeBuffers;
   // One-token steps: the next layer's first weights (Mixer::FirstWeights), which the experts'
   // gate/up kernel asks the L2 for while it waits on the router's top-k (kernels/l2_prefetch.h).
   kernels::L2Prefetch next_weights;

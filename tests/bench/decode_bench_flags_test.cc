@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "engine/model.h"
+
 namespace tandem::bench {
 namespace {
 
@@ -88,6 +90,18 @@ TEST(DecodeBenchFlags, DecodeAttentionChoice) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tiled"), std::string::npos) << bad.status();
   EXPECT_NE(DecodeBenchUsage().find("--decode-attention"), std::string::npos);
+  // The most K/V buffers a block of it may take: 3 (the model's default) unless asked; counts under 2
+  // are refused here, counts past the kernels' most by the model.
+  EXPECT_EQ(def->decode_attention_buffers, 3);
+  EXPECT_EQ(def->decode_attention_buffers, engine::ModelLoadOptions{}.cuda_decode_attention_buffers);
+  auto two = ParseDecodeBenchFlags({"--decode-attention-buffers=2"});
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->decode_attention_buffers, 2);
+  auto one = ParseDecodeBenchFlags({"--decode-attention-buffers", "1"});
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.status().message().find("--decode-attention-buffers"), std::string::npos) << one.status();
+  EXPECT_FALSE(ParseDecodeBenchFlags({"--decode-attention-buffers", "deep"}).ok());
+  EXPECT_NE(DecodeBenchUsage().find("--decode-attention-buffers"), std::string::npos);
 }
 
 // The decode-attention A/B switch of session 18 is gone (the split kernel is the decode batches'

@@ -95,36 +95,43 @@ TEST(attention_decode_cuda, MatchesPagedAttentionReference) {
     std::string tag = "attention_decode " + Shape({c.nh, c.nkv, c.hd, c.bs, S});
 
     for (const int64_t max_positions : {static_cast<int64_t>(longest), int64_t{8192}}) {
-      const int64_t parts = attention_decode_parts(S, A, max_positions);
-      const int64_t n_counters = attention_decode_counter_count(S, A);
-      DeviceBuffer<float> d_scratch(std::max<int64_t>(attention_decode_scratch_floats(S, A, max_positions), 1));
-      DeviceBuffer<uint32_t> d_counters(n_counters);
-      CUDA_CHECK(cudaMemset(d_counters.get(), 0, n_counters * sizeof(uint32_t)));
-      const std::string mp = " max_positions " + std::to_string(max_positions) + " (" + std::to_string(parts) +
-                             " partitions)";
-      auto check = [&](const std::string& what, const auto& k_host, const auto& v_host, KvScale kv_scale) {
-        using KV = typename std::decay_t<decltype(k_host)>::value_type;
-        DeviceBuffer<KV> d_k(k_host), d_v(v_host);
-        const std::vector<float> want = Reference(q, k_host, v_host, st.tables, st.token_seq, st.pos, A, scale, kv_scale);
-        for (int launch = 0; launch < 2; ++launch) {
-          const ScopedLaunchCarveout carveout(launch == 0 ? LaunchCarveout::kDefault
-                                                          : LaunchCarveout::kFitDecodeAttention);
-          d_out.Poison();
-          attention_decode(d_out.get(), d_scratch.get(), d_counters.get(), d_q.get(), d_k.get(), d_v.get(),
-                           d_tables.get(), d_pos.get(), S, A, max_positions, scale, nullptr, kv_scale);
-          const std::vector<float> got = d_out.Download();
-          const std::string name = what + mp + (launch == 0 ? "" : ", second launch (fit carveout)");
-          ExpectClose(name, got, want, kBound);
-          const double worst = WorstRow(got, want, c.hd);
-          std::printf("%-60s worst (token, head) row rel err %.3g (bound %.0e)\n", name.c_str(), worst, kRowBound);
-          EXPECT_LT(worst, kRowBound) << name;
-          const std::vector<uint32_t> counters = d_counters.Download();
-          EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u), n_counters) << name << ": counters not reset";
-        }
-      };
-      check(tag + " bf16 kv", kc, vc, {});
-      check(tag + " fp8 kv", k8, v8, {});
-      check(tag + " fp8 kv scaled", k8, v8, KvScale{0.37f, 2.5f});
+      for (const int max_buffers : {2, kMaxDecodeBuffers}) {
+        const int64_t parts = attention_decode_parts(S, A, max_positions);
+        const int buffers = attention_decode_buffers(S, A, max_positions, true, max_buffers);
+        EXPECT_EQ(attention_decode_buffers(S, A, max_positions, false, max_buffers), 2) << "fp8 caches keep 2";
+        const int64_t n_counters = attention_decode_counter_count(S, A);
+        DeviceBuffer<float> d_scratch(std::max<int64_t>(attention_decode_scratch_floats(S, A, max_positions), 1));
+        DeviceBuffer<uint32_t> d_counters(n_counters);
+        CUDA_CHECK(cudaMemset(d_counters.get(), 0, n_counters * sizeof(uint32_t)));
+        const std::string mp = " max_positions " + std::to_string(max_positions) + " (" + std::to_string(parts) +
+                               " partitions, bf16 " + std::to_string(buffers) + " buffers of at most " +
+                               std::to_string(max_buffers) + ")";
+        auto check = [&](const std::string& what, const auto& k_host, const auto& v_host, KvScale kv_scale) {
+          using KV = typename std::decay_t<decltype(k_host)>::value_type;
+          DeviceBuffer<KV> d_k(k_host), d_v(v_host);
+          const std::vector<float> want =
+              Reference(q, k_host, v_host, st.tables, st.token_seq, st.pos, A, scale, kv_scale);
+          for (int launch = 0; launch < 2; ++launch) {
+            const ScopedLaunchCarveout carveout(
+                launch == 0 ? LaunchCarveout::kDefault : LaunchCarveout::kFitDecodeAttention,
+                attention_decode_buffers(S, A, max_positions, sizeof(KV) == 2, max_buffers));
+            d_out.Poison();
+            attention_decode(d_out.get(), d_scratch.get(), d_counters.get(), d_q.get(), d_k.get(), d_v.get(),
+                             d_tables.get(), d_pos.get(), S, A, max_positions, scale, nullptr, kv_scale, max_buffers);
+            const std::vector<float> got = d_out.Download();
+            const std::string name = what + mp + (launch == 0 ? "" : ", second launch (fit carveout)");
+            ExpectClose(name, got, want, kBound);
+            const double worst = WorstRow(got, want, c.hd);
+            std::printf("%-60s worst (token, head) row rel err %.3g (bound %.0e)\n", name.c_str(), worst, kRowBound);
+            EXPECT_LT(worst, kRowBound) << name;
+            const std::vector<uint32_t> counters = d_counters.Download();
+            EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u), n_counters) << name << ": counters not reset";
+          }
+        };
+        check(tag + " bf16 kv", kc, vc, {});
+        check(tag + " fp8 kv", k8, v8, {});
+        check(tag + " fp8 kv scaled", k8, v8, KvScale{0.37f, 2.5f});
+      }
     }
   }
 }
@@ -187,6 +194,12 @@ TEST(attention_decode_cuda, CarveoutScopeRestores) {
   {
     const ScopedLaunchCarveout outer(LaunchCarveout::kFitDecodeAttention);
     EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kFitDecodeAttention);
+    EXPECT_EQ(CurrentDecodeBuffers(), 2);
+    {
+      const ScopedLaunchCarveout inner(LaunchCarveout::kFitDecodeAttention, kMaxDecodeBuffers);
+      EXPECT_EQ(CurrentDecodeBuffers(), kMaxDecodeBuffers);
+    }
+    EXPECT_EQ(CurrentDecodeBuffers(), 2);
     {
       const ScopedLaunchCarveout inner(LaunchCarveout::kDefault);
       EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
@@ -194,6 +207,7 @@ TEST(attention_decode_cuda, CarveoutScopeRestores) {
     EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kFitDecodeAttention);
   }
   EXPECT_EQ(CurrentLaunchCarveout(), LaunchCarveout::kDefault);
+  EXPECT_EQ(CurrentDecodeBuffers(), 2);
 }
 
 TEST(attention_decode_cuda, SupportedShapesAndPartitions) {
@@ -220,6 +234,24 @@ TEST(attention_decode_cuda, SupportedShapesAndPartitions) {
   EXPECT_GE(attention_decode_parts(1, A, 1024), 2);
   EXPECT_EQ(attention_decode_parts(100000, A, 4096), 1);
   EXPECT_EQ(attention_decode_counter_count(8, A), 32);
+  // The buffers: 3 for a bf16 cache with partitions of more than 2 tiles (batch 1 at 4k: 65 tiles
+  // over at most 16 partitions) where the device places the cluster; 2 when asked for 2, for short
+  // contexts, many sequences and fp8 caches. Where a block may hold the three buffers with room to
+  // spare (Hopper's 227 KB), batch 1 at 4k takes them: an A/B of the deep walk cannot silently
+  // measure the double-buffered one.
+  EXPECT_EQ(attention_decode_buffers(1, A, 4097, true, 2), 2);
+  EXPECT_EQ(attention_decode_buffers(1, A, 4097, false, kMaxDecodeBuffers), 2);
+  EXPECT_EQ(attention_decode_buffers(1, A, 128, true, kMaxDecodeBuffers), 2);
+  EXPECT_EQ(attention_decode_buffers(32, A, 4097, true, kMaxDecodeBuffers), 2);
+  const int deep = attention_decode_buffers(1, A, 4097, true, kMaxDecodeBuffers);
+  EXPECT_TRUE(deep == 2 || deep == 3) << deep;
+  int device = 0, smem_optin = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (smem_optin >= 200 * 1024) {
+    EXPECT_EQ(deep, 3) << "Hopper-sized shared memory holds the deep walk's 3 buffers";
+  }
+  std::printf("batch 1 at 4k takes %d K/V buffers (block shared memory up to %d bytes)\n", deep, smem_optin);
 }
 
 }  // namespace

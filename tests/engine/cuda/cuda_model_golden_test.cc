@@ -14,6 +14,7 @@
 #include "engine/generate.h"
 #include "engine/model.h"
 #include "engine/step_driver.h"
+#include "kernels/attention_decode.h"
 #include "kernels/matmul.h"
 #include "tests/engine/cpu/golden_check.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -208,6 +209,18 @@ TEST(cuda_model_check, RefusesUnknownDecodeAttention) {
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
   EXPECT_NE(model.status().message().find("cuda_decode_attention"), std::string::npos) << model.status();
+}
+
+TEST(cuda_model_check, RefusesDecodeAttentionBuffersOutOfRange) {
+  for (const int buffers : {1, kernels::kMaxDecodeBuffers + 1}) {
+    ModelLoadOptions opt;
+    opt.backend = "cuda";
+    opt.cuda_decode_attention_buffers = buffers;
+    auto model = Model::Load(testing::TinyModelDir(), opt);
+    ASSERT_FALSE(model.ok()) << buffers;
+    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
+    EXPECT_NE(model.status().message().find("cuda_decode_attention_buffers"), std::string::npos) << model.status();
+  }
 }
 
 TEST(cuda_model, KvBlocksFromDeviceMemory) {
