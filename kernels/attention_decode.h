@@ -51,9 +51,10 @@ namespace tandem::kernels {
 // to 16 tiles at max_positions, and every block is resident at once: the slots of every tile of a
 // partition are looked up before the wait and three tiles are in flight at once, a buffer refilled
 // as soon as its tile is done (the double-buffered walk waits about a round trip for each tile past
-// the second: batch 1 at 4k, 5 tiles a partition, is 1.3-2.5% faster a step on the H100, session 57
-// in docs/bench/decode-h200.md; 4 and 5 buffers lost). 34 KB of shared memory a buffer at head_dim
-// 128: Hopper holds 3 (227 KB a block), the GB10 (99 KB) 2, so the device's answer decides.
+// the second: batch 1 at 4k, 5 tiles a partition, is 1.1-3.1% faster a step on the H100, session 57
+// in docs/bench/decode-h200.md; 4 and 5 buffers lost, and so did the same walk over an fp8 cache).
+// 34 KB of shared memory a buffer at head_dim 128: a Hopper block (227 KB) holds three, a GB10
+// block (99 KB) two, so the device's answer decides.
 constexpr int kMaxDecodeBuffers = 3;
 
 // Whether attention_decode takes this shape: head_dim 32, 64 or 128, a GQA group (n_heads / n_kv_heads)
