@@ -70,20 +70,6 @@ constexpr int kMaxClusterParts = 16;
 // docs/bench/decode-h200.md.
 constexpr int kMaxDeepTiles = 16;
 
-// Waits until at most n (0 <= n <= N) of this thread's committed cp.async groups are in flight.
-template <int N>
-__device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
-  if constexpr (N == 0) {
-    CpAsyncWait<0>();
-  } else {
-    if (n >= N) {
-      CpAsyncWait<N>();
-    } else {
-      CpAsyncWaitAtMost<N - 1>(n);
-    }
-  }
-}
-
 template <int HD>
 __device__ __forceinline__ void ClusterMerge(float* out, unsigned char* part_raw, int s, int kvh, int G,
                                              int64_t n_heads, int p, int parts, int active, bool idle,
@@ -536,7 +522,7 @@ int BuffersFor(int64_t S, const AttentionShape& A, int64_t max_positions, bool b
   const int64_t per = (tiles + split.parts - 1) / split.parts;
   if (!split.cluster || per <= 2 || per > kMaxDeepTiles || S * A.n_kv_heads * split.parts > SmCount()) return 2;
   static_assert(kMaxDecodeBuffers == 3, "one deep kernel: 3 buffers (4 and 5 lost their A/B)");
-  return DeepClusterLimit<HD, 3>() >= split.parts ? 3 : 2;
+  return DeepClusterLimit<HD, kMaxDecodeBuffers>() >= split.parts ? kMaxDecodeBuffers : 2;
 }
 
 template <int HD, typename KV>
@@ -557,7 +543,8 @@ void LaunchHd(float* out, float* scratch, uint32_t* counters, const float* q, co
   };
   if constexpr (sizeof(KV) == 2) {
     if (buffers > 2) {  // the deep walk (BuffersFor: a cluster-merged launch the device places)
-      launch(AttentionDecodeKernel<HD, KV, true, 3>, static_cast<unsigned>(parts), DeepSmemBytes<HD>(3));
+      launch(AttentionDecodeKernel<HD, KV, true, kMaxDecodeBuffers>, static_cast<unsigned>(parts),
+             DeepSmemBytes<HD>(kMaxDecodeBuffers));
       KERNEL_CHECK();
       return;
     }
@@ -600,8 +587,8 @@ void LaunchDecode(float* out, float* scratch, uint32_t* counters, const float* q
 }  // namespace
 
 int DecodeAttentionCarveoutPercent(int buffers) {
-  // Per buffer count (2 .. kMaxDecodeBuffers), the head_dim 128 kernel's block, asked once.
-  static const std::array<int, kMaxDecodeBuffers + 1> percent = [] {
+  // The head_dim 128 kernel's block, double-buffered ([0]) and deep ([1]), asked once.
+  static const std::array<int, 2> percent = [] {
     const int per_sm = CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
     const int reserved = CurrentDeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock);
     const auto need = [&](auto kernel, int64_t dynamic) {
@@ -610,12 +597,12 @@ int DecodeAttentionCarveoutPercent(int buffers) {
       const int64_t bytes = dynamic + static_cast<int64_t>(attr.sharedSizeBytes) + reserved;
       return static_cast<int>(std::min<int64_t>(100, (100 * bytes + per_sm - 1) / per_sm));
     };
-    std::array<int, kMaxDecodeBuffers + 1> p{};
-    p[2] = need(AttentionDecodeKernel<128, __nv_bfloat16, true>, DecodeTile<128>::kSmemBytes);
-    p[3] = need(AttentionDecodeKernel<128, __nv_bfloat16, true, 3>, DeepSmemBytes<128>(3));
-    return p;
+    return std::array<int, 2>{
+        need(AttentionDecodeKernel<128, __nv_bfloat16, true>, DecodeTile<128>::kSmemBytes),
+        need(AttentionDecodeKernel<128, __nv_bfloat16, true, kMaxDecodeBuffers>,
+             DeepSmemBytes<128>(kMaxDecodeBuffers))};
   }();
-  return percent[std::clamp(buffers, 2, kMaxDecodeBuffers)];
+  return percent[buffers > 2 ? 1 : 0];
 }
 
 bool attention_decode_supported(const AttentionShape& A) {

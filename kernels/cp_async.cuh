@@ -34,4 +34,18 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// The same for a count known only at run time: until at most n (0 <= n <= N) groups are in flight.
+template <int N>
+__device__ __forceinline__ void CpAsyncWaitAtMost(int n) {
+  if constexpr (N == 0) {
+    CpAsyncWait<0>();
+  } else {
+    if (n >= N) {
+      CpAsyncWait<N>();
+    } else {
+      CpAsyncWaitAtMost<N - 1>(n);
+    }
+  }
+}
+
 }  // namespace tandem::kernels

@@ -195,7 +195,7 @@ class CudaModel final : public Model {
   // DequantScratch); LoadWeights sizes it by this.
   bool quant_prefill_split_ = false;
   bool paged_decode_attention_ = false;  // ModelLoadOptions::cuda_decode_attention == "paged"
-  int decode_attention_buffers_ = 2;     // ModelLoadOptions::cuda_decode_attention_buffers
+  int decode_attention_buffers_ = kernels::kMaxDecodeBuffers;  // ModelLoadOptions::cuda_decode_attention_buffers
   int64_t cap_tokens_ = 0, cap_rows_ = 0;
   PinnedBuffer<int32_t> host_meta_;
   // The returned Logits' rows: the device copies into them directly (no second copy on the host).
