@@ -439,6 +439,21 @@ __global__ void __launch_bounds__(DecodeTile<HD>::kThreads)
   }
 }
 
+// The largest cluster (up to kMaxClusterParts) of `kernel`'s blocks with `smem` bytes of dynamic
+// shared memory each that the device places, non-portable sizes allowed.
+template <class Kernel>
+int MaxClusterOf(Kernel kernel, int threads, int smem) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kMaxClusterParts);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  int size = 0;
+  CUDA_CHECK(cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config));
+  return std::min(size, kMaxClusterParts);
+}
+
 // The most partitions a cluster merge takes: the largest cluster of the biggest decode block (head
 // dim 128) the device can place, up to kMaxClusterParts (16 on the H200, a non-portable size; 8 is
 // portable), asked once per process; 0 where clusters are not available.
@@ -449,19 +464,16 @@ int ClusterPartsLimit() {
     CUDA_CHECK(cudaDeviceGetAttribute(&has_clusters, cudaDevAttrClusterLaunch, device));
     if (has_clusters == 0) return 0;
     using C = DecodeTile<128>;
-    const auto kernel = AttentionDecodeKernel<128, __nv_bfloat16, true>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kMaxClusterParts);
-    config.blockDim = dim3(C::kThreads);
-    config.dynamicSmemBytes = C::kSmemBytes;
-    int size = 0;
-    CUDA_CHECK(cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config));
-    size = std::min(size, kMaxClusterParts);
+    const int size = MaxClusterOf(AttentionDecodeKernel<128, __nv_bfloat16, true>, C::kThreads, C::kSmemBytes);
     return size >= 2 ? size : 0;
   }();
   return n;
+}
+
+// The 64-position tiles (DecodeTile's kBN, the same at every head_dim) that max_positions spans.
+int64_t TilesAt(int64_t max_positions) {
+  constexpr int64_t kBN = DecodeTile<128>::kBN;
+  return (std::max<int64_t>(max_positions, 1) + kBN - 1) / kBN;
 }
 
 // How a decode launch splits each (sequence, kv head): `parts` partitions, merged in a cluster or
@@ -476,7 +488,7 @@ struct DecodeSplit {
   bool cluster;
 };
 DecodeSplit Split(int64_t S, const AttentionShape& A, int64_t max_positions) {
-  const int64_t tiles = (std::max<int64_t>(max_positions, 1) + DecodeTile<128>::kBN - 1) / DecodeTile<128>::kBN;
+  const int64_t tiles = TilesAt(max_positions);
   const int64_t blocks = std::max<int64_t>(S * A.n_kv_heads, 1);
   const int64_t want = (2 * SmCount() + blocks - 1) / blocks;
   const int64_t parts = std::clamp<int64_t>(want, 1, tiles), limit = ClusterPartsLimit();
@@ -493,19 +505,10 @@ constexpr int DeepSmemBytes(int nb) {
 // 99 KB a block hold two buffers), asked once.
 template <int HD, int NB>
 int DeepClusterLimit() {
-  static const int n = [] {
-    const auto kernel = AttentionDecodeKernel<HD, __nv_bfloat16, true, NB>;
-    if (DeepSmemBytes<HD>(NB) > MaxSmemPerBlock() - 8 * 1024) return 0;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DeepSmemBytes<HD>(NB)));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kMaxClusterParts);
-    config.blockDim = dim3(DecodeTile<HD>::kThreads);
-    config.dynamicSmemBytes = DeepSmemBytes<HD>(NB);
-    int size = 0;
-    CUDA_CHECK(cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config));
-    return std::min(size, kMaxClusterParts);
-  }();
+  static const int n = DeepSmemBytes<HD>(NB) > MaxSmemPerBlock() - 8 * 1024
+                           ? 0
+                           : MaxClusterOf(AttentionDecodeKernel<HD, __nv_bfloat16, true, NB>,
+                                          DecodeTile<HD>::kThreads, DeepSmemBytes<HD>(NB));
   return n;
 }
 
@@ -518,7 +521,8 @@ template <int HD>
 int BuffersFor(int64_t S, const AttentionShape& A, int64_t max_positions, bool bf16_cache, int max_buffers) {
   if (max_buffers <= 2 || !bf16_cache) return 2;
   const DecodeSplit split = Split(S, A, max_positions);
-  const int64_t tiles = (std::max<int64_t>(max_positions, 1) + DecodeTile<HD>::kBN - 1) / DecodeTile<HD>::kBN;
+  static_assert(DecodeTile<HD>::kBN == DecodeTile<128>::kBN, "TilesAt's tiles");
+  const int64_t tiles = TilesAt(max_positions);
   const int64_t per = (tiles + split.parts - 1) / split.parts;
   if (!split.cluster || per <= 2 || per > kMaxDeepTiles || S * A.n_kv_heads * split.parts > SmCount()) return 2;
   static_assert(kMaxDecodeBuffers == 3, "one deep kernel: 3 buffers (4 and 5 lost their A/B)");

@@ -156,17 +156,25 @@ TEST(cuda_model, GraphsOptionDecidesReplay) {
   }
 }
 
+// Loading the tiny model on the cuda backend with one option set by `set` is refused as an invalid
+// argument whose message names `option` (the checks run before the device is touched, so no GPU).
+template <class Set>
+void ExpectLoadRefusesOption(const std::string& option, Set set, const std::string& what) {
+  ModelLoadOptions opt;
+  opt.backend = "cuda";
+  set(opt);
+  auto model = Model::Load(testing::TinyModelDir(), opt);
+  ASSERT_FALSE(model.ok()) << what;
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
+  EXPECT_NE(model.status().message().find(option), std::string::npos) << model.status();
+}
+
 // A prefill threshold below 1 token is refused at load, naming the option, before the device is
 // touched (so this needs no GPU); 1 is the smallest accepted.
 TEST(cuda_model_check, RefusesGemmThresholdBelowOne) {
   for (const int64_t bad : {int64_t{0}, int64_t{-5}}) {
-    ModelLoadOptions opt;
-    opt.backend = "cuda";
-    opt.cuda_gemm_min_tokens = bad;
-    auto model = Model::Load(testing::TinyModelDir(), opt);
-    ASSERT_FALSE(model.ok()) << bad;
-    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
-    EXPECT_NE(model.status().message().find("cuda_gemm_min_tokens"), std::string::npos) << model.status();
+    ExpectLoadRefusesOption(
+        "cuda_gemm_min_tokens", [&](ModelLoadOptions& o) { o.cuda_gemm_min_tokens = bad; }, std::to_string(bad));
   }
 }
 
@@ -202,24 +210,15 @@ TEST(cuda_model, DecodeAttentionChoicesAgree) {
 }
 
 TEST(cuda_model_check, RefusesUnknownDecodeAttention) {
-  ModelLoadOptions opt;
-  opt.backend = "cuda";
-  opt.cuda_decode_attention = "tiled";
-  auto model = Model::Load(testing::TinyModelDir(), opt);
-  ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
-  EXPECT_NE(model.status().message().find("cuda_decode_attention"), std::string::npos) << model.status();
+  ExpectLoadRefusesOption(
+      "cuda_decode_attention", [](ModelLoadOptions& o) { o.cuda_decode_attention = "tiled"; }, "tiled");
 }
 
 TEST(cuda_model_check, RefusesDecodeAttentionBuffersOutOfRange) {
   for (const int buffers : {1, kernels::kMaxDecodeBuffers + 1}) {
-    ModelLoadOptions opt;
-    opt.backend = "cuda";
-    opt.cuda_decode_attention_buffers = buffers;
-    auto model = Model::Load(testing::TinyModelDir(), opt);
-    ASSERT_FALSE(model.ok()) << buffers;
-    EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument) << model.status();
-    EXPECT_NE(model.status().message().find("cuda_decode_attention_buffers"), std::string::npos) << model.status();
+    ExpectLoadRefusesOption(
+        "cuda_decode_attention_buffers", [&](ModelLoadOptions& o) { o.cuda_decode_attention_buffers = buffers; },
+        std::to_string(buffers));
   }
 }
 
