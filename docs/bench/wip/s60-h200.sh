@@ -11,12 +11,12 @@
 #                                   carry gpu-out/p too), about 7 minutes
 set -u
 g=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader); echo "$g"
+[[ $g != *H200* && ${1:-} == peer ]] && { echo "not an H200: no peer table"; exit 3; }
 w=$(mktemp -d /tmp/p-XXXXXX)
 tar xJf gpu-out/s60/branches.tar.xz -C "$w"
 cat "$w/main/COMMIT"
 export LD_LIBRARY_PATH=$w/lib
 if [[ $g != *H200* ]]; then
-  [[ ${1:-} == peer ]] && { echo "not an H200: no peer table"; exit 3; }
   exec scripts/gpu-timeline.sh "$w/main/cuda_decode_bench" gpu-out/s60/libtandem_kernel_trace.so "$OUT/tl" \
     bf16:1:1024 fp8:1:1024 nvfp4:1:1024
 fi
