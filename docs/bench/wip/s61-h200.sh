@@ -17,30 +17,28 @@ set -u
 g=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader); echo "$g"
 [[ $g != *H200* && ( ${1:-} == peer || ${1:-} == rows ) ]] && { echo "not an H200: no ${1} table"; exit 3; }
 mode=${1:-}
+# The pack into $w, its shared libraries on the path.
+unpack() {
+  w=$(mktemp -d /tmp/p-XXXXXX)
+  tar xJf gpu-out/s61/branches.tar.xz -C "$w"
+  cat "$w/main/COMMIT"
+  export LD_LIBRARY_PATH=$w/lib
+}
 [[ $mode == auto ]] && { [[ $g == *H200* ]] && mode=rows || mode=tl; }
 case $mode in
   peer)
-    w=$(mktemp -d /tmp/p-XXXXXX)
-    tar xJf gpu-out/s61/branches.tar.xz -C "$w"
-    cat "$w/main/COMMIT"
-    export LD_LIBRARY_PATH=$w/lib
+    unpack
     exec scripts/gpu-peer.sh all gpu-out/p/peer gpu-out/p/tokenizer.json.xz "$w/main/cuda_decode_bench" "$OUT/peer" ;;
   ab)
     exec scripts/gpu-run-branches.sh gpu-out/s61 --ab "s42 main@--decode-attention-buffers=2 main" --rounds 3 \
       --deadline "${AB_DEADLINE:-560}" -- --synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 --batches 1 --contexts 1024,4096 \
       --prefill= --prefill-batch= --runs 3 --steps 16 --no-kernel-table ;;
   tl)
-    w=$(mktemp -d /tmp/p-XXXXXX)
-    tar xJf gpu-out/s61/branches.tar.xz -C "$w"
-    cat "$w/main/COMMIT"
-    export LD_LIBRARY_PATH=$w/lib
+    unpack
     exec scripts/gpu-timeline.sh "$w/main/cuda_decode_bench" gpu-out/s61/libtandem_kernel_trace.so "$OUT/tl" \
       bf16:1:1024 fp8:1:1024 nvfp4:1:1024 ;;
   rows)
-    w=$(mktemp -d /tmp/p-XXXXXX)
-    tar xJf gpu-out/s61/branches.tar.xz -C "$w"
-    cat "$w/main/COMMIT"
-    export LD_LIBRARY_PATH=$w/lib
+    unpack
     t0=$(date +%s)
     timeout 200 "$w/main/cuda_decode_bench" --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024,4096 \
       --prefill 512,2048 --prefill-batch 8x1024 --no-kernel-table > "$OUT/tandem-bf16.txt" 2>&1
