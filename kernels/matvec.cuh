@@ -24,6 +24,35 @@ __device__ __forceinline__ void LoadChunk(uint4 buf[NL], const uint16_t* row, in
   }
 }
 
+// LoadChunk's loads issued in P groups, each only once the group before it has landed: group g + 1's
+// addresses depend on group g's data through `zero` (0 at run time, passed by the launcher, so the
+// compiler cannot drop the dependency), which makes the warp wait for group g before it issues
+// group g + 1. A warp then has NL / P loads in flight instead of NL. For a product that loads its
+// whole row before its wait while latency-bound kernels run (the batch-1 o_proj beside attention),
+// all NL at once queue 16 MB on the SMs ahead of those kernels' own reads; see MatmulKernel.
+template <int NL, int P>
+__device__ __forceinline__ void LoadChunkPaced(uint4 buf[NL], const uint16_t* row, int64_t in, int lane,
+                                               uint32_t zero) {
+  static_assert(P >= 1 && NL % P == 0, "whole groups");
+  constexpr int kPer = NL / P;
+  uint32_t dep = 0;
+#pragma unroll
+  for (int g = 0; g < P; ++g) {
+    const uint16_t* r = row + (dep & zero);
+#pragma unroll
+    for (int k = g * kPer; k < (g + 1) * kPer; ++k) {
+      const int64_t i = k * 256 + lane * 8;
+      if (i < in) buf[k] = __ldcs(reinterpret_cast<const uint4*>(r + i));
+    }
+    if (g + 1 < P) {  // after the group's loads are all issued: the group's loads go out together
+#pragma unroll
+      for (int k = g * kPer; k < (g + 1) * kPer; ++k) {
+        if (k * 256 + lane * 8 < in) dep ^= buf[k].x;
+      }
+    }
+  }
+}
+
 // acc[t] += dot(chunk in buf, x + t*in) for t < nt (x float32, 16-byte aligned rows). Global x
 // goes through the read-only cache (kGlobalX); x staged in shared memory takes plain loads.
 template <int NL, int TT, bool kGlobalX = true>
