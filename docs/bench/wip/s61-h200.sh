@@ -39,14 +39,6 @@ case $mode in
       bf16:1:1024 fp8:1:1024 nvfp4:1:1024 ;;
   rows)
     unpack
-    t0=$(date +%s)
-    timeout 200 "$w/main/cuda_decode_bench" --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024,4096 \
-      --prefill 512,2048 --prefill-batch 8x1024 --no-kernel-table > "$OUT/tandem-bf16.txt" 2>&1
-    echo "bf16 rc=$? ($(( $(date +%s) - t0 )) s)"
-    timeout 170 "$w/main/cuda_decode_bench" --synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 --batches 1,8,32 \
-      --contexts 1024,4096 --prefill= --prefill-batch= --no-kernel-table > "$OUT/tandem-quant.txt" 2>&1
-    echo "quant rc=$? ($(( $(date +%s) - t0 )) s)"
-    grep -E "^\||GB/s|ceiling|copy" "$OUT/tandem-bf16.txt" | head -40
-    sed -n '/^| weights | context/,/^$/p' "$OUT/tandem-quant.txt" ;;
+    exec scripts/gpu-issue-rows.sh "$w/main/cuda_decode_bench" "$OUT" ;;
   *) echo "usage: call.sh peer|rows|auto|ab|tl"; exit 2 ;;
 esac

@@ -36,16 +36,6 @@ scripts/gpu-run-branches.sh gpu-out/s62 --ab "pace%TANDEM_WIP_PACE=2 pace%TANDEM
   pace main" --rounds 5 --deadline "${AB_DEADLINE:-200}" --margin 25 -- --synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 \
   --batches 1 --contexts 1024,4096 --prefill= --prefill-batch= --runs 3 --steps 16 --no-kernel-table
 # On an H200: issue 21's rows (no llama.cpp) and issue 15's ratios on main, as s61-h200.sh's `rows`.
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  t0=$(date +%s)
-  timeout 200 "$w/main/cuda_decode_bench" --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024,4096 \
-    --prefill 512,2048 --prefill-batch 8x1024 --no-kernel-table > "$OUT/tandem-bf16.txt" 2>&1
-  echo "bf16 rc=$? ($(( $(date +%s) - t0 )) s)"
-  timeout 170 "$w/main/cuda_decode_bench" --synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 --batches 1,8,32 \
-    --contexts 1024,4096 --prefill= --prefill-batch= --no-kernel-table > "$OUT/tandem-quant.txt" 2>&1
-  echo "quant rc=$? ($(( $(date +%s) - t0 )) s)"
-  grep -E "^\||GB/s|ceiling|copy" "$OUT/tandem-bf16.txt" | head -40
-  sed -n '/^| weights | context/,/^$/p' "$OUT/tandem-quant.txt"
-fi
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && scripts/gpu-issue-rows.sh "$w/main/cuda_decode_bench" "$OUT"
 TANDEM_WIP_PACE=4 timeout 60 scripts/gpu-timeline.sh "$w/pace/cuda_decode_bench" gpu-out/s62/libtandem_kernel_trace.so "$OUT/tl-p4" bf16:1:1024 fp8:1:1024 2>&1 | tail -30
 timeout 60 scripts/gpu-timeline.sh "$w/main/cuda_decode_bench" gpu-out/s62/libtandem_kernel_trace.so "$OUT/tl-main" bf16:1:1024 fp8:1:1024 2>&1 | tail -30

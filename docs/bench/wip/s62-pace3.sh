@@ -32,21 +32,13 @@ scripts/gpu-run-branches.sh gpu-out/s62c --ab "new pace%TANDEM_WIP_PACE=16 \
   --deadline "${AB_DEADLINE:-150}" --margin 20 -- --synthetic qwen3-30b-a3b --weights bf16 --batches 1 \
   --contexts 1024,4096 --prefill= --prefill-batch= --runs 3 --steps 16 --no-kernel-table 2>&1 | grep -v "^AB "
 if [[ $g == *H200* ]]; then
-  t0=$(date +%s)
-  timeout 200 "$w/new/cuda_decode_bench" --synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024,4096 \
-    --prefill 512,2048 --prefill-batch 8x1024 --no-kernel-table > "$OUT/tandem-bf16.txt" 2>&1
-  echo "bf16 rc=$? ($(( $(date +%s) - t0 )) s)"
-  timeout 150 "$w/new/cuda_decode_bench" --synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 --batches 1 \
-    --contexts 1024,4096 --prefill= --prefill-batch= --no-kernel-table > "$OUT/tandem-quant.txt" 2>&1
-  echo "quant rc=$? ($(( $(date +%s) - t0 )) s)"
-  grep -E "^\||copy" "$OUT/tandem-bf16.txt" | head -30
-  sed -n '/^| weights | context/,/^$/p' "$OUT/tandem-quant.txt"
+  scripts/gpu-issue-rows.sh "$w/new/cuda_decode_bench" "$OUT" 1
 else
   for b in "new 1" "old 1"; do
     read -r n p <<< "$b"
     TANDEM_WIP_PACE=$p timeout 60 scripts/gpu-timeline.sh "$w/$n/cuda_decode_bench" gpu-out/s62c/libtandem_kernel_trace.so \
       "/tmp/tl-$n" bf16:1:1024 > /dev/null 2>&1 || echo "timeline $n failed"
-    cp /tmp/tl-$n/bf16-b1-c1024-timeline.md "$OUT/tl-$n-bf16.md" 2>/dev/null
+    cp "/tmp/tl-$n/bf16-b1-c1024-timeline.md" "$OUT/tl-$n-bf16.md" 2>/dev/null
     echo "== timeline $n (P=$p)"; sed -n '/^one layer/,$p' "/tmp/tl-$n/bf16-b1-c1024-timeline.md" 2>/dev/null | head -14
   done
 fi
