@@ -38,13 +38,8 @@ __device__ __forceinline__ void LoadChunkPaced(uint4 buf[NL], const uint16_t* ro
   uint32_t dep = 0;
 #pragma unroll
   for (int g = 0; g < P; ++g) {
-    const uint16_t* r = row + (dep & zero);
-#pragma unroll
-    for (int k = g * kPer; k < (g + 1) * kPer; ++k) {
-      const int64_t i = k * 256 + lane * 8;
-      if (i < in) buf[k] = __ldcs(reinterpret_cast<const uint4*>(r + i));
-    }
-    if (g + 1 < P) {  // after the group's loads are all issued: the group's loads go out together
+    LoadChunk<kPer>(buf + g * kPer, row + (dep & zero), g * kPer * 256, in, lane);
+    if (g + 1 < P) {  // after the group's loads are all issued, so that they go out together
 #pragma unroll
       for (int k = g * kPer; k < (g + 1) * kPer; ++k) {
         if (k * 256 + lane * 8 < in) dep ^= buf[k].x;
