@@ -55,7 +55,7 @@ peer_bench() {
   [[ -d $libdir ]] && LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   gpu_add_cublas
   export LD_LIBRARY_PATH
-  local args=${PEER_BENCH_ARGS:---synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024,4096 --prefill 512,2048 --prefill-batch 8x1024 --no-kernel-table}
+  local args=${PEER_BENCH_ARGS:-$GPU_TABLE_ARGS}
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
   # Each part has a deadline, so one hung part still leaves the others' outputs and a clear error.
   # shellcheck disable=SC2086
@@ -66,15 +66,14 @@ peer_bench() {
   python3 "$root/scripts/peer_table.py" "$out/tandem-A.txt" "$out/peer.txt" "$out/tandem-B.txt" | tee "$out/table.md"
   # Then issue 15's rows on the same GPU: bf16, FP8 and NVFP4 in one process, so that the bench's
   # comparison table (tokens/s over bf16's, against the 1.7x / 2.5x targets) is a same-run ratio.
-  local quant=${PEER_QUANT_ARGS---synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 --batches 1,8,32 --contexts 1024,4096 --prefill= --prefill-batch= --no-kernel-table}
+  local quant=${PEER_QUANT_ARGS-$(gpu_quant_args 1,8,32)}
   [[ $quant == none ]] && return 0
   # shellcheck disable=SC2086
   timeout 180 "$bench" $quant >"$out/tandem-quant.txt" 2>&1 || { echo "gpu-peer: the quantized rows failed (rc $?), see $out/tandem-quant.txt" >&2; exit 1; }
   echo
-  # The comparison table, header to the blank line after it (its rows follow the formats and
-  # contexts asked for).
+  # The comparison table (its rows follow the formats and contexts asked for).
   local table
-  table=$(sed -n '/^| weights | context/,/^$/p' "$out/tandem-quant.txt")
+  table=$(gpu_quant_table "$out/tandem-quant.txt")
   if [[ -n $table ]]; then echo "$table"; else echo "gpu-peer: no comparison table in $out/tandem-quant.txt" >&2; fi
 }
 

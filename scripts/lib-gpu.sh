@@ -1,6 +1,22 @@
 # shellcheck shell=bash
-# Sourced by the GPU scripts (gpu-check.sh, gpu-variants.sh, gpu-ab.sh, gpu-tp2.sh) and the packers
-# (gpu-pack.sh, gpu-pack-branches.sh): what each needs of the device machine's limits.
+# Sourced by the GPU scripts (gpu-check.sh, gpu-variants.sh, gpu-ab.sh, gpu-tp2.sh, gpu-peer.sh,
+# gpu-issue-rows.sh) and the packers (gpu-pack.sh, gpu-pack-branches.sh): what each needs of the
+# device machine's limits, and the bench cases of the issues' tables.
+
+# The bench arguments of issue 21's table: batches 1/8/32 at 1k and 4k, prefill 512 / 2048 and 8 x 1024.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+GPU_TABLE_ARGS="--synthetic qwen3-30b-a3b --batches 1,8,32 --contexts 1024,4096 --prefill 512,2048 --prefill-batch 8x1024 --no-kernel-table"
+
+# gpu_quant_args BATCHES: the bench arguments of issue 15's rows, bf16, FP8 and NVFP4 in one process (the
+# ratios to bf16 are same-run) at 1k and 4k.
+gpu_quant_args() {
+  echo "--synthetic qwen3-30b-a3b --weights bf16,fp8,nvfp4 --batches $1 --contexts 1024,4096 --prefill= --prefill-batch= --no-kernel-table"
+}
+
+# gpu_quant_table FILE: the bench's format comparison table in FILE, its header to the blank line after it.
+gpu_quant_table() {
+  sed -n '/^| weights | context/,/^$/p' "$1"
+}
 
 # gpu_copy_libs DEST BINARY...: copies into DEST the shared libraries the binaries link, less the C/C++
 # runtime and what the GPU machine has (the CUDA driver, cuBLAS, NCCL).
