@@ -5,6 +5,7 @@ Checks the two runs' arguments (the quantized batches default to 1,8,32 and foll
 argument), that both outputs are kept and their tables printed, and that a failing run's status is
 reported."""
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -29,6 +30,7 @@ fi
 class GpuIssueRowsTest(unittest.TestCase):
     def run_rows(self, quant_rc=0, extra=()):
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
         log = os.path.join(d, "args.log")
         bench = os.path.join(d, "bench")
         with open(bench, "w") as f:
